@@ -1,0 +1,143 @@
+package graph
+
+import (
+	"net/netip"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// This file is the contract between internal/graph and internal/nft: the only types the graph
+// emits. Flush returns them in dependency order:
+//
+//	SetReplaced / SetMembersChanged → PolicyUpdated → EndpointUpdated → EndpointRemoved →
+//	PolicyRemoved → SetRemoved → InSync (once, the first flush after the sources are in sync)
+//
+// so nothing is referenced before it exists and nothing is removed while referenced. Within a
+// flush, messages are coalesced: at most one message per object, carrying its final state.
+
+// Message is one dataplane instruction.
+type Message interface{ isMessage() }
+
+// SetID identifies a set computed from one normalised selector (plus, for named-port sets, the
+// port name and protocol). Equal selectors in different policies share one SetID. IDs are short,
+// stable across restarts and safe to embed in nftables object names ([a-z0-9_]).
+type SetID string
+
+// SetKind says what a set's members are.
+type SetKind uint8
+
+const (
+	// SetAddrs: members are endpoint addresses (Member.Addr only).
+	SetAddrs SetKind = iota
+	// SetNamedPorts: members are endpoint address . protocol . port, one per endpoint that
+	// declares the named port.
+	SetNamedPorts
+)
+
+// Member is one element of a set. Protocol and Port are zero for SetAddrs.
+type Member struct {
+	Addr     netip.Addr
+	Protocol model.Protocol
+	Port     uint16
+}
+
+// SetReplaced creates a set or replaces its whole content.
+type SetReplaced struct {
+	ID   SetID
+	Kind SetKind
+	// Description is the selector (and named port) the set is computed from, for comments.
+	Description string
+	Members     []Member
+}
+
+// SetMembersChanged adds and removes members of an existing set.
+type SetMembersChanged struct {
+	ID      SetID
+	Added   []Member
+	Removed []Member
+}
+
+// SetRemoved deletes a set that no policy references any more.
+type SetRemoved struct{ ID SetID }
+
+// Match is the compiled form of one side of a rule. Every non-empty constraint must hold (AND).
+type Match struct {
+	// Sets: the address must be a member of every listed SetAddrs set.
+	Sets []SetID
+	// NotSets: the address must be a member of none of them.
+	NotSets []SetID
+	// Nets: the address must be in one of these prefixes (normalised: sorted, no prefix inside
+	// another). Empty means any address.
+	Nets []netip.Prefix
+	// NotNets: the address must be in none of these prefixes (normalised as Nets).
+	NotNets []netip.Prefix
+	// Ports and NamedPortSets: the port matches if it is in one of Ports (numeric ranges, Name
+	// empty) or if (address, protocol, port) is a member of one of NamedPortSets. Both empty: any
+	// port.
+	Ports         []model.Port
+	NamedPortSets []SetID
+	// NotPorts and NotNamedPortSets exclude ports the same way.
+	NotPorts         []model.Port
+	NotNamedPortSets []SetID
+}
+
+// Rule is a policy rule with its selectors replaced by set references.
+type Rule struct {
+	Action      model.Action
+	Protocol    model.Protocol
+	NotProtocol model.Protocol
+	IPVersion   uint8
+	Src         Match
+	Dst         Match
+	ICMP        *model.ICMPMatch
+	NotICMP     *model.ICMPMatch
+	// Comment names the policy, direction and rule, e.g. "NetworkPolicy/x/allow-a ingress rule 0".
+	Comment string
+}
+
+// PolicyUpdated creates or replaces an active policy's compiled rules.
+type PolicyUpdated struct {
+	Key     model.PolicyKey
+	Tier    string
+	Ingress []Rule
+	Egress  []Rule
+}
+
+// PolicyRemoved deletes a policy that is no longer active (it selects no local endpoint).
+type PolicyRemoved struct{ Key model.PolicyKey }
+
+// TierPolicies is one tier of an endpoint's policy list for one direction: the policies of that
+// tier that apply to the endpoint, in evaluation order, and what happens if none decides.
+type TierPolicies struct {
+	Tier          string
+	DefaultAction model.Action
+	Policies      []model.PolicyKey
+}
+
+// EndpointUpdated creates or replaces a local endpoint. Ingress and Egress list, in evaluation
+// order, only the tiers that have at least one policy applying to the endpoint in that direction;
+// an empty list means no policy applies and traffic is allowed.
+type EndpointUpdated struct {
+	Key   model.EndpointKey
+	Addrs []netip.Addr
+	// Interface is the host-side interface that leads to the endpoint, "" while unknown.
+	Interface string
+	Ingress   []TierPolicies
+	Egress    []TierPolicies
+}
+
+// EndpointRemoved deletes a local endpoint.
+type EndpointRemoved struct{ Key model.EndpointKey }
+
+// InSync is emitted once, in the first flush after every source reported in-sync: from then on
+// the dataplane holds the complete desired state and may commit it.
+type InSync struct{}
+
+func (SetReplaced) isMessage()       {}
+func (SetMembersChanged) isMessage() {}
+func (SetRemoved) isMessage()        {}
+func (PolicyUpdated) isMessage()     {}
+func (PolicyRemoved) isMessage()     {}
+func (EndpointUpdated) isMessage()   {}
+func (EndpointRemoved) isMessage()   {}
+func (InSync) isMessage()            {}

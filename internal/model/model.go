@@ -1,0 +1,240 @@
+// Package model is the internal policy model of DESIGN.md: the one vocabulary that every policy API
+// is converted into by internal/sync and that internal/graph computes on. It is Felix's model, so
+// NetworkPolicy, ClusterNetworkPolicy and (later) Calico's own API all fit.
+//
+// The package holds plain data and the update messages that carry it; it has no behaviour beyond
+// small helpers, no I/O and no dependency on Kubernetes.
+//
+// Selectors are strings in Calico's selector language (see internal/selector). Two conventions
+// give a selector its scope:
+//   - A Policy with a non-empty Namespace is namespaced (NetworkPolicy v1): its Selector only
+//     selects endpoints of that namespace, and a rule peer with a Selector but no
+//     NamespaceSelector only matches endpoints of that namespace.
+//   - A peer's NamespaceSelector is evaluated against the labels of the endpoint's namespace;
+//     a peer with a NamespaceSelector and no Selector matches every endpoint of the matching
+//     namespaces.
+package model
+
+import (
+	"net/netip"
+	"strconv"
+)
+
+// EndpointKey names a workload endpoint (a pod).
+type EndpointKey struct {
+	Namespace string
+	Name      string
+}
+
+func (k EndpointKey) String() string { return k.Namespace + "/" + k.Name }
+
+// Protocol is an IP protocol number (IANA). Zero means "any protocol".
+type Protocol uint8
+
+const (
+	ProtocolAny    Protocol = 0
+	ProtocolICMP   Protocol = 1
+	ProtocolTCP    Protocol = 6
+	ProtocolUDP    Protocol = 17
+	ProtocolICMPv6 Protocol = 58
+	ProtocolSCTP   Protocol = 132
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case ProtocolAny:
+		return "any"
+	case ProtocolICMP:
+		return "icmp"
+	case ProtocolTCP:
+		return "tcp"
+	case ProtocolUDP:
+		return "udp"
+	case ProtocolICMPv6:
+		return "icmpv6"
+	case ProtocolSCTP:
+		return "sctp"
+	}
+	return strconv.Itoa(int(p))
+}
+
+// NamedPort is a port that a pod's container declares under a name.
+type NamedPort struct {
+	Name     string
+	Protocol Protocol
+	Port     uint16
+}
+
+// Endpoint is a pod with an address. Its Labels are its own; the labels of its namespace and
+// service account are inherited by reference (Namespace, ServiceAccount), not copied here.
+type Endpoint struct {
+	Key            EndpointKey
+	Node           string
+	Labels         map[string]string
+	ServiceAccount string
+	// Addrs holds the pod's IPv4 and IPv6 addresses (status.podIPs), unmapped.
+	Addrs      []netip.Addr
+	NamedPorts []NamedPort
+}
+
+// Namespace carries the labels its endpoints inherit for namespace selectors.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// ServiceAccount carries labels that its endpoints inherit (Calico's serviceAccountSelector).
+type ServiceAccount struct {
+	Namespace string
+	Name      string
+	Labels    map[string]string
+}
+
+// Action is what a matching rule does.
+type Action uint8
+
+const (
+	ActionAllow Action = iota + 1
+	ActionDeny
+	// ActionPass ends the evaluation of the current tier and continues with the next one.
+	ActionPass
+	// ActionLog logs the packet and continues with the next rule.
+	ActionLog
+)
+
+func (a Action) String() string {
+	switch a {
+	case ActionAllow:
+		return "allow"
+	case ActionDeny:
+		return "deny"
+	case ActionPass:
+		return "pass"
+	case ActionLog:
+		return "log"
+	}
+	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Port is a destination (or source) port match: a numeric range First..Last (inclusive; First ==
+// Last for a single port), or a Name that resolves per endpoint through its NamedPorts.
+type Port struct {
+	Name  string
+	First uint16
+	Last  uint16
+}
+
+// ICMPMatch matches an ICMP (or ICMPv6) type and, optionally, code.
+type ICMPMatch struct {
+	Type uint8
+	Code *uint8
+}
+
+// Peer is one side (source or destination) of a rule. Every non-empty field must match (AND);
+// within Nets (and within Ports) any element may match (OR). An empty Peer matches everything.
+type Peer struct {
+	// Selector selects endpoints by their labels; "" means no endpoint restriction unless
+	// NamespaceSelector is set (see the package comment for scoping).
+	Selector string
+	// NamespaceSelector selects the namespaces whose endpoints match.
+	NamespaceSelector string
+	// ServiceAccountSelector selects endpoints by the labels of their service account.
+	ServiceAccountSelector string
+	Nets                   []netip.Prefix
+	NotNets                []netip.Prefix
+	Ports                  []Port
+	NotPorts               []Port
+}
+
+// HasEndpointMatch reports whether the peer restricts by endpoint identity (any selector).
+func (p Peer) HasEndpointMatch() bool {
+	return p.Selector != "" || p.NamespaceSelector != "" || p.ServiceAccountSelector != ""
+}
+
+// Rule is one ordered rule of a policy.
+type Rule struct {
+	Action Action
+	// Protocol restricts the rule to one protocol; ProtocolAny matches all.
+	Protocol Protocol
+	// NotProtocol excludes one protocol (ProtocolAny: none excluded).
+	NotProtocol Protocol
+	// IPVersion restricts the rule to 4 or 6; 0 for both.
+	IPVersion   uint8
+	Source      Peer
+	Destination Peer
+	ICMP        *ICMPMatch
+	NotICMP     *ICMPMatch
+	// Name is an optional human name (for comments); rules are otherwise named by index.
+	Name string
+}
+
+// Direction is the direction of traffic relative to an endpoint.
+type Direction uint8
+
+const (
+	Ingress Direction = iota
+	Egress
+)
+
+func (d Direction) String() string {
+	if d == Egress {
+		return "egress"
+	}
+	return "ingress"
+}
+
+// PolicyKey names a policy uniquely across all policy APIs.
+type PolicyKey struct {
+	// Kind is the source API: "NetworkPolicy", "ClusterNetworkPolicy", … .
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+func (k PolicyKey) String() string {
+	if k.Namespace == "" {
+		return k.Kind + "/" + k.Name
+	}
+	return k.Kind + "/" + k.Namespace + "/" + k.Name
+}
+
+// Policy is an ordered list of rules applied to the endpoints its Selector selects.
+type Policy struct {
+	Key  PolicyKey
+	Tier string
+	// Order sorts policies within a tier (lower first); ties are broken by Key.String().
+	Order float64
+	// Namespace scopes Selector and same-namespace peers (NetworkPolicy); "" for cluster-wide.
+	Namespace string
+	Selector  string
+	// Ingress/Egress say which directions the policy applies to (policyTypes).
+	ApplyIngress bool
+	ApplyEgress  bool
+	IngressRules []Rule
+	EgressRules  []Rule
+}
+
+// Well-known tiers. Tiers are evaluated in ascending Order.
+const (
+	TierAdmin         = "admin"
+	TierNetworkPolicy = "default"
+	TierBaseline      = "baseline"
+)
+
+// Tier groups policies. If policies of a tier apply to an endpoint and none decides, the tier's
+// DefaultAction applies (ActionDeny for NetworkPolicy semantics, ActionPass to fall through).
+type Tier struct {
+	Name          string
+	Order         float64
+	DefaultAction Action
+}
+
+// DefaultTiers are the tiers every source starts with: ClusterNetworkPolicy Admin, NetworkPolicy,
+// ClusterNetworkPolicy Baseline.
+func DefaultTiers() []Tier {
+	return []Tier{
+		{Name: TierAdmin, Order: 100, DefaultAction: ActionPass},
+		{Name: TierNetworkPolicy, Order: 1000, DefaultAction: ActionDeny},
+		{Name: TierBaseline, Order: 10000, DefaultAction: ActionPass},
+	}
+}

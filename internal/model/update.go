@@ -1,0 +1,67 @@
+package model
+
+import "net/netip"
+
+// Update is one change of the cluster or host state, fed to internal/graph. Set updates are
+// whole-object upserts; Deleted updates name the object.
+type Update interface{ isUpdate() }
+
+type EndpointSet struct{ Endpoint Endpoint }
+type EndpointDeleted struct{ Key EndpointKey }
+type NamespaceSet struct{ Namespace Namespace }
+type NamespaceDeleted struct{ Name string }
+type ServiceAccountSet struct{ ServiceAccount ServiceAccount }
+type ServiceAccountDeleted struct{ Namespace, Name string }
+type PolicySet struct{ Policy Policy }
+type PolicyDeleted struct{ Key PolicyKey }
+type TierSet struct{ Tier Tier }
+type TierDeleted struct{ Name string }
+
+// RouteSet says that Dst (a local pod's address as a host route) leaves through host Interface.
+// It comes from internal/ifmon.
+type RouteSet struct {
+	Dst       netip.Prefix
+	Interface string
+}
+type RouteDeleted struct{ Dst netip.Prefix }
+
+// HostAddrSet / HostAddrDeleted: an address assigned to the host (node) itself.
+type HostAddrSet struct{ Addr netip.Addr }
+type HostAddrDeleted struct{ Addr netip.Addr }
+
+// SyncStatus reports the progress of a source.
+type SyncStatus uint8
+
+const (
+	WaitingForDatastore SyncStatus = iota
+	ResyncInProgress
+	InSync
+)
+
+func (s SyncStatus) String() string {
+	switch s {
+	case ResyncInProgress:
+		return "resyncing"
+	case InSync:
+		return "in-sync"
+	}
+	return "waiting"
+}
+
+type SyncStatusUpdate struct{ Status SyncStatus }
+
+func (EndpointSet) isUpdate()           {}
+func (EndpointDeleted) isUpdate()       {}
+func (NamespaceSet) isUpdate()          {}
+func (NamespaceDeleted) isUpdate()      {}
+func (ServiceAccountSet) isUpdate()     {}
+func (ServiceAccountDeleted) isUpdate() {}
+func (PolicySet) isUpdate()             {}
+func (PolicyDeleted) isUpdate()         {}
+func (TierSet) isUpdate()               {}
+func (TierDeleted) isUpdate()           {}
+func (RouteSet) isUpdate()              {}
+func (RouteDeleted) isUpdate()          {}
+func (HostAddrSet) isUpdate()           {}
+func (HostAddrDeleted) isUpdate()       {}
+func (SyncStatusUpdate) isUpdate()      {}

@@ -1,0 +1,48 @@
+// Package testenv holds what every test on real parts needs: checks that fail loudly when the
+// machine lacks root or a tool, and unique names for the kernel objects a test creates.
+//
+// Subpackages build the local cluster harness: netns (nodes and pods as network namespaces,
+// servers, the prober and truth tables) and kube (a real etcd and kube-apiserver on loopback).
+// Everything they create is removed when the test ends, fails or panics; nothing ever touches the
+// root network namespace.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"testing"
+)
+
+// NetnsPrefix starts the name of every network namespace the harness and the tests create, so
+// `make clean-netns` can remove leftovers of a killed run.
+const NetnsPrefix = "nftp-"
+
+// RequireRoot fails the test (it never skips) when not running as root: tests on real parts must
+// not pass silently on a machine that cannot run them.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Fatalf("this test needs root (network namespaces, nftables); run it as root, e.g. via `make test`")
+	}
+}
+
+// RequireCommand fails the test when a command is missing from PATH.
+func RequireCommand(tb testing.TB, names ...string) {
+	tb.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			tb.Fatalf("this test needs %q on PATH (run `make deps`): %v", n, err)
+		}
+	}
+}
+
+var seq atomic.Uint64
+
+// UniqueName returns NetnsPrefix + tag + a suffix unique to this process and call, short enough
+// (≤ 15 bytes for a tag of up to 4 bytes) to serve as an interface name too.
+func UniqueName(tag string) string {
+	n := seq.Add(1)
+	return fmt.Sprintf("%s%s%x%x", NetnsPrefix, tag, os.Getpid()%0xffff, n)
+}
