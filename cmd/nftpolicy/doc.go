@@ -1,0 +1,8 @@
+// Command nftpolicy wires the stages of DESIGN.md into the agent operators run:
+//
+//	internal/sync → internal/graph → internal/nft, with internal/ifmon beside
+//
+// It owns configuration (flags and environment), logging (slog with tint on a terminal, JSON
+// otherwise), metrics (client_golang) and health endpoints. Subcommands: run (default), render,
+// cleanup, version.
+package main
