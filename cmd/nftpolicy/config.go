@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// runConfig is the configuration of `nftpolicy run`: flags, with environment variables as
+// defaults where operators expect them (NODE_NAME from the downward API, KUBECONFIG).
+type runConfig struct {
+	NodeName         string
+	Kubeconfig       string
+	ResyncInterval   time.Duration
+	WorkloadPrefixes []string
+	MetricsAddr      string
+	HealthAddr       string
+	LogFormat        string
+	LogLevel         slog.Level
+	CleanupOnExit    bool
+	Table            string
+	// FailureThreshold is the number of consecutive failed applies after which /healthz fails.
+	FailureThreshold int
+}
+
+// errUsage marks configuration errors: one clear line on stderr and exit code 2.
+var errUsage = errors.New("usage")
+
+func usageErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
+	var c runConfig
+	fs := flag.NewFlagSet("nftpolicy run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node's name (env NODE_NAME); local endpoints are pods with spec.nodeName equal to it")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
+	fs.DurationVar(&c.ResyncInterval, "resync-interval", 90*time.Second, "how often the nftables table is read back and drift repaired")
+	prefixes := fs.String("workload-iface-prefixes", "veth,cali,cni,lxc,eni,tap", "comma-separated prefixes of host interfaces that lead to pods")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9464", "address of the Prometheus /metrics endpoint; empty disables it")
+	fs.StringVar(&c.HealthAddr, "health-addr", ":9465", "address of /healthz and /readyz; empty disables them")
+	fs.StringVar(&c.LogFormat, "log-format", "", "tint or json (default: tint on a terminal, json otherwise)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.CleanupOnExit, "cleanup-on-exit", false, "remove the nftables table on exit (default: leave it, so policy stays enforced across restarts)")
+	fs.StringVar(&c.Table, "table", "nftpolicy", "name of the inet nftables table the agent owns")
+	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, usageErrorf("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return c, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.NodeName == "" {
+		return c, usageErrorf("the node name is required: set NODE_NAME or --node-name")
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, usageErrorf("--log-level %q: want debug, info, warn or error", *level)
+	}
+	switch c.LogFormat {
+	case "", "tint", "json":
+	default:
+		return c, usageErrorf("--log-format %q: want tint or json", c.LogFormat)
+	}
+	if c.ResyncInterval <= 0 {
+		return c, usageErrorf("--resync-interval must be positive, got %v", c.ResyncInterval)
+	}
+	if c.FailureThreshold < 1 {
+		return c, usageErrorf("--failure-threshold must be at least 1")
+	}
+	for _, p := range strings.Split(*prefixes, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.WorkloadPrefixes = append(c.WorkloadPrefixes, p)
+		}
+	}
+	return c, nil
+}
+
+// isTerminal reports whether f is a character device (a terminal), without a dependency.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
