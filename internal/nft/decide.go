@@ -1,0 +1,575 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// Verdict is what the kernel does with the first packet of a connection.
+type Verdict uint8
+
+const (
+	Allow Verdict = iota + 1
+	Deny
+)
+
+func (v Verdict) String() string {
+	if v == Deny {
+		return "deny"
+	}
+	return "allow"
+}
+
+// Outcome is a verdict with the reason a reader of `nft list ruleset` is shown.
+type Outcome struct {
+	Verdict Verdict
+	Reason  string
+}
+
+// State is the dataplane's view of the graph's output that the compiler reads.
+type State struct {
+	Sets     map[graph.SetID]*Set
+	Policies map[model.PolicyKey]*graph.PolicyUpdated
+}
+
+// Set is a graph set: addresses, or address.proto.port members for named ports.
+type Set struct {
+	Kind        graph.SetKind
+	Description string
+	Members     map[graph.Member]struct{}
+	addrs       map[netip.Addr]struct{}
+}
+
+// NewState returns an empty State.
+func NewState() *State {
+	return &State{Sets: map[graph.SetID]*Set{}, Policies: map[model.PolicyKey]*graph.PolicyUpdated{}}
+}
+
+// Apply folds one graph message into the state (endpoint messages are the Dataplane's business).
+func (s *State) Apply(m graph.Message) {
+	switch m := m.(type) {
+	case graph.SetReplaced:
+		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+		for _, mb := range m.Members {
+			set.add(mb)
+		}
+		s.Sets[m.ID] = set
+	case graph.SetMembersChanged:
+		set := s.Sets[m.ID]
+		if set == nil {
+			set = &Set{Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+			s.Sets[m.ID] = set
+		}
+		for _, mb := range m.Removed {
+			set.remove(mb)
+		}
+		for _, mb := range m.Added {
+			set.add(mb)
+		}
+	case graph.SetRemoved:
+		delete(s.Sets, m.ID)
+	case graph.PolicyUpdated:
+		p := m
+		s.Policies[m.Key] = &p
+	case graph.PolicyRemoved:
+		delete(s.Policies, m.Key)
+	}
+}
+
+func (s *Set) add(m graph.Member) {
+	m.Addr = m.Addr.Unmap()
+	s.Members[m] = struct{}{}
+	s.addrs[m.Addr] = struct{}{}
+}
+
+func (s *Set) remove(m graph.Member) {
+	m.Addr = m.Addr.Unmap()
+	delete(s.Members, m)
+	// recompute the address index for this address only
+	for o := range s.Members {
+		if o.Addr == m.Addr {
+			return
+		}
+	}
+	delete(s.addrs, m.Addr)
+}
+
+func (s *State) member(id graph.SetID, a netip.Addr) bool {
+	set := s.Sets[id]
+	if set == nil {
+		return false // a missing set has no members: bad input never widens an allow
+	}
+	_, ok := set.addrs[a]
+	return ok
+}
+
+func (s *State) namedPort(id graph.SetID, a netip.Addr, proto model.Protocol, port uint16) bool {
+	set := s.Sets[id]
+	if set == nil {
+		return false
+	}
+	_, ok := set.Members[graph.Member{Addr: a, Protocol: proto, Port: port}]
+	return ok
+}
+
+// packet is what the evaluator looks at: the peer and the local endpoint address, L4 protocol
+// and destination port. known=false means the peer is in no set (interval/default lookups).
+type packet struct {
+	peer, local netip.Addr
+	known       bool
+	proto       model.Protocol
+	port        uint16
+}
+
+// Evaluate resolves the policy model's evaluation order for one packet: tiers in order, policies
+// in order, rules in order; first Allow/Deny wins; Pass goes to the next tier; a tier's default
+// applies when none decided; allow after the last tier. It is the reference semantics that the
+// compiled structures must equal.
+func (s *State) Evaluate(dir model.Direction, tiers []graph.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
+	return s.eval(dir, tiers, packet{peer: peer.Unmap(), local: local.Unmap(), known: true, proto: proto, port: port})
+}
+
+func (s *State) eval(dir model.Direction, tiers []graph.TierPolicies, p packet) Outcome {
+tiers:
+	for _, t := range tiers {
+		for _, key := range t.Policies {
+			pol := s.Policies[key]
+			if pol == nil {
+				continue // not (yet) known: contributes no rule
+			}
+			rules := pol.Ingress
+			if dir == model.Egress {
+				rules = pol.Egress
+			}
+			for i := range rules {
+				r := &rules[i]
+				if !s.matches(dir, r, p) {
+					continue
+				}
+				reason := r.Comment
+				if reason == "" {
+					reason = fmt.Sprintf("%s %s rule %d", key, dir, i)
+				}
+				switch r.Action {
+				case model.ActionAllow:
+					return Outcome{Allow, reason + " (allow)"}
+				case model.ActionDeny:
+					return Outcome{Deny, reason + " (deny)"}
+				case model.ActionPass:
+					continue tiers
+				}
+			}
+		}
+		switch t.DefaultAction {
+		case model.ActionDeny:
+			return Outcome{Deny, "tier " + t.Tier + " default: deny"}
+		case model.ActionAllow:
+			return Outcome{Allow, "tier " + t.Tier + " default: allow"}
+		}
+	}
+	if len(tiers) == 0 {
+		return Outcome{Allow, "no policy applies"}
+	}
+	return Outcome{Allow, "no tier decided: allow"}
+}
+
+func (s *State) matches(dir model.Direction, r *graph.Rule, p packet) bool {
+	if r.IPVersion == 4 && !p.peer.Is4() || r.IPVersion == 6 && !p.peer.Is6() {
+		return false
+	}
+	if r.Protocol != model.ProtocolAny && r.Protocol != p.proto {
+		return false
+	}
+	if r.NotProtocol != model.ProtocolAny && r.NotProtocol == p.proto {
+		return false
+	}
+	if r.ICMP != nil || r.NotICMP != nil {
+		// ICMP type/code is not resolved into the lookup structures yet: such a rule matches
+		// nothing (never widens an allow; a type-restricted deny is not enforced).
+		return false
+	}
+	src, dst := p.peer, p.local
+	srcKnown, dstKnown := p.known, true
+	if dir == model.Egress {
+		src, dst = p.local, p.peer
+		srcKnown, dstKnown = true, p.known
+	}
+	if !s.addrMatch(&r.Src, src, srcKnown) || !s.addrMatch(&r.Dst, dst, dstKnown) {
+		return false
+	}
+	if len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0 {
+		return false // source ports: unsupported, the rule matches nothing
+	}
+	return s.portMatch(&r.Dst, dst, dstKnown, p.proto, p.port)
+}
+
+func (s *State) addrMatch(m *graph.Match, a netip.Addr, known bool) bool {
+	for _, id := range m.Sets {
+		if !known || !s.member(id, a) {
+			return false
+		}
+	}
+	for _, id := range m.NotSets {
+		if known && s.member(id, a) {
+			return false
+		}
+	}
+	if len(m.Nets) > 0 {
+		in := false
+		for _, n := range m.Nets {
+			if n.Contains(a) {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	for _, n := range m.NotNets {
+		if n.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+func portIn(ps []model.Port, port uint16) bool {
+	for _, p := range ps {
+		if p.Name == "" && p.First <= port && port <= p.Last {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *State) portMatch(m *graph.Match, a netip.Addr, known bool, proto model.Protocol, port uint16) bool {
+	if len(m.Ports) > 0 || len(m.NamedPortSets) > 0 {
+		if !hasPorts(proto) {
+			return false
+		}
+		ok := portIn(m.Ports, port)
+		for _, id := range m.NamedPortSets {
+			if !ok && known && s.namedPort(id, a, proto, port) {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if len(m.NotPorts) > 0 || len(m.NotNamedPortSets) > 0 {
+		if !hasPorts(proto) {
+			return false
+		}
+		if portIn(m.NotPorts, port) {
+			return false
+		}
+		for _, id := range m.NotNamedPortSets {
+			if known && s.namedPort(id, a, proto, port) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func hasPorts(p model.Protocol) bool {
+	return p == model.ProtocolTCP || p == model.ProtocolUDP || p == model.ProtocolSCTP
+}
+
+// PortProtocols are the protocols whose destination port the class chains look up.
+var portProtocols = []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolSCTP}
+
+// PortSeg is one interval of a class's disjoint protocol × port partition.
+type PortSeg struct {
+	Proto       model.Protocol
+	First, Last uint16
+	Outcome
+}
+
+// Class is the decision function of a peer class: a disjoint partition of (protocol, port) for
+// the port protocols, and the outcome for every other protocol (ICMP included).
+type Class struct {
+	Key   string
+	Ports []PortSeg // only segments whose outcome differs from Other
+	Other Outcome
+}
+
+// Interval is one range of a disjoint partition of the address space.
+type Interval struct {
+	From, To netip.Addr
+	Class    string
+}
+
+// Decision is the compiled decision structure of one endpoint group, direction and family.
+type Decision struct {
+	Peers     map[netip.Addr]string // exact: known endpoint addresses → class
+	Intervals []Interval            // disjoint, sorted; addresses not in Peers
+	Default   string                // class of every other address
+	Classes   map[string]*Class
+}
+
+// Lookup returns the outcome the compiled structure gives a packet (what the kernel does).
+func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Outcome {
+	peer = peer.Unmap()
+	key, ok := d.Peers[peer]
+	if !ok {
+		key = d.Default
+		for _, iv := range d.Intervals {
+			if iv.From.Compare(peer) <= 0 && peer.Compare(iv.To) <= 0 {
+				key = iv.Class
+				break
+			}
+		}
+	}
+	c := d.Classes[key]
+	if hasPorts(proto) {
+		for _, s := range c.Ports {
+			if s.Proto == proto && s.First <= port && port <= s.Last {
+				return s.Outcome
+			}
+		}
+	}
+	return c.Other
+}
+
+// Compile builds the decision structure for the tiers of one endpoint group in one direction and
+// family (v4: is4). local is an address of a group endpoint (ingress named ports resolve on it;
+// endpoints are grouped so that all members resolve them alike).
+func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *Decision {
+	d := &Decision{Peers: map[netip.Addr]string{}, Classes: map[string]*Class{}}
+	known, nets := s.references(dir, tiers, is4)
+	for a := range known {
+		d.Peers[a] = d.class(s, dir, tiers, packet{peer: a, local: local, known: true})
+	}
+	// disjoint partition of the address space by the boundaries of every referenced prefix
+	var zero, max netip.Addr
+	if is4 {
+		zero, max = netip.IPv4Unspecified(), netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	} else {
+		zero, max = netip.IPv6Unspecified(), netip.AddrFrom16([16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	}
+	cuts := map[netip.Addr]struct{}{zero: {}}
+	for _, n := range nets {
+		n = n.Masked()
+		cuts[n.Addr()] = struct{}{}
+		if last := lastAddr(n); last != max {
+			cuts[last.Next()] = struct{}{}
+		}
+	}
+	starts := make([]netip.Addr, 0, len(cuts))
+	for a := range cuts {
+		starts = append(starts, a)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Less(starts[j]) })
+	var ivs []Interval
+	for i, from := range starts {
+		to := max
+		if i+1 < len(starts) {
+			to = starts[i+1].Prev()
+		}
+		k := d.class(s, dir, tiers, packet{peer: from, local: local})
+		if n := len(ivs); n > 0 && ivs[n-1].Class == k {
+			ivs[n-1].To = to
+			continue
+		}
+		ivs = append(ivs, Interval{From: from, To: to, Class: k})
+	}
+	// the largest uncovered-by-any-prefix class becomes the default: find an interval outside
+	// every prefix (the one starting at a cut that is not inside a referenced net) — simpler and
+	// equally correct: the first interval's class if it lies outside all nets, else none.
+	d.Default = ""
+	for _, iv := range ivs {
+		inside := false
+		for _, n := range nets {
+			if n.Contains(iv.From) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			d.Default = iv.Class
+			break
+		}
+	}
+	if d.Default == "" { // every address is inside a prefix: keep all intervals
+		d.Default = ivs[0].Class
+	}
+	for _, iv := range ivs {
+		if iv.Class != d.Default {
+			d.Intervals = append(d.Intervals, iv)
+		}
+	}
+	return d
+}
+
+// references lists the known peer addresses (members of any set the peer side of a rule
+// references) and the peer-side prefixes, of one family.
+func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 bool) (map[netip.Addr]struct{}, []netip.Prefix) {
+	known := map[netip.Addr]struct{}{}
+	var nets []netip.Prefix
+	addSet := func(id graph.SetID) {
+		if set := s.Sets[id]; set != nil {
+			for a := range set.addrs {
+				if a.Is4() == is4 {
+					known[a] = struct{}{}
+				}
+			}
+		}
+	}
+	for _, t := range tiers {
+		for _, key := range t.Policies {
+			pol := s.Policies[key]
+			if pol == nil {
+				continue
+			}
+			rules := pol.Ingress
+			if dir == model.Egress {
+				rules = pol.Egress
+			}
+			for i := range rules {
+				m := &rules[i].Src
+				if dir == model.Egress {
+					m = &rules[i].Dst
+					for _, id := range m.NamedPortSets {
+						addSet(id)
+					}
+					for _, id := range m.NotNamedPortSets {
+						addSet(id)
+					}
+				}
+				for _, id := range m.Sets {
+					addSet(id)
+				}
+				for _, id := range m.NotSets {
+					addSet(id)
+				}
+				for _, n := range append(append([]netip.Prefix(nil), m.Nets...), m.NotNets...) {
+					if n.Addr().Is4() == is4 {
+						nets = append(nets, n)
+					}
+				}
+			}
+		}
+	}
+	return known, nets
+}
+
+// class computes the decision function of one peer and interns it: peers with equal functions
+// share one class (one chain in the kernel).
+func (d *Decision) class(s *State, dir model.Direction, tiers []graph.TierPolicies, p packet) string {
+	c := &Class{}
+	p.proto = 255 // a protocol no rule names explicitly unless it names 255
+	c.Other = s.eval(dir, tiers, p)
+	for _, proto := range portProtocols {
+		p.proto = proto
+		// elementary port boundaries: evaluating per distinct segment is exact because rule
+		// port matches are unions of ranges, and named ports are single ports
+		cuts := s.portCuts(dir, tiers, p)
+		for i, first := range cuts {
+			last := uint16(65535)
+			if i+1 < len(cuts) {
+				last = uint16(cuts[i+1] - 1)
+			}
+			p.port = uint16(first)
+			o := s.eval(dir, tiers, p)
+			if n := len(c.Ports); n > 0 && c.Ports[n-1].Proto == proto && c.Ports[n-1].Outcome == o && uint32(c.Ports[n-1].Last)+1 == first {
+				c.Ports[n-1].Last = last
+				continue
+			}
+			c.Ports = append(c.Ports, PortSeg{Proto: proto, First: uint16(first), Last: last, Outcome: o})
+		}
+	}
+	// drop segments equal to Other (the class chain's final verdict covers them)
+	kept := c.Ports[:0]
+	for _, sg := range c.Ports {
+		if sg.Outcome != c.Other {
+			kept = append(kept, sg)
+		}
+	}
+	c.Ports = kept
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d:%s", c.Other.Verdict, c.Other.Reason)
+	for _, sg := range c.Ports {
+		fmt.Fprintf(&b, "|%d.%d-%d:%d:%s", sg.Proto, sg.First, sg.Last, sg.Verdict, sg.Reason)
+	}
+	c.Key = b.String()
+	if _, ok := d.Classes[c.Key]; !ok {
+		d.Classes[c.Key] = c
+	}
+	return c.Key
+}
+
+func (s *State) portCuts(dir model.Direction, tiers []graph.TierPolicies, p packet) []uint32 {
+	cuts := map[uint32]struct{}{0: {}}
+	addRange := func(ps []model.Port) {
+		for _, pt := range ps {
+			if pt.Name == "" {
+				cuts[uint32(pt.First)] = struct{}{}
+				cuts[uint32(pt.Last)+1] = struct{}{}
+			}
+		}
+	}
+	dst := p.local
+	if dir == model.Egress {
+		dst = p.peer
+	}
+	addNamed := func(ids []graph.SetID) {
+		for _, id := range ids {
+			if set := s.Sets[id]; set != nil {
+				for m := range set.Members {
+					if m.Addr == dst && m.Protocol == p.proto {
+						cuts[uint32(m.Port)] = struct{}{}
+						cuts[uint32(m.Port)+1] = struct{}{}
+					}
+				}
+			}
+		}
+	}
+	for _, t := range tiers {
+		for _, key := range t.Policies {
+			pol := s.Policies[key]
+			if pol == nil {
+				continue
+			}
+			rules := pol.Ingress
+			if dir == model.Egress {
+				rules = pol.Egress
+			}
+			for i := range rules {
+				addRange(rules[i].Dst.Ports)
+				addRange(rules[i].Dst.NotPorts)
+				addNamed(rules[i].Dst.NamedPortSets)
+				addNamed(rules[i].Dst.NotNamedPortSets)
+			}
+		}
+	}
+	out := make([]uint32, 0, len(cuts))
+	for c := range cuts {
+		if c <= 65535 {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	bits := p.Bits()
+	for i := range b {
+		for j := 0; j < 8; j++ {
+			if i*8+j >= bits {
+				b[i] |= 0x80 >> j
+			}
+		}
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
