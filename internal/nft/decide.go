@@ -298,7 +298,10 @@ type PortSeg struct {
 type Class struct {
 	Key   string
 	Ports []PortSeg // only segments whose outcome differs from Other
-	Other Outcome
+	// Protos: outcomes of non-port protocols that rules name (Protocol or NotProtocol), where
+	// they differ from Other.
+	Protos map[model.Protocol]Outcome
+	Other  Outcome
 }
 
 // Interval is one range of a disjoint partition of the address space.
@@ -329,6 +332,9 @@ func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Ou
 		}
 	}
 	c := d.Classes[key]
+	if o, ok := c.Protos[proto]; ok {
+		return o
+	}
 	if hasPorts(proto) {
 		for _, s := range c.Ports {
 			if s.Proto == proto && s.First <= port && port <= s.Last {
@@ -464,9 +470,15 @@ func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 
 // class computes the decision function of one peer and interns it: peers with equal functions
 // share one class (one chain in the kernel).
 func (d *Decision) class(s *State, dir model.Direction, tiers []graph.TierPolicies, p packet) string {
-	c := &Class{}
-	p.proto = 255 // a protocol no rule names explicitly unless it names 255
+	c := &Class{Protos: map[model.Protocol]Outcome{}}
+	p.proto = 255 // stands for every protocol no rule names (reserved: no rule names 255)
 	c.Other = s.eval(dir, tiers, p)
+	for _, proto := range s.namedProtocols(dir, tiers) {
+		p.proto = proto
+		if o := s.eval(dir, tiers, p); o != c.Other {
+			c.Protos[proto] = o
+		}
+	}
 	for _, proto := range portProtocols {
 		p.proto = proto
 		// elementary port boundaries: evaluating per distinct segment is exact because rule
@@ -499,11 +511,48 @@ func (d *Decision) class(s *State, dir model.Direction, tiers []graph.TierPolici
 	for _, sg := range c.Ports {
 		fmt.Fprintf(&b, "|%d.%d-%d:%d:%s", sg.Proto, sg.First, sg.Last, sg.Verdict, sg.Reason)
 	}
+	protos := make([]int, 0, len(c.Protos))
+	for pr := range c.Protos {
+		protos = append(protos, int(pr))
+	}
+	sort.Ints(protos)
+	for _, pr := range protos {
+		o := c.Protos[model.Protocol(pr)]
+		fmt.Fprintf(&b, "|p%d:%d:%s", pr, o.Verdict, o.Reason)
+	}
 	c.Key = b.String()
 	if _, ok := d.Classes[c.Key]; !ok {
 		d.Classes[c.Key] = c
 	}
 	return c.Key
+}
+
+// namedProtocols lists the non-port protocols that the group's rules name.
+func (s *State) namedProtocols(dir model.Direction, tiers []graph.TierPolicies) []model.Protocol {
+	seen := map[model.Protocol]bool{}
+	var out []model.Protocol
+	for _, t := range tiers {
+		for _, key := range t.Policies {
+			pol := s.Policies[key]
+			if pol == nil {
+				continue
+			}
+			rules := pol.Ingress
+			if dir == model.Egress {
+				rules = pol.Egress
+			}
+			for i := range rules {
+				for _, pr := range []model.Protocol{rules[i].Protocol, rules[i].NotProtocol} {
+					if pr != model.ProtocolAny && !hasPorts(pr) && !seen[pr] {
+						seen[pr] = true
+						out = append(out, pr)
+					}
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 func (s *State) portCuts(dir model.Direction, tiers []graph.TierPolicies, p packet) []uint32 {

@@ -28,7 +28,8 @@
 // A Class is the peer's whole decision function: a disjoint partition of (tcp|udp|sctp) × port
 // 0–65535 into outcomes (cut at every numeric range bound and every named port of the destination
 // — the local endpoint for ingress, the peer for egress), segments equal to the final outcome
-// dropped, plus the outcome for every other protocol (the chain's explicit final verdict). Peers
+// dropped, the outcome of each non-port protocol a rule names (ICMP: `meta l4proto vmap`), plus
+// the outcome for every other protocol (the chain's explicit final verdict). Peers
 // with equal functions share one class, hence one chain in the kernel. Each outcome carries the
 // reason (rule comment, or "tier X default: deny") for comments.
 //
