@@ -7,7 +7,8 @@
 // Built so far: the pure compiler core (decide.go) — State folds graph messages (sets, policies);
 // State.Compile resolves, in Go, the policy model's evaluation order for one endpoint group,
 // direction and family into a Decision; State.Evaluate is the reference semantics it is tested
-// against. Not yet built: the translation of Decisions into ruleset objects, the Dataplane
+// against; State.GroupKey says which endpoints share one Decision (tiers + every fact of the
+// local address that Compile reads). Not yet built: the translation of Decisions into ruleset objects, the Dataplane
 // (New/Apply/Resync/Cleanup/Render), golden and traffic tests. The layout below is the design
 // that translation follows.
 //
