@@ -1,0 +1,29 @@
+// Package ifmon is the agent's sense of the host network: it watches links, host addresses and
+// host routes of one network namespace over rtnetlink and reports their changes.
+//
+// Place in the data flow (DESIGN.md): beside internal/graph. Its events translate (ToUpdates) into
+// model.RouteSet / RouteDeleted (a local pod's host route /32 or /128 and the host interface it
+// leaves through) and model.HostAddrSet / HostAddrDeleted (addresses of the node itself). The
+// dataplane also uses WorkloadInterfaces (names matching configured prefixes such as "veth",
+// "cali") to fail closed on workload interfaces that have no endpoint yet.
+//
+// Design: one NETLINK_ROUTE socket, bound to the namespace given by its fd (0 = current), joins
+// the link, IPv4/IPv6 address and IPv4/IPv6 route multicast groups (by group number with
+// JoinGroup); then a full dump (links, addresses, main-table unicast routes) is taken on a second
+// socket and reconciled against the state. Events follow; there is no polling. Each received batch
+// is applied to the state and the differences are delivered as one []Event to the Handler, in
+// the goroutine running Run.
+//
+// Routes are kept by destination with the interface index they go out of; the interface name is
+// resolved through the link table, so a rename emits RouteChanged with the new name and a link
+// deletion drops its routes (the kernel flushes routes of a deleted device without always sending
+// RTM_DELROUTE for each, so ifmon does it itself).
+//
+// Invariants:
+//   - after every processed batch, the state equals what the kernel reported;
+//   - on ENOBUFS (the kernel dropped multicast events because the socket buffer was full) the
+//     receive buffer is doubled (SO_RCVBUFFORCE through SetReadBuffer), the whole state is dumped
+//     again and the differences are emitted as events: the state never silently diverges from the
+//     kernel. Resyncs counts these.
+//   - Run returns when its context is done, after closing its sockets.
+package ifmon
