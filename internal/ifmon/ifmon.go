@@ -122,6 +122,7 @@ type Monitor struct {
 	events  atomic.Uint64
 	resyncs atomic.Uint64
 	enobufs atomic.Uint64
+	dumps   atomic.Uint64
 }
 
 // New returns a Monitor; Run starts it.
@@ -134,6 +135,9 @@ func (m *Monitor) Events() uint64 { return m.events.Load() }
 
 // Resyncs is the number of full dumps after the first one (each one follows an ENOBUFS).
 func (m *Monitor) Resyncs() uint64 { return m.resyncs.Load() }
+
+// LinkDownDumps is the number of full dumps taken because a link carrying routes went down.
+func (m *Monitor) LinkDownDumps() uint64 { return m.dumps.Load() }
 
 // ENOBUFS is the number of times the kernel reported lost events.
 func (m *Monitor) ENOBUFS() uint64 { return m.enobufs.Load() }
@@ -226,10 +230,19 @@ func (m *Monitor) Run(ctx context.Context) error {
 		m.mu.Lock()
 		next := m.state.clone()
 		m.mu.Unlock()
+		redump := false
 		for _, msg := range msgs {
-			apply(next, msg)
+			redump = apply(next, msg) || redump
 		}
 		m.commit(next)
+		if redump {
+			// The kernel flushes the routes of a link that goes down without always sending
+			// RTM_DELROUTE for each: read them back rather than guess.
+			m.dumps.Add(1)
+			if err := m.resync(); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -295,16 +308,26 @@ func Dump(netnsFD int) (State, error) {
 	return s, nil
 }
 
-func apply(s State, msg netlink.Message) {
+// apply changes s by one message; it reports whether a full dump is needed to learn what the
+// kernel changed without telling (a link with routes went down).
+func apply(s State, msg netlink.Message) bool {
 	switch t := msg.Header.Type; t {
 	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
 		var lm rtnetlink.LinkMessage
 		if lm.UnmarshalBinary(msg.Data) != nil {
-			return
+			return false
 		}
 		if t == unix.RTM_NEWLINK {
+			prev, had := s.Links[lm.Index]
 			setLink(s, &lm)
-			return
+			if had && prev.Up && !s.Links[lm.Index].Up {
+				for _, idx := range s.Routes {
+					if idx == lm.Index {
+						return true
+					}
+				}
+			}
+			return false
 		}
 		delete(s.Links, lm.Index)
 		for k := range s.Addrs {
@@ -320,7 +343,7 @@ func apply(s State, msg netlink.Message) {
 	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
 		var am rtnetlink.AddressMessage
 		if am.UnmarshalBinary(msg.Data) != nil {
-			return
+			return false
 		}
 		if k, ok := addrKey(&am); ok {
 			if t == unix.RTM_NEWADDR {
@@ -332,7 +355,7 @@ func apply(s State, msg netlink.Message) {
 	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
 		var rm rtnetlink.RouteMessage
 		if rm.UnmarshalBinary(msg.Data) != nil {
-			return
+			return false
 		}
 		if dst, idx, ok := hostRoute(&rm); ok {
 			if t == unix.RTM_NEWROUTE {
@@ -342,6 +365,7 @@ func apply(s State, msg netlink.Message) {
 			}
 		}
 	}
+	return false
 }
 
 func setLink(s State, lm *rtnetlink.LinkMessage) {
