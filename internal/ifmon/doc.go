@@ -15,9 +15,10 @@
 // the goroutine running Run.
 //
 // Routes are kept by destination with the interface index they go out of; the interface name is
-// resolved through the link table, so a rename emits RouteChanged with the new name and a link
+// resolved through the link table, so a rename emits RouteSet with the new name and a link
 // deletion drops its routes (the kernel flushes routes of a deleted device without always sending
-// RTM_DELROUTE for each, so ifmon does it itself).
+// RTM_DELROUTE for each, so ifmon does it itself). A link that goes down while routes use it
+// triggers a full dump too (IPv4 flushes such routes without notification).
 //
 // Invariants:
 //   - after every processed batch, the state equals what the kernel reported;

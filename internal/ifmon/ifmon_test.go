@@ -64,11 +64,16 @@ func (r *recorder) Changes(e []Event, u []model.Update) {
 // wait returns once an event at or after *cursor equals want, advancing the cursor past it.
 func (r *recorder) wait(t *testing.T, cursor *int, want Event) {
 	t.Helper()
+	r.waitFor(t, cursor, fmt.Sprintf("%#v", want), func(e Event) bool { return e == want })
+}
+
+func (r *recorder) waitFor(t *testing.T, cursor *int, what string, match func(Event) bool) {
+	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
 		r.mu.Lock()
 		for i := *cursor; i < len(r.events); i++ {
-			if r.events[i] == want {
+			if match(r.events[i]) {
 				*cursor = i + 1
 				r.mu.Unlock()
 				return
@@ -79,7 +84,7 @@ func (r *recorder) wait(t *testing.T, cursor *int, want Event) {
 		select {
 		case <-r.notify:
 		case <-deadline:
-			t.Fatalf("no event %#v; events since last match: %s", want, seen)
+			t.Fatalf("no event %s; events since last match: %s", what, seen)
 		}
 	}
 }
@@ -124,7 +129,16 @@ func TestEvents(t *testing.T) {
 		return Link{}
 	}
 	ipIn(t, ns, "link add va type veth peer name vb")
-	rec.wait(t, &cur, LinkSet{Link: Link{Index: 2, Name: "vb", Kind: "veth"}})
+	for _, name := range []string{"va", "vb"} {
+		c := cur
+		rec.waitFor(t, &c, "LinkSet "+name, func(e Event) bool {
+			ls, ok := e.(LinkSet)
+			return ok && ls.Link.Name == name && ls.Link.Kind == "veth"
+		})
+	}
+	if got := m.WorkloadInterfaces(); fmt.Sprint(got) != "[va]" {
+		t.Errorf("WorkloadInterfaces = %v, want [va]", got)
+	}
 	va := link("va").Index
 	vb := link("vb").Index
 
@@ -141,6 +155,7 @@ func TestEvents(t *testing.T) {
 		// A rename re-announces the routes through the link under its new name.
 		{"link set va name vc", []Event{
 			RouteSet{Dst: netip.MustParsePrefix("10.9.1.5/32"), Index: va, Interface: "vc"},
+			RouteSet{Dst: netip.MustParsePrefix("fd00:9:1::5/128"), Index: va, Interface: "vc"},
 		}},
 		{"route del 10.9.1.5/32 dev vc", []Event{RouteDeleted{Dst: netip.MustParsePrefix("10.9.1.5/32")}}},
 		{"addr del 10.9.0.1/24 dev vc", []Event{AddrDeleted{Addr: AddrKey{va, netip.MustParsePrefix("10.9.0.1/24")}}}},
