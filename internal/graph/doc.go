@@ -1,0 +1,67 @@
+// Package graph is the calculation graph of DESIGN.md's data flow (internal/sync and
+// internal/ifmon → graph → internal/nft). It is pure Go: no I/O, no goroutines, no wall clock,
+// one caller goroutine, and deterministic (everything emitted is sorted; no map order leaks).
+//
+// API: New(Config{NodeName}) → OnUpdate(model.Update) for every change → Flush() []Message to
+// get the dataplane messages of messages.go; Problems() lists diagnostics about bad input.
+//
+// # Stages
+//
+//  1. Label index (index.go). A matcher is a scoped selector tuple (endpoint selector,
+//     namespace selector, service-account selector, namespace scope; see model's package comment
+//     for the scoping conventions). Its identity is the canonical strings of its parts, so equal
+//     tuples in many policies are one matcher and one set. An endpoint is evaluated with its own
+//     labels and its namespace's (and service account's) labels as separate views; nothing is
+//     copied or rewritten. Each matcher is filed under one anchor — its namespace scope, else a
+//     required key==value of its endpoint selector, else of its namespace selector, else a
+//     required key, else "unindexed" — and an endpoint is tested only against the matchers filed
+//     under anchors it satisfies (plus its current matches, to drop the ones it left). A new
+//     matcher scans only the endpoints filed under its anchor. Invariant: m.members is exactly
+//     the set of endpoints m matches, and e.matches the live matchers that match e.
+//  2. Active policies (policy.go). A policy's applied-to selector is a matcher; the matcher
+//     counts its local members. A policy is active iff its selector is valid, its tier is known
+//     and it selects ≥ 1 local endpoint (Endpoint.Node == Config.NodeName). Membership changes
+//     queue the affected policies; OnUpdate settles the queue after the index has been updated.
+//  3. Rule scanner / set calculator (policy.go, set.go). An active policy's rules (of the
+//     directions it applies to) are compiled: each peer with an endpoint match becomes a
+//     SetAddrs set over its matcher; each named port a SetNamedPorts set over the matcher of the
+//     side it resolves on — the endpoints the policy selects for the local side (destination of
+//     ingress, source of egress), the peer's matcher on the other side, or every endpoint when
+//     the peer has no endpoint match (its Nets still constrain the address in the rule). A named
+//     port set holds (addr, proto, port) of every matched endpoint declaring that name with the
+//     rule's protocol (any protocol when the rule has none). Nets and NotNets are normalised.
+//     Sets are reference counted by compiled rules: a set exists iff an active rule refers to it.
+//     Members are counted per contributing endpoint, so two endpoints sharing an address keep
+//     it until both leave. A rule with an invalid selector matches nothing and is left out; a
+//     policy with an invalid selector selects nothing (both reported by Problems).
+//  4. Policy resolver (flush.go, resolve). Per local endpoint and direction: the active policies
+//     that select it and apply to the direction, grouped by tier in (tier Order, name), policies
+//     in (Order, Key.String()); only tiers with ≥ 1 such policy are listed, with the tier's
+//     DefaultAction. Interface comes from RouteSet (a /32 or /128 route to one of its addresses).
+//  5. Event sequencer (flush.go). Objects touched since the last flush are marked dirty; Flush
+//     compares them with what it last emitted and emits, in the order of messages.go, at most one
+//     message per object: SetReplaced (new sets, or when the delta is larger than the set) or
+//     SetMembersChanged (the coalesced delta), PolicyUpdated, EndpointUpdated (only when changed),
+//     EndpointRemoved, PolicyRemoved, SetRemoved, then InSync once. Nothing is emitted before
+//     SyncStatusUpdate{InSync}; the first flush after it carries the full state.
+//
+// # Cost of one change
+//
+//   - Endpoint add / relabel: O(candidate matchers of its labels and namespace) evaluations,
+//     plus O(sets on the matchers it joins or leaves).
+//   - Endpoint delete: O(its matches + their sets).
+//   - Namespace (or service account) relabel: a relabel of each of its endpoints.
+//   - Policy change: parse its selectors; a new matcher scans the endpoints under its anchor;
+//     unchanged sets are kept (compile before release), so only new sets are computed.
+//   - Tier change: every local endpoint is re-resolved at the next flush.
+//   - Flush: O(dirty objects · log), plus the resolver's O(policies selecting the endpoint) for
+//     each dirty local endpoint.
+//
+// # Output contract
+//
+// The state built by applying every flush's messages in order (see graphtest.State) depends
+// only on the final inputs, not on their order or batching (TestOrderIndependence). Nothing is
+// referenced before it exists and nothing is removed while referenced. Package graphtest holds
+// that state builder with integrity checks and a reference evaluator (Allowed) of the policy
+// model over it.
+package graph

@@ -1,0 +1,114 @@
+package graph
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+func (g *Graph) setEndpoint(in model.Endpoint) {
+	m := copyEndpoint(in)
+	local := m.Node == g.cfg.NodeName
+	e := g.endpoints[m.Key]
+	if e != nil && e.local != local {
+		// Moving between local and remote is rare: handle it as delete + add.
+		g.deleteEndpoint(m.Key)
+		e = nil
+	}
+	if e == nil {
+		e = &endpoint{key: m.Key, m: m, labels: m.Labels, local: local, matches: map[*matcher]struct{}{}}
+		e.ns = g.namespaceOf(m.Key.Namespace)
+		e.ns.endpoints[e] = struct{}{}
+		if m.ServiceAccount != "" {
+			e.sa = g.accountOf(accountKey{m.Key.Namespace, m.ServiceAccount})
+			e.sa.endpoints[e] = struct{}{}
+		}
+		g.endpoints[m.Key] = e
+		if local {
+			g.local[m.Key] = e
+			g.dirtyEndpoints[m.Key] = struct{}{}
+		}
+		g.fileEndpoint(e, true)
+		g.reevaluate(e)
+		return
+	}
+	if local {
+		g.dirtyEndpoints[m.Key] = struct{}{}
+	}
+	// Addresses and named ports: withdraw the old contributions to sets, add the new ones.
+	if !slices.Equal(e.m.Addrs, m.Addrs) || !slices.Equal(e.m.NamedPorts, m.NamedPorts) {
+		for mt := range e.matches {
+			for _, s := range mt.sets {
+				g.contribute(s, e, false)
+			}
+		}
+		e.m.Addrs, e.m.NamedPorts = m.Addrs, m.NamedPorts
+		for mt := range e.matches {
+			for _, s := range mt.sets {
+				g.contribute(s, e, true)
+			}
+		}
+	}
+	relabel := !sameLabels(e.labels, m.Labels)
+	if m.ServiceAccount != e.m.ServiceAccount {
+		if e.sa != nil {
+			delete(e.sa.endpoints, e)
+			g.gcAccount(e.sa)
+			e.sa = nil
+		}
+		if m.ServiceAccount != "" {
+			e.sa = g.accountOf(accountKey{m.Key.Namespace, m.ServiceAccount})
+			e.sa.endpoints[e] = struct{}{}
+		}
+		relabel = true
+	}
+	if relabel {
+		g.fileEndpoint(e, false)
+		e.labels = m.Labels
+		g.fileEndpoint(e, true)
+	}
+	e.m = m
+	if relabel {
+		g.reevaluate(e)
+	}
+}
+
+func (g *Graph) deleteEndpoint(k model.EndpointKey) {
+	e := g.endpoints[k]
+	if e == nil {
+		return
+	}
+	ms := make([]*matcher, 0, len(e.matches))
+	for m := range e.matches {
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		g.setMember(m, e, false)
+	}
+	g.fileEndpoint(e, false)
+	delete(e.ns.endpoints, e)
+	g.gcNamespace(e.ns)
+	if e.sa != nil {
+		delete(e.sa.endpoints, e)
+		g.gcAccount(e.sa)
+	}
+	delete(g.endpoints, k)
+	if e.local {
+		delete(g.local, k)
+		g.dirtyEndpoints[k] = struct{}{}
+	}
+}
+
+func copyEndpoint(in model.Endpoint) model.Endpoint {
+	m := in
+	m.Labels = copyLabels(in.Labels)
+	m.Addrs = make([]netip.Addr, 0, len(in.Addrs))
+	for _, a := range in.Addrs {
+		if a.IsValid() {
+			m.Addrs = append(m.Addrs, a.Unmap())
+		}
+	}
+	m.NamedPorts = slices.Clone(in.NamedPorts)
+	return m
+}

@@ -1,0 +1,411 @@
+// Package graphtest is test support for internal/graph and its consumers: State folds the
+// graph's messages into the dataplane state they describe, checking referential integrity on
+// every message (nothing referenced before it exists, nothing removed while referenced), and
+// Allowed is a reference evaluator of the policy model over that state — an oracle for the
+// graph's semantics and for the nft compiler.
+package graphtest
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// Set is a set as the dataplane holds it.
+type Set struct {
+	Kind        graph.SetKind
+	Description string
+	Members     map[graph.Member]struct{}
+}
+
+// State is the dataplane state built from messages.
+type State struct {
+	Sets      map[graph.SetID]*Set
+	Policies  map[model.PolicyKey]graph.PolicyUpdated
+	Endpoints map[model.EndpointKey]graph.EndpointUpdated
+	InSync    bool
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{
+		Sets:      map[graph.SetID]*Set{},
+		Policies:  map[model.PolicyKey]graph.PolicyUpdated{},
+		Endpoints: map[model.EndpointKey]graph.EndpointUpdated{},
+	}
+}
+
+func ruleSets(r *graph.Rule) []graph.SetID {
+	var ids []graph.SetID
+	for _, m := range []*graph.Match{&r.Src, &r.Dst} {
+		ids = append(ids, m.Sets...)
+		ids = append(ids, m.NotSets...)
+		ids = append(ids, m.NamedPortSets...)
+		ids = append(ids, m.NotNamedPortSets...)
+	}
+	return ids
+}
+
+func (s *State) checkRuleSets(p *graph.PolicyUpdated) error {
+	for _, rules := range [][]graph.Rule{p.Ingress, p.Egress} {
+		for i := range rules {
+			r := &rules[i]
+			for _, m := range []*graph.Match{&r.Src, &r.Dst} {
+				for _, ids := range []struct {
+					ids  []graph.SetID
+					kind graph.SetKind
+				}{{m.Sets, graph.SetAddrs}, {m.NotSets, graph.SetAddrs}, {m.NamedPortSets, graph.SetNamedPorts}, {m.NotNamedPortSets, graph.SetNamedPorts}} {
+					for _, id := range ids.ids {
+						set := s.Sets[id]
+						if set == nil {
+							return fmt.Errorf("policy %s rule %q references missing set %s", p.Key, r.Comment, id)
+						}
+						if set.Kind != ids.kind {
+							return fmt.Errorf("policy %s rule %q references set %s of kind %d as kind %d", p.Key, r.Comment, id, set.Kind, ids.kind)
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Apply folds one message into the state, or returns an integrity error (and leaves the state
+// unchanged).
+func (s *State) Apply(msg graph.Message) error {
+	switch m := msg.(type) {
+	case graph.SetReplaced:
+		if old := s.Sets[m.ID]; old != nil && old.Kind != m.Kind {
+			return fmt.Errorf("set %s replaced with another kind", m.ID)
+		}
+		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[graph.Member]struct{}{}}
+		for _, mb := range m.Members {
+			if _, dup := set.Members[mb]; dup {
+				return fmt.Errorf("set %s: duplicate member %v", m.ID, mb)
+			}
+			set.Members[mb] = struct{}{}
+		}
+		s.Sets[m.ID] = set
+	case graph.SetMembersChanged:
+		set := s.Sets[m.ID]
+		if set == nil {
+			return fmt.Errorf("members of missing set %s changed", m.ID)
+		}
+		if len(m.Added) == 0 && len(m.Removed) == 0 {
+			return fmt.Errorf("empty change of set %s", m.ID)
+		}
+		for _, mb := range m.Removed {
+			if _, ok := set.Members[mb]; !ok {
+				return fmt.Errorf("set %s: removing absent member %v", m.ID, mb)
+			}
+		}
+		for _, mb := range m.Added {
+			if _, ok := set.Members[mb]; ok {
+				return fmt.Errorf("set %s: adding present member %v", m.ID, mb)
+			}
+		}
+		for _, mb := range m.Removed {
+			delete(set.Members, mb)
+		}
+		for _, mb := range m.Added {
+			set.Members[mb] = struct{}{}
+		}
+	case graph.SetRemoved:
+		if s.Sets[m.ID] == nil {
+			return fmt.Errorf("removing missing set %s", m.ID)
+		}
+		for _, p := range s.Policies {
+			for _, rules := range [][]graph.Rule{p.Ingress, p.Egress} {
+				for i := range rules {
+					if slices.Contains(ruleSets(&rules[i]), m.ID) {
+						return fmt.Errorf("removing set %s still referenced by %s", m.ID, p.Key)
+					}
+				}
+			}
+		}
+		delete(s.Sets, m.ID)
+	case graph.PolicyUpdated:
+		if err := s.checkRuleSets(&m); err != nil {
+			return err
+		}
+		s.Policies[m.Key] = m
+	case graph.PolicyRemoved:
+		if _, ok := s.Policies[m.Key]; !ok {
+			return fmt.Errorf("removing missing policy %s", m.Key)
+		}
+		for _, e := range s.Endpoints {
+			for _, tiers := range [][]graph.TierPolicies{e.Ingress, e.Egress} {
+				for _, t := range tiers {
+					if slices.Contains(t.Policies, m.Key) {
+						return fmt.Errorf("removing policy %s still referenced by endpoint %s", m.Key, e.Key)
+					}
+				}
+			}
+		}
+		delete(s.Policies, m.Key)
+	case graph.EndpointUpdated:
+		for _, tiers := range [][]graph.TierPolicies{m.Ingress, m.Egress} {
+			for _, t := range tiers {
+				if len(t.Policies) == 0 {
+					return fmt.Errorf("endpoint %s lists empty tier %s", m.Key, t.Tier)
+				}
+				for _, k := range t.Policies {
+					p, ok := s.Policies[k]
+					if !ok {
+						return fmt.Errorf("endpoint %s references missing policy %s", m.Key, k)
+					}
+					if p.Tier != t.Tier {
+						return fmt.Errorf("endpoint %s lists policy %s (tier %s) under tier %s", m.Key, k, p.Tier, t.Tier)
+					}
+				}
+			}
+		}
+		s.Endpoints[m.Key] = m
+	case graph.EndpointRemoved:
+		if _, ok := s.Endpoints[m.Key]; !ok {
+			return fmt.Errorf("removing missing endpoint %s", m.Key)
+		}
+		delete(s.Endpoints, m.Key)
+	case graph.InSync:
+		if s.InSync {
+			return fmt.Errorf("second InSync")
+		}
+		s.InSync = true
+	default:
+		return fmt.Errorf("unknown message %T", msg)
+	}
+	return nil
+}
+
+// ApplyAll applies messages in order, checking the order of kinds within one flush too.
+func (s *State) ApplyAll(msgs []graph.Message) error {
+	last := -1
+	for i, m := range msgs {
+		r := rank(m)
+		if r < last {
+			return fmt.Errorf("message %d (%T) out of dependency order", i, m)
+		}
+		last = r
+		if err := s.Apply(m); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func rank(m graph.Message) int {
+	switch m.(type) {
+	case graph.SetReplaced, graph.SetMembersChanged:
+		return 0
+	case graph.PolicyUpdated:
+		return 1
+	case graph.EndpointUpdated:
+		return 2
+	case graph.EndpointRemoved:
+		return 3
+	case graph.PolicyRemoved:
+		return 4
+	case graph.SetRemoved:
+		return 5
+	}
+	return 6
+}
+
+// Dump renders the state canonically (for comparing states and for readable failures). Set
+// IDs are shown with their descriptions.
+func (s *State) Dump() string {
+	var b strings.Builder
+	ids := make([]string, 0, len(s.Sets))
+	for id := range s.Sets {
+		ids = append(ids, string(id))
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		set := s.Sets[graph.SetID(id)]
+		ms := make([]graph.Member, 0, len(set.Members))
+		for mb := range set.Members {
+			ms = append(ms, mb)
+		}
+		slices.SortFunc(ms, graph.CompareMembers)
+		fmt.Fprintf(&b, "set %s kind=%d %q:", id, set.Kind, set.Description)
+		for _, mb := range ms {
+			if mb.Port != 0 || mb.Protocol != 0 {
+				fmt.Fprintf(&b, " %s/%s/%d", mb.Addr, mb.Protocol, mb.Port)
+			} else {
+				fmt.Fprintf(&b, " %s", mb.Addr)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	pks := make([]model.PolicyKey, 0, len(s.Policies))
+	for k := range s.Policies {
+		pks = append(pks, k)
+	}
+	sort.Slice(pks, func(i, j int) bool { return pks[i].String() < pks[j].String() })
+	for _, k := range pks {
+		fmt.Fprintf(&b, "policy %+v\n", s.Policies[k])
+	}
+	eks := make([]model.EndpointKey, 0, len(s.Endpoints))
+	for k := range s.Endpoints {
+		eks = append(eks, k)
+	}
+	sort.Slice(eks, func(i, j int) bool { return eks[i].String() < eks[j].String() })
+	for _, k := range eks {
+		fmt.Fprintf(&b, "endpoint %+v\n", s.Endpoints[k])
+	}
+	fmt.Fprintf(&b, "insync %v\n", s.InSync)
+	return b.String()
+}
+
+// Packet is the first packet of a connection.
+type Packet struct {
+	Src, Dst         netip.Addr
+	Proto            model.Protocol
+	SrcPort, DstPort uint16
+}
+
+// Allowed decides a packet by the state: the egress policies of the source (if it is a local
+// endpoint) and the ingress policies of the destination (if it is one) must both allow it.
+func (s *State) Allowed(p Packet) bool {
+	for _, e := range s.endpointsByAddr(p.Src) {
+		if !s.decide(model.Egress, e.Egress, p) {
+			return false
+		}
+	}
+	for _, e := range s.endpointsByAddr(p.Dst) {
+		if !s.decide(model.Ingress, e.Ingress, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *State) endpointsByAddr(a netip.Addr) []graph.EndpointUpdated {
+	var out []graph.EndpointUpdated
+	for _, e := range s.Endpoints {
+		if slices.Contains(e.Addrs, a) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Decide evaluates one direction's tier list for a packet: tiers in order, policies in order,
+// rules in order; Allow/Deny decide, Pass goes to the next tier, Log continues; a tier whose
+// policies did not decide applies its default action; after the last tier, allow.
+func (s *State) decide(dir model.Direction, tiers []graph.TierPolicies, p Packet) bool {
+tiers:
+	for _, t := range tiers {
+		for _, k := range t.Policies {
+			pol := s.Policies[k]
+			rules := pol.Ingress
+			if dir == model.Egress {
+				rules = pol.Egress
+			}
+			for i := range rules {
+				r := &rules[i]
+				if !s.ruleMatches(r, p) {
+					continue
+				}
+				switch r.Action {
+				case model.ActionAllow:
+					return true
+				case model.ActionDeny:
+					return false
+				case model.ActionPass:
+					continue tiers
+				}
+			}
+		}
+		switch t.DefaultAction {
+		case model.ActionAllow:
+			return true
+		case model.ActionPass:
+			continue
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Decide is the exported form of the per-direction evaluation.
+func (s *State) Decide(dir model.Direction, tiers []graph.TierPolicies, p Packet) bool {
+	return s.decide(dir, tiers, p)
+}
+
+func hasPorts(p model.Protocol) bool {
+	return p == model.ProtocolTCP || p == model.ProtocolUDP || p == model.ProtocolSCTP
+}
+
+func (s *State) ruleMatches(r *graph.Rule, p Packet) bool {
+	if r.Protocol != model.ProtocolAny && r.Protocol != p.Proto {
+		return false
+	}
+	if r.NotProtocol != model.ProtocolAny && r.NotProtocol == p.Proto {
+		return false
+	}
+	if r.IPVersion == 4 && !p.Src.Is4() || r.IPVersion == 6 && !p.Src.Is6() {
+		return false
+	}
+	if r.ICMP != nil || r.NotICMP != nil {
+		return false // ICMP type/code is not modelled by this oracle
+	}
+	return s.sideMatches(&r.Src, p.Src, p.Proto, p.SrcPort) && s.sideMatches(&r.Dst, p.Dst, p.Proto, p.DstPort)
+}
+
+func (s *State) member(id graph.SetID, mb graph.Member) bool {
+	set := s.Sets[id]
+	if set == nil {
+		return false
+	}
+	_, ok := set.Members[mb]
+	return ok
+}
+
+func (s *State) sideMatches(m *graph.Match, a netip.Addr, proto model.Protocol, port uint16) bool {
+	for _, id := range m.Sets {
+		if !s.member(id, graph.Member{Addr: a}) {
+			return false
+		}
+	}
+	for _, id := range m.NotSets {
+		if s.member(id, graph.Member{Addr: a}) {
+			return false
+		}
+	}
+	if len(m.Nets) > 0 && !slices.ContainsFunc(m.Nets, func(n netip.Prefix) bool { return n.Contains(a) }) {
+		return false
+	}
+	if slices.ContainsFunc(m.NotNets, func(n netip.Prefix) bool { return n.Contains(a) }) {
+		return false
+	}
+	inPorts := func(ps []model.Port, sets []graph.SetID) bool {
+		for _, pt := range ps {
+			if port >= pt.First && port <= pt.Last {
+				return true
+			}
+		}
+		for _, id := range sets {
+			if s.member(id, graph.Member{Addr: a, Protocol: proto, Port: port}) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(m.Ports) > 0 || len(m.NamedPortSets) > 0 {
+		if !hasPorts(proto) || !inPorts(m.Ports, m.NamedPortSets) {
+			return false
+		}
+	}
+	if (len(m.NotPorts) > 0 || len(m.NotNamedPortSets) > 0) && hasPorts(proto) && inPorts(m.NotPorts, m.NotNamedPortSets) {
+		return false
+	}
+	return true
+}

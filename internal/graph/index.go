@@ -1,0 +1,461 @@
+package graph
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/selector"
+)
+
+// This file is the label index: which endpoints each matcher (a scoped selector tuple) matches,
+// maintained incrementally.
+
+type endpoint struct {
+	key    model.EndpointKey
+	m      model.Endpoint
+	labels selector.Map
+	ns     *namespace
+	sa     *account
+	local  bool
+	// matches holds every live matcher that matches the endpoint.
+	matches map[*matcher]struct{}
+}
+
+type namespace struct {
+	name      string
+	labels    selector.Map // nil while the namespace object is unknown
+	exists    bool
+	endpoints map[*endpoint]struct{}
+}
+
+type accountKey struct{ namespace, name string }
+
+type account struct {
+	key       accountKey
+	labels    selector.Map
+	exists    bool
+	endpoints map[*endpoint]struct{}
+}
+
+// spec is a scoped selector tuple: an endpoint matches when it is in namespace scope (if set),
+// its labels match ep, its namespace's labels match ns and its service account's labels match
+// sa (nil: no constraint). Equal specs are one matcher, hence one set.
+type spec struct {
+	ep, ns, sa *selector.Selector
+	scope      string
+}
+
+func normSel(s *selector.Selector) *selector.Selector {
+	if s == nil || s.String() == selector.All().String() {
+		return nil
+	}
+	return s
+}
+
+// key is the injective identity of a spec (length-prefixed parts).
+func (s spec) key() string {
+	var b strings.Builder
+	part := func(tag string, v string) {
+		b.WriteString(tag)
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	if s.ep != nil {
+		part("e", s.ep.String())
+	}
+	if s.ns != nil {
+		part("n", s.ns.String())
+	}
+	if s.sa != nil {
+		part("s", s.sa.String())
+	}
+	if s.scope != "" {
+		part("i", s.scope)
+	}
+	return b.String()
+}
+
+// describe is the human form of a spec, for set comments.
+func (s spec) describe() string {
+	var parts []string
+	if s.ep != nil {
+		parts = append(parts, s.ep.String())
+	}
+	if s.ns != nil {
+		parts = append(parts, "namespace("+s.ns.String()+")")
+	}
+	if s.sa != nil {
+		parts = append(parts, "serviceaccount("+s.sa.String()+")")
+	}
+	if s.scope != "" {
+		parts = append(parts, "in namespace "+quote(s.scope))
+	}
+	if len(parts) == 0 {
+		return "all()"
+	}
+	return strings.Join(parts, " && ")
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+
+type anchorKind uint8
+
+const (
+	anchorNone anchorKind = iota
+	anchorScope
+	anchorEpEq
+	anchorEpKey
+	anchorNsEq
+	anchorNsKey
+)
+
+// anchor is the one index entry under which a matcher is filed: a condition every endpoint it
+// matches satisfies, so only matchers filed under an endpoint's anchors are candidates for it.
+type anchor struct {
+	kind       anchorKind
+	key, value string
+}
+
+type matcher struct {
+	spec   spec
+	key    string
+	anchor anchor
+	refs   int // policy selector uses + sets built on it
+	// members are the endpoints matched, cluster-wide; local counts the local ones.
+	members  map[*endpoint]struct{}
+	local    int
+	policies map[*policy]struct{} // policies applied to the endpoints this matcher matches
+	sets     []*set
+	mark     uint64
+}
+
+func (m *matcher) match(e *endpoint) bool {
+	s := &m.spec
+	if s.scope != "" && e.key.Namespace != s.scope {
+		return false
+	}
+	if s.ep != nil && !s.ep.Evaluate(e.labels) {
+		return false
+	}
+	if s.ns != nil && !s.ns.Evaluate(e.ns.labels) {
+		return false
+	}
+	if s.sa != nil {
+		var l selector.Map
+		if e.sa != nil {
+			l = e.sa.labels
+		}
+		if !s.sa.Evaluate(l) {
+			return false
+		}
+	}
+	return true
+}
+
+type index struct {
+	matchers map[string]*matcher
+	byAnchor map[anchor]map[*matcher]struct{}
+	// epByAnchor files endpoints under anchorEpEq/anchorEpKey of their labels; nsByAnchor files
+	// namespaces under anchorNsEq/anchorNsKey of theirs.
+	epByAnchor map[anchor]map[*endpoint]struct{}
+	nsByAnchor map[anchor]map[*namespace]struct{}
+	gen        uint64
+}
+
+func newIndex() index {
+	return index{
+		matchers:   map[string]*matcher{},
+		byAnchor:   map[anchor]map[*matcher]struct{}{},
+		epByAnchor: map[anchor]map[*endpoint]struct{}{},
+		nsByAnchor: map[anchor]map[*namespace]struct{}{},
+	}
+}
+
+func addTo[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
+	s := m[k]
+	if s == nil {
+		s = map[V]struct{}{}
+		m[k] = s
+	}
+	s[v] = struct{}{}
+}
+
+func removeFrom[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
+	if s := m[k]; s != nil {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+func chooseAnchor(s spec) anchor {
+	if s.scope != "" {
+		return anchor{kind: anchorScope, key: s.scope}
+	}
+	if s.ep != nil {
+		if eq := s.ep.RequiredEqualities(); len(eq) > 0 {
+			return anchor{kind: anchorEpEq, key: eq[0].Key, value: eq[0].Value}
+		}
+	}
+	if s.ns != nil {
+		if eq := s.ns.RequiredEqualities(); len(eq) > 0 {
+			return anchor{kind: anchorNsEq, key: eq[0].Key, value: eq[0].Value}
+		}
+	}
+	if s.ep != nil {
+		if ks := s.ep.RequiredKeys(); len(ks) > 0 {
+			return anchor{kind: anchorEpKey, key: ks[0]}
+		}
+	}
+	if s.ns != nil {
+		if ks := s.ns.RequiredKeys(); len(ks) > 0 {
+			return anchor{kind: anchorNsKey, key: ks[0]}
+		}
+	}
+	return anchor{kind: anchorNone}
+}
+
+// acquireMatcher returns the matcher of s with one more reference, creating it (and computing
+// its members from the candidate endpoints of its anchor) if needed.
+func (g *Graph) acquireMatcher(s spec) *matcher {
+	k := s.key()
+	if m := g.idx.matchers[k]; m != nil {
+		m.refs++
+		return m
+	}
+	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1,
+		members: map[*endpoint]struct{}{}, policies: map[*policy]struct{}{}}
+	g.idx.matchers[k] = m
+	addTo(g.idx.byAnchor, m.anchor, m)
+	try := func(e *endpoint) {
+		if m.match(e) {
+			m.members[e] = struct{}{}
+			e.matches[m] = struct{}{}
+			if e.local {
+				m.local++
+			}
+		}
+	}
+	switch m.anchor.kind {
+	case anchorScope:
+		if ns := g.namespaces[m.anchor.key]; ns != nil {
+			for e := range ns.endpoints {
+				try(e)
+			}
+		}
+	case anchorEpEq, anchorEpKey:
+		for e := range g.idx.epByAnchor[m.anchor] {
+			try(e)
+		}
+	case anchorNsEq, anchorNsKey:
+		for ns := range g.idx.nsByAnchor[m.anchor] {
+			for e := range ns.endpoints {
+				try(e)
+			}
+		}
+	default:
+		for _, e := range g.endpoints {
+			try(e)
+		}
+	}
+	return m
+}
+
+func (g *Graph) releaseMatcher(m *matcher) {
+	m.refs--
+	if m.refs > 0 {
+		return
+	}
+	delete(g.idx.matchers, m.key)
+	removeFrom(g.idx.byAnchor, m.anchor, m)
+	for e := range m.members {
+		delete(e.matches, m)
+	}
+	m.members = nil
+}
+
+// setMember records that m now does (in) or no longer does match e, and tells its users.
+func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
+	if in {
+		m.members[e] = struct{}{}
+		e.matches[m] = struct{}{}
+	} else {
+		delete(m.members, e)
+		delete(e.matches, m)
+	}
+	if e.local {
+		if in {
+			m.local++
+		} else {
+			m.local--
+		}
+		if len(m.policies) > 0 {
+			g.dirtyEndpoints[e.key] = struct{}{}
+			for p := range m.policies {
+				g.enqueue(p)
+			}
+		}
+	}
+	for _, s := range m.sets {
+		g.contribute(s, e, in)
+	}
+}
+
+// candidates calls f for every matcher filed under an anchor that e satisfies; every matcher
+// that can match e is among them, and each is visited once (a matcher has one anchor).
+func (g *Graph) candidates(e *endpoint, f func(*matcher)) {
+	visit := func(a anchor) {
+		for m := range g.idx.byAnchor[a] {
+			f(m)
+		}
+	}
+	visit(anchor{kind: anchorNone})
+	visit(anchor{kind: anchorScope, key: e.key.Namespace})
+	for k, v := range e.labels {
+		visit(anchor{kind: anchorEpEq, key: k, value: v})
+		visit(anchor{kind: anchorEpKey, key: k})
+	}
+	for k, v := range e.ns.labels {
+		visit(anchor{kind: anchorNsEq, key: k, value: v})
+		visit(anchor{kind: anchorNsKey, key: k})
+	}
+}
+
+// reevaluate brings e's memberships up to date after its labels, namespace labels or service
+// account labels changed (or it is new): only candidate matchers and current matches are tested.
+func (g *Graph) reevaluate(e *endpoint) {
+	g.idx.gen++
+	gen := g.idx.gen
+	var added []*matcher
+	g.candidates(e, func(m *matcher) {
+		if m.match(e) {
+			m.mark = gen
+			if _, ok := e.matches[m]; !ok {
+				added = append(added, m)
+			}
+		}
+	})
+	var removed []*matcher
+	for m := range e.matches {
+		if m.mark != gen {
+			removed = append(removed, m)
+		}
+	}
+	for _, m := range removed {
+		g.setMember(m, e, false)
+	}
+	for _, m := range added {
+		g.setMember(m, e, true)
+	}
+}
+
+func (g *Graph) fileEndpoint(e *endpoint, add bool) {
+	for k, v := range e.labels {
+		if add {
+			addTo(g.idx.epByAnchor, anchor{kind: anchorEpEq, key: k, value: v}, e)
+			addTo(g.idx.epByAnchor, anchor{kind: anchorEpKey, key: k}, e)
+		} else {
+			removeFrom(g.idx.epByAnchor, anchor{kind: anchorEpEq, key: k, value: v}, e)
+			removeFrom(g.idx.epByAnchor, anchor{kind: anchorEpKey, key: k}, e)
+		}
+	}
+}
+
+func (g *Graph) fileNamespace(ns *namespace, add bool) {
+	for k, v := range ns.labels {
+		if add {
+			addTo(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			addTo(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+		} else {
+			removeFrom(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			removeFrom(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+		}
+	}
+}
+
+func (g *Graph) namespaceOf(name string) *namespace {
+	ns := g.namespaces[name]
+	if ns == nil {
+		ns = &namespace{name: name, endpoints: map[*endpoint]struct{}{}}
+		g.namespaces[name] = ns
+	}
+	return ns
+}
+
+func (g *Graph) gcNamespace(ns *namespace) {
+	if !ns.exists && len(ns.endpoints) == 0 {
+		delete(g.namespaces, ns.name)
+	}
+}
+
+func (g *Graph) accountOf(k accountKey) *account {
+	a := g.accounts[k]
+	if a == nil {
+		a = &account{key: k, endpoints: map[*endpoint]struct{}{}}
+		g.accounts[k] = a
+	}
+	return a
+}
+
+func (g *Graph) gcAccount(a *account) {
+	if !a.exists && len(a.endpoints) == 0 {
+		delete(g.accounts, a.key)
+	}
+}
+
+func (g *Graph) setNamespace(name string, labels map[string]string, present bool) {
+	ns := g.namespaceOf(name)
+	if present == ns.exists && sameLabels(ns.labels, labels) {
+		return
+	}
+	g.fileNamespace(ns, false)
+	ns.exists = present
+	ns.labels = copyLabels(labels)
+	if !present {
+		ns.labels = nil
+	}
+	g.fileNamespace(ns, true)
+	for e := range ns.endpoints {
+		g.reevaluate(e)
+	}
+	g.gcNamespace(ns)
+}
+
+func (g *Graph) setAccount(k accountKey, labels map[string]string, present bool) {
+	a := g.accountOf(k)
+	if present == a.exists && sameLabels(a.labels, labels) {
+		return
+	}
+	a.exists = present
+	a.labels = copyLabels(labels)
+	if !present {
+		a.labels = nil
+	}
+	for e := range a.endpoints {
+		g.reevaluate(e)
+	}
+	g.gcAccount(a)
+}
+
+func sameLabels(a selector.Map, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func copyLabels(m map[string]string) selector.Map {
+	c := make(selector.Map, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
