@@ -167,7 +167,6 @@ func members(s *graphtest.Set) []string {
 	return out
 }
 
-
 // Named ports: resolved per endpoint, with the rule's protocol; endpoints lacking the name add
 // nothing.
 func TestNamedPortSets(t *testing.T) {
