@@ -1,0 +1,83 @@
+package selector
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var evalCases = []struct {
+	sel    string
+	labels Map
+	want   bool
+}{
+	{"", Map{}, true},
+	{"all()", Map{"a": "b"}, true},
+	{"a == 'x'", Map{"a": "x"}, true},
+	{"a == 'x'", Map{}, false},
+	{"a != 'x'", Map{}, true},
+	{"a != 'x'", Map{"a": "x"}, false},
+	{"a in {'x', \"y\"}", Map{"a": "y"}, true},
+	{"a in {'x'}", Map{}, false},
+	{"a not in {'x'}", Map{}, true},
+	{"a not in {'x'}", Map{"a": "x"}, false},
+	{"has(kubernetes.io/metadata.name)", Map{"kubernetes.io/metadata.name": "ns"}, true},
+	{"!has(a)", Map{"a": ""}, false},
+	{"a == 'x' || b == 'y' && c == 'z'", Map{"a": "x"}, true},
+	{"(a == 'x' || b == 'y') && c == 'z'", Map{"a": "x"}, false},
+	{"a contains 'bc'", Map{"a": "abcd"}, true},
+	{"a starts with 'ab'", Map{"a": "abcd"}, true},
+	{"a ends with 'ab'", Map{"a": "abcd"}, false},
+	{"!(a == 'x')", Map{}, true},
+}
+
+func TestEvaluate(t *testing.T) {
+	for _, c := range evalCases {
+		s, err := Parse(c.sel)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", c.sel, err)
+		}
+		if got := s.Evaluate(c.labels); got != c.want {
+			t.Errorf("%q on %v = %v, want %v", c.sel, c.labels, got, c.want)
+		}
+		r, err := Parse(s.String())
+		if err != nil || !r.Equal(s) || r.ID() != s.ID() {
+			t.Errorf("round trip of %q via %q: %v", c.sel, s.String(), err)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, s := range []string{"a ==", "a == 'x", "(a == 'x'", "a in {'x'", "has()", "&&", "a = 'x'", "a == 'x' b"} {
+		if _, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) succeeded", s)
+		}
+	}
+}
+
+func TestFromLabelSelector(t *testing.T) {
+	cases := []struct {
+		ls     *metav1.LabelSelector
+		labels Map
+		want   bool
+	}{
+		{&metav1.LabelSelector{}, Map{"a": "b"}, true},
+		{&metav1.LabelSelector{MatchLabels: map[string]string{"k": ""}}, Map{}, false},
+		{&metav1.LabelSelector{MatchLabels: map[string]string{"k": ""}}, Map{"k": ""}, true},
+		{&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"x"}}}}, Map{}, true},
+		{&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: metav1.LabelSelectorOpDoesNotExist}}}, Map{"k": "v"}, false},
+		{&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: metav1.LabelSelectorOpIn, Values: []string{"x", "y"}}}}, Map{"k": "y"}, true},
+	}
+	for _, c := range cases {
+		s, err := FromLabelSelector(c.ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Evaluate(c.labels); got != c.want {
+			t.Errorf("%v (%s) on %v = %v, want %v", c.ls, s, c.labels, got, c.want)
+		}
+	}
+	if _, err := FromLabelSelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}); err == nil {
+		t.Error("bad operator accepted")
+	}
+}
