@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// fakeCalc emits one message per flush that saw updates, and InSync after the sync status.
+type fakeCalc struct {
+	pending int
+	inSync  bool
+	sent    bool
+}
+
+func (c *fakeCalc) OnUpdate(u model.Update) {
+	c.pending++
+	if s, ok := u.(model.SyncStatusUpdate); ok && s.Status == model.InSync {
+		c.inSync = true
+	}
+}
+
+func (c *fakeCalc) Flush() []graph.Message {
+	if c.pending == 0 || !c.inSync {
+		return nil
+	}
+	c.pending = 0
+	var msgs []graph.Message
+	msgs = append(msgs, graph.PolicyRemoved{})
+	if !c.sent {
+		c.sent = true
+		msgs = append(msgs, graph.InSync{})
+	}
+	return msgs
+}
+
+type fakeDataplane struct {
+	mu       sync.Mutex
+	applies  int
+	resyncs  int
+	failNext int
+	applied  chan struct{}
+	resynced chan struct{}
+}
+
+func (d *fakeDataplane) Apply([]graph.Message) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.applies++
+	defer func() { d.applied <- struct{}{} }()
+	if d.failNext > 0 {
+		d.failNext--
+		return errors.New("kernel said no")
+	}
+	return nil
+}
+
+func (d *fakeDataplane) Resync() (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.resyncs++
+	defer func() { d.resynced <- struct{}{} }()
+	return true, nil
+}
+
+func (d *fakeDataplane) Stats() TableStats {
+	return TableStats{Sets: 2, Elements: 7, Chains: 3, Rules: 9}
+}
+
+func wait(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	h := &Health{FailureThreshold: 2}
+	dp := &fakeDataplane{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
+	updates := make(chan []model.Update)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Loop(ctx, Config{ResyncInterval: time.Hour, RetryBackoff: time.Millisecond, Metrics: m, Health: h},
+			updates, &fakeCalc{}, dp)
+	}()
+
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	status := func(path string) int {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	// Before in-sync nothing is applied and the agent is not ready.
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x"}}}
+	if got := status("/readyz"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before in-sync = %d, want 503", got)
+	}
+	// In-sync: the first full apply commits, the agent turns ready.
+	updates <- []model.Update{model.SyncStatusUpdate{Status: model.InSync}}
+	wait(t, dp.applied, "first apply")
+	time.Sleep(10 * time.Millisecond)
+	if got := status("/readyz"); got != http.StatusOK {
+		t.Fatalf("/readyz after the first apply = %d, want 200", got)
+	}
+	if got := testutil.ToFloat64(m.InSync); got != 1 {
+		t.Fatalf("nftpolicy_in_sync = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.SetElements); got != 7 {
+		t.Fatalf("nftpolicy_set_elements = %v, want 7", got)
+	}
+
+	// Two failed applies: /healthz fails; the retry goes through a resync that repairs.
+	dp.mu.Lock()
+	dp.failNext = 2
+	dp.mu.Unlock()
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "y"}}}
+	wait(t, dp.applied, "failing apply 1")
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "z"}}}
+	wait(t, dp.applied, "failing apply 2")
+	if got := testutil.ToFloat64(m.ApplyErrors); got < 2 {
+		t.Fatalf("nftpolicy_apply_errors_total = %v, want ≥ 2", got)
+	}
+	wait(t, dp.resynced, "retry resync")
+	time.Sleep(10 * time.Millisecond)
+	if got := status("/healthz"); got != http.StatusOK {
+		t.Fatalf("/healthz after recovery = %d, want 200", got)
+	}
+	if got := testutil.ToFloat64(m.DriftRepairs); got < 1 {
+		t.Fatalf("nftpolicy_drift_repairs_total = %v, want ≥ 1", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHealthFailsAfterThreshold(t *testing.T) {
+	h := &Health{FailureThreshold: 3}
+	for i := 0; i < 2; i++ {
+		h.applyFailed()
+	}
+	if !h.Healthy() {
+		t.Fatal("unhealthy after 2 of 3 failures")
+	}
+	h.applyFailed()
+	if h.Healthy() {
+		t.Fatal("healthy after 3 consecutive failures")
+	}
+	h.applySucceeded(false)
+	if !h.Healthy() || h.Ready() {
+		t.Fatalf("after a partial success: healthy=%v ready=%v, want true/false", h.Healthy(), h.Ready())
+	}
+}
