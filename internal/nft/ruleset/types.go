@@ -1,0 +1,184 @@
+package ruleset
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Table is the in-memory model of one `inet` table: the single source of truth the committer
+// diffs against. Chains and sets are keyed by name.
+type Table struct {
+	Name   string
+	Chains map[string]*Chain
+	Sets   map[string]*Set
+}
+
+// NewTable returns an empty table.
+func NewTable(name string) *Table {
+	return &Table{Name: name, Chains: map[string]*Chain{}, Sets: map[string]*Set{}}
+}
+
+// Hook is a base chain's netfilter hook.
+type Hook string
+
+// The hooks nftpolicy uses.
+const (
+	HookForward Hook = "forward"
+	HookInput   Hook = "input"
+	HookOutput  Hook = "output"
+)
+
+// Base makes a chain a base chain: `type filter hook <Hook> priority <Priority>; policy accept;`.
+type Base struct {
+	Hook     Hook
+	Priority int32
+}
+
+// Chain is a chain and its ordered rules. Base is nil for a regular chain.
+type Chain struct {
+	Name    string
+	Comment string
+	Base    *Base
+	Rules   []Rule
+}
+
+// CtState is a conntrack state match.
+type CtState uint8
+
+// The conntrack matches nftpolicy uses.
+const (
+	CtNone               CtState = iota
+	CtEstablishedRelated         // ct state established,related
+	CtInvalid                    // ct state invalid
+)
+
+// Key says what a rule's lookup or a set's elements are keyed on.
+type Key uint8
+
+// Keys. A rule's lookup key loads from the packet; a set's key type is the same constant (the
+// packet field decides the type: KeyIPSaddr and KeyIPDaddr sets are `ipv4_addr`, and so on).
+// IPv4/IPv6 keys in a rule carry the `meta nfproto` guard the inet family needs (rendered by nft
+// as `ip saddr …`).
+const (
+	KeyNone         Key = iota
+	KeyIPSaddr          // ip saddr            (ipv4_addr)
+	KeyIPDaddr          // ip daddr            (ipv4_addr)
+	KeyIP6Saddr         // ip6 saddr           (ipv6_addr)
+	KeyIP6Daddr         // ip6 daddr           (ipv6_addr)
+	KeyL4Proto          // meta l4proto        (inet_proto)
+	KeyL4ProtoDport     // meta l4proto . th dport   (inet_proto . inet_service)
+	KeyIifname          // iifname             (ifname)
+)
+
+// VerdictKind is the kind of a verdict.
+type VerdictKind uint8
+
+// Verdicts.
+const (
+	VerdictNone VerdictKind = iota
+	Accept
+	Drop
+	Return
+	Jump
+	Goto
+)
+
+// Verdict is a verdict; Chain is set for Jump and Goto.
+type Verdict struct {
+	Kind  VerdictKind
+	Chain string
+}
+
+func (v Verdict) String() string {
+	switch v.Kind {
+	case Accept:
+		return "accept"
+	case Drop:
+		return "drop"
+	case Return:
+		return "return"
+	case Jump:
+		return "jump " + v.Chain
+	case Goto:
+		return "goto " + v.Chain
+	}
+	return ""
+}
+
+// Rule is one rule, in the fixed statement order
+//
+//	[ct state …] [iifname "…"] [KEY vmap @Map | KEY @Set] [counter] [verdict] comment "…"
+//
+// Match fields left zero are absent. A rule with a Map has no Verdict (the map decides).
+type Rule struct {
+	CtState CtState
+	// Iifname matches the input interface name; a trailing "*" is a prefix match (`iifname "veth*"`).
+	Iifname string
+	// Lookup is a verdict-map lookup (`KEY vmap @Lookup.Set`) when Lookup.Map, else a set
+	// membership match (`KEY @Lookup.Set`).
+	Lookup  *Lookup
+	Counter bool
+	Verdict Verdict
+	Comment string
+}
+
+// Lookup references a named set or verdict map of the same table.
+type Lookup struct {
+	Key Key
+	Set string
+	Map bool
+}
+
+// Set is a named set or, with Map, a verdict map (`typeof KEY : verdict`). Interval sets
+// (`flags interval`) hold ranges; their elements must be disjoint (the kernel rejects overlaps).
+type Set struct {
+	Name     string
+	Key      Key
+	Map      bool
+	Interval bool
+	Comment  string
+	Elements map[ElementKey]Element
+}
+
+// ElementKey identifies an element within its set.
+type ElementKey struct {
+	Addr, AddrEnd netip.Addr // address keys; AddrEnd == Addr for a single address
+	Proto         uint8      // inet_proto keys
+	Port, PortEnd uint16     // inet_service keys; PortEnd == Port for a single port
+	Ifname        string
+}
+
+// Element is a set element; Verdict is set in verdict maps.
+type Element struct {
+	ElementKey
+	Verdict Verdict
+	Comment string
+}
+
+func (k ElementKey) String() string {
+	switch {
+	case k.Ifname != "":
+		return fmt.Sprintf("%q", k.Ifname)
+	case k.Addr.IsValid() && k.AddrEnd != k.Addr && k.AddrEnd.IsValid():
+		return k.Addr.String() + "-" + k.AddrEnd.String()
+	case k.Addr.IsValid():
+		return k.Addr.String()
+	case k.PortEnd != k.Port:
+		return fmt.Sprintf("%d . %d-%d", k.Proto, k.Port, k.PortEnd)
+	default:
+		return fmt.Sprintf("%d . %d", k.Proto, k.Port)
+	}
+}
+
+// Changes names the objects a Commit must look at: sets (elements and properties) and chains
+// (rules and properties) that may differ between the committed and the desired table. Objects
+// named here but absent from the desired table are deleted. A nil *Changes means "everything".
+type Changes struct {
+	Sets   map[string]struct{}
+	Chains map[string]struct{}
+}
+
+// Stats counts the objects of a committed table, for the gauges.
+type Stats struct {
+	Chains, Rules, Sets, Elements int
+}
