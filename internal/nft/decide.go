@@ -42,7 +42,8 @@ type Set struct {
 	Kind        graph.SetKind
 	Description string
 	Members     map[graph.Member]struct{}
-	addrs       map[netip.Addr]struct{}
+	// addrs indexes Members by address (named-port members: several per address).
+	addrs map[netip.Addr]map[graph.Member]struct{}
 }
 
 // NewState returns an empty State.
@@ -54,7 +55,7 @@ func NewState() *State {
 func (s *State) Apply(m graph.Message) {
 	switch m := m.(type) {
 	case graph.SetReplaced:
-		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]map[graph.Member]struct{}{}}
 		for _, mb := range m.Members {
 			set.add(mb)
 		}
@@ -62,7 +63,7 @@ func (s *State) Apply(m graph.Message) {
 	case graph.SetMembersChanged:
 		set := s.Sets[m.ID]
 		if set == nil {
-			set = &Set{Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]struct{}{}}
+			set = &Set{Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]map[graph.Member]struct{}{}}
 			s.Sets[m.ID] = set
 		}
 		for _, mb := range m.Removed {
@@ -84,19 +85,23 @@ func (s *State) Apply(m graph.Message) {
 func (s *Set) add(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
 	s.Members[m] = struct{}{}
-	s.addrs[m.Addr] = struct{}{}
+	ms := s.addrs[m.Addr]
+	if ms == nil {
+		ms = map[graph.Member]struct{}{}
+		s.addrs[m.Addr] = ms
+	}
+	ms[m] = struct{}{}
 }
 
 func (s *Set) remove(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
 	delete(s.Members, m)
-	// recompute the address index for this address only
-	for o := range s.Members {
-		if o.Addr == m.Addr {
-			return
+	if ms := s.addrs[m.Addr]; ms != nil {
+		delete(ms, m)
+		if len(ms) == 0 {
+			delete(s.addrs, m.Addr)
 		}
 	}
-	delete(s.addrs, m.Addr)
 }
 
 func (s *State) member(id graph.SetID, a netip.Addr) bool {
@@ -167,9 +172,9 @@ tiers:
 		}
 		switch t.DefaultAction {
 		case model.ActionDeny:
-			return Outcome{Deny, "tier " + t.Tier + " default: deny"}
+			return Outcome{Deny, tierDefaultReason(t, "deny")}
 		case model.ActionAllow:
-			return Outcome{Allow, "tier " + t.Tier + " default: allow"}
+			return Outcome{Allow, tierDefaultReason(t, "allow")}
 		}
 	}
 	if len(tiers) == 0 {
@@ -350,9 +355,10 @@ func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Ou
 // endpoints are grouped so that all members resolve them alike).
 func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *Decision {
 	d := &Decision{Peers: map[netip.Addr]string{}, Classes: map[string]*Class{}}
+	pl := s.newPlan(dir, tiers)
 	known, nets := s.references(dir, tiers, is4)
 	for a := range known {
-		d.Peers[a] = d.class(s, dir, tiers, packet{peer: a, local: local, known: true})
+		d.Peers[a] = d.class(pl, packet{peer: a, local: local, known: true})
 	}
 	// disjoint partition of the address space by the boundaries of every referenced prefix
 	var zero, max netip.Addr
@@ -380,7 +386,7 @@ func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local n
 		if i+1 < len(starts) {
 			to = starts[i+1].Prev()
 		}
-		k := d.class(s, dir, tiers, packet{peer: from, local: local})
+		k := d.class(pl, packet{peer: from, local: local})
 		if n := len(ivs); n > 0 && ivs[n-1].Class == k {
 			ivs[n-1].To = to
 			continue
@@ -468,14 +474,17 @@ func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 
 }
 
 // class computes the decision function of one peer and interns it: peers with equal functions
-// share one class (one chain in the kernel).
-func (d *Decision) class(s *State, dir model.Direction, tiers []graph.TierPolicies, p packet) string {
+// share one class (one chain in the kernel). Only the plan's candidate rules of the peer are
+// evaluated (the others cannot match it), so the cost is independent of the number of policies
+// whose selectors do not contain the peer.
+func (d *Decision) class(pl *plan, p packet) string {
+	cand := pl.candidates(p.peer, p.known)
 	c := &Class{Protos: map[model.Protocol]Outcome{}}
 	p.proto = 255 // stands for every protocol no rule names (reserved: no rule names 255)
-	c.Other = s.eval(dir, tiers, p)
-	for _, proto := range s.namedProtocols(dir, tiers) {
+	c.Other = pl.eval(cand, p)
+	for _, proto := range pl.protos {
 		p.proto = proto
-		if o := s.eval(dir, tiers, p); o != c.Other {
+		if o := pl.eval(cand, p); o != c.Other {
 			c.Protos[proto] = o
 		}
 	}
@@ -483,14 +492,14 @@ func (d *Decision) class(s *State, dir model.Direction, tiers []graph.TierPolici
 		p.proto = proto
 		// elementary port boundaries: evaluating per distinct segment is exact because rule
 		// port matches are unions of ranges, and named ports are single ports
-		cuts := s.portCuts(dir, tiers, p)
+		cuts := pl.portCuts(cand, p)
 		for i, first := range cuts {
 			last := uint16(65535)
 			if i+1 < len(cuts) {
 				last = uint16(cuts[i+1] - 1)
 			}
 			p.port = uint16(first)
-			o := s.eval(dir, tiers, p)
+			o := pl.eval(cand, p)
 			if n := len(c.Ports); n > 0 && c.Ports[n-1].Proto == proto && c.Ports[n-1].Outcome == o && uint32(c.Ports[n-1].Last)+1 == first {
 				c.Ports[n-1].Last = last
 				continue
@@ -527,88 +536,6 @@ func (d *Decision) class(s *State, dir model.Direction, tiers []graph.TierPolici
 	return c.Key
 }
 
-// namedProtocols lists the non-port protocols that the group's rules name.
-func (s *State) namedProtocols(dir model.Direction, tiers []graph.TierPolicies) []model.Protocol {
-	seen := map[model.Protocol]bool{}
-	var out []model.Protocol
-	for _, t := range tiers {
-		for _, key := range t.Policies {
-			pol := s.Policies[key]
-			if pol == nil {
-				continue
-			}
-			rules := pol.Ingress
-			if dir == model.Egress {
-				rules = pol.Egress
-			}
-			for i := range rules {
-				for _, pr := range []model.Protocol{rules[i].Protocol, rules[i].NotProtocol} {
-					if pr != model.ProtocolAny && !hasPorts(pr) && !seen[pr] {
-						seen[pr] = true
-						out = append(out, pr)
-					}
-				}
-			}
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
-func (s *State) portCuts(dir model.Direction, tiers []graph.TierPolicies, p packet) []uint32 {
-	cuts := map[uint32]struct{}{0: {}}
-	addRange := func(ps []model.Port) {
-		for _, pt := range ps {
-			if pt.Name == "" {
-				cuts[uint32(pt.First)] = struct{}{}
-				cuts[uint32(pt.Last)+1] = struct{}{}
-			}
-		}
-	}
-	dst := p.local
-	if dir == model.Egress {
-		dst = p.peer
-	}
-	addNamed := func(ids []graph.SetID) {
-		for _, id := range ids {
-			if set := s.Sets[id]; set != nil {
-				for m := range set.Members {
-					if m.Addr == dst && m.Protocol == p.proto {
-						cuts[uint32(m.Port)] = struct{}{}
-						cuts[uint32(m.Port)+1] = struct{}{}
-					}
-				}
-			}
-		}
-	}
-	for _, t := range tiers {
-		for _, key := range t.Policies {
-			pol := s.Policies[key]
-			if pol == nil {
-				continue
-			}
-			rules := pol.Ingress
-			if dir == model.Egress {
-				rules = pol.Egress
-			}
-			for i := range rules {
-				addRange(rules[i].Dst.Ports)
-				addRange(rules[i].Dst.NotPorts)
-				addNamed(rules[i].Dst.NamedPortSets)
-				addNamed(rules[i].Dst.NotNamedPortSets)
-			}
-		}
-	}
-	out := make([]uint32, 0, len(cuts))
-	for c := range cuts {
-		if c <= 65535 {
-			out = append(out, c)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
 func lastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().AsSlice()
 	bits := p.Bits()
@@ -621,4 +548,14 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	}
 	a, _ := netip.AddrFromSlice(b)
 	return a
+}
+
+// tierDefaultReason names the policies of a tier that applied and matched nothing, so a reader of
+// a drop's comment sees which policies isolated the endpoint.
+func tierDefaultReason(t graph.TierPolicies, verdict string) string {
+	names := make([]string, len(t.Policies))
+	for i, k := range t.Policies {
+		names[i] = k.String()
+	}
+	return fmt.Sprintf("tier %s default %s: no rule of %s matched", t.Tier, verdict, strings.Join(names, ", "))
 }

@@ -57,10 +57,8 @@ func (s *State) GroupKey(dir model.Direction, tiers []graph.TierPolicies, local 
 				if dir == model.Ingress {
 					for _, id := range append(append([]graph.SetID(nil), m.NamedPortSets...), m.NotNamedPortSets...) {
 						if set := s.Sets[id]; set != nil {
-							for mb := range set.Members {
-								if mb.Addr == local {
-									facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
-								}
+							for mb := range set.addrs[local] {
+								facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
 							}
 						}
 					}

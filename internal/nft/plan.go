@@ -1,0 +1,172 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// plan is the rule list of one group and direction, flattened in evaluation order and indexed by
+// the set that gates each rule (the first set its peer side requires), so that compiling a peer
+// looks only at the rules that can match it: the ungated ones and those gated by a set holding it.
+type plan struct {
+	s       *State
+	dir     model.Direction
+	tiers   []graph.TierPolicies
+	rules   []flatRule
+	ungated []int
+	gated   map[graph.SetID][]int
+	gates   map[netip.Addr][]graph.SetID // peer address → gate sets holding it
+	protos  []model.Protocol             // non-port protocols that rules name
+}
+
+type flatRule struct {
+	tier   int
+	reason string
+	r      *graph.Rule
+}
+
+func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
+	pl := &plan{s: s, dir: dir, tiers: tiers, gated: map[graph.SetID][]int{}, gates: map[netip.Addr][]graph.SetID{}}
+	seenProto := map[model.Protocol]bool{}
+	for ti, t := range tiers {
+		for _, key := range t.Policies {
+			pol := s.Policies[key]
+			if pol == nil {
+				continue // not (yet) known: contributes no rule
+			}
+			rules := pol.Ingress
+			if dir == model.Egress {
+				rules = pol.Egress
+			}
+			for i := range rules {
+				r := &rules[i]
+				reason := r.Comment
+				if reason == "" {
+					reason = fmt.Sprintf("%s %s rule %d", key, dir, i)
+				}
+				pos := len(pl.rules)
+				pl.rules = append(pl.rules, flatRule{tier: ti, reason: reason, r: r})
+				peer := &r.Src
+				if dir == model.Egress {
+					peer = &r.Dst
+				}
+				if len(peer.Sets) > 0 {
+					pl.gated[peer.Sets[0]] = append(pl.gated[peer.Sets[0]], pos)
+				} else {
+					pl.ungated = append(pl.ungated, pos)
+				}
+				for _, pr := range []model.Protocol{r.Protocol, r.NotProtocol} {
+					if pr != model.ProtocolAny && !hasPorts(pr) && !seenProto[pr] {
+						seenProto[pr] = true
+						pl.protos = append(pl.protos, pr)
+					}
+				}
+			}
+		}
+	}
+	sort.Slice(pl.protos, func(i, j int) bool { return pl.protos[i] < pl.protos[j] })
+	for id := range pl.gated {
+		if set := s.Sets[id]; set != nil {
+			for a := range set.addrs {
+				pl.gates[a] = append(pl.gates[a], id)
+			}
+		}
+	}
+	return pl
+}
+
+// candidates lists, in evaluation order, the rules that may match a peer.
+func (pl *plan) candidates(peer netip.Addr, known bool) []int {
+	if !known || len(pl.gates[peer]) == 0 {
+		return pl.ungated
+	}
+	out := append([]int(nil), pl.ungated...)
+	for _, id := range pl.gates[peer] {
+		out = append(out, pl.gated[id]...)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// eval is State.eval restricted to the candidate rules (the others cannot match the packet).
+func (pl *plan) eval(cand []int, p packet) Outcome {
+	i := 0
+	for ti, t := range pl.tiers {
+		passed := false
+		for ; i < len(cand) && pl.rules[cand[i]].tier == ti; i++ {
+			fr := &pl.rules[cand[i]]
+			if passed || !pl.s.matches(pl.dir, fr.r, p) {
+				continue
+			}
+			switch fr.r.Action {
+			case model.ActionAllow:
+				return Outcome{Allow, fr.reason + " (allow)"}
+			case model.ActionDeny:
+				return Outcome{Deny, fr.reason + " (deny)"}
+			case model.ActionPass:
+				passed = true
+			}
+		}
+		if passed {
+			continue
+		}
+		switch t.DefaultAction {
+		case model.ActionDeny:
+			return Outcome{Deny, tierDefaultReason(t, "deny")}
+		case model.ActionAllow:
+			return Outcome{Allow, tierDefaultReason(t, "allow")}
+		}
+	}
+	if len(pl.tiers) == 0 {
+		return Outcome{Allow, "no policy applies"}
+	}
+	return Outcome{Allow, "no tier decided: allow"}
+}
+
+// portCuts lists the port boundaries of the candidate rules for the packet's protocol.
+func (pl *plan) portCuts(cand []int, p packet) []uint32 {
+	cuts := map[uint32]struct{}{0: {}}
+	addRange := func(ps []model.Port) {
+		for _, pt := range ps {
+			if pt.Name == "" {
+				cuts[uint32(pt.First)] = struct{}{}
+				cuts[uint32(pt.Last)+1] = struct{}{}
+			}
+		}
+	}
+	dst := p.local
+	if pl.dir == model.Egress {
+		dst = p.peer
+	}
+	addNamed := func(ids []graph.SetID) {
+		for _, id := range ids {
+			if set := pl.s.Sets[id]; set != nil {
+				for m := range set.addrs[dst] {
+					if m.Protocol == p.proto {
+						cuts[uint32(m.Port)] = struct{}{}
+						cuts[uint32(m.Port)+1] = struct{}{}
+					}
+				}
+			}
+		}
+	}
+	for _, i := range cand {
+		r := pl.rules[i].r
+		addRange(r.Dst.Ports)
+		addRange(r.Dst.NotPorts)
+		addNamed(r.Dst.NamedPortSets)
+		addNamed(r.Dst.NotNamedPortSets)
+	}
+	out := make([]uint32, 0, len(cuts))
+	for c := range cuts {
+		if c <= 65535 {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
