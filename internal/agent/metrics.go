@@ -7,18 +7,18 @@ import (
 // Metrics are the agent's Prometheus metrics. They are created per agent and registered on the
 // registerer the caller passes, so tests can run several agents in one process.
 type Metrics struct {
-	ApplyDuration    prometheus.Histogram
-	ApplyErrors      prometheus.Counter
-	EventToCommit    prometheus.Histogram
-	InSync           prometheus.Gauge
-	Resyncs          prometheus.Counter
-	DriftRepairs     prometheus.Counter
-	Sets             prometheus.Gauge
-	SetElements      prometheus.Gauge
-	Chains           prometheus.Gauge
-	Rules            prometheus.Gauge
-	Transactions     prometheus.Counter
-	GraphUpdates     prometheus.Counter
+	ApplyDuration     prometheus.Histogram
+	ApplyErrors       prometheus.Counter
+	EventToCommit     prometheus.Histogram
+	InSync            prometheus.Gauge
+	Resyncs           prometheus.Counter
+	DriftRepairs      prometheus.Counter
+	Sets              prometheus.Gauge
+	SetElements       prometheus.Gauge
+	Chains            prometheus.Gauge
+	Rules             prometheus.Gauge
+	Transactions      prometheus.Counter
+	GraphUpdates      prometheus.Counter
 	DataplaneMessages prometheus.Counter
 }
 
