@@ -1,0 +1,73 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// CreateNamespace creates a namespace with the given labels.
+func (s *Server) CreateNamespace(ctx context.Context, name string, labels map[string]string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := s.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// PauseImage is the image of the container CreatePod puts in a pod; nothing ever pulls it.
+const PauseImage = "registry.k8s.io/pause:3.10"
+
+// CreatePod creates a pod bound to node (spec.nodeName; no Node object is needed) with one
+// container carrying ports, then sets its status as a kubelet would: a merge patch of the
+// status subresource with phase Running, condition Ready, podIP = ips[0] and podIPs = ips (at
+// most one address per family, the API server checks). It returns the pod as stored.
+func (s *Server) CreatePod(ctx context.Context, ns, name, node string, labels map[string]string,
+	ports []corev1.ContainerPort, ips []netip.Addr) (*corev1.Pod, error) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: "c", Image: PauseImage, Ports: ports}},
+		},
+	}
+	if _, err := s.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create pod %s/%s: %w", ns, name, err)
+	}
+	return s.SetPodStatus(ctx, ns, name, corev1.PodRunning, ips)
+}
+
+// SetPodStatus merge-patches a pod's status subresource: phase, condition Ready (true when
+// phase is Running), podIP = ips[0] and podIPs = ips. It returns the pod as stored.
+func (s *Server) SetPodStatus(ctx context.Context, ns, name string, phase corev1.PodPhase, ips []netip.Addr) (*corev1.Pod, error) {
+	ready := corev1.ConditionFalse
+	if phase == corev1.PodRunning {
+		ready = corev1.ConditionTrue
+	}
+	st := map[string]any{
+		"phase":      phase,
+		"conditions": []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}},
+	}
+	if len(ips) > 0 {
+		podIPs := make([]corev1.PodIP, len(ips))
+		for i, a := range ips {
+			podIPs[i] = corev1.PodIP{IP: a.String()}
+		}
+		st["podIP"] = ips[0].String()
+		st["podIPs"] = podIPs
+	}
+	patch, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s status patch: %w", ns, name, err)
+	}
+	p, err := s.Client.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, fmt.Errorf("patch status of pod %s/%s: %w", ns, name, err)
+	}
+	return p, nil
+}
