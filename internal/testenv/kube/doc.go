@@ -27,7 +27,8 @@
 // Invariants:
 //   - Every child runs in its own process group with Pdeathsig SIGKILL; Stop kills the groups,
 //     waits for them and removes Dir when Start made it. A test binary that dies (panic, timeout,
-//     SIGKILL) takes etcd and kube-apiserver with it. Children are forked from a fresh goroutine,
+//     SIGKILL) takes etcd and kube-apiserver with it; its temporary directory (nftp-kube-*, with
+//     the owner's pid in owner.pid) is removed by the next Start once that pid is gone. Children are forked from a fresh goroutine,
 //     so never from a thread a caller locked (into another network namespace, or one whose exit
 //     would fire Pdeathsig early).
 //   - Nothing here skips: StartForTest and Require fail the test with "run `make deps`" when

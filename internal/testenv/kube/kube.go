@@ -150,10 +150,14 @@ func prepare(cfg Config) (s *Server, err error) {
 	s = &Server{Dir: cfg.Dir, tail: &tailBuffer{max: 8 << 10}}
 	s.binary, s.etcdBinary = Binaries(cfg)
 	if s.Dir == "" {
-		if s.Dir, err = os.MkdirTemp("", "nftp-kube-"); err != nil {
+		removeStaleDirs()
+		if s.Dir, err = os.MkdirTemp("", dirPrefix); err != nil {
 			return nil, fmt.Errorf("kube test environment: %w", err)
 		}
 		s.ownDir = true
+		if err = os.WriteFile(filepath.Join(s.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			return nil, fmt.Errorf("kube test environment: %w", err)
+		}
 	} else if err = os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("kube test environment: %w", err)
 	}
@@ -189,6 +193,48 @@ func prepare(cfg Config) (s *Server, err error) {
 	}
 	s.CAData = caPEM
 	return s, nil
+}
+
+const (
+	// dirPrefix starts the name of every temporary directory Start makes.
+	dirPrefix = "nftp-kube-"
+	// ownerFile in such a directory holds the pid of the process that made it.
+	ownerFile = "owner.pid"
+)
+
+// removeStaleDirs removes the temporary directories of earlier runs whose process died without
+// Stop (SIGKILL, test timeout); Pdeathsig already took their etcd and kube-apiserver. A
+// directory whose owner is alive, or that has no owner file yet, is left alone.
+func removeStaleDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(string(b))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if !alive(pid) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+// alive reports whether pid runs: it exists and is not a zombie (a container's pid 1 may never
+// reap the orphans it inherits).
+func alive(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !os.IsNotExist(err)
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 var errExited = errors.New("process exited during start-up")

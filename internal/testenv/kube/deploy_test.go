@@ -1,0 +1,209 @@
+package kube_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+)
+
+// deployDir holds the manifests users apply (kubectl apply -k deploy/).
+const deployDir = "../../../deploy"
+
+// manifestDocs reads every YAML document of deploy/*.yaml except kustomization.yaml.
+func manifestDocs(t *testing.T) (files []string, docs []manifest) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if filepath.Base(p) == "kustomization.yaml" {
+			continue
+		}
+		files = append(files, filepath.Base(p))
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var u unstructured.Unstructured
+			err := dec.Decode(&u.Object)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if len(u.Object) == 0 {
+				continue // an empty document (a lone "---" or comments)
+			}
+			docs = append(docs, manifest{file: filepath.Base(p), obj: &u})
+		}
+	}
+	if len(docs) == 0 {
+		t.Fatalf("no manifests found in %s", deployDir)
+	}
+	return files, docs
+}
+
+// manifest is one YAML document and the file it came from.
+type manifest struct {
+	file string
+	obj  *unstructured.Unstructured
+}
+
+// TestDeployManifestsServerDryRun is the equivalent of `kubectl apply --dry-run=server -f
+// deploy/` on a fresh cluster (issue 7's acceptance): each object is created with dryRun=All and
+// strict field validation (kubectl's default), so the real API server's decoding, defaulting,
+// validation and admission (e.g. that priorityClassName exists) judge it; nothing is stored.
+func TestDeployManifestsServerDryRun(t *testing.T) {
+	s := kube.Require(t, srv)
+	ctx := ctxFor(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dryCreate := func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, err
+		}
+		ri := dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := u.GetNamespace()
+			if ns == "" {
+				ns = "default"
+			}
+			return ri.Namespace(ns).Create(ctx, u, metav1.CreateOptions{
+				DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict", FieldManager: "kubectl"})
+		}
+		return ri.Create(ctx, u, metav1.CreateOptions{
+			DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict", FieldManager: "kubectl"})
+	}
+
+	files, docs := manifestDocs(t)
+	for _, d := range docs {
+		u := d.obj
+		t.Run(d.file+"/"+u.GetKind()+"/"+u.GetName(), func(t *testing.T) {
+			got, err := dryCreate(u.DeepCopy())
+			if err != nil {
+				t.Fatalf("server-side dry run rejected it: %v", err)
+			}
+			if got.GetKind() != u.GetKind() || got.GetName() != u.GetName() || got.GetUID() == "" {
+				t.Errorf("dry run returned %s %q uid %q, want %s %q with a uid",
+					got.GetKind(), got.GetName(), got.GetUID(), u.GetKind(), u.GetName())
+			}
+		})
+	}
+
+	// A DaemonSet is accepted whatever its pod template's priorityClassName says; the pods the
+	// controller makes would be rejected later. So the template is also dry-run as a pod on a
+	// node, which runs the Priority admission plugin and pod validation.
+	for _, d := range docs {
+		u := d.obj
+		if u.GetKind() != "DaemonSet" {
+			continue
+		}
+		t.Run("pod-from/"+u.GetName(), func(t *testing.T) {
+			pod := podFromTemplate(t, u, "node-1")
+			if _, err := dryCreate(pod); err != nil {
+				t.Fatalf("a pod of this DaemonSet would be rejected: %v", err)
+			}
+			_ = unstructured.SetNestedField(pod.Object, "no-such-class", "spec", "priorityClassName")
+			if _, err := dryCreate(pod); !apierrors.IsForbidden(err) {
+				t.Errorf("pod with an unknown priorityClassName: err = %v, want Forbidden (the check can fail)", err)
+			}
+		})
+	}
+
+	// kustomization.yaml (kubectl apply -k deploy/) must list exactly the manifests checked above.
+	t.Run("kustomization-lists-every-manifest", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(deployDir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k struct {
+			Resources []string `json:"resources"`
+		}
+		if err := yaml.Unmarshal(data, &k); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(k.Resources)
+		if !slices.Equal(k.Resources, files) {
+			t.Errorf("kustomization resources = %v, want the manifests %v", k.Resources, files)
+		}
+	})
+
+	// The check can fail: broken copies of the DaemonSet are rejected by the same path.
+	i := slices.IndexFunc(docs, func(d manifest) bool { return d.obj.GetKind() == "DaemonSet" })
+	if i < 0 {
+		t.Fatal("deploy/ has no DaemonSet")
+	}
+	broken := []struct {
+		name   string
+		mutate func(u *unstructured.Unstructured)
+		is     func(error) bool
+	}{
+		{"unknown-field", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, true, "spec", "hostNetwrk")
+		}, apierrors.IsBadRequest},
+		{"selector-not-matching-template", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"app": "other"}, "spec", "selector", "matchLabels")
+		}, apierrors.IsInvalid},
+		{"namespace-missing", func(u *unstructured.Unstructured) {
+			u.SetNamespace("no-such-namespace")
+		}, apierrors.IsNotFound},
+	}
+	for _, b := range broken {
+		t.Run("broken/"+b.name, func(t *testing.T) {
+			u := docs[i].obj.DeepCopy()
+			b.mutate(u)
+			_, err := dryCreate(u)
+			if !b.is(err) {
+				t.Errorf("err = %v (reason %q), want rejection", err, apierrors.ReasonForError(err))
+			}
+		})
+	}
+}
+
+// podFromTemplate builds the pod a DaemonSet controller would create on node.
+func podFromTemplate(t *testing.T, ds *unstructured.Unstructured, node string) *unstructured.Unstructured {
+	t.Helper()
+	tmpl, ok, err := unstructured.NestedMap(ds.Object, "spec", "template")
+	if err != nil || !ok {
+		t.Fatalf("DaemonSet %s has no spec.template (%v)", ds.GetName(), err)
+	}
+	pod := &unstructured.Unstructured{Object: tmpl}
+	pod.SetAPIVersion("v1")
+	pod.SetKind("Pod")
+	pod.SetNamespace(ds.GetNamespace())
+	pod.SetName(ds.GetName() + "-" + node)
+	if err := unstructured.SetNestedField(pod.Object, node, "spec", "nodeName"); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
