@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -318,7 +319,45 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 	if err := waitHTTP(ctx, api, hc, s.URL+"/readyz", s.Token); err != nil {
 		return fmt.Errorf("kube test environment: kube-apiserver: %w%s", err, s.logTail())
 	}
+	if err := s.waitBootstrap(ctx, api); err != nil {
+		return fmt.Errorf("kube test environment: kube-apiserver: %w%s", err, s.logTail())
+	}
 	return nil
+}
+
+// waitBootstrap waits for what the API server creates itself shortly after /readyz turns ok:
+// the system namespaces and the system priority classes. Tests, and manifests naming
+// kube-system or system-node-critical, may rely on them as soon as Start returns.
+func (s *Server) waitBootstrap(ctx context.Context, p *process) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing := ""
+		for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+			if _, err := s.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+				missing = "namespace " + ns + ": " + err.Error()
+				break
+			}
+		}
+		if missing == "" {
+			for _, pc := range []string{"system-node-critical", "system-cluster-critical"} {
+				if _, err := s.Client.SchedulingV1().PriorityClasses().Get(ctx, pc, metav1.GetOptions{}); err != nil {
+					missing = "priority class " + pc + ": " + err.Error()
+					break
+				}
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%w (%s: %v)", errExited, p.name, p.err)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for bootstrap objects: %w (last: %s)", ctx.Err(), missing)
+		case <-tick.C:
+		}
+	}
 }
 
 func (s *Server) httpClient() (*http.Client, error) {

@@ -71,3 +71,41 @@ func (s *Server) SetPodStatus(ctx context.Context, ns, name string, phase corev1
 	}
 	return p, nil
 }
+
+// CreateNode registers a Node object as a kubelet would: labels (plus kubernetes.io/hostname),
+// spec.podCIDRs, and status.addresses with each of internalIPs as an InternalIP plus the
+// Hostname, and condition Ready. It returns the node as stored.
+func (s *Server) CreateNode(ctx context.Context, name string, labels map[string]string,
+	internalIPs []netip.Addr, podCIDRs []netip.Prefix) (*corev1.Node, error) {
+	l := map[string]string{"kubernetes.io/hostname": name}
+	for k, v := range labels {
+		l[k] = v
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+	for _, p := range podCIDRs {
+		node.Spec.PodCIDRs = append(node.Spec.PodCIDRs, p.String())
+	}
+	if len(podCIDRs) > 0 {
+		node.Spec.PodCIDR = node.Spec.PodCIDRs[0]
+	}
+	if _, err := s.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create node %s: %w", name, err)
+	}
+	var addrs []corev1.NodeAddress
+	for _, a := range internalIPs {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a.String()})
+	}
+	addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{
+		"addresses":  addrs,
+		"conditions": []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("node %s status patch: %w", name, err)
+	}
+	n, err := s.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, fmt.Errorf("patch status of node %s: %w", name, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,121 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+)
+
+// ClusterNetworkPolicyCRD is the CustomResourceDefinition of ClusterNetworkPolicy
+// (policy.networking.k8s.io/v1alpha2, standard channel) from sigs.k8s.io/network-policy-api at
+// the version go.mod requires.
+//
+//go:embed crds/policy.networking.k8s.io_clusternetworkpolicies.yaml
+var ClusterNetworkPolicyCRD []byte
+
+// ClusterNetworkPolicies is the resource InstallClusterNetworkPolicyCRD makes available.
+var ClusterNetworkPolicies = schema.GroupVersionResource{
+	Group: "policy.networking.k8s.io", Version: "v1alpha2", Resource: "clusternetworkpolicies",
+}
+
+var crdResource = schema.GroupVersionResource{
+	Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions",
+}
+
+// InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy CRD (no-op when present) and
+// returns once the API server serves the resource, so informers and RESTMappers started
+// afterwards find it.
+func (s *Server) InstallClusterNetworkPolicyCRD(ctx context.Context) error {
+	return s.InstallCRD(ctx, ClusterNetworkPolicyCRD)
+}
+
+// InstallCRD creates the CustomResourceDefinition in manifest (YAML or JSON) unless one of that
+// name exists, waits until it is Established, then until discovery lists its resources.
+func (s *Server) InstallCRD(ctx context.Context, manifest []byte) error {
+	var crd unstructured.Unstructured
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096).Decode(&crd.Object); err != nil {
+		return fmt.Errorf("install CRD: decode: %w", err)
+	}
+	if crd.GetKind() != "CustomResourceDefinition" {
+		return fmt.Errorf("install CRD: manifest is a %q, not a CustomResourceDefinition", crd.GetKind())
+	}
+	name := crd.GetName()
+	dyn, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		return fmt.Errorf("install CRD %s: %w", name, err)
+	}
+	crds := dyn.Resource(crdResource)
+	if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("install CRD %s: %w", name, err)
+	}
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := s.crdServed(ctx, crds, name, group, plural, versions)
+		if err != nil {
+			return fmt.Errorf("install CRD %s: %w", name, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("install CRD %s: waiting until served: %w", name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// crdServed reports whether the CRD is Established and discovery lists plural in every served
+// version.
+func (s *Server) crdServed(ctx context.Context, crds dynamic.NamespaceableResourceInterface,
+	name, group, plural string, versions []any) (bool, error) {
+	got, err := crds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	established := false
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		established = established || m["type"] == "Established" && m["status"] == "True"
+	}
+	if !established {
+		return false, nil
+	}
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if served, _ := m["served"].(bool); !served {
+			continue
+		}
+		ver, _ := m["name"].(string)
+		list, err := s.Client.Discovery().ServerResourcesForGroupVersion(group + "/" + ver)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		found := false
+		for _, r := range list.APIResources {
+			found = found || r.Name == plural
+		}
+		if !found {
+			return false, nil
+		}
+	}
+	return true, nil
+}

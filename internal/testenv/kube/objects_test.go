@@ -1,0 +1,127 @@
+package kube_test
+
+import (
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+)
+
+func TestCreateNode(t *testing.T) {
+	s := kube.Require(t, srv)
+	ctx := ctxFor(t)
+	n, err := s.CreateNode(ctx, "node-a", map[string]string{"zone": "z1"},
+		[]netip.Addr{netip.MustParseAddr("192.168.50.1"), netip.MustParseAddr("fd00:50::1")},
+		[]netip.Prefix{netip.MustParsePrefix("10.244.7.0/24"), netip.MustParsePrefix("fd00:10:244:7::/64")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["zone"] != "z1" || got.Labels["kubernetes.io/hostname"] != "node-a" {
+		t.Errorf("labels = %v", got.Labels)
+	}
+	if want := []string{"10.244.7.0/24", "fd00:10:244:7::/64"}; !slices.Equal(got.Spec.PodCIDRs, want) {
+		t.Errorf("podCIDRs = %v, want %v", got.Spec.PodCIDRs, want)
+	}
+	want := []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "192.168.50.1"},
+		{Type: corev1.NodeInternalIP, Address: "fd00:50::1"},
+		{Type: corev1.NodeHostName, Address: "node-a"},
+	}
+	if !slices.Equal(got.Status.Addresses, want) {
+		t.Errorf("addresses = %v, want %v", got.Status.Addresses, want)
+	}
+}
+
+func TestClusterNetworkPolicyCRD(t *testing.T) {
+	s := kube.Require(t, srv)
+	ctx := ctxFor(t)
+
+	// The embedded copy follows the module version go.mod requires.
+	gomod, err := os.ReadFile("../../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*sigs\.k8s\.io/network-policy-api (v\S+)`).FindSubmatch(gomod)
+	if m == nil {
+		t.Fatal("go.mod does not require sigs.k8s.io/network-policy-api")
+	}
+	var crd unstructured.Unstructured
+	if err := yaml.Unmarshal(kube.ClusterNetworkPolicyCRD, &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	if got := crd.GetAnnotations()["policy.networking.k8s.io/bundle-version"]; got != string(m[1]) {
+		t.Errorf("embedded CRD bundle-version %q, go.mod requires %q: copy config/crd/standard of that version", got, m[1])
+	}
+
+	for range 2 { // idempotent
+		if err := s.InstallClusterNetworkPolicyCRD(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dyn, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnp := func(name, tier string, priority int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "policy.networking.k8s.io/v1alpha2",
+			"kind":       "ClusterNetworkPolicy",
+			"metadata":   map[string]any{"name": name},
+			"spec": map[string]any{
+				"tier":     tier,
+				"priority": priority,
+				"subject":  map[string]any{"namespaces": map[string]any{}},
+				"ingress": []any{map[string]any{
+					"action": "Deny",
+					"from":   []any{map[string]any{"namespaces": map[string]any{"matchLabels": map[string]any{"team": "b"}}}},
+				}},
+			},
+		}}
+	}
+	tests := []struct {
+		name     string
+		obj      *unstructured.Unstructured
+		accepted bool
+	}{
+		{"admin", cnp("deny-b", "Admin", 10), true},
+		{"baseline", cnp("base", "Baseline", 0), true},
+		{"unknown-tier", cnp("bad-tier", "Developer", 10), false},
+		{"priority-above-1000", cnp("bad-priority", "Admin", 1001), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := dyn.Resource(kube.ClusterNetworkPolicies).Create(ctx, tc.obj, metav1.CreateOptions{})
+			if tc.accepted && err != nil {
+				t.Fatal(err)
+			}
+			if !tc.accepted && !apierrors.IsInvalid(err) {
+				t.Fatalf("err = %v, want Invalid (CRD schema validation)", err)
+			}
+		})
+	}
+	list, err := dyn.Resource(kube.ClusterNetworkPolicies).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range list.Items {
+		names = append(names, it.GetName())
+	}
+	slices.Sort(names)
+	if want := []string{"base", "deny-b"}; !slices.Equal(names, want) {
+		t.Errorf("stored ClusterNetworkPolicies = %v, want %v", names, want)
+	}
+}
