@@ -2,13 +2,17 @@ package kube_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
@@ -206,4 +211,125 @@ func podFromTemplate(t *testing.T, ds *unstructured.Unstructured, node string) *
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// TestDeployRBAC applies deploy/'s RBAC for real and checks, as the DaemonSet's own
+// ServiceAccount, that it can read every kind the agent watches and can write nothing.
+func TestDeployRBAC(t *testing.T) {
+	s := kube.Require(t, srv)
+	ctx := ctxFor(t)
+	dyn, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+
+	_, docs := manifestDocs(t)
+	var sa, saNS string
+	for _, d := range docs {
+		u := d.obj
+		if u.GetKind() == "DaemonSet" {
+			sa, _, _ = unstructured.NestedString(u.Object, "spec", "template", "spec", "serviceAccountName")
+			saNS = u.GetNamespace()
+			continue
+		}
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+		}
+		if _, err := ri.Create(ctx, u.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s: create %s %s: %v", d.file, u.GetKind(), u.GetName(), err)
+		}
+		// Leave the shared server as found: the dry-run test expects these not to exist.
+		t.Cleanup(func() { _ = ri.Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}) })
+	}
+	if sa == "" {
+		t.Fatal("the DaemonSet names no serviceAccountName")
+	}
+	token, err := s.ServiceAccountToken(ctx, saNS, sa)
+	if err != nil {
+		t.Fatalf("the DaemonSet's ServiceAccount is not defined by deploy/: %v", err)
+	}
+	agent, err := kubernetes.NewForConfig(s.ConfigForToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	can := func(verb, group, resource string) (bool, error) {
+		r, err := agent.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: verb, Group: group, Resource: resource}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return r.Status.Allowed, nil
+	}
+	// The authorizer learns new bindings through its informers: wait for the first grant.
+	for ok := false; !ok; {
+		if ok, err = can("list", "", "pods"); err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the agent's ServiceAccount %s/%s never got list pods", saNS, sa)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+
+	// What the agent watches (DESIGN.md, internal/sync): read-only, cluster-wide.
+	type access struct{ verb, group, resource string }
+	var want []access
+	for _, r := range []struct{ group, resource string }{
+		{"", "pods"}, {"", "namespaces"}, {"", "nodes"}, {"networking.k8s.io", "networkpolicies"},
+	} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			want = append(want, access{verb, r.group, r.resource})
+		}
+	}
+	// It writes nothing and reads nothing else.
+	deny := []access{
+		{"create", "", "pods"}, {"update", "", "pods"}, {"patch", "", "pods/status"}, {"delete", "", "pods"},
+		{"update", "", "namespaces"}, {"patch", "", "nodes"}, {"create", "networking.k8s.io", "networkpolicies"},
+		{"delete", "networking.k8s.io", "networkpolicies"}, {"list", "", "secrets"}, {"get", "", "configmaps"},
+		{"create", "apps", "daemonsets"}, {"escalate", "rbac.authorization.k8s.io", "clusterroles"},
+	}
+	for _, a := range want {
+		if ok, err := can(a.verb, a.group, a.resource); err != nil || !ok {
+			t.Errorf("agent cannot %s %s.%s (err %v): the ClusterRole misses a kind the agent watches", a.verb, a.resource, a.group, err)
+		}
+	}
+	for _, a := range deny {
+		if ok, err := can(a.verb, a.group, a.resource); err != nil || ok {
+			t.Errorf("agent can %s %s.%s (err %v): more than read-only", a.verb, a.resource, a.group, err)
+		}
+	}
+	if ok, _ := can("list", "policy.networking.k8s.io", "clusternetworkpolicies"); !ok {
+		t.Logf("note: the agent cannot list clusternetworkpolicies.policy.networking.k8s.io; add it to the ClusterRole when sync watches them")
+	}
+
+	// End to end with the token: a real list and watch, the way an informer starts.
+	if _, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		t.Errorf("list pods as the agent: %v", err)
+	}
+	w, err := agent.NetworkingV1().NetworkPolicies("").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("watch networkpolicies as the agent: %v", err)
+	} else {
+		w.Stop()
+	}
+	if _, err := agent.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agent-may-not"}},
+		metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create namespace as the agent: err = %v, want Forbidden", err)
+	}
 }

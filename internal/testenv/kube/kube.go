@@ -457,13 +457,19 @@ func (s *Server) killAll() {
 // network namespace; the file trusts the serving CA, whose certificate is valid for 127.0.0.1,
 // ::1, localhost and Config.ServingIPs.
 func (s *Server) Kubeconfig(path, server string) error {
+	return s.KubeconfigToken(path, server, s.Token)
+}
+
+// KubeconfigToken is Kubeconfig for another bearer token, e.g. one from ServiceAccountToken,
+// to run a program with the identity and RBAC it has in a real cluster.
+func (s *Server) KubeconfigToken(path, server, token string) error {
 	if server == "" {
 		server = s.URL
 	}
 	c := clientcmdapi.NewConfig()
 	c.Clusters["nftpolicy-test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: s.CAData}
-	c.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: s.Token}
-	c.Contexts["nftpolicy-test"] = &clientcmdapi.Context{Cluster: "nftpolicy-test", AuthInfo: "admin"}
+	c.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	c.Contexts["nftpolicy-test"] = &clientcmdapi.Context{Cluster: "nftpolicy-test", AuthInfo: "user"}
 	c.CurrentContext = "nftpolicy-test"
 	if err := clientcmd.WriteToFile(*c, path); err != nil {
 		return fmt.Errorf("kube test environment: kubeconfig %s: %w", path, err)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 )
 
 // CreateNamespace creates a namespace with the given labels.
@@ -108,4 +110,25 @@ func (s *Server) CreateNode(ctx context.Context, name string, labels map[string]
 		return nil, fmt.Errorf("patch status of node %s: %w", name, err)
 	}
 	return n, nil
+}
+
+// ServiceAccountToken returns a token for the ServiceAccount ns/name (which must exist), made
+// by the TokenRequest API and valid for an hour: requests with it carry the account's RBAC.
+func (s *Server) ServiceAccountToken(ctx context.Context, ns, name string) (string, error) {
+	exp := int64(3600)
+	tr, err := s.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}},
+		metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for service account %s/%s: %w", ns, name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// ConfigForToken returns a copy of s.Config that authenticates with token instead of the
+// admin token.
+func (s *Server) ConfigForToken(token string) *rest.Config {
+	c := rest.CopyConfig(s.Config)
+	c.BearerToken = token
+	return c
 }
