@@ -39,10 +39,17 @@ const DefaultEtcd = "/usr/bin/etcd"
 // ServiceCIDR is the API server's --service-cluster-ip-range.
 const ServiceCIDR = "10.96.0.0/16"
 
+// advertiseAddress is what kube-apiserver publishes as the kubernetes Service's endpoint. It
+// binds to 127.0.0.1 only, and a loopback advertise address is rejected; without the flag it
+// derives one from the default route and fails on a machine that has none. An address of
+// TEST-NET-2 (RFC 5737) that nothing dials keeps it independent of the host's network.
+const advertiseAddress = "198.51.100.1"
+
 // Config says where and how to run the pair. The zero value is ready to use.
 type Config struct {
 	// Dir holds etcd's data, the keys, certificates and the token file. Empty: a new temporary
-	// directory, removed by Stop. A given Dir is left in place by Stop.
+	// directory, removed by Stop. A given Dir is left in place by Stop; an etcd data directory
+	// an earlier run left there is removed by Start (every Start is a fresh cluster).
 	Dir string
 	// Binary is the kube-apiserver binary; empty: $NFTPOLICY_KUBE_APISERVER or DefaultBinary.
 	Binary string
@@ -156,9 +163,6 @@ func prepare(cfg Config) (s *Server, err error) {
 			return nil, fmt.Errorf("kube test environment: %w", err)
 		}
 		s.ownDir = true
-		if err = os.WriteFile(filepath.Join(s.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
-			return nil, fmt.Errorf("kube test environment: %w", err)
-		}
 	} else if err = os.MkdirAll(s.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("kube test environment: %w", err)
 	}
@@ -168,6 +172,15 @@ func prepare(cfg Config) (s *Server, err error) {
 			s = nil
 		}
 	}()
+	if s.ownDir {
+		if err := os.WriteFile(filepath.Join(s.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			return nil, fmt.Errorf("kube test environment: %w", err)
+		}
+	}
+	// Every Start is a fresh cluster, also in a Dir left by an earlier run.
+	if err := os.RemoveAll(filepath.Join(s.Dir, "etcd")); err != nil {
+		return nil, fmt.Errorf("kube test environment: %w", err)
+	}
 
 	s.log = cfg.Log
 	if s.log == nil {
@@ -292,6 +305,7 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 	api, err := s.spawn("kube-apiserver", s.binary,
 		"--etcd-servers="+s.EtcdURL,
 		"--bind-address=127.0.0.1",
+		"--advertise-address="+advertiseAddress,
 		"--secure-port="+strconv.Itoa(s.apiPort),
 		"--cert-dir="+filepath.Join(d, "apiserver-certs"),
 		"--tls-cert-file="+filepath.Join(d, "serving.crt"),
