@@ -1,0 +1,22 @@
+// Package scale generates synthetic clusters for the benchmarks of issue 12 (test/bench) and for
+// anyone who needs a realistic, large model input: it produces the model.Update stream that
+// internal/sync would feed to internal/graph (DESIGN.md data flow: sync → graph → nft), without an
+// API server.
+//
+// Three generators, each deterministic (the same arguments give the same updates, byte for byte):
+//
+//   - Generate(Spec): N pods in M namespaces with K NetworkPolicy-tier policies mixing the shapes
+//     clusters really hold — default deny, allow from a namespace, allow from a pod selector,
+//     named ports, ipBlock with except, egress to a CIDR (plus DNS) — with distinct selectors,
+//     dual-stack pod addresses and LocalPods pods on Spec.Node (spread over namespaces and apps by
+//     a seeded permutation, so the policies that become active are a fair sample).
+//   - PacketPathPolicies: the packet-path benchmark's table (P1): n policies selecting one server,
+//     each allowing TCP 80 from a different peer selector, the clients allowed only by the last —
+//     the worst case for rulesets that walk policies in order.
+//   - NewFanout: the incremental benchmark's cluster (P2): policies over as many distinct peer
+//     selectors of a fixed number of members each, and spare pods that join and leave one selector.
+//
+// Invariants: addresses are unique per generated pod (v4 in 10.0.0.0/8 or 10.200.0.0/16, v6 in
+// fd00::/8), names are valid Kubernetes names, every update list ends with
+// SyncStatusUpdate{InSync}. The package has no state and does no I/O.
+package scale

@@ -1,0 +1,81 @@
+package scale
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// PacketPathNamespace is the namespace of PacketPathPolicies' endpoints and policies.
+const PacketPathNamespace = "bench"
+
+// PacketPath is the packet-path benchmark's cluster.
+type PacketPath struct {
+	// Updates: namespace, server, clients, one peer pod per policy but the last, the policies,
+	// then InSync.
+	Updates []model.Update
+	// Peers[i] lists the addresses policy i allows (TCP 80), in policy order: one remote peer pod
+	// each, the clients for the last. Enough to write the same policies in another shape.
+	Peers [][]netip.Addr
+}
+
+// PacketPathPolicies returns n policies selecting server (its labels are replaced by role=server
+// and its namespace by PacketPathNamespace, as are the clients'), policy i allowing TCP port 80
+// from the pods of selector "peer == 'p<i>'" — one remote pod each, on node "node-remote", v4 in
+// 10.200.0.0/16 and v6 in fd00:200::/64 — and the last (i = n-1) from "role == 'client'" instead:
+// the clients are allowed only by the last policy. n = 0 gives no policy (nothing isolated).
+func PacketPathPolicies(n int, server model.Endpoint, clients ...model.Endpoint) PacketPath {
+	var pp PacketPath
+	pp.Updates = append(pp.Updates, model.NamespaceSet{Namespace: model.Namespace{Name: PacketPathNamespace,
+		Labels: map[string]string{"kubernetes.io/metadata.name": PacketPathNamespace}}})
+	server.Key.Namespace = PacketPathNamespace
+	server.Labels = map[string]string{"role": "server"}
+	pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: server})
+	var clientAddrs []netip.Addr
+	for _, c := range clients {
+		c.Key.Namespace = PacketPathNamespace
+		c.Labels = map[string]string{"role": "client"}
+		pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: c})
+		clientAddrs = append(clientAddrs, c.Addrs...)
+	}
+	for i := range n {
+		sel := fmt.Sprintf("peer == 'p%d'", i)
+		var addrs []netip.Addr
+		if i == n-1 {
+			sel = "role == 'client'"
+			addrs = clientAddrs
+		} else {
+			addrs = peerAddrs(i)
+			pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: model.Endpoint{
+				Key:    model.EndpointKey{Namespace: PacketPathNamespace, Name: fmt.Sprintf("peer-%05d", i)},
+				Node:   "node-remote",
+				Labels: map[string]string{"peer": fmt.Sprintf("p%d", i)},
+				Addrs:  addrs,
+			}})
+		}
+		pp.Peers = append(pp.Peers, addrs)
+		pp.Updates = append(pp.Updates, model.PolicySet{Policy: model.Policy{
+			Key:       model.PolicyKey{Kind: "NetworkPolicy", Namespace: PacketPathNamespace, Name: fmt.Sprintf("allow-%05d", i)},
+			Tier:      model.TierNetworkPolicy,
+			Order:     float64(i),
+			Namespace: PacketPathNamespace, Selector: "role == 'server'",
+			ApplyIngress: true,
+			IngressRules: []model.Rule{{
+				Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+				Source:      model.Peer{Selector: sel},
+				Destination: model.Peer{Ports: []model.Port{{First: 80, Last: 80}}},
+			}},
+		}})
+	}
+	pp.Updates = append(pp.Updates, model.SyncStatusUpdate{Status: model.InSync})
+	return pp
+}
+
+func peerAddrs(i int) []netip.Addr {
+	n := uint16(i + 1)
+	return []netip.Addr{
+		netip.AddrFrom4([4]byte{10, 200, byte(n >> 8), byte(n)}),
+		netip.AddrFrom16([16]byte{0: 0xfd, 2: 0x02, 14: byte(n >> 8), 15: byte(n)}),
+	}
+}

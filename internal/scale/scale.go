@@ -1,0 +1,204 @@
+package scale
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// Spec sizes a synthetic cluster.
+type Spec struct {
+	// Pods is the number of pods in the cluster, LocalPods of them on Node and the rest spread
+	// over other nodes of LocalPods pods each.
+	Pods       int
+	Namespaces int
+	// Policies is the number of NetworkPolicies, spread round-robin over the namespaces.
+	Policies  int
+	LocalPods int
+	// Node is the node whose agent is measured ("node-local" when empty).
+	Node string
+	Seed int64
+}
+
+// Shapes of the generated policies, in the order Generate cycles through them.
+const (
+	ShapeDefaultDeny = iota
+	ShapeAllowFromNamespace
+	ShapeAllowFromPods
+	ShapeNamedPort
+	ShapeIPBlockExcept
+	ShapeEgressCIDR
+	numShapes
+)
+
+// appsPerNamespace is how many distinct "app" labels the pods of a namespace carry.
+const appsPerNamespace = 8
+
+var tiers = [...]string{"frontend", "backend", "db"}
+
+// NamespaceName is the name of the i-th generated namespace.
+func NamespaceName(i int) string { return fmt.Sprintf("ns-%04d", i) }
+
+// PodAddrs returns the addresses Generate gives pod i: 10.0.0.0/8 counted from 10.0.0.1, and
+// fd00:10::/64 with the same host number.
+func PodAddrs(i int) []netip.Addr {
+	n := uint32(i + 1)
+	v4 := netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
+	v6 := netip.AddrFrom16([16]byte{0: 0xfd, 2: 0x00, 3: 0x10, 12: byte(n >> 24), 13: byte(n >> 16), 14: byte(n >> 8), 15: byte(n)})
+	return []netip.Addr{v4, v6}
+}
+
+// Pod returns the endpoint Generate emits for pod i of spec (node placement needs the whole
+// spec's permutation, so it is passed in).
+func pod(s Spec, i int, node string) model.Endpoint {
+	app := (i / s.Namespaces) % appsPerNamespace
+	e := model.Endpoint{
+		Key:  model.EndpointKey{Namespace: NamespaceName(i % s.Namespaces), Name: fmt.Sprintf("pod-%06d", i)},
+		Node: node,
+		Labels: map[string]string{
+			"app":               fmt.Sprintf("app-%d", app),
+			"tier":              tiers[i%len(tiers)],
+			"pod-template-hash": fmt.Sprintf("h%04x", (i*2654435761)&0xffff),
+		},
+		ServiceAccount: "default",
+		Addrs:          PodAddrs(i),
+		NamedPorts:     []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}},
+	}
+	if app%2 == 0 {
+		e.NamedPorts = append(e.NamedPorts, model.NamedPort{Name: "metrics", Protocol: model.ProtocolTCP, Port: 9090})
+	}
+	return e
+}
+
+// Generate returns the updates of a synthetic cluster: namespaces, pods, policies, then
+// SyncStatusUpdate{InSync}. The same Spec always gives the same updates.
+func Generate(s Spec) []model.Update {
+	if s.Namespaces < 1 {
+		s.Namespaces = 1
+	}
+	if s.Node == "" {
+		s.Node = "node-local"
+	}
+	local := min(max(s.LocalPods, 0), s.Pods)
+	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x5ca1ab1e))
+	// Position in a seeded permutation decides the node: the first LocalPods positions are on
+	// s.Node, the next LocalPods on node-0001, and so on.
+	perm := rng.Perm(s.Pods)
+	nodeOf := make([]int, s.Pods)
+	perNode := max(local, 1)
+	for pos, i := range perm {
+		if pos < local {
+			nodeOf[i] = -1
+		} else {
+			nodeOf[i] = (pos-local)/perNode + 1
+		}
+	}
+
+	ups := make([]model.Update, 0, s.Namespaces+s.Pods+s.Policies+1)
+	for i := range s.Namespaces {
+		name := NamespaceName(i)
+		ups = append(ups, model.NamespaceSet{Namespace: model.Namespace{Name: name, Labels: map[string]string{
+			"kubernetes.io/metadata.name": name,
+			"team":                        fmt.Sprintf("team-%d", i%10),
+			"env":                         [...]string{"prod", "staging"}[i%2],
+		}}})
+	}
+	for i := range s.Pods {
+		node := s.Node
+		if nodeOf[i] >= 0 {
+			node = fmt.Sprintf("node-%04d", nodeOf[i])
+		}
+		ups = append(ups, model.EndpointSet{Endpoint: pod(s, i, node)})
+	}
+	for j := range s.Policies {
+		ups = append(ups, model.PolicySet{Policy: policy(s, j, rng)})
+	}
+	return append(ups, model.SyncStatusUpdate{Status: model.InSync})
+}
+
+// policy returns the j-th policy: namespace j mod Namespaces, shape j mod numShapes.
+func policy(s Spec, j int, rng *rand.Rand) model.Policy {
+	nsIdx := j % s.Namespaces
+	ns := NamespaceName(nsIdx)
+	q := j / s.Namespaces // index within the namespace
+	shape := j % numShapes
+	// The applied-to selector: an app of the namespace; past appsPerNamespace policies also a
+	// tier, so selectors within a namespace stay distinct.
+	sel := fmt.Sprintf("app == 'app-%d'", q%appsPerNamespace)
+	if q >= appsPerNamespace {
+		sel += fmt.Sprintf(" && tier == '%s'", tiers[(q/appsPerNamespace)%len(tiers)])
+	}
+	p := model.Policy{
+		Key:          model.PolicyKey{Kind: "NetworkPolicy", Namespace: ns, Name: fmt.Sprintf("np-%d-%s", q, shapeNames[shape])},
+		Tier:         model.TierNetworkPolicy,
+		Namespace:    ns,
+		Selector:     sel,
+		ApplyIngress: true,
+	}
+	tcp := func(first, last uint16) []model.Port { return []model.Port{{First: first, Last: last}} }
+	switch shape {
+	case ShapeDefaultDeny:
+		p.Selector = "all()"
+		p.ApplyEgress = q%2 == 1 // every other one denies egress too
+	case ShapeAllowFromNamespace:
+		p.IngressRules = []model.Rule{{
+			Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Source:      model.Peer{NamespaceSelector: fmt.Sprintf("team == 'team-%d'", rng.IntN(10))},
+			Destination: model.Peer{Ports: tcp(8080, 8080)},
+		}}
+	case ShapeAllowFromPods:
+		p.IngressRules = []model.Rule{{
+			Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Source: model.Peer{Selector: fmt.Sprintf("app == 'app-%d' && tier == '%s'",
+				rng.IntN(appsPerNamespace), tiers[rng.IntN(len(tiers))])},
+			Destination: model.Peer{Ports: tcp(80, 80)},
+		}, {
+			Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Source: model.Peer{Selector: fmt.Sprintf("app == 'app-%d'", rng.IntN(appsPerNamespace)),
+				NamespaceSelector: fmt.Sprintf("env == '%s'", [...]string{"prod", "staging"}[rng.IntN(2)])},
+			Destination: model.Peer{Ports: tcp(8000, 8100)},
+		}}
+	case ShapeNamedPort:
+		p.IngressRules = []model.Rule{{
+			Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Source:      model.Peer{Selector: fmt.Sprintf("tier == '%s'", tiers[rng.IntN(len(tiers))])},
+			Destination: model.Peer{Ports: []model.Port{{Name: "http"}}},
+		}, {
+			Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Source:      model.Peer{NamespaceSelector: "kubernetes.io/metadata.name == 'monitoring'"},
+			Destination: model.Peer{Ports: []model.Port{{Name: "metrics"}}},
+		}}
+	case ShapeIPBlockExcept:
+		b := byte(rng.IntN(256))
+		p.IngressRules = []model.Rule{{
+			Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Source: model.Peer{
+				Nets:    []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 16 + b%16, 0, 0}), 16)},
+				NotNets: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 16 + b%16, b, 0}), 24)},
+			},
+			Destination: model.Peer{Ports: tcp(443, 443)},
+		}}
+	case ShapeEgressCIDR:
+		p.ApplyIngress = false
+		p.ApplyEgress = true
+		p.EgressRules = []model.Rule{{
+			Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{
+				Nets:  []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, byte(rng.IntN(256)), 0}), 24)},
+				Ports: tcp(5432, 5432),
+			},
+		}, {
+			Action: model.ActionAllow, Protocol: model.ProtocolUDP,
+			Destination: model.Peer{
+				Selector:          "k8s-app == 'kube-dns'",
+				NamespaceSelector: "kubernetes.io/metadata.name == 'kube-system'",
+				Ports:             tcp(53, 53),
+			},
+		}}
+	}
+	return p
+}
+
+var shapeNames = [numShapes]string{"default-deny", "from-namespace", "from-pods", "named-port", "ipblock", "egress-cidr"}
