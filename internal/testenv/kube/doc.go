@@ -17,8 +17,11 @@
 //     no scheduler, kubelet or controller: CreatePod binds a pod with spec.nodeName and patches
 //     its status subresource the way a kubelet would (phase Running, Ready, podIP, podIPs). A pod
 //     needs no Node object.
+//   - kube-apiserver binds 127.0.0.1 only and advertises 198.51.100.1 (TEST-NET-2, never
+//     dialled) as the kubernetes Service endpoint, so it needs no default route on the host.
 //   - Ports are chosen by listening on 127.0.0.1:0 and closing; a process that exits during
-//     start-up (most likely a port taken meanwhile) makes Start retry once with new ports.
+//     start-up (most likely a port taken meanwhile) makes Start retry once with new ports
+//     (TestStartRetriesOnPortClash).
 //   - Start returns after /readyz answers 200 and the API server's own bootstrap objects exist
 //     (namespaces default, kube-system, kube-public, kube-node-lease; the system priority
 //     classes), which it makes up to ~1 s after /readyz: 2.2–3.5 s on this 2-core machine

@@ -127,6 +127,11 @@ func CheckBinaries(cfg Config) error {
 // ok. ctx bounds the start-up only; the processes live until Stop. On a port clash (another
 // process took a port between choosing and binding it) it retries once with new ports.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
+	return start(ctx, cfg, freePorts)
+}
+
+// start is Start with the port picker as a parameter, so a test can hand out a taken port.
+func start(ctx context.Context, cfg Config, pickPorts func(n int) ([]int, error)) (*Server, error) {
 	if err := CheckBinaries(cfg); err != nil {
 		return nil, err
 	}
@@ -135,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		err = s.startProcesses(ctx)
+		err = s.startProcesses(ctx, pickPorts)
 		if err == nil {
 			return s, nil
 		}
@@ -254,8 +259,8 @@ func alive(pid int) bool {
 var errExited = errors.New("process exited during start-up")
 
 // startProcesses picks ports and starts etcd then kube-apiserver, waiting for each to serve.
-func (s *Server) startProcesses(ctx context.Context) error {
-	ports, err := freePorts(3)
+func (s *Server) startProcesses(ctx context.Context, pickPorts func(n int) ([]int, error)) error {
+	ports, err := pickPorts(3)
 	if err != nil {
 		return fmt.Errorf("kube test environment: %w", err)
 	}
