@@ -15,8 +15,10 @@
 //     `make deps`) runs with RBAC, --disable-admission-plugins=ServiceAccount (no
 //     controller-manager makes the default ServiceAccounts), service CIDR 10.96.0.0/16. There is
 //     no scheduler, kubelet or controller: CreatePod binds a pod with spec.nodeName and patches
-//     its status subresource the way a kubelet would (phase Running, Ready, podIP, podIPs). A pod
-//     needs no Node object.
+//     its status subresource the way a kubelet would (phase Running, Ready, podIP, podIPs);
+//     SetPodStatus and PatchPodStatus change it later (hostIPs, other phases). A pod needs no
+//     Node object. ServiceAccountToken gives a ServiceAccount's token, to run a client with the
+//     RBAC it would have in a cluster (deploy_test.go does so for the agent's ClusterRole).
 //   - kube-apiserver binds 127.0.0.1 only and advertises 198.51.100.1 (TEST-NET-2, never
 //     dialled) as the kubernetes Service endpoint, so it needs no default route on the host.
 //   - Ports are chosen by listening on 127.0.0.1:0 and closing; a process that exits during

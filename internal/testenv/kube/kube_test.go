@@ -107,6 +107,22 @@ func TestCreatePod(t *testing.T) {
 		})
 	}
 
+	// PatchPodStatus changes only what it names: hostIP added, podIPs kept; then Succeeded.
+	p, err := s.PatchPodStatus(ctx, "pods", "dual", corev1.PodStatus{
+		HostIP: "192.168.50.1", HostIPs: []corev1.HostIP{{IP: "192.168.50.1"}, {IP: "fd00:50::1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.HostIP != "192.168.50.1" || len(p.Status.HostIPs) != 2 || len(p.Status.PodIPs) != 2 || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("after hostIP patch: status = %+v, want hostIPs added, podIPs and phase kept", p.Status)
+	}
+	if p, err = s.PatchPodStatus(ctx, "pods", "dual", corev1.PodStatus{Phase: corev1.PodSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Phase != corev1.PodSucceeded || p.Status.PodIP != "10.244.1.3" {
+		t.Errorf("after phase patch: phase %q podIP %q, want Succeeded and 10.244.1.3", p.Status.Phase, p.Status.PodIP)
+	}
+
 	// Two addresses of one family are invalid: the API server, not the helper, says so.
 	_, err = s.CreatePod(ctx, "pods", "two-v4", "node-1", nil, nil,
 		[]netip.Addr{netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("10.244.1.6")})

@@ -132,3 +132,18 @@ func (s *Server) ConfigForToken(token string) *rest.Config {
 	c.BearerToken = token
 	return c
 }
+
+// PatchPodStatus merge-patches a pod's status subresource with the non-empty fields of st (e.g.
+// hostIP/hostIPs, phase Succeeded, new podIPs), as a kubelet reports changes. Lists in st
+// replace the stored lists. It returns the pod as stored.
+func (s *Server) PatchPodStatus(ctx context.Context, ns, name string, st corev1.PodStatus) (*corev1.Pod, error) {
+	patch, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s status patch: %w", ns, name, err)
+	}
+	p, err := s.Client.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, fmt.Errorf("patch status of pod %s/%s: %w", ns, name, err)
+	}
+	return p, nil
+}
