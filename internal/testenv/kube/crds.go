@@ -15,12 +15,13 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// ClusterNetworkPolicyCRD is the CustomResourceDefinition of ClusterNetworkPolicy
-// (policy.networking.k8s.io/v1alpha2, standard channel) from sigs.k8s.io/network-policy-api at
-// the version go.mod requires.
-//
 //go:embed crds/policy.networking.k8s.io_clusternetworkpolicies.yaml
-var ClusterNetworkPolicyCRD []byte
+var clusterNetworkPolicyCRD []byte
+
+// ClusterNetworkPolicyCRD returns (a copy of) the CustomResourceDefinition YAML of
+// ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2, standard channel) from
+// sigs.k8s.io/network-policy-api at the version go.mod requires.
+func ClusterNetworkPolicyCRD() []byte { return bytes.Clone(clusterNetworkPolicyCRD) }
 
 // ClusterNetworkPolicies is the resource InstallClusterNetworkPolicyCRD makes available.
 var ClusterNetworkPolicies = schema.GroupVersionResource{
@@ -35,7 +36,7 @@ var crdResource = schema.GroupVersionResource{
 // returns once the API server serves the resource, so informers and RESTMappers started
 // afterwards find it.
 func (s *Server) InstallClusterNetworkPolicyCRD(ctx context.Context) error {
-	return s.InstallCRD(ctx, ClusterNetworkPolicyCRD)
+	return s.InstallCRD(ctx, clusterNetworkPolicyCRD)
 }
 
 // InstallCRD creates the CustomResourceDefinition in manifest (YAML or JSON) unless one of that

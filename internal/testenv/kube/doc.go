@@ -39,13 +39,13 @@
 //   - Every child runs in its own process group with Pdeathsig SIGKILL; Stop kills the groups,
 //     waits for them and removes Dir when Start made it. A test binary that dies (panic, timeout,
 //     SIGKILL) takes etcd and kube-apiserver with it; its temporary directory (nftp-kube-*, with
-//     the owner's pid in owner.pid) is removed by the next Start once that pid is gone. Children are forked from a fresh goroutine,
-//     so never from a thread a caller locked (into another network namespace, or one whose exit
-//     would fire Pdeathsig early).
+//     the owner's pid in owner.pid) is removed by the next Start once that pid is gone.
+//     Children are forked from a fresh goroutine, so never from a thread a caller locked (into
+//     another network namespace, or one whose exit would fire Pdeathsig early).
 //   - Nothing here skips: StartForTest and Require fail the test with "run `make deps`" when
 //     a binary is missing. SharedMain starts one Server per test package; when it cannot, the
 //     package's tests still run and those needing the Server fail loudly through Require.
-//   - No package-level mutable state; several Servers can run side by side (parallel packages).
+//   - No package-level mutable state (the embedded CRD is handed out as a copy); several Servers can run side by side (parallel packages).
 //
 // The agent of a node runs inside the node's network namespace, whose loopback is not this
 // one: reach the API server there through a forwarded port (the certificate is valid for

@@ -59,7 +59,7 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 		t.Fatal("go.mod does not require sigs.k8s.io/network-policy-api")
 	}
 	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal(kube.ClusterNetworkPolicyCRD, &crd.Object); err != nil {
+	if err := yaml.Unmarshal(kube.ClusterNetworkPolicyCRD(), &crd.Object); err != nil {
 		t.Fatal(err)
 	}
 	if got := crd.GetAnnotations()["policy.networking.k8s.io/bundle-version"]; got != string(m[1]) {
