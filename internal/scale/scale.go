@@ -2,6 +2,7 @@ package scale
 
 import (
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"net/netip"
 
@@ -75,47 +76,64 @@ func pod(s Spec, i int, node string) model.Endpoint {
 // Generate returns the updates of a synthetic cluster: namespaces, pods, policies, then
 // SyncStatusUpdate{InSync}. The same Spec always gives the same updates.
 func Generate(s Spec) []model.Update {
-	if s.Namespaces < 1 {
-		s.Namespaces = 1
+	ups := make([]model.Update, 0, max(s.Namespaces, 1)+s.Pods+s.Policies+1)
+	for u := range Updates(s) {
+		ups = append(ups, u)
 	}
-	if s.Node == "" {
-		s.Node = "node-local"
-	}
-	local := min(max(s.LocalPods, 0), s.Pods)
-	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x5ca1ab1e))
-	// Position in a seeded permutation decides the node: the first LocalPods positions are on
-	// s.Node, the next LocalPods on node-0001, and so on.
-	perm := rng.Perm(s.Pods)
-	nodeOf := make([]int, s.Pods)
-	perNode := max(local, 1)
-	for pos, i := range perm {
-		if pos < local {
-			nodeOf[i] = -1
-		} else {
-			nodeOf[i] = (pos-local)/perNode + 1
-		}
-	}
+	return ups
+}
 
-	ups := make([]model.Update, 0, s.Namespaces+s.Pods+s.Policies+1)
-	for i := range s.Namespaces {
-		name := NamespaceName(i)
-		ups = append(ups, model.NamespaceSet{Namespace: model.Namespace{Name: name, Labels: map[string]string{
-			"kubernetes.io/metadata.name": name,
-			"team":                        fmt.Sprintf("team-%d", i%10),
-			"env":                         [...]string{"prod", "staging"}[i%2],
-		}}})
-	}
-	for i := range s.Pods {
-		node := s.Node
-		if nodeOf[i] >= 0 {
-			node = fmt.Sprintf("node-%04d", nodeOf[i])
+// Updates yields Generate's updates one by one without holding them all, for measuring the
+// memory of what consumes them.
+func Updates(s Spec) iter.Seq[model.Update] {
+	return func(yield func(model.Update) bool) {
+		if s.Namespaces < 1 {
+			s.Namespaces = 1
 		}
-		ups = append(ups, model.EndpointSet{Endpoint: pod(s, i, node)})
+		if s.Node == "" {
+			s.Node = "node-local"
+		}
+		local := min(max(s.LocalPods, 0), s.Pods)
+		rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x5ca1ab1e))
+		// Position in a seeded permutation decides the node: the first LocalPods positions are on
+		// s.Node, the next LocalPods on node-0001, and so on.
+		perm := rng.Perm(s.Pods)
+		nodeOf := make([]int32, s.Pods)
+		perNode := max(local, 1)
+		for pos, i := range perm {
+			if pos < local {
+				nodeOf[i] = -1
+			} else {
+				nodeOf[i] = int32((pos-local)/perNode + 1)
+			}
+		}
+		perm = nil
+		for i := range s.Namespaces {
+			name := NamespaceName(i)
+			if !yield(model.NamespaceSet{Namespace: model.Namespace{Name: name, Labels: map[string]string{
+				"kubernetes.io/metadata.name": name,
+				"team":                        fmt.Sprintf("team-%d", i%10),
+				"env":                         [...]string{"prod", "staging"}[i%2],
+			}}}) {
+				return
+			}
+		}
+		for i := range s.Pods {
+			node := s.Node
+			if nodeOf[i] >= 0 {
+				node = fmt.Sprintf("node-%04d", nodeOf[i])
+			}
+			if !yield(model.EndpointSet{Endpoint: pod(s, i, node)}) {
+				return
+			}
+		}
+		for j := range s.Policies {
+			if !yield(model.PolicySet{Policy: policy(s, j, rng)}) {
+				return
+			}
+		}
+		yield(model.SyncStatusUpdate{Status: model.InSync})
 	}
-	for j := range s.Policies {
-		ups = append(ups, model.PolicySet{Policy: policy(s, j, rng)})
-	}
-	return append(ups, model.SyncStatusUpdate{Status: model.InSync})
 }
 
 // policy returns the j-th policy: namespace j mod Namespaces, shape j mod numShapes.

@@ -1,0 +1,162 @@
+package bench_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/scale"
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+)
+
+// coldSpec is P3's cluster: 100,000 pods in 1,000 namespaces, 5,000 policies, 250 local pods.
+var coldSpec = scale.Spec{Pods: 100000, Namespaces: 1000, Policies: 5000, LocalPods: 250, Node: "node-bench", Seed: 1}
+
+const mib = 1 << 20
+
+// BenchmarkColdStart is P3 and P4. P3: the whole cluster (generated beforehand) fed to a fresh
+// graph, its first flush applied by a fresh Dataplane to an empty node namespace — time of each
+// stage, transactions (one), elements programmed. P4: the same cold start in a child process
+// that streams the generated updates into the graph (so the input list is not held), reporting
+// its peak RSS (VmHWM) and the Go heap the graph and dataplane retain.
+func BenchmarkColdStart(b *testing.B) {
+	testenv.RequireRoot(b)
+	testenv.RequireCommand(b, "ip", "nft")
+	ups := scale.Generate(coldSpec)
+	node := newNetns(b, "bc")
+	runtime.GC()
+
+	t0 := time.Now()
+	g := graph.New(graph.Config{NodeName: coldSpec.Node})
+	for _, u := range ups {
+		g.OnUpdate(u)
+	}
+	msgs := g.Flush()
+	t1 := time.Now()
+	dp, err := nft.New(nft.Config{NetNSFD: node.fd})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.Apply(msgs); err != nil {
+		b.Fatalf("first full apply: %v", err)
+	}
+	t2 := time.Now()
+	st, tx := dp.Stats()
+
+	// The kernel holds what the dataplane says it committed.
+	out := run(b, "ip", "netns", "exec", node.name, "nft", "list", "chains", "inet", nft.DefaultTable)
+	if got := strings.Count(out, "chain "); got != st.Chains {
+		b.Fatalf("kernel lists %d chains, the dataplane committed %d", got, st.Chains)
+	}
+
+	graphT, applyT, total := t1.Sub(t0), t2.Sub(t1), t2.Sub(t0)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(total)/1e6, "ms/cold-start")
+	b.ReportMetric(float64(applyT)/1e6, "ms/apply")
+	b.ReportMetric(float64(tx), "transactions")
+	b.ReportMetric(float64(st.Elements), "elements")
+	scaleDesc := fmt.Sprintf("%d pods, %d policies, %d local pods", coldSpec.Pods, coldSpec.Policies, coldSpec.LocalPods)
+	report.add(row{"P3", "cold start in process (" + scaleDesc + "): graph + first full Dataplane.Apply",
+		fmt.Sprintf("%.2f s (graph %.2f s, compile + commit %.2f s)", total.Seconds(), graphT.Seconds(), applyT.Seconds()),
+		"≤ 1 s (issue 11), ≤ 2 s (issue 12)", meets(total <= time.Second) + " / " + meets(total <= 2*time.Second)})
+	report.add(row{"P3", "transactions of the first full apply; elements, chains, sets programmed",
+		fmt.Sprintf("%d; %d elements, %d chains, %d sets (no ENOBUFS)", tx, st.Elements, st.Chains, st.Sets),
+		"1 transaction", meets(tx == 1)})
+	ups, msgs = nil, nil
+	runtime.KeepAlive(g)
+	dp.Close()
+	g = nil
+
+	// P4 in a child process: a clean peak RSS.
+	mem := childColdStartMemory(b)
+	b.ReportMetric(float64(mem.PeakRSS)/mib, "peak-RSS-MiB")
+	b.ReportMetric(float64(mem.HeapRetained)/mib, "retained-heap-MiB")
+	report.add(row{"P4", "peak RSS of a process doing P3's cold start (graph + dataplane, input streamed): VmHWM",
+		fmt.Sprintf("%.0f MiB (Go heap retained after GC %.0f MiB; RSS before the graph %.0f MiB)",
+			float64(mem.PeakRSS)/mib, float64(mem.HeapRetained)/mib, float64(mem.RSSBefore)/mib),
+		"≤ 150 MiB", meets(mem.PeakRSS <= 150*mib)})
+}
+
+// childMemory is what the P4 child process reports.
+type childMemory struct {
+	PeakRSS, RSSBefore, HeapRetained uint64
+	Transactions                     uint64
+	Elements                         int
+}
+
+const childEnv = "NFTP_BENCH_P4_NETNS"
+
+// childColdStartMemory runs TestColdStartMemoryChild in a child process on a fresh namespace.
+func childColdStartMemory(b *testing.B) childMemory {
+	node := newNetns(b, "bm")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestColdStartMemoryChild$", "-test.bench=^$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"="+node.name)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("P4 child: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "P4RESULT "); ok {
+			var m childMemory
+			if err := json.Unmarshal([]byte(v), &m); err != nil {
+				b.Fatalf("P4 child result %q: %v", v, err)
+			}
+			if m.Transactions != 1 || m.Elements == 0 {
+				b.Fatalf("P4 child committed %d elements in %d transactions", m.Elements, m.Transactions)
+			}
+			return m
+		}
+	}
+	b.Fatalf("P4 child printed no result:\n%s", out)
+	return childMemory{}
+}
+
+// TestColdStartMemoryChild is BenchmarkColdStart's P4 child; it does nothing unless started by
+// it (with the namespace to program in NFTP_BENCH_P4_NETNS).
+func TestColdStartMemoryChild(t *testing.T) {
+	name := os.Getenv(childEnv)
+	if name == "" {
+		return
+	}
+	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rss0 := procStatus("VmRSS")
+	g := graph.New(graph.Config{NodeName: coldSpec.Node})
+	for u := range scale.Updates(coldSpec) {
+		g.OnUpdate(u)
+	}
+	dp, err := nft.New(nft.Config{NetNSFD: fd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if err := dp.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st, tx := dp.Stats()
+	res, _ := json.Marshal(childMemory{
+		PeakRSS: procStatus("VmHWM"), RSSBefore: rss0,
+		HeapRetained: after.HeapAlloc - min(before.HeapAlloc, after.HeapAlloc),
+		Transactions: tx, Elements: st.Elements,
+	})
+	runtime.KeepAlive(g)
+	fmt.Printf("P4RESULT %s\n", res)
+}

@@ -1,0 +1,23 @@
+// Package bench holds the benchmarks of issue 12 (`make bench`): figures operators care about,
+// measured on the real graph, the real nftables dataplane and real traffic in network namespaces
+// this package creates (named with testenv.NetnsPrefix, removed at the end of each benchmark).
+//
+//   - P1 packet path (BenchmarkPacketPath): new TCP connections/s and p50 connect latency from 4
+//     client pods to a server pod through a node namespace, with 0, 100, 1,000 and 10,000 policies
+//     selecting the server (internal/scale.PacketPathPolicies), for nftpolicy's table and for the
+//     "chain per policy" table Felix and kube-router write, measured in the same run.
+//   - P2 incremental (BenchmarkIncremental): one pod joining or leaving one selector with 2,000
+//     policies over 2,000 selectors of 100 members programmed (internal/scale.Fanout): graph flush
+//     and Dataplane.Apply per change, beside the same element change executed with `nft`.
+//   - P3/P4 cold start (BenchmarkColdStart): the first full apply of 100,000 pods, 5,000 policies
+//     and 250 local pods (internal/scale.Generate): time, transactions, elements, and the
+//     process's peak RSS and Go heap over it.
+//
+// Each benchmark runs a fixed workload per call (b.N only raises the sample count), reports its
+// figures with b.ReportMetric, and adds them to the summary table that TestMain prints after the
+// run, with the machine's description (CPUs, kernel, nft version). BENCH_QUICK=1 runs a subset
+// that fits in two minutes. Benchmarks never assert wall-clock figures: the table states each
+// target and whether the run met it.
+//
+// The package has only test files besides this one; nothing imports it.
+package bench

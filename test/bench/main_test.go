@@ -1,0 +1,102 @@
+package bench_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// quick is BENCH_QUICK=1: the two-minute subset.
+var quick = os.Getenv("BENCH_QUICK") != ""
+
+// row is one line of the summary table.
+type row struct {
+	id, figure, value, target, verdict string
+}
+
+// summary collects the rows the benchmarks add, in the order added, and prints them after the
+// run. A benchmark function may run more than once (-count, b.N ramp-up): a row with the same id
+// and figure replaces the earlier one.
+type summary struct {
+	mu   sync.Mutex
+	rows []row
+}
+
+func (s *summary) add(r row) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.rows {
+		if s.rows[i].id == r.id && s.rows[i].figure == r.figure {
+			s.rows[i] = r
+			return
+		}
+	}
+	s.rows = append(s.rows, r)
+}
+
+// report is the table TestMain prints.
+var report summary
+
+// meets renders a target check: "yes" or "NO".
+func meets(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	report.mu.Lock()
+	rows := append([]row(nil), report.rows...)
+	report.mu.Unlock()
+	if len(rows) > 0 {
+		fmt.Print(renderSummary(rows))
+	}
+	os.Exit(code)
+}
+
+func renderSummary(rows []row) string {
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].id < rows[j].id })
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## nftpolicy benchmarks\n\nMachine: %s\n", machine())
+	if quick {
+		b.WriteString("Mode: BENCH_QUICK=1 (subset)\n")
+	}
+	b.WriteString("\n| id | figure | value | target | met |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.id, r.figure, r.value, r.target, r.verdict)
+	}
+	return b.String()
+}
+
+// machine describes the host: CPU count and model, kernel, nft and Go versions.
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel := "unknown kernel"
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		kernel = string(bytes.TrimRight(u.Release[:], "\x00"))
+	}
+	nftv := "nft missing"
+	if out, err := exec.Command("nft", "--version").Output(); err == nil {
+		nftv = strings.TrimSpace(string(out))
+	}
+	return fmt.Sprintf("%d CPUs (%s), kernel %s, %s, %s", runtime.NumCPU(), cpu, kernel, nftv, runtime.Version())
+}

@@ -1,0 +1,139 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+)
+
+// The benchmarks build their own minimal topology (a node namespace and pod namespaces joined by
+// routed veth pairs, like a ptp CNI) so they depend on nothing but `ip`, `nft` and the kernel.
+
+// netnsHandle is a named network namespace created for one benchmark.
+type netnsHandle struct {
+	name string
+	fd   int
+}
+
+// newNetns creates a network namespace named testenv.UniqueName(tag) and removes it when tb ends.
+func newNetns(tb testing.TB, tag string) *netnsHandle {
+	tb.Helper()
+	name := testenv.UniqueName(tag)
+	run(tb, "ip", "netns", "add", name)
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatalf("opening netns %s: %v", name, err)
+	}
+	tb.Cleanup(func() { unix.Close(fd) })
+	h := &netnsHandle{name: name, fd: fd}
+	run(tb, "ip", "-n", name, "link", "set", "lo", "up")
+	return h
+}
+
+// do runs fn on a fresh OS thread that has entered the namespace: sockets fn creates belong to
+// it, and processes it starts run in it. The thread is discarded afterwards.
+func (h *netnsHandle) do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if err := unix.Setns(h.fd, unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering netns %s: %w", h.name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// run executes a command and fails tb with its output if it fails.
+func run(tb testing.TB, argv ...string) string {
+	tb.Helper()
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+// nftIn feeds script to `nft -f -` inside the namespace.
+func nftIn(tb testing.TB, h *netnsHandle, script string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.name, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		head := script
+		if len(head) > 2000 {
+			head = head[:2000] + "…"
+		}
+		tb.Fatalf("nft -f in %s: %v\n%s\nscript:\n%s", h.name, err, out.String(), head)
+	}
+}
+
+// pod is a pod namespace with one address, routed from the node namespace.
+type pod struct {
+	*netnsHandle
+	addr netip.Addr
+}
+
+// gateway is the node-side address every pod routes through (on each host-side veth).
+var gateway = netip.MustParseAddr("10.240.255.254")
+
+// addPod creates a pod namespace with addr on its eth0, a veth to node, a /32 route to it in
+// node and a default route through gateway in the pod.
+func addPod(tb testing.TB, node *netnsHandle, tag string, addr netip.Addr) *pod {
+	tb.Helper()
+	p := &pod{netnsHandle: newNetns(tb, tag), addr: addr}
+	host := "v" + strings.TrimPrefix(p.name, testenv.NetnsPrefix)
+	if len(host) > 15 {
+		host = host[:15]
+	}
+	run(tb, "ip", "-n", node.name, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", p.name)
+	run(tb, "ip", "-n", node.name, "addr", "add", gateway.String()+"/32", "dev", host)
+	run(tb, "ip", "-n", node.name, "link", "set", host, "up")
+	run(tb, "ip", "-n", node.name, "route", "add", addr.String()+"/32", "dev", host)
+	run(tb, "ip", "-n", p.name, "addr", "add", addr.String()+"/32", "dev", "eth0")
+	run(tb, "ip", "-n", p.name, "link", "set", "eth0", "up")
+	run(tb, "ip", "-n", p.name, "route", "add", gateway.String()+"/32", "dev", "eth0")
+	run(tb, "ip", "-n", p.name, "route", "add", "default", "via", gateway.String(), "dev", "eth0")
+	return p
+}
+
+// newNode creates a node namespace that forwards between its pods.
+func newNode(tb testing.TB) *netnsHandle {
+	tb.Helper()
+	n := newNetns(tb, "bn")
+	run(tb, "ip", "netns", "exec", n.name, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	return n
+}
+
+// procStatus reads a "kB" field (VmRSS, VmHWM) of /proc/self/status in bytes.
+func procStatus(field string) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			var kb uint64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
