@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 )
@@ -157,5 +158,18 @@ func TestCompareReport(t *testing.T) {
 	// Loopback differences are ignored.
 	if w, _ := compare(exp, func(from, to string) bool { return from == to || exp.Get(from, to) }); w != 0 {
 		t.Errorf("loopback counted: wrong = %d", w)
+	}
+}
+
+// TestDocListsCases keeps doc.go's case list true: every case appears there as "<ID> <name>".
+func TestDocListsCases(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases() {
+		if line := "//\t" + caseName(c) + "\n"; !strings.Contains(string(doc), line) {
+			t.Errorf("doc.go does not list %q", caseName(c))
+		}
 	}
 }
