@@ -25,6 +25,7 @@
 //   - table_test.go: TestCaseTable replays every case on the evaluator, IPv4 and IPv6, on
 //     upstream's topology and on the 9-pod model, and requires the upstream tables; it needs
 //     neither root nor a cluster and catches transcription errors.
+//   - sctp_test.go, sctp_probe_test.go: the raw-socket SCTP prober and its root test.
 //   - runner_e2e_test.go (build tag e2e): TestConformance on the real cluster.
 //
 // # Invariants
@@ -34,8 +35,11 @@
 //   - Loopback (a pod to itself) is never compared (upstream ignoreLoopback, k/k #95879).
 //   - Every case starts from no policy and the base labels, and from a verified all-reachable
 //     matrix, so no case depends on another's leftovers.
-//   - SCTP is declared and put in policies but never probed: this kernel has no CONFIG_IP_SCTP.
-//     The SCTP cases apply their policies and skip their traffic with that reason.
+//   - SCTP is probed with raw packets: this kernel has no CONFIG_IP_SCTP (no SCTP socket can
+//     connect) but has SCTP conntrack, so sctp_test.go sends a valid SCTP INIT from a raw socket
+//     in the client's namespace and watches for it with a raw socket in the server's. The INIT
+//     is the packet policy judges, so the SCTP cases run on real packets through the real
+//     ruleset (TestSCTPProbe proves the prober against an nftables SCTP drop).
 //   - No case needs Services, DNS or hostNetwork: upstream probes a pod's Service ClusterIP, this
 //     suite the pod IP, which leaves every expected table unchanged (the ipBlock cases already use
 //     pod IPs upstream).
@@ -54,7 +58,8 @@
 //
 // # Running
 //
-//	go test ./test/e2e/                   # the case table on the evaluator (no root)
+//	go test -run 'CaseTable|Compare|Doc' ./test/e2e/   # the case table on the evaluator (no root)
+//	go test ./test/e2e/                   # plus TestSCTPProbe (root)
 //	go test -tags e2e -v ./test/e2e/      # the whole suite on the local cluster (root, make deps)
 //	make e2e                              # the latter, once the Makefile passes -tags e2e
 //
