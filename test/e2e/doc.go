@@ -26,7 +26,14 @@
 //     upstream's topology and on the 9-pod model, and requires the upstream tables; it needs
 //     neither root nor a cluster and catches transcription errors.
 //   - sctp_test.go, sctp_probe_test.go: the raw-socket SCTP prober and its root test.
-//   - runner_e2e_test.go (build tag e2e): TestConformance on the real cluster.
+//   - main_test.go: TestMain starts the package's one kube-apiserver (kube.SharedMain).
+//   - runner_test.go: the runner, over a fabric (the network under test).
+//   - runner_oracle_test.go: TestRunnerOnOracle, the runner on a fabric whose connectivity is
+//     the evaluator's verdict on the API server's stored state: proves the runner and that every
+//     policy is valid and, as stored and defaulted, still gives upstream's tables. Needs the API
+//     server binaries, not root.
+//   - runner_e2e_test.go, enforcer_e2e_test.go (build tag e2e): TestConformance, the runner on
+//     the netns cluster with the agent on every node.
 //
 // # Invariants
 //
@@ -46,22 +53,23 @@
 //
 // # Runner design
 //
-// One API server for the package (kube.SharedMain in TestMain), one netns cluster of 2 nodes
-// with the 9 pods for the whole run, pods alternating between the nodes so every table mixes
-// same-node and cross-node paths; each pod serves TCP and UDP on 80 and 81 and is created through
-// the API with its netns addresses as status. An Enforcer (newEnforcer, enforcer_e2e_test.go)
-// starts the agent on each node's namespace. Each validation probes the 9×9 matrix with a 1 s
-// connect timeout and repeats until the table matches or 10 s pass (upstream's retry budget),
-// then fails with the tables. Between cases: delete all policies, restore labels, wait for the
-// all-reachable matrix. TestConformance fails (never skips) without root, without the API server
-// binaries, or without an Enforcer.
+// One API server for the package (kube.SharedMain in TestMain); namespaces x, y, z and the 9
+// pods made once per run (an earlier run's pods on the same server are replaced), pods
+// alternating between nodes a and b so every table mixes same-node and cross-node paths; each
+// pod serves TCP and UDP on 80 and 81 and is created through the API with its addresses as
+// status. On the netns fabric an Enforcer (newEnforcer, enforcer_e2e_test.go) starts the agent
+// on each node's namespace. Each validation probes the 9×9 matrix (1 s connect timeout) and
+// repeats until the table matches or 10 s pass (upstream's retry budget), then fails with the
+// tables. Between cases: delete all policies, restore labels, wait for the all-reachable matrix.
+// The runner tests fail (never skip) without the API server binaries; TestConformance also
+// without root or without an Enforcer.
 //
 // # Running
 //
-//	go test -run 'CaseTable|Compare|Doc' ./test/e2e/   # the case table on the evaluator (no root)
-//	go test ./test/e2e/                   # plus TestSCTPProbe (root)
-//	go test -tags e2e -v ./test/e2e/      # the whole suite on the local cluster (root, make deps)
-//	make e2e                              # the latter, once the Makefile passes -tags e2e
+//	go test -run 'CaseTable|Compare|Doc' ./test/e2e/  # the table on the evaluator (no root, no binaries)
+//	go test ./test/e2e/                  # plus TestRunnerOnOracle (make deps) and TestSCTPProbe (root)
+//	go test -tags e2e -v ./test/e2e/     # plus TestConformance on the local cluster (root, make deps)
+//	make e2e                             # the latter, once the Makefile passes -tags e2e
 //
 // # Cases
 //
