@@ -1,0 +1,49 @@
+// Package sync is the agent's view of the cluster: the first stage of DESIGN.md's data flow
+// (Kubernetes API → sync → graph → nft). It turns Namespaces, Pods and NetworkPolicies into
+// model updates (internal/model) and reports sync status. It is the only package that knows
+// Kubernetes types; nothing downstream does.
+//
+// # Sources
+//
+//   - Watcher (watch.go): client-go shared informers for Namespaces, Pods (all pods of the
+//     cluster: remote pods are members of the sets that local policies use; the graph tells
+//     local ones by Endpoint.Node) and NetworkPolicies. ServiceAccounts and Nodes are not
+//     watched: NetworkPolicy v1 does not use their labels and the model has no Node.
+//   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
+//     manifests (multi-document files, v1 Lists), for `nftpolicy render` and tests.
+//
+// # Conversion (convert.go)
+//
+// ConvertNetworkPolicy follows NetworkPolicy v1 exactly (see its comment): policyTypes
+// defaulting, empty podSelector = every pod of the namespace, no peers = everyone, peer
+// podSelector scoped to the policy's namespace, namespaceSelector, both = AND, ipBlock with
+// except, ports by protocol (TCP default; a protocol without a port = all its ports; numeric,
+// endPort ranges and named ports, which the graph resolves per endpoint). NetworkPolicies live
+// in tier model.TierNetworkPolicy, all rules Allow, Order 0 (ties broken by key, so by name);
+// isolation comes from the tier's default Deny. LabelSelectors go through
+// selector.FromLabelSelector and must parse back. ConvertPod makes an endpoint of a pod bound to
+// a node, not hostNetwork, not Succeeded/Failed, with ≥ 1 IP (status.podIPs, else podIP);
+// named ports from its containers and restartable init containers. ConvertNamespace sets
+// kubernetes.io/metadata.name = name, as the API server guarantees.
+//
+// # Invariants
+//
+//   - In-sync is sent only after every informer's event handler has received its initial list
+//     (the handler registrations' HasSynced), after all the updates of those lists. Before it,
+//     the first batch is SyncStatusUpdate{ResyncInProgress}. The graph emits nothing before
+//     in-sync, so nothing partial reaches the dataplane.
+//   - The Watcher remembers what it last emitted per object and emits only changes: resyncs and
+//     relists after an outage re-deliver objects without producing updates, and an object that
+//     stops being an endpoint or a valid policy produces the matching *Deleted update. An API
+//     outage emits nothing: the consumer keeps the last state; client-go relists on return.
+//   - Bad input never stops anything else: an object the converters reject is skipped, logged
+//     once per version (kind, namespace, name, reason) and counted in
+//     nftpolicy_invalid_objects_total{kind}; a later valid version is picked up. A policy whose
+//     new version is invalid is withdrawn (PolicyDeleted), so the replaced rules do not stay
+//     in force; this changes only what that policy allowed or isolated.
+//   - Event handlers never block on the consumer: updates queue in the Watcher and each send
+//     carries everything queued (one batch per burst).
+//   - The informer caches hold slimmed objects (Transform): metadata name/namespace/labels/
+//     resourceVersion, and for pods only nodeName, hostNetwork, serviceAccountName, named
+//     container ports, phase and IPs.
+package sync

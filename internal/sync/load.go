@@ -1,0 +1,281 @@
+package sync
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// sourced is an object with where it came from ("" when unknown), for error messages.
+type sourced struct {
+	obj    runtime.Object
+	origin string
+}
+
+// LoadDir reads every *.yaml, *.yml and *.json file under dir (recursively, in lexical order),
+// each holding one or more documents (YAML "---" separated; a v1 List is unpacked), and converts
+// the Namespaces, Pods (with their status) and NetworkPolicies in them like the API watcher
+// does. Decoding is strict, as kubectl's: an unknown or duplicate field makes the object bad.
+// Objects without metadata.namespace (Pods, NetworkPolicies) are in "default".
+//
+// Bad objects (undecodable, unsupported kind, duplicate, invalid for the converter) are skipped
+// and reported in the errors, each naming its file, document and object; everything else is
+// returned, in ConvertObjects' deterministic order, ending with SyncStatusUpdate{InSync}.
+func LoadDir(dir string) ([]model.Update, []error) {
+	var (
+		items []sourced
+		errs  []error
+	)
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".yaml", ".yml", ".json":
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("reading manifests in %s: %w", dir, err))
+	}
+	sort.Strings(files)
+	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
+		kjson.SerializerOptions{Yaml: true, Strict: true})
+	for _, f := range files {
+		got, ferrs := readFile(f, dec)
+		items = append(items, got...)
+		errs = append(errs, ferrs...)
+	}
+	ups, cerrs := convertObjects(items)
+	return ups, append(errs, cerrs...)
+}
+
+func readFile(path string, dec runtime.Decoder) ([]sourced, []error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, []error{fmt.Errorf("%s: %w", path, err)}
+	}
+	defer f.Close()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	var (
+		out  []sourced
+		errs []error
+	)
+	for doc := 1; ; doc++ {
+		raw, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		origin := fmt.Sprintf("%s (document %d)", path, doc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+			break
+		}
+		js, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+			continue
+		}
+		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			continue // an empty document (comments only)
+		}
+		got, derrs := decode(js, origin, dec)
+		out = append(out, got...)
+		errs = append(errs, derrs...)
+	}
+	return out, errs
+}
+
+// decode decodes one document; a v1 List yields its items.
+func decode(js []byte, origin string, dec runtime.Decoder) ([]sourced, []error) {
+	obj, gvk, err := dec.Decode(js, nil, nil)
+	if err != nil {
+		name := ""
+		if gvk != nil {
+			name = " " + gvk.Kind
+		}
+		if obj != nil {
+			name += " " + objectName(obj)
+		}
+		return nil, []error{fmt.Errorf("%s:%s: %w", origin, name, err)}
+	}
+	list, ok := obj.(*corev1.List)
+	if !ok {
+		return []sourced{{obj: obj, origin: origin}}, nil
+	}
+	var (
+		out  []sourced
+		errs []error
+	)
+	for i, it := range list.Items {
+		got, ierrs := decode(it.Raw, fmt.Sprintf("%s item %d", origin, i), dec)
+		out = append(out, got...)
+		errs = append(errs, ierrs...)
+	}
+	return out, errs
+}
+
+// ConvertObjects converts Namespaces, Pods and NetworkPolicies into the updates that describe
+// them, in a deterministic order: namespaces by name, endpoints by key, policies by key, then
+// SyncStatusUpdate{InSync}. Pods that are not endpoints are left out silently; objects of other
+// kinds, duplicates (the later one is dropped) and objects the converters reject are skipped and
+// reported, each error naming the object. Pods and NetworkPolicies without a namespace are in
+// "default".
+func ConvertObjects(objs []runtime.Object) ([]model.Update, []error) {
+	items := make([]sourced, len(objs))
+	for i, o := range objs {
+		items[i] = sourced{obj: o}
+	}
+	return convertObjects(items)
+}
+
+func convertObjects(items []sourced) ([]model.Update, []error) {
+	var errs []error
+	fail := func(it sourced, err error) {
+		where := ""
+		if it.origin != "" {
+			where = it.origin + ": "
+		}
+		errs = append(errs, fmt.Errorf("%s%s: %w", where, objectName(it.obj), err))
+	}
+	namespaces := map[string]model.Namespace{}
+	endpoints := map[model.EndpointKey]model.Endpoint{}
+	pods := map[model.EndpointKey]bool{}
+	policies := map[model.PolicyKey]model.Policy{}
+	for _, it := range items {
+		switch o := it.obj.(type) {
+		case *corev1.Namespace:
+			if o.Name == "" {
+				fail(it, errors.New("metadata.name is empty"))
+				continue
+			}
+			if _, dup := namespaces[o.Name]; dup {
+				fail(it, errors.New("duplicate, skipped"))
+				continue
+			}
+			namespaces[o.Name] = ConvertNamespace(o)
+		case *corev1.Pod:
+			if o.Namespace == "" {
+				o = o.DeepCopy()
+				o.Namespace = corev1.NamespaceDefault
+			}
+			key := model.EndpointKey{Namespace: o.Namespace, Name: o.Name}
+			if o.Name == "" {
+				fail(it, errors.New("metadata.name is empty"))
+				continue
+			}
+			if pods[key] {
+				fail(it, errors.New("duplicate, skipped"))
+				continue
+			}
+			pods[key] = true
+			ep, ok, err := ConvertPod(o)
+			if err != nil {
+				fail(it, err)
+				continue
+			}
+			if ok {
+				endpoints[key] = ep
+			}
+		case *networkingv1.NetworkPolicy:
+			if o.Namespace == "" {
+				o = o.DeepCopy()
+				o.Namespace = corev1.NamespaceDefault
+			}
+			if o.Name == "" {
+				fail(it, errors.New("metadata.name is empty"))
+				continue
+			}
+			key := model.PolicyKey{Kind: KindNetworkPolicy, Namespace: o.Namespace, Name: o.Name}
+			if _, dup := policies[key]; dup {
+				fail(it, errors.New("duplicate, skipped"))
+				continue
+			}
+			p, err := ConvertNetworkPolicy(o)
+			if err != nil {
+				fail(it, err)
+				// Keep the key taken, so a later duplicate does not silently replace it.
+				policies[key] = model.Policy{}
+				continue
+			}
+			policies[key] = p
+		default:
+			fail(it, errors.New("kind not used by nftpolicy, ignored"))
+		}
+	}
+	var ups []model.Update
+	for _, name := range sortedKeys(namespaces, func(a, b string) bool { return a < b }) {
+		ups = append(ups, model.NamespaceSet{Namespace: namespaces[name]})
+	}
+	for _, k := range sortedKeys(endpoints, func(a, b model.EndpointKey) bool {
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	}) {
+		ups = append(ups, model.EndpointSet{Endpoint: endpoints[k]})
+	}
+	for _, k := range sortedKeys(policies, func(a, b model.PolicyKey) bool { return a.String() < b.String() }) {
+		if p := policies[k]; p.Key == k {
+			ups = append(ups, model.PolicySet{Policy: p})
+		}
+	}
+	ups = append(ups, model.SyncStatusUpdate{Status: model.InSync})
+	return ups, errs
+}
+
+func sortedKeys[K comparable, V any](m map[K]V, less func(a, b K) bool) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return less(keys[i], keys[j]) })
+	return keys
+}
+
+// objectName names an object as Kind ns/name (Kind name for cluster-scoped ones).
+func objectName(obj runtime.Object) string {
+	kind := fmt.Sprintf("%T", obj)
+	ns, name := "", ""
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		kind, name = "Namespace", o.Name
+	case *corev1.Pod:
+		kind, ns, name = "Pod", o.Namespace, o.Name
+	case *networkingv1.NetworkPolicy:
+		kind, ns, name = KindNetworkPolicy, o.Namespace, o.Name
+	default:
+		if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind != "" {
+			kind = gvk.Kind
+		}
+		if m, ok := obj.(interface {
+			GetNamespace() string
+			GetName() string
+		}); ok {
+			ns, name = m.GetNamespace(), m.GetName()
+		}
+	}
+	if ns != "" {
+		return kind + " " + ns + "/" + name
+	}
+	return kind + " " + name
+}

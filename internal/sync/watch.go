@@ -1,0 +1,403 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	gosync "sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// Config configures a Watcher.
+type Config struct {
+	Client kubernetes.Interface
+	// NodeName is this node. Every pod of the cluster becomes an endpoint (remote pods are
+	// members of the sets local policies use); the graph tells local ones by Endpoint.Node.
+	NodeName string
+	// Resync is the informers' resync period; 0 disables it. A resync re-delivers every cached
+	// object; unchanged conversions emit nothing.
+	Resync time.Duration
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+}
+
+// Watcher watches Pods, Namespaces and NetworkPolicies through shared informers and emits the
+// model updates that describe them. Run it once.
+type Watcher struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+
+	mu      gosync.Mutex
+	pending []model.Update
+	kick    chan struct{} // capacity 1: "pending is not empty"
+
+	// What was last emitted per object, to emit only changes (resyncs and relists re-deliver
+	// unchanged objects) and the matching delete when an object stops being usable.
+	endpoints  map[model.EndpointKey]model.Endpoint
+	namespaces map[string]model.Namespace
+	policies   map[model.PolicyKey]model.Policy
+	// invalid holds the resourceVersion of each object last found invalid, so that a version
+	// is logged and counted once (not again on resync).
+	invalid map[objectKey]string
+}
+
+type objectKey struct{ kind, namespace, name string }
+
+func (k objectKey) String() string {
+	if k.namespace == "" {
+		return k.kind + " " + k.name
+	}
+	return k.kind + " " + k.namespace + "/" + k.name
+}
+
+// New returns a Watcher for cfg.
+func New(cfg Config) *Watcher {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Watcher{
+		cfg:        cfg,
+		log:        log,
+		metrics:    cfg.Metrics,
+		kick:       make(chan struct{}, 1),
+		endpoints:  map[model.EndpointKey]model.Endpoint{},
+		namespaces: map[string]model.Namespace{},
+		policies:   map[model.PolicyKey]model.Policy{},
+		invalid:    map[objectKey]string{},
+	}
+}
+
+// Run starts the informers and sends batches of updates on out until ctx is done. The first
+// batch is SyncStatusUpdate{ResyncInProgress}; SyncStatusUpdate{InSync} follows the updates of
+// the initial lists of every informer, once each event handler has received its initial list.
+// After that, changes are sent as they come; an API outage sends nothing (the consumer keeps the
+// last state) and client-go's relist afterwards sends only what changed. Sends never block the
+// informers: updates queue in the Watcher while out is not ready, and a send carries everything
+// queued. Run does not close out (other sources share it); it returns nil when ctx is done.
+func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
+	if w.cfg.Client == nil {
+		return errors.New("sync: Config.Client is nil")
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(w.cfg.Client, w.cfg.Resync,
+		informers.WithTransform(Transform))
+	w.push(model.SyncStatusUpdate{Status: model.ResyncInProgress})
+
+	type source struct {
+		name     string
+		informer cache.SharedIndexInformer
+		set      func(obj any)
+		del      func(obj any)
+	}
+	sources := []source{
+		{"Namespace", factory.Core().V1().Namespaces().Informer(), w.setNamespace, w.deleteNamespace},
+		{"Pod", factory.Core().V1().Pods().Informer(), w.setPod, w.deletePod},
+		{"NetworkPolicy", factory.Networking().V1().NetworkPolicies().Informer(), w.setPolicy, w.deletePolicy},
+	}
+	var synced []cache.InformerSynced
+	for _, s := range sources {
+		reg, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    s.set,
+			UpdateFunc: func(_, obj any) { s.set(obj) },
+			DeleteFunc: s.del,
+		})
+		if err != nil {
+			return fmt.Errorf("sync: adding the %s event handler: %w", s.name, err)
+		}
+		synced = append(synced, reg.HasSynced)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+
+	started := time.Now()
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return
+		}
+		w.mu.Lock()
+		n := len(w.endpoints)
+		np := len(w.policies)
+		nn := len(w.namespaces)
+		w.mu.Unlock()
+		w.log.Info("initial lists received; in sync", "endpoints", n, "namespaces", nn, "policies", np,
+			"took", time.Since(started).Round(time.Millisecond))
+		w.push(model.SyncStatusUpdate{Status: model.InSync})
+	}()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.kick:
+		}
+		w.mu.Lock()
+		batch := w.pending
+		w.pending = nil
+		w.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		select {
+		case out <- batch:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// push queues updates for the sender.
+func (w *Watcher) push(ups ...model.Update) {
+	w.mu.Lock()
+	w.pushLocked(ups...)
+	w.mu.Unlock()
+}
+
+func (w *Watcher) pushLocked(ups ...model.Update) {
+	w.pending = append(w.pending, ups...)
+	if w.metrics != nil {
+		for _, u := range ups {
+			w.metrics.Updates.WithLabelValues(updateKind(u)).Inc()
+		}
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func updateKind(u model.Update) string {
+	switch u.(type) {
+	case model.EndpointSet, model.EndpointDeleted:
+		return "endpoint"
+	case model.NamespaceSet, model.NamespaceDeleted:
+		return "namespace"
+	case model.PolicySet, model.PolicyDeleted:
+		return "policy"
+	case model.SyncStatusUpdate:
+		return "sync"
+	}
+	return "other"
+}
+
+// invalidLocked logs and counts an invalid object version once.
+func (w *Watcher) invalidLocked(k objectKey, resourceVersion string, err error) {
+	if rv, seen := w.invalid[k]; seen && rv == resourceVersion {
+		return
+	}
+	w.invalid[k] = resourceVersion
+	w.log.Warn("skipping invalid object", "kind", k.kind, "namespace", k.namespace, "name", k.name, "err", err)
+	if w.metrics != nil {
+		w.metrics.InvalidObjects.WithLabelValues(k.kind).Inc()
+	}
+}
+
+// validLocked forgets that an object was invalid.
+func (w *Watcher) validLocked(k objectKey) {
+	if _, was := w.invalid[k]; was {
+		delete(w.invalid, k)
+		w.log.Info("object is valid again", "kind", k.kind, "namespace", k.namespace, "name", k.name)
+	}
+}
+
+func (w *Watcher) setPod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key := model.EndpointKey{Namespace: p.Namespace, Name: p.Name}
+	ok2 := objectKey{"Pod", p.Namespace, p.Name}
+	ep, isEndpoint, err := ConvertPod(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.invalidLocked(ok2, p.ResourceVersion, err)
+	} else {
+		w.validLocked(ok2)
+	}
+	old, had := w.endpoints[key]
+	switch {
+	case isEndpoint && had && reflect.DeepEqual(old, ep):
+	case isEndpoint:
+		w.endpoints[key] = ep
+		w.pushLocked(model.EndpointSet{Endpoint: ep})
+	case had:
+		delete(w.endpoints, key)
+		w.pushLocked(model.EndpointDeleted{Key: key})
+	}
+}
+
+func (w *Watcher) deletePod(obj any) {
+	ns, name, ok := keyOf(obj)
+	if !ok {
+		return
+	}
+	key := model.EndpointKey{Namespace: ns, Name: name}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.invalid, objectKey{"Pod", ns, name})
+	if _, had := w.endpoints[key]; had {
+		delete(w.endpoints, key)
+		w.pushLocked(model.EndpointDeleted{Key: key})
+	}
+}
+
+func (w *Watcher) setNamespace(obj any) {
+	n, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return
+	}
+	m := ConvertNamespace(n)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, had := w.namespaces[n.Name]; had && reflect.DeepEqual(old, m) {
+		return
+	}
+	w.namespaces[n.Name] = m
+	w.pushLocked(model.NamespaceSet{Namespace: m})
+}
+
+func (w *Watcher) deleteNamespace(obj any) {
+	_, name, ok := keyOf(obj)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, had := w.namespaces[name]; had {
+		delete(w.namespaces, name)
+		w.pushLocked(model.NamespaceDeleted{Name: name})
+	}
+}
+
+// setPolicy emits the converted policy. An invalid version withdraws the policy
+// (PolicyDeleted) when an earlier version was in force: the user has replaced those rules, so
+// keeping them would enforce something nobody asked for any more. Withdrawing changes only
+// what this one policy allowed or isolated, never what other policies decide. The log line and
+// nftpolicy_invalid_objects_total make it visible; a later valid version is picked up.
+func (w *Watcher) setPolicy(obj any) {
+	np, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return
+	}
+	key := model.PolicyKey{Kind: KindNetworkPolicy, Namespace: np.Namespace, Name: np.Name}
+	okey := objectKey{KindNetworkPolicy, np.Namespace, np.Name}
+	p, err := ConvertNetworkPolicy(np)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old, had := w.policies[key]
+	if err != nil {
+		w.invalidLocked(okey, np.ResourceVersion, err)
+		if had {
+			delete(w.policies, key)
+			w.pushLocked(model.PolicyDeleted{Key: key})
+		}
+		return
+	}
+	w.validLocked(okey)
+	if had && reflect.DeepEqual(old, p) {
+		return
+	}
+	w.policies[key] = p
+	w.pushLocked(model.PolicySet{Policy: p})
+}
+
+func (w *Watcher) deletePolicy(obj any) {
+	ns, name, ok := keyOf(obj)
+	if !ok {
+		return
+	}
+	key := model.PolicyKey{Kind: KindNetworkPolicy, Namespace: ns, Name: name}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.invalid, objectKey{KindNetworkPolicy, ns, name})
+	if _, had := w.policies[key]; had {
+		delete(w.policies, key)
+		w.pushLocked(model.PolicyDeleted{Key: key})
+	}
+}
+
+// keyOf names a deleted object, which may be a tombstone when the watch missed the delete.
+func keyOf(obj any) (namespace, name string, ok bool) {
+	if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+		ns, n, err := cache.SplitMetaNamespaceKey(t.Key)
+		return ns, n, err == nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", "", false
+	}
+	return m.GetNamespace(), m.GetName(), true
+}
+
+// Transform is the informers' transform: it keeps only the fields the converters read, so the
+// caches hold small objects (no managedFields, annotations, container specs, conditions, …).
+// It is idempotent and returns other objects unchanged.
+func Transform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return slimPod(o), nil
+	case *corev1.Namespace:
+		return &corev1.Namespace{ObjectMeta: slimMeta(&o.ObjectMeta)}, nil
+	case *networkingv1.NetworkPolicy:
+		return &networkingv1.NetworkPolicy{ObjectMeta: slimMeta(&o.ObjectMeta), Spec: o.Spec}, nil
+	}
+	return obj, nil
+}
+
+func slimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Labels: m.Labels}
+}
+
+func slimPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		ObjectMeta: slimMeta(&p.ObjectMeta),
+		Spec: corev1.PodSpec{
+			NodeName:           p.Spec.NodeName,
+			HostNetwork:        p.Spec.HostNetwork,
+			ServiceAccountName: p.Spec.ServiceAccountName,
+			Containers:         slimContainers(p.Spec.Containers, false),
+			InitContainers:     slimContainers(p.Spec.InitContainers, true),
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}
+	if len(out.Status.PodIPs) == 1 && out.Status.PodIPs[0].IP == out.Status.PodIP {
+		out.Status.PodIP = out.Status.PodIPs[0].IP // share the string
+	}
+	return out
+}
+
+// slimContainers keeps, of each container with a named port, its name and named ports (of init
+// containers only the restartable ones, whose ports are served).
+func slimContainers(cs []corev1.Container, init bool) []corev1.Container {
+	var out []corev1.Container
+	for i := range cs {
+		c := &cs[i]
+		if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+			continue
+		}
+		var ports []corev1.ContainerPort
+		for _, cp := range c.Ports {
+			if cp.Name != "" {
+				ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cp.Protocol})
+			}
+		}
+		if len(ports) > 0 {
+			out = append(out, corev1.Container{Name: c.Name, Ports: ports, RestartPolicy: c.RestartPolicy})
+		}
+	}
+	return out
+}
