@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -24,9 +25,11 @@ import (
 )
 
 // sourced is an object with where it came from ("" when unknown), for error messages.
+// A decoding error travels in err (obj nil), so errors keep the order of the files.
 type sourced struct {
 	obj    runtime.Object
 	origin string
+	err    error
 }
 
 // LoadDir reads every *.yaml, *.yml and *.json file under dir (recursively, in lexical order),
@@ -64,25 +67,21 @@ func LoadDir(dir string) ([]model.Update, []error) {
 	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
 		kjson.SerializerOptions{Yaml: true, Strict: true})
 	for _, f := range files {
-		got, ferrs := readFile(f, dec)
-		items = append(items, got...)
-		errs = append(errs, ferrs...)
+		items = append(items, readFile(f, dec)...)
 	}
 	ups, cerrs := convertObjects(items)
 	return ups, append(errs, cerrs...)
 }
 
-func readFile(path string, dec runtime.Decoder) ([]sourced, []error) {
+// readFile decodes the documents of one file; decoding errors come back as items with err set.
+func readFile(path string, dec runtime.Decoder) []sourced {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, []error{fmt.Errorf("%s: %w", path, err)}
+		return []sourced{{err: fmt.Errorf("%s: %w", path, err)}}
 	}
 	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	var (
-		out  []sourced
-		errs []error
-	)
+	var out []sourced
 	for doc := 1; ; doc++ {
 		raw, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -90,51 +89,44 @@ func readFile(path string, dec runtime.Decoder) ([]sourced, []error) {
 		}
 		origin := fmt.Sprintf("%s (document %d)", path, doc)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+			out = append(out, sourced{err: fmt.Errorf("%s: %w", origin, err)})
 			break
 		}
 		js, err := yaml.YAMLToJSON(raw)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", origin, err))
+			out = append(out, sourced{err: fmt.Errorf("%s: %w", origin, err)})
 			continue
 		}
 		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 			continue // an empty document (comments only)
 		}
-		got, derrs := decode(js, origin, dec)
-		out = append(out, got...)
-		errs = append(errs, derrs...)
+		out = append(out, decode(js, origin, dec)...)
 	}
-	return out, errs
+	return out
 }
 
 // decode decodes one document; a v1 List yields its items.
-func decode(js []byte, origin string, dec runtime.Decoder) ([]sourced, []error) {
+func decode(js []byte, origin string, dec runtime.Decoder) []sourced {
 	obj, gvk, err := dec.Decode(js, nil, nil)
 	if err != nil {
 		name := ""
-		if gvk != nil {
+		switch {
+		case obj != nil:
+			name = " " + objectName(obj)
+		case gvk != nil && gvk.Kind != "":
 			name = " " + gvk.Kind
 		}
-		if obj != nil {
-			name += " " + objectName(obj)
-		}
-		return nil, []error{fmt.Errorf("%s:%s: %w", origin, name, err)}
+		return []sourced{{err: fmt.Errorf("%s:%s: %w", origin, name, err)}}
 	}
 	list, ok := obj.(*corev1.List)
 	if !ok {
-		return []sourced{{obj: obj, origin: origin}}, nil
+		return []sourced{{obj: obj, origin: origin}}
 	}
-	var (
-		out  []sourced
-		errs []error
-	)
+	var out []sourced
 	for i, it := range list.Items {
-		got, ierrs := decode(it.Raw, fmt.Sprintf("%s item %d", origin, i), dec)
-		out = append(out, got...)
-		errs = append(errs, ierrs...)
+		out = append(out, decode(it.Raw, fmt.Sprintf("%s item %d", origin, i), dec)...)
 	}
-	return out, errs
+	return out
 }
 
 // ConvertObjects converts Namespaces, Pods and NetworkPolicies into the updates that describe
@@ -165,6 +157,10 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 	pods := map[model.EndpointKey]bool{}
 	policies := map[model.PolicyKey]model.Policy{}
 	for _, it := range items {
+		if it.err != nil {
+			errs = append(errs, it.err)
+			continue
+		}
 		switch o := it.obj.(type) {
 		case *corev1.Namespace:
 			if o.Name == "" {
@@ -254,7 +250,13 @@ func sortedKeys[K comparable, V any](m map[K]V, less func(a, b K) bool) []K {
 
 // objectName names an object as Kind ns/name (Kind name for cluster-scoped ones).
 func objectName(obj runtime.Object) string {
-	kind := fmt.Sprintf("%T", obj)
+	if obj == nil {
+		return "<nil object>"
+	}
+	kind := reflect.TypeOf(obj).String()
+	if t := reflect.TypeOf(obj); t.Kind() == reflect.Pointer {
+		kind = t.Elem().Name()
+	}
 	ns, name := "", ""
 	switch o := obj.(type) {
 	case *corev1.Namespace:
