@@ -1,0 +1,60 @@
+// Package netns is the local cluster harness of network namespaces: nodes and pods as
+// namespaces routed like a ptp CNI, in-process TCP/UDP servers and probes, and upstream-style
+// truth tables. The nft traffic tests, the e2e tests, the benchmarks and `make demo` use it
+// (DESIGN.md "Testing — real parts"); in the data flow it stands where the kernel of a real node
+// stands: internal/nft programs a node namespace (Node.FD) and the prober checks real packets.
+//
+// # Topology
+//
+//	                underlay netns (nftp-ul…): bridge br0 (no STP, no multicast snooping)
+//	        ┌───────────────┬──────────────────┴──┬────────────────────────┐
+//	       p0              p1                     …                       pN (veth, bridge ports)
+//	        │               │                                              │
+//	   eth0 172.31.0.1  eth0 172.31.0.2                          eth0 172.31.0.200
+//	   node a (nftp-n…) node b (nftp-n…)                         external host (nftp-ext…)
+//	   forwarding on    forwarding on                            routes 10.244.i.0/24 via node i
+//	   10.244.1.0/24 via 172.31.0.2 …                            (only with Config.External)
+//	        │
+//	   nftp<hex> 169.254.1.1/32, fe80::1/64   (node side of the veth; route pod/32, pod/128 here)
+//	        │
+//	   eth0 10.244.0.2/32, fd00:10:244:0::2/128   pod netns (nftp-p…)
+//	        default via 169.254.1.1 onlink, default via fe80::1
+//
+// # Addressing
+//
+// Node i (0-based, Config order) owns the pod CIDRs 10.244.<i>.0/24 and fd00:10:244:<i>::/64
+// and the underlay addresses 172.31.0.<i+1>/24 and fd00:172:31::<i+1>/64 on its eth0. Pods get
+// host numbers 2…254 of their node's CIDRs, the same number in both families (10.244.0.5 and
+// fd00:10:244:0::5); numbers of deleted pods are reused only after the others ran out. The
+// external host is 172.31.0.200 and fd00:172:31::200. Every node routes the other nodes' pod
+// CIDRs via their underlay addresses, so cross-node pod traffic is forwarded by both nodes (and
+// traffic between two pods of one node by that node); there are no default routes outside pods.
+// Underlay addresses live in private namespaces, so parallel clusters reuse them freely.
+//
+// # Invariants
+//
+//   - Nothing touches the root network namespace: links are created inside the namespaces (veth
+//     peers are created directly in their target namespace), sysctls are written from a thread
+//     switched into the namespace (Do). The root namespace is only used to dial Forward targets.
+//   - Every namespace is named by testenv.UniqueName (prefix "nftp-"), so several clusters run in
+//     one process and in parallel processes, and `make clean-netns` finds leftovers.
+//   - Close removes every namespace (pods' included) after stopping servers and forwarders, and
+//     is idempotent. NewForTest registers Close before creating anything, so a failing or
+//     panicking test leaves nothing behind.
+//   - In every namespace, before its links exist: net.ipv6.conf.{default,all}.accept_dad=0 and
+//     rp_filter=0 (IPv4 settings of a new namespace are inherited from the root's); lo is up.
+//     Nodes forward both families. IPv6 addresses are added nodad, so nothing is tentative.
+//   - AddPod and New return only once every veth they made is running (a new veth passes no
+//     traffic until the kernel has brought it up asynchronously).
+//   - Sockets of servers and probes are created inside their namespace (Do) and used from any
+//     goroutine afterwards; Do never returns a thread to the scheduler in a foreign namespace.
+//
+// # Design
+//
+// Links, addresses and routes are made with one `ip -n NS -batch -` per namespace and step (an
+// exec costs ~3 ms, far below the kernel's link bring-up), sysctls and waits in-process. Probes
+// report blocked traffic as false (timeout, refusal, unreachable, local drop) and return an error
+// only when the probe cannot be made; SCTP yields ErrNoSCTP because this kernel has no SCTP.
+// TCP servers send a short reply on accept and the probe reads it, so both directions are
+// proven; UDP servers echo and the probe resends every 100 ms until its timeout.
+package netns
