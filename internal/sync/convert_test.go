@@ -24,7 +24,7 @@ var (
 	sctp = corev1.ProtocolSCTP
 )
 
-func portNum(p int32) *intstr.IntOrString  { return ptr(intstr.FromInt32(p)) }
+func portNum(p int32) *intstr.IntOrString   { return ptr(intstr.FromInt32(p)) }
 func portName(n string) *intstr.IntOrString { return ptr(intstr.FromString(n)) }
 
 func labels(kv ...string) *metav1.LabelSelector {
@@ -180,7 +180,7 @@ func TestConvertNetworkPolicy(t *testing.T) {
 			policy("all()", true, false, []model.Rule{allow(model.ProtocolSCTP, everyone, model.Peer{Ports: []model.Port{one(9999)}})}, nil)},
 		{"peers × protocols: each peer gets each protocol's ports",
 			networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From: []networkingv1.NetworkPolicyPeer{{PodSelector: labels("app", "b")}, {IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}},
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: labels("app", "b")}, {IPBlock: &networkingv1.IPBlock{CIDR: "192.0.2.0/24"}}},
 				Ports: []networkingv1.NetworkPolicyPort{{Port: portNum(80)}, {Protocol: &udp, Port: portName("dns")}}}}},
 			policy("all()", true, false, []model.Rule{
 				allow(model.ProtocolTCP, model.Peer{Selector: `app == "b"`}, model.Peer{Ports: []model.Port{one(80)}}),
@@ -415,7 +415,9 @@ func TestConvertPod(t *testing.T) {
 				{Name: "init", Ports: []corev1.ContainerPort{{Name: "setup", ContainerPort: 1}}},
 				{Name: "proxy", RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways), Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: 15000}}},
 			}
-		}), want(func(e *model.Endpoint) { e.NamedPorts = []model.NamedPort{{Name: "admin", Protocol: model.ProtocolTCP, Port: 15000}} }), true, false},
+		}), want(func(e *model.Endpoint) {
+			e.NamedPorts = []model.NamedPort{{Name: "admin", Protocol: model.ProtocolTCP, Port: 15000}}
+		}), true, false},
 		{"pod without labels", base(func(p *corev1.Pod) { p.Labels = nil }), want(func(e *model.Endpoint) { e.Labels = nil }), true, false},
 		{"unparseable IP", base(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.300"}} }), model.Endpoint{}, false, true},
 		{"bad port protocol", base(func(p *corev1.Pod) {

@@ -59,8 +59,8 @@ func TestLoadDir(t *testing.T) {
 	bad := filepath.Join("testdata", "cluster", "90-bad.yaml")
 	wantErrs := []string{
 		bad + " (document 1): NetworkPolicy x/bad-cidr: spec.ingress[0].from[0].ipBlock.cidr",
-		bad + " (document 2): ",                            // strict decoding: unknown field
-		bad + " (document 3): ",                            // namespace y unquoted: a boolean
+		bad + " (document 2): ",                             // strict decoding: unknown field
+		bad + " (document 3): ",                             // namespace y unquoted: a boolean
 		bad + " (document 4): Service x/svc: kind not used", // not an error of the object, but reported
 	}
 	if len(errs) != len(wantErrs) {
