@@ -83,10 +83,10 @@ type Cluster struct {
 	external *Host
 
 	mu         sync.Mutex
-	namespaces []string         // every namespace created or being created, in creation order
-	pods       map[*Pod]bool    // live pods
-	hostSeq    int              // host-side interface names
-	nextHost   map[string]int   // next pod host number per node
+	namespaces []string          // every namespace created or being created, in creation order
+	pods       map[*Pod]bool     // live pods
+	hostSeq    int               // host-side interface names
+	nextHost   map[string]int    // next pod host number per node
 	usedHost   map[string][]bool // pod host numbers in use per node
 	services   map[serviceKey]*service
 	forwards   []*service

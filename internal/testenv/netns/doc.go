@@ -6,19 +6,19 @@
 //
 // # Topology
 //
-//	                underlay netns (nftp-ul…): bridge br0 (no STP, no multicast snooping)
-//	        ┌───────────────┬──────────────────┴──┬────────────────────────┐
-//	       p0              p1                     …                       pN (veth, bridge ports)
-//	        │               │                                              │
-//	   eth0 172.31.0.1  eth0 172.31.0.2                          eth0 172.31.0.200
-//	   node a (nftp-n…) node b (nftp-n…)                         external host (nftp-ext…)
-//	   forwarding on    forwarding on                            routes 10.244.i.0/24 via node i
-//	   10.244.1.0/24 via 172.31.0.2 …                            (only with Config.External)
-//	        │
-//	   nftp<hex> 169.254.1.1/32, fe80::1/64   (node side of the veth; route pod/32, pod/128 here)
-//	        │
-//	   eth0 10.244.0.2/32, fd00:10:244:0::2/128   pod netns (nftp-p…)
-//	        default via 169.254.1.1 onlink, default via fe80::1
+//	             underlay netns (nftp-ul…): bridge br0 (no STP, no multicast snooping)
+//	     ┌───────────────┬──────────────────┴──┬────────────────────────┐
+//	    p0              p1                     …                       pN (veth, bridge ports)
+//	     │               │                                              │
+//	eth0 172.31.0.1  eth0 172.31.0.2                          eth0 172.31.0.200
+//	node a (nftp-n…) node b (nftp-n…)                         external host (nftp-ext…)
+//	forwarding on    forwarding on                            routes 10.244.i.0/24 via node i
+//	10.244.1.0/24 via 172.31.0.2 …                            (only with Config.External)
+//	     │
+//	nftp<hex> 169.254.1.1/32, fe80::1/64   (node side of the veth; route pod/32, pod/128 here)
+//	     │
+//	eth0 10.244.0.2/32, fd00:10:244:0::2/128   pod netns (nftp-p…)
+//	     default via 169.254.1.1 onlink, default via fe80::1
 //
 // # Addressing
 //
