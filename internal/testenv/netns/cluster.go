@@ -170,7 +170,7 @@ func newCluster(cfg Config) (*Cluster, error) {
 			Index: i,
 			PodCIDRs: []netip.Prefix{
 				netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i)),
-				netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%x::/64", i)),
+				netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%d::/64", i)),
 			},
 			Underlay: underlayAddrs(i + 1),
 		}
@@ -188,7 +188,7 @@ func newCluster(cfg Config) (*Cluster, error) {
 func underlayAddrs(id int) []netip.Addr {
 	return []netip.Addr{
 		netip.MustParseAddr(fmt.Sprintf("172.31.0.%d", id)),
-		netip.MustParseAddr(fmt.Sprintf("fd00:172:31::%x", id)),
+		netip.MustParseAddr(fmt.Sprintf("fd00:172:31::%d", id)),
 	}
 }
 
@@ -339,7 +339,7 @@ func (c *Cluster) AddPod(node, namespace, name string) (*Pod, error) {
 		HostIface: fmt.Sprintf("nftp%x", c.hostSeq),
 		Addrs: []netip.Addr{
 			netip.MustParseAddr(fmt.Sprintf("10.244.%d.%d", n.Index, host)),
-			netip.MustParseAddr(fmt.Sprintf("fd00:10:244:%x::%x", n.Index, host)),
+			netip.MustParseAddr(fmt.Sprintf("fd00:10:244:%d::%d", n.Index, host)),
 		},
 	}
 	c.namespaces = append(c.namespaces, p.NetNS)

@@ -274,6 +274,9 @@ func TestLifecycle(t *testing.T) {
 		c.Node("b").Underlay[1].String() != "fd00:172:31::2" || len(c.Nodes()) != 2 || c.Node("z") != nil {
 		t.Errorf("node addressing: %+v", c.Node("b"))
 	}
+	if got := c.External().Addrs; got[0].String() != "172.31.0.200" || got[1].String() != "fd00:172:31::200" {
+		t.Errorf("external host addresses: %v", got)
+	}
 
 	start := time.Now()
 	var pods []*Pod

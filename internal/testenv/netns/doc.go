@@ -6,26 +6,27 @@
 //
 // # Topology
 //
-//	             underlay netns (nftp-ul…): bridge br0 (no STP, no multicast snooping)
-//	     ┌───────────────┬──────────────────┴──┬────────────────────────┐
-//	    p0              p1                     …                       pN (veth, bridge ports)
-//	     │               │                                              │
-//	eth0 172.31.0.1  eth0 172.31.0.2                          eth0 172.31.0.200
-//	node a (nftp-n…) node b (nftp-n…)                         external host (nftp-ext…)
-//	forwarding on    forwarding on                            routes 10.244.i.0/24 via node i
-//	10.244.1.0/24 via 172.31.0.2 …                            (only with Config.External)
-//	     │
-//	nftp<hex> 169.254.1.1/32, fe80::1/64   (node side of the veth; route pod/32, pod/128 here)
-//	     │
-//	eth0 10.244.0.2/32, fd00:10:244:0::2/128   pod netns (nftp-p…)
-//	     default via 169.254.1.1 onlink, default via fe80::1
+//	underlay netns "nftp-ul…": bridge br0 (no STP, no multicast snooping), ports p0 p1 … (veth)
+//	        │ p0                     │ p1                       │ pN (only with Config.External)
+//	        │                        │                          │
+//	  eth0 172.31.0.1/24       eth0 172.31.0.2/24         eth0 172.31.0.200/24
+//	       fd00:172:31::1/64        fd00:172:31::2/64          fd00:172:31::200/64
+//	  node "a" netns "nftp-n…" node "b" netns "nftp-n…"   external host netns "nftp-ext…"
+//	  ip_forward=1, v6 fwd=1   (same, mirrored)           routes every pod CIDR via its node
+//	  10.244.1.0/24 via 172.31.0.2
+//	  fd00:10:244:1::/64 via fd00:172:31::2
+//	  10.244.0.2/32 dev nftp1, fd00:10:244::2/128 dev nftp1   (one pair of routes per pod)
+//	        │ nftp1: 169.254.1.1/32, fe80::1/64 nodad   (node side of the veth, "nftp<hex>")
+//	        │
+//	        │ eth0: 10.244.0.2/32, fd00:10:244::2/128 nodad
+//	  pod netns "nftp-p…": default via 169.254.1.1 dev eth0 onlink, default via fe80::1 dev eth0
 //
 // # Addressing
 //
 // Node i (0-based, Config order) owns the pod CIDRs 10.244.<i>.0/24 and fd00:10:244:<i>::/64
 // and the underlay addresses 172.31.0.<i+1>/24 and fd00:172:31::<i+1>/64 on its eth0. Pods get
-// host numbers 2…254 of their node's CIDRs, the same number in both families (10.244.0.5 and
-// fd00:10:244:0::5); numbers of deleted pods are reused only after the others ran out. The
+// host numbers 2…254 of their node's CIDRs, the same digits in both families (10.244.0.15 and
+// fd00:10:244::15: IPv6 groups spell the IPv4 decimal numbers, as fd00:172:31::200 does); numbers of deleted pods are reused only after the others ran out. The
 // external host is 172.31.0.200 and fd00:172:31::200. Every node routes the other nodes' pod
 // CIDRs via their underlay addresses, so cross-node pod traffic is forwarded by both nodes (and
 // traffic between two pods of one node by that node); there are no default routes outside pods.

@@ -238,7 +238,8 @@ func (c *Cluster) Forward(netnsName string, listen netip.AddrPort, target string
 // Probe connects from the namespace to to:port: TCP connects and reads the server's reply, UDP
 // sends a token and awaits its echo. It reports false when the traffic is blocked (timeout,
 // refused, unreachable, dropped locally) and an error only when the probe itself cannot be made
-// (no such namespace, no socket; SCTP: ErrNoSCTP).
+// (no such namespace, no socket; SCTP: ErrNoSCTP). The destination must be a Serve server: a
+// TCP probe counts only when the server's reply arrives.
 func Probe(ctx context.Context, fromNetNS string, to netip.Addr, proto Protocol, port uint16, timeout time.Duration) (bool, error) {
 	dst := netip.AddrPortFrom(to, port).String()
 	switch proto {
