@@ -3,6 +3,7 @@ package netns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -288,6 +289,47 @@ func TestLifecycle(t *testing.T) {
 		pods = append(pods, p)
 	}
 	t.Logf("10 pods in %v", time.Since(start))
+	// Concurrent AddPod calls get distinct addresses and interfaces, and all connect.
+	var wg sync.WaitGroup
+	more := make([]*Pod, 4)
+	for i := range more {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.AddPod("b", "z", fmt.Sprintf("c%d", i))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := c.Serve(p.NetNS, TCP, 80); err != nil {
+				t.Error(err)
+			}
+			more[i] = p
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	seen := map[string]bool{}
+	for _, p := range append(append([]*Pod(nil), pods...), more...) {
+		for _, k := range []string{p.Addrs[0].String(), p.Addrs[1].String(), p.Node + "/" + p.HostIface} {
+			if seen[k] {
+				t.Errorf("%s used twice", k)
+			}
+			seen[k] = true
+		}
+	}
+	got, err := c.ProbeMatrix(context.Background(), more, TCP, 80, true, probeTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, ok := range got {
+		if !ok {
+			t.Errorf("%s -> %s blocked between concurrently added pods", k[0], k[1])
+		}
+	}
+	pods = append(pods, more...)
 	if got := pods[2].Addrs; got[0].String() != "10.244.0.3" || got[1].String() != "fd00:10:244::3" {
 		t.Errorf("third pod (second on node a) addresses: %v", got)
 	}
