@@ -40,6 +40,8 @@ type serviceKey struct {
 
 // service is a set of listeners with their accept/read loops and live connections.
 type service struct {
+	ctx     context.Context // done when the service stops
+	cancel  context.CancelFunc
 	mu      sync.Mutex
 	closers []io.Closer
 	conns   map[net.Conn]bool
@@ -47,7 +49,10 @@ type service struct {
 	wg      sync.WaitGroup
 }
 
-func newService() *service { return &service{conns: map[net.Conn]bool{}} }
+func newService() *service {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &service{ctx: ctx, cancel: cancel, conns: map[net.Conn]bool{}}
+}
 
 func (s *service) track(c net.Conn) bool {
 	s.mu.Lock()
@@ -68,6 +73,7 @@ func (s *service) untrack(c net.Conn) {
 }
 
 func (s *service) stop() {
+	s.cancel()
 	s.mu.Lock()
 	s.stopped = true
 	for _, c := range s.closers {
@@ -210,7 +216,8 @@ func (c *Cluster) Forward(netnsName string, listen netip.AddrPort, target string
 	s.closers = append(s.closers, ln)
 	s.wg.Add(1)
 	go s.acceptLoop(ln, func(in net.Conn) {
-		out, err := net.DialTimeout("tcp", target, 10*time.Second)
+		d := net.Dialer{Timeout: 10 * time.Second}
+		out, err := d.DialContext(s.ctx, "tcp", target)
 		if err != nil {
 			return
 		}
@@ -249,7 +256,8 @@ func Probe(ctx context.Context, fromNetNS string, to netip.Addr, proto Protocol,
 	default:
 		return false, fmt.Errorf("probing %s %s: unknown protocol %q", fromNetNS, dst, proto)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	var ok bool
 	err := Do(fromNetNS, func() error {
@@ -261,6 +269,9 @@ func Probe(ctx context.Context, fromNetNS string, to netip.Addr, proto Protocol,
 		}
 		return err
 	})
+	if err == nil && parent.Err() != nil {
+		err = parent.Err() // not a verdict: the caller gave up
+	}
 	if err != nil {
 		return false, fmt.Errorf("probing %s %s/%s: %w", fromNetNS, dst, proto, err)
 	}
