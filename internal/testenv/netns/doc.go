@@ -57,5 +57,15 @@
 // report blocked traffic as false (timeout, refusal, unreachable, local drop) and return an error
 // only when the probe cannot be made; SCTP yields ErrNoSCTP because this kernel has no SCTP.
 // TCP servers send a short reply on accept and the probe reads it, so both directions are
-// proven; UDP servers echo and the probe resends every 100 ms until its timeout.
+// proven; UDP servers echo and the probe resends every 100 ms until its timeout. A wildcard UDP
+// server answers from the address the kernel picks, right for pods (one address per family);
+// in a node, pass Serve the addresses. ProbeMatrix runs at most 32 probes at once, each holding
+// a thread locked in its source namespace for up to its timeout.
+//
+// Forward lets an agent inside a node namespace reach an API server on the root namespace's
+// loopback: the listener is made in the node namespace, the outbound connection in the root
+// one (ordinary goroutines run there), bytes are copied both ways.
+//
+// Measured here (TestLifecycle log, `go test -count=1 -v -run TestLifecycle
+// ./internal/testenv/netns/`): 10 pods in 65–100 ms; the whole package's tests take ~2 s.
 package netns
