@@ -72,10 +72,7 @@ func BenchmarkColdStart(b *testing.B) {
 	report.add(row{"P3", "transactions of the first full apply; elements, chains, sets programmed",
 		fmt.Sprintf("%d; %d elements, %d chains, %d sets (no ENOBUFS)", tx, st.Elements, st.Chains, st.Sets),
 		"1 transaction", meets(tx == 1)})
-	ups, msgs = nil, nil
-	runtime.KeepAlive(g)
-	dp.Close()
-	g = nil
+	ups, msgs, g = nil, nil, nil
 
 	// P4 in a child process: a clean peak RSS.
 	mem := childColdStartMemory(b)

@@ -243,9 +243,6 @@ func (o *ourTable) name() string { return "nftpolicy" }
 func (o *ourTable) program(b *testing.B, n int) {
 	b.Helper()
 	o.pp.dropTable(b, felixTable)
-	if o.dp != nil {
-		o.dp.Close()
-	}
 	server, clients := o.pp.endpoints(benchNode)
 	ups := scale.PacketPathPolicies(n, server, clients...).Updates
 	o.g = graph.New(graph.Config{NodeName: benchNode})

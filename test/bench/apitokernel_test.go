@@ -1,0 +1,259 @@
+package bench_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nftpolicy/nftpolicy/internal/agent"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/scale"
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+)
+
+// monitor follows `nft monitor` in a namespace and hands out, per address, when an element
+// holding it was added or deleted.
+type monitor struct {
+	mu      sync.Mutex
+	waiters map[string]chan time.Time // "add 10.1.2.3" → first matching line's arrival
+}
+
+func startMonitor(b *testing.B, ns *netnsHandle) *monitor {
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.name, "nft", "monitor", "elements")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cancel(); cmd.Wait() })
+	m := &monitor{waiters: map[string]chan time.Time{}}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			at := time.Now()
+			line := sc.Text()
+			op := ""
+			switch {
+			case strings.HasPrefix(line, "add element"):
+				op = "add "
+			case strings.HasPrefix(line, "delete element"):
+				op = "delete "
+			default:
+				continue
+			}
+			m.mu.Lock()
+			for key, ch := range m.waiters {
+				addr, _ := strings.CutPrefix(key, op)
+				if addr != key && strings.Contains(line, "{ "+addr+" ") {
+					ch <- at
+					delete(m.waiters, key)
+				}
+			}
+			m.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+// expect registers interest in the next add or delete of addr; call before causing it.
+func (m *monitor) expect(op string, addr netip.Addr) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	m.mu.Lock()
+	m.waiters[op+" "+addr.String()] = ch
+	m.mu.Unlock()
+	return ch
+}
+
+// apiFanout is P2's end-to-end cluster: the same shape as fanout, written through the API server.
+var apiFanout = scale.Fanout{Selectors: 2000, Members: 100, Pods: 10000, Spares: 16, LocalPods: 20, Node: "node-bench"}
+
+// createFanout writes the namespace, the policies and the pods of f through the API server
+// (8 writers in parallel).
+func createFanout(b *testing.B, srv *kube.Server, f scale.Fanout) {
+	ctx := b.Context()
+	var pods []model.Endpoint
+	var pols []model.Policy
+	for _, u := range f.Updates() {
+		switch u := u.(type) {
+		case model.NamespaceSet:
+			if err := srv.CreateNamespace(ctx, u.Namespace.Name, u.Namespace.Labels); err != nil {
+				b.Fatal(err)
+			}
+		case model.EndpointSet:
+			pods = append(pods, u.Endpoint)
+		case model.PolicySet:
+			pols = append(pols, u.Policy)
+		}
+	}
+	tcp, port80 := corev1.ProtocolTCP, intstr.FromInt32(80)
+	parallel(b, len(pols), func(i int) error {
+		p := pols[i]
+		// Fanout's selectors are single key == 'value' terms: matchLabels.
+		sel := func(s string) metav1.LabelSelector {
+			k, v, _ := strings.Cut(s, " == ")
+			return metav1.LabelSelector{MatchLabels: map[string]string{k: strings.Trim(v, "'")}}
+		}
+		np := &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Key.Name, Namespace: p.Namespace},
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: sel(p.Selector),
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress: []networkingv1.NetworkPolicyIngressRule{{
+					From:  []networkingv1.NetworkPolicyPeer{{PodSelector: ptr(sel(p.IngressRules[0].Source.Selector))}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port80}},
+				}},
+			},
+		}
+		_, err := srv.Client.NetworkingV1().NetworkPolicies(p.Namespace).Create(ctx, np, metav1.CreateOptions{})
+		return err
+	})
+	parallel(b, len(pods), func(i int) error {
+		e := pods[i]
+		_, err := srv.CreatePod(ctx, e.Key.Namespace, e.Key.Name, e.Node, e.Labels, nil, e.Addrs)
+		return err
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// parallel runs fn(0..n-1) on 8 workers and fails b on the first error.
+func parallel(b *testing.B, n int, fn func(int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := fn(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// setLabels merge-patches a pod's labels (null deletes a key).
+func setLabels(ctx context.Context, srv *kube.Server, ns, name string, labels map[string]*string) error {
+	var parts []string
+	for k, v := range labels {
+		if v == nil {
+			parts = append(parts, fmt.Sprintf("%q:null", k))
+		} else {
+			parts = append(parts, fmt.Sprintf("%q:%q", k, *v))
+		}
+	}
+	patch := `{"metadata":{"labels":{` + strings.Join(parts, ",") + `}}}`
+	_, err := srv.Client.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// BenchmarkAPIToKernel is P2's end-to-end figure: the agent (agent.Run, in process, on a node
+// namespace) watching a real API server holding 10,000 pods and 2,000 NetworkPolicies over
+// 2,000 selectors; a spare pod's labels are patched to join (then leave) one selector, and the
+// latency runs from the patch request to the element's add (delete) seen by `nft monitor` in
+// the node namespace. Not run with BENCH_QUICK (creating the objects takes most of a minute).
+func BenchmarkAPIToKernel(b *testing.B) {
+	testenv.RequireRoot(b)
+	testenv.RequireCommand(b, "ip", "nft")
+	if quick {
+		report.add(row{"P2", "API event → kernel commit through the API server and the agent", "not run with BENCH_QUICK=1", "p99 ≤ 20 ms", ""})
+		return
+	}
+	srv := kube.StartForTest(b)
+	node := newNetns(b, "ba")
+	t0 := time.Now()
+	createFanout(b, srv, apiFanout)
+	created := time.Since(t0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, agent.RunConfig{Client: srv.Client, NodeName: apiFanout.Node, NetNSFD: node.fd,
+			ResyncInterval: time.Hour})
+	}()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			b.Errorf("agent: %v", err)
+		}
+	})
+	mon := startMonitor(b, node)
+
+	ns := scale.FanoutNamespace
+	in := "in"
+	spare := func(s int) string { return fmt.Sprintf("pod-%06d", apiFanout.Pods+s) }
+	// Warm-up: the first join lands once the agent has synced everything before it.
+	ch := mon.expect("add", apiFanout.SpareAddr(0))
+	if err := setLabels(b.Context(), srv, ns, spare(0), map[string]*string{"g0": &in}); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(3 * time.Minute):
+		b.Fatal("the agent did not program a joined spare within 3 minutes")
+	case err := <-done:
+		b.Fatalf("agent stopped: %v", err)
+	}
+	synced := time.Since(t0) - created
+	ch = mon.expect("delete", apiFanout.SpareAddr(0))
+	if err := setLabels(b.Context(), srv, ns, spare(0), map[string]*string{"g0": nil}); err != nil {
+		b.Fatal(err)
+	}
+	<-ch
+
+	samples := max(b.N, 200)
+	var lat []time.Duration
+	for i := range samples {
+		s, k := (i/2)%apiFanout.Spares, (i/2*37)%apiFanout.Selectors
+		key := fmt.Sprintf("g%d", k)
+		op, labels := "add", map[string]*string{key: &in}
+		if i%2 == 1 {
+			op, labels = "delete", map[string]*string{key: nil} // the key the previous change added
+		}
+		ch := mon.expect(op, apiFanout.SpareAddr(s))
+		start := time.Now()
+		if err := setLabels(b.Context(), srv, ns, spare(s), labels); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case at := <-ch:
+			lat = append(lat, at.Sub(start))
+		case <-time.After(30 * time.Second):
+			b.Fatalf("change %d (%s %v) never reached the kernel", i, op, apiFanout.SpareAddr(s))
+		}
+	}
+	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(p50)/1e6, "p50-ms")
+	b.ReportMetric(float64(p99)/1e6, "p99-ms")
+	report.add(row{"P2", fmt.Sprintf("API event → kernel commit, real API server + agent, %d pods, %d policies (%d changes; patch sent → `nft monitor` line)",
+		apiFanout.Pods+apiFanout.Spares+apiFanout.LocalPods, apiFanout.Selectors, samples),
+		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (objects created in %.0f s; agent synced %.1f s after)", float64(p50)/1e6, float64(p99)/1e6, created.Seconds(), synced.Seconds()),
+		"p99 ≤ 20 ms", meets(p99 <= 20*time.Millisecond)})
+}
