@@ -47,7 +47,12 @@ func TestConformance(t *testing.T) {
 	agentCtx, stopAll := context.WithCancel(context.Background())
 	t.Cleanup(stopAll)
 	for _, node := range nodeNames() {
-		stop, err := enf.Start(agentCtx, node, fab.cl.Node(node).FD())
+		fd, err := fab.cl.Node(node).FD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) }) // after stop: cleanups run last-in first-out
+		stop, err := enf.Start(agentCtx, node, fd)
 		if err != nil {
 			t.Fatalf("starting the enforcer on node %s: %v", node, err)
 		}
@@ -73,12 +78,12 @@ func (f *netnsFabric) addPod(_ context.Context, node, ns, name string) ([]netip.
 	}
 	for _, port := range modelPorts() {
 		for _, proto := range []corev1.Protocol{protocolTCP, protocolUDP} {
-			if err := f.cl.Serve(p.NetNS, netns.Protocol(proto), int(port)); err != nil {
+			if err := f.cl.Serve(p.NetNS, netns.Protocol(proto), uint16(port)); err != nil {
 				return nil, fmt.Errorf("serving %s/%d in %s: %w", proto, port, key, err)
 			}
 		}
 	}
-	fd, err := unix.Open("/run/netns/"+p.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open("/run/netns/"+p.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0) // where `ip netns` mounts it, as netns does
 	if err != nil {
 		return nil, fmt.Errorf("opening the namespace of pod %s: %w", key, err)
 	}
@@ -90,7 +95,7 @@ func (f *netnsFabric) addPod(_ context.Context, node, ns, name string) ([]netip.
 
 func (f *netnsFabric) probe(ctx context.Context, v familyView, proto corev1.Protocol, port int32) (map[[2]string]bool, error) {
 	if proto != protocolSCTP {
-		return f.cl.ProbeMatrix(ctx, f.list, netns.Protocol(proto), int(port), v.is6, probeTimeout)
+		return f.cl.ProbeMatrix(ctx, f.list, netns.Protocol(proto), uint16(port), v.is6, probeTimeout)
 	}
 	var ends []sctpEnd
 	for _, key := range modelPods() {
