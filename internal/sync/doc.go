@@ -32,10 +32,12 @@
 //     (the handler registrations' HasSynced), after all the updates of those lists. Before it,
 //     the first batch is SyncStatusUpdate{ResyncInProgress}. The graph emits nothing before
 //     in-sync, so nothing partial reaches the dataplane.
-//   - The Watcher remembers what it last emitted per object and emits only changes: resyncs and
-//     relists after an outage re-deliver objects without producing updates, and an object that
-//     stops being an endpoint or a valid policy produces the matching *Deleted update. An API
-//     outage emits nothing: the consumer keeps the last state; client-go relists on return.
+//   - Only changes are emitted: resyncs and relists after an outage re-deliver objects without
+//     producing updates, and an object that stops being an endpoint or a valid policy produces
+//     the matching *Deleted update. For namespaces and policies the Watcher records what it
+//     last emitted; for pods (10,000s) it records nothing and compares the conversions of the
+//     informer's old and new versions instead (conversion is deterministic). An API outage
+//     emits nothing: the consumer keeps the last state; client-go relists on return.
 //   - Bad input never stops anything else: an object the converters reject is skipped, logged
 //     once per version (kind, namespace, name, reason) and counted in
 //     nftpolicy_invalid_objects_total{kind}; a later valid version is picked up. A policy whose
@@ -44,6 +46,9 @@
 //   - Event handlers never block on the consumer: updates queue in the Watcher and each send
 //     carries everything queued (one batch per burst).
 //   - The informer caches hold slimmed objects (Transform): metadata name/namespace/labels/
-//     resourceVersion, and for pods only nodeName, hostNetwork, serviceAccountName, named
-//     container ports, phase and IPs.
+//     resourceVersion, and for pods only nodeName, hostNetwork, serviceAccountName, phase, IPs
+//     and the named ports (gathered into one container). Measured by TestInformerCacheMemory:
+//     10,000 realistic pods, 500 namespaces and 2,000 policies add ~34 MiB of heap (caches and
+//     the Watcher's records; the budget is 50 MiB). A *corev1.Pod alone is ~1.2 KB, the
+//     largest part of what remains.
 package sync

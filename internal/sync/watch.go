@@ -45,9 +45,10 @@ type Watcher struct {
 	pending []model.Update
 	kick    chan struct{} // capacity 1: "pending is not empty"
 
-	// What was last emitted per object, to emit only changes (resyncs and relists re-deliver
-	// unchanged objects) and the matching delete when an object stops being usable.
-	endpoints  map[model.EndpointKey]model.Endpoint
+	// What was last emitted per namespace and policy, to emit only changes (resyncs and
+	// relists re-deliver unchanged objects) and the matching delete when an object stops being
+	// usable. Pods are not recorded (see podChanged); endpoints only counts them, for the log.
+	endpoints  int
 	namespaces map[string]model.Namespace
 	policies   map[model.PolicyKey]model.Policy
 	// invalid holds the resourceVersion of each object last found invalid, so that a version
@@ -75,7 +76,6 @@ func New(cfg Config) *Watcher {
 		log:        log,
 		metrics:    cfg.Metrics,
 		kick:       make(chan struct{}, 1),
-		endpoints:  map[model.EndpointKey]model.Endpoint{},
 		namespaces: map[string]model.Namespace{},
 		policies:   map[model.PolicyKey]model.Policy{},
 		invalid:    map[objectKey]string{},
@@ -100,19 +100,19 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	type source struct {
 		name     string
 		informer cache.SharedIndexInformer
-		set      func(obj any)
+		change   func(oldObj, newObj any) // oldObj nil for an add
 		del      func(obj any)
 	}
 	sources := []source{
-		{"Namespace", factory.Core().V1().Namespaces().Informer(), w.setNamespace, w.deleteNamespace},
-		{"Pod", factory.Core().V1().Pods().Informer(), w.setPod, w.deletePod},
-		{"NetworkPolicy", factory.Networking().V1().NetworkPolicies().Informer(), w.setPolicy, w.deletePolicy},
+		{"Namespace", factory.Core().V1().Namespaces().Informer(), ignoreOld(w.setNamespace), w.deleteNamespace},
+		{"Pod", factory.Core().V1().Pods().Informer(), w.podChanged, w.deletePod},
+		{"NetworkPolicy", factory.Networking().V1().NetworkPolicies().Informer(), ignoreOld(w.setPolicy), w.deletePolicy},
 	}
 	var synced []cache.InformerSynced
 	for _, s := range sources {
 		reg, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    s.set,
-			UpdateFunc: func(_, obj any) { s.set(obj) },
+			AddFunc:    func(obj any) { s.change(nil, obj) },
+			UpdateFunc: s.change,
 			DeleteFunc: s.del,
 		})
 		if err != nil {
@@ -129,7 +129,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 			return
 		}
 		w.mu.Lock()
-		n := len(w.endpoints)
+		n := w.endpoints
 		np := len(w.policies)
 		nn := len(w.namespaces)
 		w.mu.Unlock()
@@ -158,6 +158,8 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		}
 	}
 }
+
+func ignoreOld(f func(obj any)) func(_, obj any) { return func(_, obj any) { f(obj) } }
 
 // push queues updates for the sender.
 func (w *Watcher) push(ups ...model.Update) {
@@ -213,29 +215,41 @@ func (w *Watcher) validLocked(k objectKey) {
 	}
 }
 
-func (w *Watcher) setPod(obj any) {
-	p, ok := obj.(*corev1.Pod)
+// podChanged emits the change of one pod. Pods are many, so the Watcher keeps no record of
+// them: what was emitted for a pod is the conversion of its previous cached version (old; nil
+// for an add), which conversion makes deterministic.
+func (w *Watcher) podChanged(oldObj, newObj any) {
+	p, ok := newObj.(*corev1.Pod)
 	if !ok {
 		return
 	}
+	var (
+		before    model.Endpoint
+		hadBefore bool
+	)
+	if o, ok := oldObj.(*corev1.Pod); ok {
+		before, hadBefore, _ = ConvertPod(o)
+	}
 	key := model.EndpointKey{Namespace: p.Namespace, Name: p.Name}
-	ok2 := objectKey{"Pod", p.Namespace, p.Name}
+	okey := objectKey{"Pod", p.Namespace, p.Name}
 	ep, isEndpoint, err := ConvertPod(p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
-		w.invalidLocked(ok2, p.ResourceVersion, err)
+		w.invalidLocked(okey, p.ResourceVersion, err)
 	} else {
-		w.validLocked(ok2)
+		w.validLocked(okey)
 	}
-	old, had := w.endpoints[key]
 	switch {
-	case isEndpoint && had && reflect.DeepEqual(old, ep):
+	case isEndpoint && hadBefore && reflect.DeepEqual(before, ep):
 	case isEndpoint:
-		w.endpoints[key] = ep
+		w.endpoints++
+		if hadBefore {
+			w.endpoints--
+		}
 		w.pushLocked(model.EndpointSet{Endpoint: ep})
-	case had:
-		delete(w.endpoints, key)
+	case hadBefore:
+		w.endpoints--
 		w.pushLocked(model.EndpointDeleted{Key: key})
 	}
 }
@@ -245,13 +259,22 @@ func (w *Watcher) deletePod(obj any) {
 	if !ok {
 		return
 	}
-	key := model.EndpointKey{Namespace: ns, Name: name}
+	last := obj
+	if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+		last = t.Obj
+	}
+	// A pod whose last known version was no endpoint was never emitted (or already withdrawn).
+	// A tombstone without a readable pod gets a delete anyway; the graph ignores unknown keys.
+	wasEndpoint := true
+	if p, isPod := last.(*corev1.Pod); isPod {
+		_, wasEndpoint, _ = ConvertPod(p)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.invalid, objectKey{"Pod", ns, name})
-	if _, had := w.endpoints[key]; had {
-		delete(w.endpoints, key)
-		w.pushLocked(model.EndpointDeleted{Key: key})
+	if wasEndpoint {
+		w.endpoints--
+		w.pushLocked(model.EndpointDeleted{Key: model.EndpointKey{Namespace: ns, Name: name}})
 	}
 }
 
@@ -369,35 +392,40 @@ func slimPod(p *corev1.Pod) *corev1.Pod {
 			NodeName:           p.Spec.NodeName,
 			HostNetwork:        p.Spec.HostNetwork,
 			ServiceAccountName: p.Spec.ServiceAccountName,
-			Containers:         slimContainers(p.Spec.Containers, false),
-			InitContainers:     slimContainers(p.Spec.InitContainers, true),
+			Containers:         namedPortsContainer(p),
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
 	}
-	if len(out.Status.PodIPs) == 1 && out.Status.PodIPs[0].IP == out.Status.PodIP {
-		out.Status.PodIP = out.Status.PodIPs[0].IP // share the string
+	if len(out.Status.PodIPs) > 0 && out.Status.PodIPs[0].IP == out.Status.PodIP {
+		out.Status.PodIP = out.Status.PodIPs[0].IP // one string, not two
 	}
 	return out
 }
 
-// slimContainers keeps, of each container with a named port, its name and named ports (of init
-// containers only the restartable ones, whose ports are served).
-func slimContainers(cs []corev1.Container, init bool) []corev1.Container {
-	var out []corev1.Container
-	for i := range cs {
-		c := &cs[i]
-		if init && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
-			continue
-		}
-		var ports []corev1.ContainerPort
+// namedPortsContainer gathers the named ports of the containers and of the restartable init
+// containers (whose ports are served) into one container named "named-ports", in the order
+// ConvertPod reads them; nil when there are none. One container instead of several keeps the
+// cached pod small (a Container is ~400 bytes before its ports).
+func namedPortsContainer(p *corev1.Pod) []corev1.Container {
+	var ports []corev1.ContainerPort
+	add := func(c *corev1.Container) {
 		for _, cp := range c.Ports {
 			if cp.Name != "" {
 				ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cp.Protocol})
 			}
 		}
-		if len(ports) > 0 {
-			out = append(out, corev1.Container{Name: c.Name, Ports: ports, RestartPolicy: c.RestartPolicy})
+	}
+	for i := range p.Spec.Containers {
+		add(&p.Spec.Containers[i])
+	}
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(c)
 		}
 	}
-	return out
+	if len(ports) == 0 {
+		return nil
+	}
+	return []corev1.Container{{Name: "named-ports", Ports: ports}}
 }

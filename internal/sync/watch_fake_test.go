@@ -153,7 +153,9 @@ func TestWatcherBadObjects(t *testing.T) {
 	// namespace and the pod emit their deletes.
 	mark := c.mark()
 	for _, del := range []func() error{
-		func() error { return cs.NetworkingV1().NetworkPolicies("x").Delete(ctx, "good", metav1.DeleteOptions{}) },
+		func() error {
+			return cs.NetworkingV1().NetworkPolicies("x").Delete(ctx, "good", metav1.DeleteOptions{})
+		},
 		func() error { return cs.NetworkingV1().NetworkPolicies("x").Delete(ctx, "bad", metav1.DeleteOptions{}) },
 		func() error { return cs.CoreV1().Pods("x").Delete(ctx, "bad", metav1.DeleteOptions{}) },
 		func() error { return cs.CoreV1().Namespaces().Delete(ctx, "x", metav1.DeleteOptions{}) },

@@ -3,8 +3,8 @@ package sync_test
 import (
 	"context"
 	"encoding/json"
-	"net/netip"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
