@@ -48,7 +48,7 @@ func TestLoadDir(t *testing.T) {
 	}
 	want := []string{
 		"ns x", "ns y", "ns z",
-		"ep x/a", "ep x/b", "ep y/a", "ep z/c", // z/host (hostNetwork) and z/done (Succeeded) are not endpoints
+		"ep x/a", "ep x/a2", "ep x/b", "ep y/a", "ep z/c", // z/host (hostNetwork) and z/done (Succeeded) are not endpoints
 		"pol NetworkPolicy/x/allow-b-and-blue", "pol NetworkPolicy/y/deny-all", "pol NetworkPolicy/z/egress-net",
 		"sync in-sync",
 	}
@@ -127,6 +127,8 @@ func TestLoadDirMeaning(t *testing.T) {
 	}{
 		{"x/b to x/a on x/a's named port serve-80 (80)", xb, xa, model.ProtocolTCP, 80, true},
 		{"x/b to x/a on 8080 (x/b's own serve-80 does not count)", xb, xa, model.ProtocolTCP, 8080, false},
+		{"x/b to x/a2, selected too but without serve-80: nothing allowed", xb, "10.0.1.2", model.ProtocolTCP, 80, false},
+		{"y/a to x/a2: the namespace rule has no ports", ya, "10.0.1.2", model.ProtocolTCP, 80, true},
 		{"x/b to x/a over UDP 80 (serve-80 is TCP)", xb, xa, model.ProtocolUDP, 80, false},
 		{"y/a (namespace of team blue) to x/a on any port", ya, xa, model.ProtocolTCP, 12345, true},
 		{"z/c (no team) to x/a on 80: only pod=b of x", zc, xa, model.ProtocolTCP, 80, false},

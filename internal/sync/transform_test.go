@@ -1,0 +1,63 @@
+package sync_test
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/nftpolicy/nftpolicy/internal/sync"
+)
+
+// TestTransformKeepsMeaning: the cached (transformed) objects convert exactly like the full
+// ones, the transform is idempotent (client-go may apply it to an object twice), and what it
+// drops is really gone.
+func TestTransformKeepsMeaning(t *testing.T) {
+	sidecar := realisticPod(7)
+	sidecar.Spec.InitContainers = []corev1.Container{
+		{Name: "init", Ports: []corev1.ContainerPort{{Name: "setup", ContainerPort: 1}}},
+		{Name: "proxy", RestartPolicy: new(corev1.ContainerRestartPolicyAlways), Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: 15000}}},
+	}
+	hostNet := realisticPod(8)
+	hostNet.Spec.HostNetwork = true
+	done := realisticPod(9)
+	done.Status.Phase = corev1.PodSucceeded
+	for _, p := range []*corev1.Pod{realisticPod(1), sidecar, hostNet, done} {
+		full, fullOK, fullErr := sync.ConvertPod(p)
+		once, err := sync.Transform(p.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		twice, _ := sync.Transform(once)
+		if !reflect.DeepEqual(once, twice) {
+			t.Errorf("%s: transform is not idempotent", p.Name)
+		}
+		slim := once.(*corev1.Pod)
+		got, ok, err := sync.ConvertPod(slim)
+		if !reflect.DeepEqual(got, full) || ok != fullOK || (err == nil) != (fullErr == nil) {
+			t.Errorf("%s: slim pod converts to %+v %v %v, full pod to %+v %v %v", p.Name, got, ok, err, full, fullOK, fullErr)
+		}
+		if len(slim.ManagedFields) != 0 || len(slim.Annotations) != 0 || len(slim.OwnerReferences) != 0 ||
+			len(slim.Status.Conditions) != 0 || len(slim.Status.ContainerStatuses) != 0 || len(slim.Spec.Volumes) != 0 {
+			t.Errorf("%s: transform kept fields nobody reads: %+v", p.Name, slim)
+		}
+	}
+	np := realisticPolicy(3)
+	full, err := sync.ConvertNetworkPolicy(np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim, _ := sync.Transform(np.DeepCopy())
+	got, err := sync.ConvertNetworkPolicy(slim.(*networkingv1.NetworkPolicy))
+	if err != nil || !reflect.DeepEqual(got, full) {
+		t.Errorf("slim policy converts to %+v (%v), full to %+v", got, err, full)
+	}
+	if m := slim.(*networkingv1.NetworkPolicy).ObjectMeta; len(m.ManagedFields) != 0 || len(m.Annotations) != 0 {
+		t.Errorf("policy metadata not slimmed: %+v", m)
+	}
+	other := &corev1.ConfigMap{}
+	if o, _ := sync.Transform(other); o != other {
+		t.Error("other objects must pass through unchanged")
+	}
+}
