@@ -10,7 +10,11 @@
 //     local ones by Endpoint.Node) and NetworkPolicies. ServiceAccounts and Nodes are not
 //     watched: NetworkPolicy v1 does not use their labels and the model has no Node.
 //   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
-//     manifests (multi-document files, v1 Lists), for `nftpolicy render` and tests.
+//     manifests (multi-document files, v1 Lists; strict decoding as kubectl's), for
+//     `nftpolicy render` and tests. Deterministic order (namespaces, endpoints, policies, then
+//     in-sync); namespaces that objects use but no manifest defines are added with their name
+//     label, as the API server would hold them; bad documents are reported with file and
+//     document number and skipped.
 //
 // # Conversion (convert.go)
 //

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -36,7 +37,9 @@ type sourced struct {
 // each holding one or more documents (YAML "---" separated; a v1 List is unpacked), and converts
 // the Namespaces, Pods (with their status) and NetworkPolicies in them like the API watcher
 // does. Decoding is strict, as kubectl's: an unknown or duplicate field makes the object bad.
-// Objects without metadata.namespace (Pods, NetworkPolicies) are in "default".
+// Objects without metadata.namespace (Pods, NetworkPolicies) are in "default". A namespace
+// that objects are in but that no manifest defines exists with only its
+// kubernetes.io/metadata.name label, as it would in a cluster.
 //
 // Bad objects (undecodable, unsupported kind, duplicate, invalid for the converter) are skipped
 // and reported in the errors, each naming its file, document and object; everything else is
@@ -134,7 +137,8 @@ func decode(js []byte, origin string, dec runtime.Decoder) []sourced {
 // SyncStatusUpdate{InSync}. Pods that are not endpoints are left out silently; objects of other
 // kinds, duplicates (the later one is dropped) and objects the converters reject are skipped and
 // reported, each error naming the object. Pods and NetworkPolicies without a namespace are in
-// "default".
+// "default"; a namespace that holds objects but is not among objs is added with only its
+// kubernetes.io/metadata.name label (the API server would not hold the objects without it).
 func ConvertObjects(objs []runtime.Object) ([]model.Update, []error) {
 	items := make([]sourced, len(objs))
 	for i, o := range objs {
@@ -221,6 +225,14 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 			fail(it, errors.New("kind not used by nftpolicy, ignored"))
 		}
 	}
+	// A pod or policy cannot exist in the API without its namespace: a namespace the objects
+	// name but do not define exists with only its kubernetes.io/metadata.name label.
+	for k := range endpoints {
+		implicitNamespace(namespaces, k.Namespace)
+	}
+	for k := range policies {
+		implicitNamespace(namespaces, k.Namespace)
+	}
 	var ups []model.Update
 	for _, name := range sortedKeys(namespaces, func(a, b string) bool { return a < b }) {
 		ups = append(ups, model.NamespaceSet{Namespace: namespaces[name]})
@@ -237,6 +249,12 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 	}
 	ups = append(ups, model.SyncStatusUpdate{Status: model.InSync})
 	return ups, errs
+}
+
+func implicitNamespace(namespaces map[string]model.Namespace, name string) {
+	if _, ok := namespaces[name]; !ok && name != "" {
+		namespaces[name] = ConvertNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	}
 }
 
 func sortedKeys[K comparable, V any](m map[K]V, less func(a, b K) bool) []K {

@@ -170,7 +170,7 @@ func TestConvertObjects(t *testing.T) {
 	for _, u := range ups {
 		got = append(got, describe(u))
 	}
-	want := []string{"ns a", "ep a/a", "ep default/b", "pol NetworkPolicy/default/p", "sync in-sync"}
+	want := []string{"ns a", "ns default", "ep a/a", "ep default/b", "pol NetworkPolicy/default/p", "sync in-sync"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -183,7 +183,10 @@ func TestConvertObjects(t *testing.T) {
 			t.Errorf("error %d = %q, want prefix %q", i, errs[i], w)
 		}
 	}
-	if ep := ups[1].(model.EndpointSet).Endpoint; ep.Addrs[0] != netip.MustParseAddr("10.0.0.1") {
+	if ns := ups[1].(model.NamespaceSet).Namespace; !reflect.DeepEqual(ns.Labels, map[string]string{"kubernetes.io/metadata.name": "default"}) {
+		t.Errorf("implicit namespace default: %+v", ns)
+	}
+	if ep := ups[2].(model.EndpointSet).Endpoint; ep.Addrs[0] != netip.MustParseAddr("10.0.0.1") {
 		t.Errorf("duplicate replaced the first pod: %+v", ep)
 	}
 }
