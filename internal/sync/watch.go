@@ -23,8 +23,9 @@ import (
 // Config configures a Watcher.
 type Config struct {
 	Client kubernetes.Interface
-	// NodeName is this node. Every pod of the cluster becomes an endpoint (remote pods are
-	// members of the sets local policies use); the graph tells local ones by Endpoint.Node.
+	// NodeName is this node, for the logs. Every pod of the cluster becomes an endpoint (remote
+	// pods are members of the sets local policies use); the graph tells local ones by
+	// Endpoint.Node.
 	NodeName string
 	// Resync is the informers' resync period; 0 disables it. A resync re-delivers every cached
 	// object; unchanged conversions emit nothing.
@@ -133,7 +134,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		np := len(w.policies)
 		nn := len(w.namespaces)
 		w.mu.Unlock()
-		w.log.Info("initial lists received; in sync", "endpoints", n, "namespaces", nn, "policies", np,
+		w.log.Info("initial lists received; in sync", "node", w.cfg.NodeName, "endpoints", n, "namespaces", nn, "policies", np,
 			"took", time.Since(started).Round(time.Millisecond))
 		w.push(model.SyncStatusUpdate{Status: model.InSync})
 	}()
