@@ -235,7 +235,14 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	web.Labels = map[string]string{"app": "web", "tier": "back"}
 	want.Endpoints[web.Key] = web
 	c.waitFor(t, "changes after an API server restart", view, want)
-	for _, u := range c.since(mark) {
+	updatesAfterRestart := c.since(mark)
+
+	// Deletes still flow after the restart.
+	must(s.Client.CoreV1().Pods(nsA).Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	delete(want.Endpoints, web.Key)
+	c.waitFor(t, "delete after an API server restart", view, want)
+
+	for _, u := range updatesAfterRestart {
 		switch u := u.(type) {
 		case model.EndpointDeleted, model.NamespaceDeleted, model.PolicyDeleted:
 			t.Errorf("the outage withdrew %s", describe(u))
