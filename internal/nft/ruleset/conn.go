@@ -1,0 +1,694 @@
+package ruleset
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Socket buffer sizes of the lasting netlink connection. The write buffer must hold a whole batch
+// (netlink refuses a message larger than sndbuf); the read buffer holds one ack per message of a
+// batch, and on failure the echo of the failing message. Set with SO_*BUFFORCE (CAP_NET_ADMIN), so
+// rmem_max/wmem_max do not cap them; memory is charged only as used.
+const (
+	writeBuffer = 64 << 20
+	readBuffer  = 16 << 20
+)
+
+// Element chunking: google/nftables v0.3.0 puts all elements of one SetAddElements call into one
+// attribute whose length is 16 bits. Chunks stay well below that.
+const (
+	chunkElements = 1000
+	chunkBytes    = 48 << 10
+)
+
+// Counter is a packet/byte counter read from the kernel.
+type Counter struct {
+	Packets, Bytes uint64
+}
+
+// Conn commits tables to the kernel of one network namespace and remembers what it committed
+// (the mirror). It is not safe for concurrent use.
+type Conn struct {
+	netnsFD int // our own dup of the caller's handle; -1 for the current namespace
+	nft     *nftables.Conn
+	mirror  *Table
+	// batches counts the batches sent to the kernel (successful or not): one per Commit or
+	// Replace that had anything to send, the test-visible proof of one transaction per call.
+	batches uint64
+}
+
+// Open opens a lasting nftables netlink connection in the network namespace netnsFD refers to
+// (netnsFD < 0: the current one). The handle is duplicated; the caller may close its own.
+func Open(netnsFD int) (*Conn, error) {
+	c := &Conn{netnsFD: -1}
+	if netnsFD >= 0 {
+		fd, err := unix.FcntlInt(uintptr(netnsFD), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("duplicating netns handle %d: %w", netnsFD, err)
+		}
+		c.netnsFD = fd
+	}
+	if err := c.dial(); err != nil {
+		if c.netnsFD >= 0 {
+			_ = unix.Close(c.netnsFD)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Conn) dial() error {
+	opts := []nftables.ConnOption{
+		nftables.AsLasting(),
+		nftables.WithSockOptions(func(nc *netlink.Conn) error {
+			if err := nc.SetWriteBuffer(writeBuffer); err != nil {
+				return fmt.Errorf("netlink write buffer: %w", err)
+			}
+			if err := nc.SetReadBuffer(readBuffer); err != nil {
+				return fmt.Errorf("netlink read buffer: %w", err)
+			}
+			return nil
+		}),
+	}
+	if c.netnsFD >= 0 {
+		opts = append(opts, nftables.WithNetNSFd(c.netnsFD))
+	}
+	nc, err := nftables.New(opts...)
+	if err != nil {
+		return fmt.Errorf("opening nftables netlink connection: %w", err)
+	}
+	if c.nft != nil {
+		_ = c.nft.CloseLasting()
+	}
+	c.nft = nc
+	return nil
+}
+
+// Close closes the connection. The table stays in the kernel.
+func (c *Conn) Close() error {
+	var err error
+	if c.nft != nil {
+		err = c.nft.CloseLasting()
+		c.nft = nil
+	}
+	if c.netnsFD >= 0 {
+		err = errors.Join(err, unix.Close(c.netnsFD))
+		c.netnsFD = -1
+	}
+	return err
+}
+
+// Committed returns the mirror: the table as last committed (nil before the first commit). The
+// caller must not modify it.
+func (c *Conn) Committed() *Table { return c.mirror }
+
+// Batches returns the number of batches (transactions) sent so far.
+func (c *Conn) Batches() uint64 { return c.batches }
+
+func nfTable(name string) *nftables.Table {
+	return &nftables.Table{Name: name, Family: nftables.TableFamilyINet}
+}
+
+// flush sends the queued batch. After a failure the netlink connection is replaced, so that a
+// poisoned queue or unread acks of v0.3.0's Flush never leak into the next batch.
+func (c *Conn) flush() error {
+	c.batches++
+	err := c.nft.Flush()
+	if err == nil {
+		return nil
+	}
+	if derr := c.dial(); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return err
+}
+
+// batch queues operations on the google/nftables Conn. Everything is encoded and validated
+// before anything is queued, so that a bad object never leaves a half-built batch (v0.3.0 keeps a
+// marshal error sticky on the Conn).
+type batch struct {
+	nft   *nftables.Conn
+	table *nftables.Table
+	setID uint32
+	sets  map[string]*nftables.Set
+	ops   []func() error
+}
+
+func newBatch(nc *nftables.Conn, name string) *batch {
+	return &batch{nft: nc, table: nfTable(name), sets: map[string]*nftables.Set{}}
+}
+
+func (b *batch) nfSet(s *Set) (*nftables.Set, error) {
+	if ns, ok := b.sets[s.Name]; ok {
+		return ns, nil
+	}
+	ns, err := nfSet(b.table, s)
+	if err != nil {
+		return nil, err
+	}
+	b.setID++
+	ns.ID = b.setID // unique within the batch; avoids v0.3.0's unsynchronised global counter
+	b.sets[s.Name] = ns
+	return ns, nil
+}
+
+func (b *batch) addChain(c *Chain) error {
+	nc, err := nfChain(b.table, c)
+	if err != nil {
+		return err
+	}
+	comment := Comment(c.Comment)
+	b.ops = append(b.ops, func() error {
+		b.nft.AddChain(nc)
+		if !addChainComment(b.nft, comment) {
+			return fmt.Errorf("chain %s: cannot attach its comment (google/nftables layout changed)", c.Name)
+		}
+		return nil
+	})
+	return nil
+}
+
+func (b *batch) addRules(c *Chain) error {
+	nc := &nftables.Chain{Table: b.table, Name: c.Name}
+	for i, r := range c.Rules {
+		ex, err := ruleExprs(r)
+		if err != nil {
+			return fmt.Errorf("chain %s rule %d (%s): %w", c.Name, i, RenderRule(r), err)
+		}
+		nr := &nftables.Rule{Table: b.table, Chain: nc, Exprs: ex, UserData: ruleUserData(r)}
+		b.ops = append(b.ops, func() error { b.nft.AddRule(nr); return nil })
+	}
+	return nil
+}
+
+func (b *batch) flushChain(name string) {
+	nc := &nftables.Chain{Table: b.table, Name: name}
+	b.ops = append(b.ops, func() error { b.nft.FlushChain(nc); return nil })
+}
+
+func (b *batch) delChain(name string) {
+	nc := &nftables.Chain{Table: b.table, Name: name}
+	b.ops = append(b.ops, func() error { b.nft.DelChain(nc); return nil })
+}
+
+func (b *batch) addSet(s *Set) error {
+	ns, err := b.nfSet(s)
+	if err != nil {
+		return err
+	}
+	b.ops = append(b.ops, func() error { return b.nft.AddSet(ns, nil) })
+	return nil
+}
+
+func (b *batch) delSet(s *Set) error {
+	ns, err := b.nfSet(s)
+	if err != nil {
+		return err
+	}
+	b.ops = append(b.ops, func() error { b.nft.FlushSet(ns); b.nft.DelSet(ns); return nil })
+	return nil
+}
+
+// elements queues adds (del=false) or deletes of elements of s, in chunks.
+func (b *batch) elements(s *Set, es []Element, del bool) error {
+	if len(es) == 0 {
+		return nil
+	}
+	ns, err := b.nfSet(s)
+	if err != nil {
+		return err
+	}
+	var all []nftables.SetElement
+	for _, e := range es {
+		if all, err = encodeElements(s, e, all); err != nil {
+			return err
+		}
+	}
+	if del {
+		for i := range all { // a delete names keys only
+			all[i].VerdictData, all[i].Comment = nil, ""
+		}
+	}
+	for len(all) > 0 {
+		n, size := 0, 0
+		for n < len(all) && n < chunkElements && size < chunkBytes {
+			e := all[n]
+			size += 64 + len(e.Key) + len(e.KeyEnd) + len(e.Comment)
+			if e.VerdictData != nil {
+				size += len(e.VerdictData.Chain)
+			}
+			n++
+		}
+		chunk := all[:n:n]
+		all = all[n:]
+		if del {
+			b.ops = append(b.ops, func() error { return b.nft.SetDeleteElements(ns, chunk) })
+		} else {
+			b.ops = append(b.ops, func() error { return b.nft.SetAddElements(ns, chunk) })
+		}
+	}
+	return nil
+}
+
+// queue hands the operations to the google/nftables Conn.
+func (b *batch) queue() error {
+	for _, op := range b.ops {
+		if err := op(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Replace replaces the table with desired in one batch: add table (so the delete cannot fail),
+// delete table, add table, then chains, sets, elements and rules. A table of that name stays in
+// force until the new one replaces it atomically.
+func (c *Conn) Replace(desired *Table) error {
+	if desired == nil || desired.Name == "" {
+		return errors.New("replace: no table")
+	}
+	b := newBatch(c.nft, desired.Name)
+	chains, sets := desired.sortedChains(), desired.sortedSets()
+	for _, ch := range chains {
+		if err := b.addChain(ch); err != nil {
+			return fmt.Errorf("replace table %s: %w", desired.Name, err)
+		}
+	}
+	for _, s := range sets {
+		if err := b.addSet(s); err != nil {
+			return fmt.Errorf("replace table %s: %w", desired.Name, err)
+		}
+		if err := b.elements(s, s.SortedElements(), false); err != nil {
+			return fmt.Errorf("replace table %s: %w", desired.Name, err)
+		}
+	}
+	for _, ch := range chains {
+		if err := b.addRules(ch); err != nil {
+			return fmt.Errorf("replace table %s: %w", desired.Name, err)
+		}
+	}
+	c.nft.AddTable(b.table)
+	c.nft.DelTable(b.table)
+	c.nft.AddTable(b.table)
+	if err := b.queue(); err != nil {
+		_ = c.dial()
+		return fmt.Errorf("replace table %s: %w", desired.Name, err)
+	}
+	if err := c.flush(); err != nil {
+		return fmt.Errorf("replace table %s: netlink batch: %w", desired.Name, err)
+	}
+	c.mirror = desired.Clone()
+	return nil
+}
+
+// setDiff is the element work on one set.
+type setDiff struct {
+	name       string
+	adds, dels []Element
+}
+
+// Commit sends the difference between the mirror and desired for the objects changes names
+// (nil: all objects of both tables) as one batch. See the package documentation for the order.
+// Changed set or chain properties (key, flags, hook, priority, comment), which the kernel cannot
+// update in place, make it a Replace. On failure the mirror is unchanged.
+func (c *Conn) Commit(desired *Table, changes *Changes) error {
+	if desired == nil || desired.Name == "" {
+		return errors.New("commit: no table")
+	}
+	m := c.mirror
+	if m == nil || m.Name != desired.Name {
+		return c.Replace(desired)
+	}
+	setNames, chainNames := changedNames(m, desired, changes)
+
+	var (
+		newChains, changedChains, goneChains []*Chain
+		newSets, goneSets                    []*Set
+		diffs                                []setDiff
+	)
+	for _, n := range chainNames {
+		old, cur := m.Chains[n], desired.Chains[n]
+		switch {
+		case old == nil && cur == nil:
+		case old == nil:
+			newChains = append(newChains, cur)
+		case cur == nil:
+			goneChains = append(goneChains, old)
+		case !old.sameProps(cur):
+			return c.Replace(desired)
+		case !slices.EqualFunc(old.Rules, cur.Rules, Rule.Equal):
+			changedChains = append(changedChains, cur)
+		}
+	}
+	for _, n := range setNames {
+		old, cur := m.Sets[n], desired.Sets[n]
+		switch {
+		case old == nil && cur == nil:
+			continue
+		case old == nil:
+			newSets = append(newSets, cur)
+			old = &Set{}
+		case cur == nil:
+			goneSets = append(goneSets, old)
+			continue
+		case !old.sameProps(cur):
+			return c.Replace(desired)
+		}
+		d := setDiff{name: n}
+		for k, e := range cur.Elements {
+			if o, ok := old.Elements[k]; !ok {
+				d.adds = append(d.adds, e)
+			} else if o != e {
+				d.dels = append(d.dels, o)
+				d.adds = append(d.adds, e)
+			}
+		}
+		for k, o := range old.Elements {
+			if _, ok := cur.Elements[k]; !ok {
+				d.dels = append(d.dels, o)
+			}
+		}
+		if len(d.adds)+len(d.dels) > 0 {
+			diffs = append(diffs, d)
+		}
+	}
+	if len(newChains)+len(changedChains)+len(goneChains)+len(newSets)+len(goneSets)+len(diffs) == 0 {
+		return nil
+	}
+
+	b := newBatch(c.nft, desired.Name)
+	wrap := func(err error) error { return fmt.Errorf("commit table %s: %w", desired.Name, err) }
+	// 1. new chains, empty (elements and rules may jump to them)
+	for _, ch := range newChains {
+		if err := b.addChain(ch); err != nil {
+			return wrap(err)
+		}
+	}
+	// 2. new sets, empty (rules may look them up)
+	for _, s := range newSets {
+		if err := b.addSet(s); err != nil {
+			return wrap(err)
+		}
+	}
+	// 3. elements: per set, deletes (removed and changed) before adds, so a re-partitioned
+	// interval set never overlaps its old self
+	for _, d := range diffs {
+		s := desired.Sets[d.name]
+		if err := b.elements(s, d.dels, true); err != nil {
+			return wrap(err)
+		}
+		if err := b.elements(s, d.adds, false); err != nil {
+			return wrap(err)
+		}
+	}
+	// 4. rules of new chains; changed chains are flushed and refilled
+	for _, ch := range newChains {
+		if err := b.addRules(ch); err != nil {
+			return wrap(err)
+		}
+	}
+	for _, ch := range changedChains {
+		b.flushChain(ch.Name)
+		if err := b.addRules(ch); err != nil {
+			return wrap(err)
+		}
+	}
+	// 5. removed objects: every removed chain flushed before any is deleted (jumps between
+	// them), removed sets emptied and deleted (their elements may reference removed chains),
+	// then the chains deleted
+	for _, ch := range goneChains {
+		b.flushChain(ch.Name)
+	}
+	for _, s := range goneSets {
+		if err := b.delSet(s); err != nil {
+			return wrap(err)
+		}
+	}
+	for _, ch := range goneChains {
+		b.delChain(ch.Name)
+	}
+	if err := b.queue(); err != nil {
+		_ = c.dial()
+		return wrap(err)
+	}
+	if err := c.flush(); err != nil {
+		return wrap(fmt.Errorf("netlink batch: %w", err))
+	}
+
+	// the kernel took it: bring the mirror to desired for the named objects
+	for _, n := range chainNames {
+		if cur := desired.Chains[n]; cur != nil {
+			m.Chains[n] = cur.Clone()
+		} else {
+			delete(m.Chains, n)
+		}
+	}
+	for _, s := range newSets {
+		m.Sets[s.Name] = s.Clone()
+	}
+	for _, s := range goneSets {
+		delete(m.Sets, s.Name)
+	}
+	for _, d := range diffs {
+		ms := m.Sets[d.name]
+		for _, e := range d.dels {
+			delete(ms.Elements, e.ElementKey)
+		}
+		for _, e := range d.adds {
+			ms.Elements[e.ElementKey] = e
+		}
+	}
+	return nil
+}
+
+// changedNames returns the set and chain names a commit looks at, sorted.
+func changedNames(m, desired *Table, changes *Changes) (sets, chains []string) {
+	if changes != nil {
+		for n := range changes.Sets {
+			sets = append(sets, n)
+		}
+		for n := range changes.Chains {
+			chains = append(chains, n)
+		}
+	} else {
+		seen := map[string]bool{}
+		for _, t := range []*Table{m, desired} {
+			for n := range t.Sets {
+				if !seen["s"+n] {
+					seen["s"+n] = true
+					sets = append(sets, n)
+				}
+			}
+			for n := range t.Chains {
+				if !seen["c"+n] {
+					seen["c"+n] = true
+					chains = append(chains, n)
+				}
+			}
+		}
+	}
+	sort.Strings(sets)
+	sort.Strings(chains)
+	return sets, chains
+}
+
+// Delete removes the committed table from the kernel, if it is there, and forgets the mirror.
+func (c *Conn) Delete() error {
+	if c.mirror == nil {
+		return nil
+	}
+	if err := c.DeleteTable(c.mirror.Name); err != nil {
+		return err
+	}
+	c.mirror = nil
+	return nil
+}
+
+// DeleteTable removes the inet table name from the kernel if it exists (for clean-up without a
+// prior commit). The mirror is forgotten if it is that table.
+func (c *Conn) DeleteTable(name string) error {
+	ok, err := c.tableExists(name)
+	if err != nil {
+		return fmt.Errorf("delete table %s: %w", name, err)
+	}
+	if ok {
+		c.nft.DelTable(nfTable(name))
+		if err := c.flush(); err != nil {
+			return fmt.Errorf("delete table %s: %w", name, err)
+		}
+	}
+	if c.mirror != nil && c.mirror.Name == name {
+		c.mirror = nil
+	}
+	return nil
+}
+
+func (c *Conn) tableExists(name string) (bool, error) {
+	ts, err := c.nft.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("listing tables: %w", err)
+	}
+	for _, t := range ts {
+		if t.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Verify reads the table back and compares it with the mirror: the table, chain names and base
+// hooks/priorities, rule counts and comments per chain, set names, and element keys (interval
+// elements sorted; verdicts are not compared, v0.3.0 cannot read them back). It reports drift
+// and repairs nothing. Before the first commit there is nothing to compare: no drift.
+func (c *Conn) Verify() (bool, error) {
+	m := c.mirror
+	if m == nil {
+		return false, nil
+	}
+	t := nfTable(m.Name)
+	ok, err := c.tableExists(m.Name)
+	if err != nil || !ok {
+		return !ok, err
+	}
+	chains, err := c.nft.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("verify: listing chains: %w", err)
+	}
+	n := 0
+	for _, kc := range chains {
+		if kc.Table.Name != m.Name {
+			continue
+		}
+		n++
+		mc, ok := m.Chains[kc.Name]
+		if !ok || !sameBase(mc, kc) {
+			return true, nil
+		}
+	}
+	if n != len(m.Chains) {
+		return true, nil
+	}
+	for _, mc := range m.Chains {
+		rules, err := c.nft.GetRules(t, &nftables.Chain{Table: t, Name: mc.Name})
+		if err != nil {
+			return false, fmt.Errorf("verify: rules of chain %s: %w", mc.Name, err)
+		}
+		if len(rules) != len(mc.Rules) {
+			return true, nil
+		}
+		for i, r := range rules {
+			if !bytes.Equal(r.UserData, ruleUserData(mc.Rules[i])) {
+				return true, nil
+			}
+		}
+	}
+	sets, err := c.nft.GetSets(t)
+	if err != nil {
+		return false, fmt.Errorf("verify: listing sets: %w", err)
+	}
+	if len(sets) != len(m.Sets) {
+		return true, nil
+	}
+	for _, ks := range sets {
+		if _, ok := m.Sets[ks.Name]; !ok {
+			return true, nil
+		}
+	}
+	for _, ms := range m.Sets {
+		got, err := c.nft.GetSetElements(&nftables.Set{Table: t, Name: ms.Name})
+		if err != nil {
+			return false, fmt.Errorf("verify: elements of set %s: %w", ms.Name, err)
+		}
+		want, err := expectedKeys(ms)
+		if err != nil {
+			return false, fmt.Errorf("verify: %w", err)
+		}
+		if !slices.Equal(want, elementKeys(got)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func sameBase(mc *Chain, kc *nftables.Chain) bool {
+	if mc.Base == nil || kc.Hooknum == nil {
+		return mc.Base == nil && kc.Hooknum == nil
+	}
+	want, err := nfChain(nil, mc)
+	if err != nil {
+		return false
+	}
+	return *want.Hooknum == *kc.Hooknum && kc.Priority != nil && *kc.Priority == *want.Priority
+}
+
+// elementKeys returns the sorted keys of kernel elements as comparable strings; end elements of
+// single-field interval sets carry a flag, and nft's all-zero end sentinel is dropped.
+func elementKeys(es []nftables.SetElement) []string {
+	out := make([]string, 0, len(es))
+	for _, e := range es {
+		if e.IntervalEnd && len(bytes.Trim(e.Key, "\x00")) == 0 {
+			continue
+		}
+		out = append(out, keyString(e))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func keyString(e nftables.SetElement) string {
+	s := fmt.Sprintf("%x-%x", e.Key, e.KeyEnd)
+	if e.IntervalEnd {
+		s += "/end"
+	}
+	return s
+}
+
+func expectedKeys(s *Set) ([]string, error) {
+	var all []nftables.SetElement
+	var err error
+	for _, e := range s.Elements {
+		if all, err = encodeElements(s, e, all); err != nil {
+			return nil, err
+		}
+	}
+	return elementKeys(all), nil
+}
+
+// Counters reads the counters of the committed chains' rules that count, summed per chain.
+func (c *Conn) Counters() (map[string]Counter, error) {
+	m := c.mirror
+	if m == nil {
+		return map[string]Counter{}, nil
+	}
+	t := nfTable(m.Name)
+	out := map[string]Counter{}
+	for _, mc := range m.Chains {
+		if !slices.ContainsFunc(mc.Rules, func(r Rule) bool { return r.Counter }) {
+			continue
+		}
+		rules, err := c.nft.GetRules(t, &nftables.Chain{Table: t, Name: mc.Name})
+		if err != nil {
+			return nil, fmt.Errorf("counters of chain %s: %w", mc.Name, err)
+		}
+		var sum Counter
+		for _, r := range rules {
+			for _, e := range r.Exprs {
+				if ct, ok := e.(*expr.Counter); ok {
+					sum.Packets += ct.Packets
+					sum.Bytes += ct.Bytes
+				}
+			}
+		}
+		out[mc.Name] = sum
+	}
+	return out, nil
+}
+

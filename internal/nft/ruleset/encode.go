@@ -1,0 +1,293 @@
+package ruleset
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// This file turns the model into google/nftables v0.3.0 objects, transcribed from what
+// `nft --debug=netlink` shows nft 1.0.6 sending for the same rule text, so that `nft list`
+// prints the rules back as Render writes them.
+
+// ct state bits (NF_CT_STATE_*_BIT as nft's ct state datatype encodes them).
+const (
+	ctInvalid     = 1
+	ctEstablished = 2
+	ctRelated     = 4
+)
+
+var l4ProtoDportType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
+
+func setKeyType(k Key) (nftables.SetDatatype, bool, error) {
+	switch k {
+	case KeyIPSaddr, KeyIPDaddr:
+		return nftables.TypeIPAddr, false, nil
+	case KeyIP6Saddr, KeyIP6Daddr:
+		return nftables.TypeIP6Addr, false, nil
+	case KeyL4Proto:
+		return nftables.TypeInetProto, false, nil
+	case KeyL4ProtoDport:
+		return l4ProtoDportType, true, nil
+	case KeyIifname:
+		return nftables.TypeIFName, false, nil
+	}
+	return nftables.SetDatatype{}, false, fmt.Errorf("set key %d: unknown key", k)
+}
+
+// nfSet returns the google/nftables set for s (no elements).
+func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
+	kt, concat, err := setKeyType(s.Key)
+	if err != nil {
+		return nil, fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	ns := &nftables.Set{
+		Table:         t,
+		Name:          s.Name,
+		KeyType:       kt,
+		Interval:      s.Interval,
+		Concatenation: concat,
+		IsMap:         s.Map,
+		Comment:       Comment(s.Comment),
+	}
+	if s.Map {
+		ns.DataType = nftables.TypeVerdict
+	}
+	return ns, nil
+}
+
+// encodeElements returns the kernel elements for e. Plain sets and concatenated interval sets
+// take one element (Key, and KeyEnd inclusive for concatenations); single-field interval sets take
+// a start element (carrying verdict and comment) and an end element at the address after the
+// range flagged IntervalEnd — omitted when the range runs to the end of the address space.
+func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.SetElement, error) {
+	k := e.ElementKey
+	el := nftables.SetElement{Comment: Comment(e.Comment)}
+	if s.Map {
+		v, err := nfVerdict(e.Verdict)
+		if err != nil {
+			return dst, fmt.Errorf("set %s element %s: %w", s.Name, k, err)
+		}
+		el.VerdictData = v
+	}
+	switch s.Key {
+	case KeyIPSaddr, KeyIPDaddr, KeyIP6Saddr, KeyIP6Daddr:
+		want4 := s.Key == KeyIPSaddr || s.Key == KeyIPDaddr
+		end := rangeEnd(k)
+		if !k.Addr.IsValid() || k.Addr.Is4() != want4 || end.Is4() != want4 || k.Addr.Is4In6() || end.Compare(k.Addr) < 0 {
+			return dst, fmt.Errorf("set %s: bad address element %s", s.Name, k)
+		}
+		el.Key = k.Addr.AsSlice()
+		if !s.Interval {
+			if end != k.Addr {
+				return dst, fmt.Errorf("set %s: range %s in a set without flags interval", s.Name, k)
+			}
+			return append(dst, el), nil
+		}
+		dst = append(dst, el)
+		if next := end.Next(); next.IsValid() {
+			dst = append(dst, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
+		}
+		return dst, nil
+	case KeyL4Proto:
+		if s.Interval {
+			return dst, fmt.Errorf("set %s: interval inet_proto sets are not supported", s.Name)
+		}
+		el.Key = []byte{k.Proto}
+		return append(dst, el), nil
+	case KeyL4ProtoDport:
+		el.Key = l4ProtoDportKey(k.Proto, k.Port)
+		if s.Interval {
+			end := k.PortEnd
+			if end < k.Port {
+				end = k.Port
+			}
+			el.KeyEnd = l4ProtoDportKey(k.Proto, end)
+		} else if k.PortEnd != k.Port && k.PortEnd != 0 {
+			return dst, fmt.Errorf("set %s: port range %s in a set without flags interval", s.Name, k)
+		}
+		return append(dst, el), nil
+	case KeyIifname:
+		if s.Interval || k.Ifname == "" || len(k.Ifname) >= unix.IFNAMSIZ {
+			return dst, fmt.Errorf("set %s: bad interface element %q", s.Name, k.Ifname)
+		}
+		el.Key = ifnameBytes(k.Ifname)
+		return append(dst, el), nil
+	}
+	return dst, fmt.Errorf("set %s: unknown key %d", s.Name, s.Key)
+}
+
+// l4ProtoDportKey is `inet_proto . inet_service` with each field padded to 4 bytes.
+func l4ProtoDportKey(proto uint8, port uint16) []byte {
+	b := make([]byte, 8)
+	b[0] = proto
+	binary.BigEndian.PutUint16(b[4:], port)
+	return b
+}
+
+func ifnameBytes(n string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, n)
+	return b
+}
+
+func nfVerdict(v Verdict) (*expr.Verdict, error) {
+	switch v.Kind {
+	case Accept:
+		return &expr.Verdict{Kind: expr.VerdictAccept}, nil
+	case Drop:
+		return &expr.Verdict{Kind: expr.VerdictDrop}, nil
+	case Return:
+		return &expr.Verdict{Kind: expr.VerdictReturn}, nil
+	case Jump, Goto:
+		if v.Chain == "" {
+			return nil, fmt.Errorf("verdict %s without a chain", v)
+		}
+		k := expr.VerdictJump
+		if v.Kind == Goto {
+			k = expr.VerdictGoto
+		}
+		return &expr.Verdict{Kind: k, Chain: v.Chain}, nil
+	}
+	return nil, fmt.Errorf("no verdict")
+}
+
+// ruleExprs returns the expressions of r, in the order nft 1.0.6 emits them for
+//
+//	[ct state …] [iifname "…"] [KEY vmap @M | KEY @S] [counter] [verdict]
+func ruleExprs(r Rule) ([]expr.Any, error) {
+	var ex []expr.Any
+	switch r.CtState {
+	case CtNone:
+	case CtEstablishedRelated, CtInvalid:
+		mask := uint32(ctEstablished | ctRelated)
+		if r.CtState == CtInvalid {
+			mask = ctInvalid
+		}
+		ex = append(ex,
+			&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+				Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+		)
+	default:
+		return nil, fmt.Errorf("unknown ct state match %d", r.CtState)
+	}
+	if n := r.Iifname; n != "" {
+		var data []byte
+		if n[len(n)-1] == '*' {
+			data = []byte(n[:len(n)-1])
+			if len(data) == 0 {
+				return nil, fmt.Errorf("iifname %q: empty prefix", n)
+			}
+		} else {
+			data = ifnameBytes(n)
+		}
+		if len(n) >= unix.IFNAMSIZ {
+			return nil, fmt.Errorf("iifname %q: too long", n)
+		}
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
+	}
+	if l := r.Lookup; l != nil {
+		if l.Set == "" {
+			return nil, fmt.Errorf("lookup without a set")
+		}
+		load, err := keyLoad(l.Key)
+		if err != nil {
+			return nil, err
+		}
+		ex = append(ex, load...)
+		lk := &expr.Lookup{SourceRegister: 1, SetName: l.Set}
+		if l.Map {
+			lk.IsDestRegSet = true
+			lk.DestRegister = 0
+		}
+		ex = append(ex, lk)
+	}
+	if r.Counter {
+		ex = append(ex, &expr.Counter{})
+	}
+	if r.Verdict.Kind != VerdictNone {
+		if r.Lookup != nil && r.Lookup.Map {
+			return nil, fmt.Errorf("a verdict-map rule cannot carry verdict %s", r.Verdict)
+		}
+		v, err := nfVerdict(r.Verdict)
+		if err != nil {
+			return nil, err
+		}
+		ex = append(ex, v)
+	}
+	return ex, nil
+}
+
+// keyLoad loads a lookup key into register 1 (and 9 for the second field of a concatenation).
+func keyLoad(k Key) ([]expr.Any, error) {
+	nfproto := func(p byte) []expr.Any {
+		return []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}
+	}
+	payload := func(off, n uint32) expr.Any {
+		return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}
+	}
+	switch k {
+	case KeyIPSaddr:
+		return append(nfproto(unix.NFPROTO_IPV4), payload(12, 4)), nil
+	case KeyIPDaddr:
+		return append(nfproto(unix.NFPROTO_IPV4), payload(16, 4)), nil
+	case KeyIP6Saddr:
+		return append(nfproto(unix.NFPROTO_IPV6), payload(8, 16)), nil
+	case KeyIP6Daddr:
+		return append(nfproto(unix.NFPROTO_IPV6), payload(24, 16)), nil
+	case KeyL4Proto:
+		return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}}, nil
+	case KeyL4ProtoDport:
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+			// nft pads the 1-byte protocol to its 4-byte concatenation field this way.
+			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 2, Size: 1},
+			&expr.Payload{DestRegister: 9, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		}, nil
+	case KeyIifname:
+		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}}, nil
+	}
+	return nil, fmt.Errorf("unknown lookup key %d", k)
+}
+
+// ruleUserData is the rule's userdata: its comment TLV (what `nft list` prints as comment "…").
+func ruleUserData(r Rule) []byte {
+	c := Comment(r.Comment)
+	if c == "" {
+		return nil
+	}
+	return userdata.AppendString(nil, userdata.TypeComment, c)
+}
+
+// nfChain returns the google/nftables chain for c.
+func nfChain(t *nftables.Table, c *Chain) (*nftables.Chain, error) {
+	nc := &nftables.Chain{Table: t, Name: c.Name}
+	if c.Base != nil {
+		var h nftables.ChainHook
+		switch c.Base.Hook {
+		case HookForward:
+			h = *nftables.ChainHookForward
+		case HookInput:
+			h = *nftables.ChainHookInput
+		case HookOutput:
+			h = *nftables.ChainHookOutput
+		default:
+			return nil, fmt.Errorf("chain %s: unknown hook %q", c.Name, c.Base.Hook)
+		}
+		prio := nftables.ChainPriority(c.Base.Priority)
+		policy := nftables.ChainPolicyAccept
+		nc.Hooknum = &h
+		nc.Priority = &prio
+		nc.Type = nftables.ChainTypeFilter
+		nc.Policy = &policy
+	}
+	return nc, nil
+}
+
