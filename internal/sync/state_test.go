@@ -174,7 +174,7 @@ func (c *collector) waitFor(t *testing.T, step string, view func(state) state, w
 	deadline := time.After(60 * time.Second)
 	for {
 		c.mu.Lock()
-		got := view(c.st)
+		got := view(c.st.clone()) // the collector keeps writing its maps
 		c.mu.Unlock()
 		if reflect.DeepEqual(got, want) {
 			return
