@@ -58,6 +58,11 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 	if s.Map {
 		ns.DataType = nftables.TypeVerdict
 	}
+	if s.Key == KeyIifname {
+		// ifname is a host-byte-order string type: without this userdata nft lists its
+		// elements as "".
+		ns.KeyByteOrder = binaryutil.NativeEndian
+	}
 	return ns, nil
 }
 
@@ -248,7 +253,7 @@ func keyLoad(k Key) ([]expr.Any, error) {
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 			// nft pads the 1-byte protocol to its 4-byte concatenation field this way.
-			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 2, Size: 1},
+			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 1, Size: 2},
 			&expr.Payload{DestRegister: 9, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		}, nil
 	case KeyIifname:

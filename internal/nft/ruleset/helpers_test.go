@@ -1,0 +1,250 @@
+package ruleset
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+)
+
+// newNetns creates a network namespace for the test, removed when it ends, and returns its name
+// and an open handle (closed at the end).
+func newNetns(tb testing.TB) (string, int) {
+	tb.Helper()
+	testenv.RequireRoot(tb)
+	testenv.RequireCommand(tb, "ip", "nft")
+	name := testenv.UniqueName("rs")
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		tb.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	tb.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			tb.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	f, err := os.Open("/run/netns/" + name)
+	if err != nil {
+		tb.Fatalf("opening netns %s: %v", name, err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return name, int(f.Fd())
+}
+
+// openConn opens a Conn on a new namespace.
+func openConn(tb testing.TB) (*Conn, string) {
+	tb.Helper()
+	ns, fd := newNetns(tb)
+	c, err := Open(fd)
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c, ns
+}
+
+// nftIn runs nft in the namespace with stdin and returns its output; it fails the test on error.
+func nftIn(tb testing.TB, ns, stdin string, args ...string) string {
+	tb.Helper()
+	out, err := nftRun(ns, stdin, args...)
+	if err != nil {
+		tb.Fatalf("nft %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func nftRun(ns, stdin string, args ...string) (string, error) {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+var (
+	counterValues = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+	spaces        = regexp.MustCompile(`\s+`)
+)
+
+// normalize turns an `nft list table` output (or Render's) into a canonical form: whitespace
+// collapsed, counter values dropped, element lists sorted, and the table's blocks (sets, maps,
+// chains) sorted, since the kernel lists objects in creation order and elements in its own order.
+// Statements stay as printed, so a wrong expression still shows.
+func normalize(s string) string {
+	lines := strings.Split(counterValues.ReplaceAllString(s, "counter"), "\n")
+	// join wrapped element lists
+	var joined []string
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(l, "elements = {") {
+			for !strings.HasSuffix(l, "}") && i+1 < len(lines) {
+				i++
+				l += " " + strings.TrimSpace(lines[i])
+			}
+			inner := strings.TrimSuffix(strings.TrimPrefix(l, "elements = {"), "}")
+			els := splitTop(inner)
+			slices.Sort(els)
+			l = "elements = { " + strings.Join(els, ", ") + " }"
+		}
+		if l = spaces.ReplaceAllString(l, " "); l != "" {
+			joined = append(joined, l)
+		}
+	}
+	// blocks
+	var head []string
+	var blocks []string
+	var cur []string
+	for _, l := range joined {
+		switch {
+		case cur == nil && (strings.HasPrefix(l, "set ") || strings.HasPrefix(l, "map ") || strings.HasPrefix(l, "chain ")):
+			cur = []string{l}
+		case cur != nil && l == "}":
+			blocks = append(blocks, strings.Join(append(cur, l), "\n"))
+			cur = nil
+		case cur != nil:
+			cur = append(cur, l)
+		default:
+			head = append(head, l)
+		}
+	}
+	slices.Sort(blocks)
+	return strings.Join(head, "\n") + "\n" + strings.Join(blocks, "\n")
+}
+
+// splitTop splits an element list at commas outside quotes.
+func splitTop(s string) []string {
+	var out []string
+	var b strings.Builder
+	inq := false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inq = !inq
+			b.WriteRune(r)
+		case r == ',' && !inq:
+			out = append(out, strings.TrimSpace(spaces.ReplaceAllString(b.String(), " ")))
+			b.Reset()
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if t := strings.TrimSpace(b.String()); t != "" {
+		out = append(out, spaces.ReplaceAllString(t, " "))
+	}
+	return out
+}
+
+// assertKernel fails unless `nft list table` in ns prints what Render(want) prints.
+func assertKernel(tb testing.TB, ns string, want *Table) {
+	tb.Helper()
+	got := nftIn(tb, ns, "", "list", "table", "inet", want.Name)
+	if g, w := normalize(got), normalize(Render(want)); g != w {
+		tb.Fatalf("kernel table differs from Render\n--- kernel (normalized)\n%s\n--- render (normalized)\n%s\n--- kernel (raw)\n%s", g, w, got)
+	}
+}
+
+func ip(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func addrKey(s string) ElementKey { a := ip(s); return ElementKey{Addr: a, AddrEnd: a} }
+
+func rangeKey(from, to string) ElementKey { return ElementKey{Addr: ip(from), AddrEnd: ip(to)} }
+
+func prefixKey(p string) ElementKey {
+	pp := netip.MustParsePrefix(p)
+	return ElementKey{Addr: pp.Addr(), AddrEnd: lastAddr(pp)}
+}
+
+func goTo(c string) Verdict { return Verdict{Kind: Goto, Chain: c} }
+
+func put(s *Set, k ElementKey, v Verdict, comment string) {
+	s.Elements[k] = Element{ElementKey: k, Verdict: v, Comment: comment}
+}
+
+func newSet(name string, k Key, isMap, interval bool, comment string) *Set {
+	return &Set{Name: name, Key: k, Map: isMap, Interval: interval, Comment: comment, Elements: map[ElementKey]Element{}}
+}
+
+// sampleTable is a representative table: the layout internal/nft builds (three base chains with
+// conntrack rules, v4/v6 dispatch maps to per-pod chains, an interval map of addresses, a
+// protocol . port interval map, a protocol map, counter-drop chains), comments everywhere.
+func sampleTable(name string) *Table {
+	t := NewTable(name)
+	est := Rule{CtState: CtEstablishedRelated, Verdict: Verdict{Kind: Accept}, Comment: "replies of allowed connections"}
+	inv := Rule{CtState: CtInvalid, Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "invalid conntrack state"}
+	vmap := func(k Key, set, c string) Rule { return Rule{Lookup: &Lookup{Key: k, Set: set, Map: true}, Comment: c} }
+	t.Chains["forward"] = &Chain{Name: "forward", Comment: "pod traffic", Base: &Base{Hook: HookForward, Priority: 7}, Rules: []Rule{
+		est, inv,
+		vmap(KeyIPDaddr, "ingress_v4", "to a local pod (IPv4)"),
+		vmap(KeyIP6Daddr, "ingress_v6", "to a local pod (IPv6)"),
+		{Iifname: "veth*", Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "workload interface without endpoint"},
+	}}
+	t.Chains["input"] = &Chain{Name: "input", Base: &Base{Hook: HookInput, Priority: 7}, Rules: []Rule{
+		est,
+		{Lookup: &Lookup{Key: KeyIifname, Set: "workload_ifs"}, Counter: true, Verdict: Verdict{Kind: Accept}, Comment: "pods to host"},
+	}}
+	t.Chains["output"] = &Chain{Name: "output", Comment: "host to pods", Base: &Base{Hook: HookOutput, Priority: 7}, Rules: []Rule{
+		est,
+		{Lookup: &Lookup{Key: KeyIPDaddr, Set: "local_v4"}, Verdict: Verdict{Kind: Return}, Comment: "kubelet probes"},
+		{Lookup: &Lookup{Key: KeyIP6Saddr, Set: "local_v6"}, Verdict: Verdict{Kind: Jump, Chain: "deny_x"}},
+	}}
+	t.Chains["pod_a"] = &Chain{Name: "pod_a", Comment: "ingress of default/a", Rules: []Rule{
+		vmap(KeyIPSaddr, "peers_a", "known peers"),
+		vmap(KeyIPSaddr, "nets_v4", "ipBlock peers"),
+		vmap(KeyIP6Saddr, "nets_v6", "ipBlock peers (IPv6)"),
+		{Verdict: goTo("deny_x"), Comment: "default deny"},
+	}}
+	t.Chains["class_x"] = &Chain{Name: "class_x", Comment: "peer class x: policy default/allow-web", Rules: []Rule{
+		vmap(KeyL4ProtoDport, "class_x_ports", "ports"),
+		vmap(KeyL4Proto, "class_x_l4", "protocols without ports"),
+		{Verdict: goTo("deny_x"), Comment: "nothing else"},
+	}}
+	t.Chains["deny_x"] = &Chain{Name: "deny_x", Comment: "denied by default/allow-web", Rules: []Rule{
+		{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "default/allow-web"},
+	}}
+
+	in4 := newSet("ingress_v4", KeyIPDaddr, true, false, "local pod address -> its ingress chain")
+	put(in4, addrKey("10.0.0.1"), goTo("pod_a"), "default/a")
+	put(in4, addrKey("10.0.0.2"), goTo("pod_a"), "default/b")
+	t.Sets[in4.Name] = in4
+	in6 := newSet("ingress_v6", KeyIP6Daddr, true, false, "")
+	put(in6, addrKey("fd00::1"), goTo("pod_a"), "default/a")
+	t.Sets[in6.Name] = in6
+	peers := newSet("peers_a", KeyIPSaddr, true, false, "known peer address -> peer class")
+	put(peers, addrKey("10.0.1.5"), goTo("class_x"), "web/x")
+	put(peers, addrKey("10.0.1.6"), Verdict{Kind: Drop}, "")
+	t.Sets[peers.Name] = peers
+	nets := newSet("nets_v4", KeyIPSaddr, true, true, "ipBlock ranges (except subtracted)")
+	put(nets, prefixKey("10.1.0.0/16"), goTo("class_x"), "allow-web rule 0")
+	put(nets, rangeKey("10.2.0.5", "10.2.0.9"), Verdict{Kind: Drop}, "")
+	put(nets, addrKey("192.168.1.7"), Verdict{Kind: Accept}, "single")
+	put(nets, prefixKey("240.0.0.0/4"), Verdict{Kind: Return}, "to the end of the space")
+	t.Sets[nets.Name] = nets
+	nets6 := newSet("nets_v6", KeyIP6Saddr, true, true, "")
+	put(nets6, prefixKey("fd00:1::/64"), goTo("class_x"), "v6 block")
+	put(nets6, rangeKey("fd00:2::5", "fd00:2::9"), Verdict{Kind: Drop}, "")
+	t.Sets[nets6.Name] = nets6
+	ports := newSet("class_x_ports", KeyL4ProtoDport, true, true, "protocol . port -> verdict")
+	put(ports, ElementKey{Proto: 6, Port: 80, PortEnd: 80}, Verdict{Kind: Accept}, "allow-web port 80")
+	put(ports, ElementKey{Proto: 6, Port: 8000, PortEnd: 8100}, goTo("deny_x"), "")
+	put(ports, ElementKey{Proto: 17, Port: 53, PortEnd: 53}, Verdict{Kind: Accept}, "dns")
+	put(ports, ElementKey{Proto: 132, Port: 5000, PortEnd: 5001}, Verdict{Kind: Accept}, "")
+	t.Sets[ports.Name] = ports
+	l4 := newSet("class_x_l4", KeyL4Proto, true, false, "protocols without ports")
+	put(l4, ElementKey{Proto: 1}, Verdict{Kind: Accept}, "icmp")
+	put(l4, ElementKey{Proto: 58}, Verdict{Kind: Accept}, "")
+	t.Sets[l4.Name] = l4
+	ifs := newSet("workload_ifs", KeyIifname, false, false, "")
+	put(ifs, ElementKey{Ifname: "veth0"}, Verdict{}, "pod a")
+	t.Sets[ifs.Name] = ifs
+	local4 := newSet("local_v4", KeyIPDaddr, false, false, "local pods")
+	put(local4, addrKey("10.0.0.1"), Verdict{}, "")
+	put(local4, addrKey("10.0.0.2"), Verdict{}, "")
+	t.Sets[local4.Name] = local4
+	t.Sets["local_v6"] = newSet("local_v6", KeyIP6Saddr, false, false, "empty")
+	return t
+}

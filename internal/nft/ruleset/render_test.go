@@ -1,0 +1,89 @@
+package ruleset
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestRenderGolden keeps Render's output for the sample table in testdata/sample.nft, and checks
+// that nft 1.0.6 accepts it (`nft -c -f` in a test namespace).
+func TestRenderGolden(t *testing.T) {
+	got := Render(sampleTable("nftpolicy"))
+	path := filepath.Join("testdata", "sample.nft")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("Render differs from %s (run with -update to accept):\n%s", path, got)
+	}
+	if got != Render(sampleTable("nftpolicy")) {
+		t.Errorf("Render is not deterministic")
+	}
+	ns, _ := newNetns(t)
+	nftIn(t, ns, got, "-c", "-f", "-")
+}
+
+func TestRenderKeys(t *testing.T) {
+	for _, tc := range []struct {
+		key  Key
+		el   ElementKey
+		want string
+	}{
+		{KeyIPSaddr, addrKey("10.0.0.1"), "10.0.0.1"},
+		{KeyIPSaddr, prefixKey("10.1.0.0/16"), "10.1.0.0/16"},
+		{KeyIPSaddr, rangeKey("10.0.0.1", "10.0.0.2"), "10.0.0.1-10.0.0.2"},
+		{KeyIPSaddr, prefixKey("0.0.0.0/0"), "0.0.0.0/0"},
+		{KeyIP6Daddr, prefixKey("fd00::/8"), "fd00::/8"},
+		{KeyL4Proto, ElementKey{Proto: 6}, "tcp"},
+		{KeyL4Proto, ElementKey{Proto: 99}, "99"},
+		{KeyL4ProtoDport, ElementKey{Proto: 17, Port: 53, PortEnd: 53}, "udp . 53"},
+		{KeyL4ProtoDport, ElementKey{Proto: 132, Port: 1, PortEnd: 65535}, "sctp . 1-65535"},
+		{KeyIifname, ElementKey{Ifname: "eth0"}, `"eth0"`},
+	} {
+		if got := renderKey(tc.key, tc.el); got != tc.want {
+			t.Errorf("renderKey(%v, %v) = %q, want %q", tc.key, tc.el, got, tc.want)
+		}
+	}
+}
+
+func TestPriorityString(t *testing.T) {
+	for _, tc := range []struct {
+		h    Hook
+		p    int32
+		want string
+	}{
+		{HookForward, 0, "filter"}, {HookForward, 7, "filter + 7"}, {HookForward, -7, "filter - 7"},
+		{HookForward, 1000, "1000"}, {HookOutput, -200, "-200"}, {HookOutput, -95, "dstnat + 5"},
+		{HookInput, 105, "srcnat + 5"}, {HookForward, 55, "security + 5"},
+	} {
+		if got := priorityString(tc.h, tc.p); got != tc.want {
+			t.Errorf("priorityString(%s, %d) = %q, want %q", tc.h, tc.p, got, tc.want)
+		}
+	}
+}
+
+func TestComment(t *testing.T) {
+	long := ""
+	for range 50 {
+		long += "äb"
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`say "hi"`, `say 'hi'`},
+		{"a\nb", "a b"},
+		{long, long[:128]}, {long[:129], long[:128]}, {long[:130], long[:128]},
+	} {
+		if got := Comment(tc.in); got != tc.want {
+			t.Errorf("Comment(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
