@@ -43,6 +43,9 @@ type Conn struct {
 	// batches counts the batches sent to the kernel (successful or not): one per Commit or
 	// Replace that had anything to send, the test-visible proof of one transaction per call.
 	batches uint64
+	// replaces counts the batches that rebuilt the whole table (tests tell incremental commits
+	// from fallbacks by it).
+	replaces uint64
 }
 
 // Open opens a lasting nftables netlink connection in the network namespace netnsFD refers to
@@ -306,6 +309,7 @@ func (c *Conn) Replace(desired *Table) error {
 		return fmt.Errorf("replace table %s: netlink batch: %w", desired.Name, err)
 	}
 	c.mirror = desired.Clone()
+	c.replaces++
 	return nil
 }
 

@@ -26,3 +26,106 @@ func TestReplaceRoundTrip(t *testing.T) {
 		t.Errorf("batches = %d, want 2", c.Batches())
 	}
 }
+
+func names(ns ...string) map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, n := range ns {
+		m[n] = struct{}{}
+	}
+	return m
+}
+
+// TestCommitIncremental applies a sequence of changes with Commit, each naming what it touched;
+// after each the kernel lists the desired table and the mirror equals it.
+func TestCommitIncremental(t *testing.T) {
+	c, ns := openConn(t)
+	desired := sampleTable("incr")
+	if err := c.Commit(desired, nil); err != nil { // no mirror yet: a Replace
+		t.Fatalf("first Commit: %v", err)
+	}
+	assertKernel(t, ns, desired)
+
+	steps := []struct {
+		name    string
+		change  func(t *Table)
+		changes *Changes
+		replace bool // the kernel cannot do it in place
+	}{
+		{"add a pod chain and its dispatch element", func(t *Table) {
+			t.Chains["pod_c"] = &Chain{Name: "pod_c", Comment: "ingress of default/c", Rules: []Rule{{Verdict: goTo("deny_x"), Comment: "default deny"}}}
+			put(t.Sets["ingress_v4"], addrKey("10.0.0.3"), goTo("pod_c"), "default/c")
+		}, &Changes{Sets: names("ingress_v4"), Chains: names("pod_c")}, false},
+		{"remove the element and the chain it pointed to", func(t *Table) {
+			delete(t.Chains, "pod_c")
+			delete(t.Sets["ingress_v4"].Elements, addrKey("10.0.0.3"))
+		}, &Changes{Sets: names("ingress_v4"), Chains: names("pod_c")}, false},
+		{"change a rule", func(t *Table) {
+			t.Chains["class_x"].Rules[2] = Rule{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "changed"}
+		}, &Changes{Chains: names("class_x")}, false},
+		{"change an element's verdict and comment", func(t *Table) {
+			put(t.Sets["peers_a"], addrKey("10.0.1.6"), goTo("class_x"), "now a peer")
+		}, &Changes{Sets: names("peers_a")}, false},
+		{"repartition an interval map", func(t *Table) {
+			s := t.Sets["nets_v4"]
+			delete(s.Elements, prefixKey("10.1.0.0/16"))
+			put(s, prefixKey("10.1.0.0/17"), goTo("class_x"), "lower half")
+			put(s, rangeKey("10.1.128.0", "10.1.200.255"), Verdict{Kind: Drop}, "upper part")
+			delete(s.Elements, prefixKey("240.0.0.0/4"))
+			put(s, prefixKey("240.0.0.0/5"), Verdict{Kind: Return}, "")
+		}, &Changes{Sets: names("nets_v4")}, false},
+		{"change port intervals", func(t *Table) {
+			s := t.Sets["class_x_ports"]
+			delete(s.Elements, ElementKey{Proto: 6, Port: 8000, PortEnd: 8100})
+			put(s, ElementKey{Proto: 6, Port: 8000, PortEnd: 8049}, Verdict{Kind: Accept}, "")
+			put(s, ElementKey{Proto: 6, Port: 8050, PortEnd: 8100}, goTo("deny_x"), "split")
+		}, &Changes{Sets: names("class_x_ports")}, false},
+		{"add a set and a rule using it", func(t *Table) {
+			s := newSet("extra_v6", KeyIP6Daddr, false, true, "new set")
+			put(s, prefixKey("2001:db8::/32"), Verdict{}, "doc")
+			t.Sets[s.Name] = s
+			t.Chains["deny_x"].Rules = append([]Rule{{Lookup: &Lookup{Key: KeyIP6Daddr, Set: "extra_v6"}, Verdict: Verdict{Kind: Accept}}}, t.Chains["deny_x"].Rules...)
+		}, &Changes{Sets: names("extra_v6"), Chains: names("deny_x")}, false},
+		{"delete a set with the rule using it and a chain referenced from a deleted map", func(t *Table) {
+			delete(t.Sets, "extra_v6")
+			t.Chains["deny_x"].Rules = t.Chains["deny_x"].Rules[1:]
+			delete(t.Sets, "class_x_l4") // its elements may point at chains: emptied before deletion
+			t.Chains["class_x"].Rules = slicesDelete(t.Chains["class_x"].Rules, 1)
+		}, &Changes{Sets: names("extra_v6", "class_x_l4"), Chains: names("deny_x", "class_x")}, false},
+		{"a chain comment changes (a Replace)", func(t *Table) {
+			t.Chains["pod_a"].Comment = "renamed"
+		}, &Changes{Chains: names("pod_a")}, true},
+		{"everything at once with nil changes", func(t *Table) {
+			t.Chains["pod_b"] = &Chain{Name: "pod_b", Rules: []Rule{{Verdict: goTo("deny_x")}}}
+			put(t.Sets["ingress_v4"], addrKey("10.0.0.2"), goTo("pod_b"), "default/b")
+			put(t.Sets["ingress_v6"], addrKey("fd00::2"), goTo("pod_b"), "default/b")
+			delete(t.Sets["local_v4"].Elements, addrKey("10.0.0.1"))
+		}, nil, false},
+	}
+	for _, st := range steps {
+		st.change(desired)
+		batches, replaces := c.batches, c.replaces
+		if err := c.Commit(desired, st.changes); err != nil {
+			t.Fatalf("%s: Commit: %v", st.name, err)
+		}
+		if c.batches != batches+1 {
+			t.Errorf("%s: %d batches, want 1", st.name, c.batches-batches)
+		}
+		if replaced := c.replaces != replaces; replaced != st.replace {
+			t.Errorf("%s: replaced the table = %v, want %v", st.name, replaced, st.replace)
+		}
+		assertKernel(t, ns, desired)
+		if got, want := Render(c.Committed()), Render(desired); got != want {
+			t.Fatalf("%s: mirror differs from desired:\n%s\nwant\n%s", st.name, got, want)
+		}
+		if drift, err := c.Verify(); err != nil || drift {
+			t.Fatalf("%s: Verify = %v, %v; want no drift", st.name, drift, err)
+		}
+	}
+	// the caller's later edits do not reach the mirror
+	delete(desired.Sets["ingress_v4"].Elements, addrKey("10.0.0.1"))
+	if _, ok := c.Committed().Sets["ingress_v4"].Elements[addrKey("10.0.0.1")]; !ok {
+		t.Errorf("mirror shares storage with the caller's table")
+	}
+}
+
+func slicesDelete(r []Rule, i int) []Rule { return append(r[:i:i], r[i+1:]...) }
