@@ -64,9 +64,9 @@ func realisticPod(i int) *corev1.Pod {
 				UID: "5d1f2a8e-0000-4c6e-9a57-000000000000", Controller: new(true), BlockOwnerDeletion: new(true)}},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &ts,
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(managed)}},
+					FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(managed)},
 				{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &ts, Subresource: "status",
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(managed)}},
+					FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(managed)},
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -105,7 +105,7 @@ func realisticPolicy(i int) *networkingv1.NetworkPolicy {
 			UID:         types.UID(fmt.Sprintf("7a1b2c3d-%04x-4c6e-9a57-%012x", i%0xffff, i)),
 			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 800)},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "networking.k8s.io/v1",
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(strings.Repeat(`{"f:spec":{"f:ingress":{}}}`, 20))}}}},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(strings.Repeat(`{"f:spec":{"f:ingress":{}}}`, 20))}}},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: *labels("app", fmt.Sprintf("app-%d", i%40)),
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
@@ -143,7 +143,7 @@ func TestInformerCacheMemory(t *testing.T) {
 	for i := 0; i < policies; i++ {
 		objs = append(objs, realisticPolicy(i))
 	}
-	cs := fake.NewSimpleClientset(objs...) //nolint:staticcheck // NewClientset's field manager costs seconds here and changes nothing measured
+	cs := fake.NewSimpleClientset(objs...)
 	objs = nil
 	before := heapInUse()
 
