@@ -695,4 +695,3 @@ func (c *Conn) Counters() (map[string]Counter, error) {
 	}
 	return out, nil
 }
-

@@ -295,4 +295,3 @@ func nfChain(t *nftables.Table, c *Chain) (*nftables.Chain, error) {
 	}
 	return nc, nil
 }
-
