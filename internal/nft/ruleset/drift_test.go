@@ -1,0 +1,164 @@
+package ruleset
+
+import (
+	"fmt"
+	"os/exec"
+	"testing"
+
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+)
+
+// TestVerifyDrift: Verify sees each change made behind the Conn's back, and none after Replace.
+func TestVerifyDrift(t *testing.T) {
+	c, ns := openConn(t)
+	const name = "drift"
+	for _, tc := range []struct {
+		name string
+		nft  string // an `nft -f` script run behind the Conn's back
+	}{
+		{"element deleted", "delete element inet drift ingress_v4 { 10.0.0.1 }"},
+		{"interval element deleted", "delete element inet drift nets_v4 { 10.2.0.5-10.2.0.9 }"},
+		{"port interval deleted", "delete element inet drift class_x_ports { tcp . 8000-8100 }"},
+		{"element added", "add element inet drift local_v4 { 10.9.9.9 }"},
+		{"chain flushed", "flush chain inet drift class_x"},
+		{"base chain flushed", "flush chain inet drift forward"},
+		{"foreign rule added", "add rule inet drift pod_a counter accept"},
+		{"foreign rule inserted with our comment", `insert rule inet drift deny_x counter drop comment "default/allow-web"`},
+		{"foreign chain added", "add chain inet drift intruder"},
+		{"foreign set added", "add set inet drift intruder { type ipv4_addr; }"},
+		{"table deleted", "delete table inet drift"},
+		{"base chain re-prioritised", "delete chain inet drift input\nadd chain inet drift input { type filter hook input priority 8; policy accept; }"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desired := sampleTable(name)
+			if err := c.Replace(desired); err != nil {
+				t.Fatal(err)
+			}
+			if drift, err := c.Verify(); err != nil || drift {
+				t.Fatalf("Verify after Replace = %v, %v; want false, nil", drift, err)
+			}
+			nftIn(t, ns, tc.nft+"\n", "-f", "-")
+			if drift, err := c.Verify(); err != nil || !drift {
+				t.Fatalf("Verify after %q = %v, %v; want true, nil", tc.nft, drift, err)
+			}
+			if err := c.Replace(desired); err != nil {
+				t.Fatalf("repairing Replace: %v", err)
+			}
+			if drift, err := c.Verify(); err != nil || drift {
+				t.Fatalf("Verify after the repair = %v, %v; want false, nil", drift, err)
+			}
+			assertKernel(t, ns, desired)
+		})
+	}
+}
+
+// TestDelete removes the table, and is a no-op when it is gone.
+func TestDelete(t *testing.T) {
+	c, ns := openConn(t)
+	if err := c.Delete(); err != nil {
+		t.Fatalf("Delete before any commit: %v", err)
+	}
+	if err := c.Replace(sampleTable("gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if out, err := nftRun(ns, "", "list", "table", "inet", "gone"); err == nil {
+		t.Fatalf("table still listed after Delete:\n%s", out)
+	}
+	if c.Committed() != nil {
+		t.Errorf("mirror kept after Delete")
+	}
+	if err := c.Delete(); err != nil {
+		t.Fatalf("second Delete: %v", err)
+	}
+	// DeleteTable without a mirror (clean-up of a previous run's table)
+	nftIn(t, ns, "table inet leftover {\n\tchain c {\n\t}\n}\n", "-f", "-")
+	if err := c.DeleteTable("leftover"); err != nil {
+		t.Fatal(err)
+	}
+	if out := nftIn(t, ns, "", "list", "tables"); out != "" {
+		t.Errorf("tables left: %s", out)
+	}
+}
+
+// TestCounters reads the per-chain sums of the counting rules; UDP datagrams to port 9 on the
+// namespace's loopback make known traffic through output.
+func TestCounters(t *testing.T) {
+	c, ns := openConn(t)
+	testenv.RequireCommand(t, "bash")
+	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v: %s", err, out)
+	}
+	tb := NewTable("counters")
+	tb.Chains["output"] = &Chain{Name: "output", Base: &Base{Hook: HookOutput, Priority: 0}, Rules: []Rule{
+		{Lookup: &Lookup{Key: KeyL4ProtoDport, Set: "udp9"}, Verdict: Verdict{Kind: Jump, Chain: "count_lo"}},
+	}}
+	tb.Chains["count_lo"] = &Chain{Name: "count_lo", Rules: []Rule{
+		{Counter: true, Comment: "first"},
+		{Counter: true, Verdict: Verdict{Kind: Return}, Comment: "second"},
+	}}
+	tb.Chains["never"] = &Chain{Name: "never", Rules: []Rule{{Counter: true, Verdict: Verdict{Kind: Drop}}}}
+	udp9 := newSet("udp9", KeyL4ProtoDport, false, false, "")
+	put(udp9, ElementKey{Proto: unix.IPPROTO_UDP, Port: 9, PortEnd: 9}, Verdict{}, "")
+	tb.Sets["udp9"] = udp9
+	if err := c.Replace(tb); err != nil {
+		t.Fatal(err)
+	}
+	script := "for i in 1 2 3; do echo x > /dev/udp/127.0.0.1/9; done"
+	if out, err := exec.Command("ip", "netns", "exec", ns, "bash", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("sending datagrams: %v: %s", err, out)
+	}
+	got, err := c.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 datagrams through output, counted by both rules of count_lo
+	if got["count_lo"].Packets != 6 || got["count_lo"].Bytes == 0 {
+		t.Errorf("count_lo = %+v, want 6 packets (3 per counting rule)", got["count_lo"])
+	}
+	if g, ok := got["never"]; !ok || g.Packets != 0 {
+		t.Errorf("never = %+v (present %v), want 0 packets", g, ok)
+	}
+	if _, ok := got["output"]; ok {
+		t.Errorf("output has no counting rule but is reported")
+	}
+}
+
+// TestReplaceScale: one Replace adding 100,000 elements to one map is one transaction and the
+// kernel holds all of them.
+func TestReplaceScale(t *testing.T) {
+	c, ns := openConn(t)
+	const n = 100_000
+	tb := NewTable("scale")
+	tb.Chains["pod"] = &Chain{Name: "pod", Rules: []Rule{{Verdict: Verdict{Kind: Drop}}}}
+	tb.Chains["forward"] = &Chain{Name: "forward", Base: &Base{Hook: HookForward, Priority: 7}, Rules: []Rule{
+		{Lookup: &Lookup{Key: KeyIPSaddr, Set: "big", Map: true}},
+	}}
+	big := newSet("big", KeyIPSaddr, true, false, "100k")
+	for i := range n {
+		put(big, addrKey(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&0xff, i&0xff)), goTo("pod"), fmt.Sprintf("namespace-%d/pod-%d", i%100, i))
+	}
+	tb.Sets["big"] = big
+	if err := c.Replace(tb); err != nil {
+		t.Fatalf("Replace with %d elements: %v", n, err)
+	}
+	if c.Batches() != 1 {
+		t.Errorf("%d batches, want 1", c.Batches())
+	}
+	els, err := c.nft.GetSetElements(&nftables.Set{Table: nfTable("scale"), Name: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(els) != n {
+		t.Errorf("kernel holds %d elements, want %d", len(els), n)
+	}
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Errorf("Verify = %v, %v", drift, err)
+	}
+	_ = ns
+}
