@@ -14,8 +14,9 @@ import (
 // NFTA_CHAIN_USERDATA (TLV type NFTNL_UDATA_CHAIN_COMMENT), which nft 1.0.6 prints as
 // `comment "…"` in the chain body. chainComments appends that attribute to the NEWCHAIN message
 // AddChain has just queued, reaching the Conn's unexported message queue by reflection. Should a
-// future google/nftables lay the Conn out differently, queuedMessages returns nil and chains go
-// without comments (TestChainCommentHook fails, saying so) instead of corrupting anything.
+// future google/nftables lay the Conn out differently, queuedMessages returns nil and a batch
+// with a commented chain fails with an error saying so (TestQueuedMessages too) instead of
+// corrupting anything.
 
 const (
 	nftaChainUserdata      = 12 // NFTA_CHAIN_USERDATA

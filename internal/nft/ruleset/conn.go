@@ -40,6 +40,8 @@ type Conn struct {
 	netnsFD int // our own dup of the caller's handle; -1 for the current namespace
 	nft     *nftables.Conn
 	mirror  *Table
+	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
+	name string
 	// batches counts the batches sent to the kernel (successful or not): one per Commit or
 	// Replace that had anything to send, the test-visible proof of one transaction per call.
 	batches uint64
@@ -278,6 +280,7 @@ func (c *Conn) Replace(desired *Table) error {
 	if desired == nil || desired.Name == "" {
 		return errors.New("replace: no table")
 	}
+	c.name = desired.Name
 	b := newBatch(c.nft, desired.Name)
 	chains, sets := desired.sortedChains(), desired.sortedSets()
 	for _, ch := range chains {
@@ -327,6 +330,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	if desired == nil || desired.Name == "" {
 		return errors.New("commit: no table")
 	}
+	c.name = desired.Name
 	m := c.mirror
 	if m == nil || m.Name != desired.Name {
 		return c.Replace(desired)
@@ -504,12 +508,13 @@ func changedNames(m, desired *Table, changes *Changes) (sets, chains []string) {
 	return sets, chains
 }
 
-// Delete removes the committed table from the kernel, if it is there, and forgets the mirror.
+// Delete removes the table last given to Commit or Replace from the kernel, if it is there, and
+// forgets the mirror. Without any commit it has no name and does nothing: use DeleteTable.
 func (c *Conn) Delete() error {
-	if c.mirror == nil {
+	if c.name == "" {
 		return nil
 	}
-	if err := c.DeleteTable(c.mirror.Name); err != nil {
+	if err := c.DeleteTable(c.name); err != nil {
 		return err
 	}
 	c.mirror = nil

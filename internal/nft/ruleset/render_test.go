@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -85,5 +88,23 @@ func TestComment(t *testing.T) {
 		if got := Comment(tc.in); got != tc.want {
 			t.Errorf("Comment(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestQueuedMessages guards the chain-comment workaround: the google/nftables Conn still has the
+// message queue it relies on.
+func TestQueuedMessages(t *testing.T) {
+	nc, err := nftables.New(nftables.WithTestDial(func([]netlink.Message) ([]netlink.Message, error) { return nil, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := queuedMessages(nc)
+	if q == nil {
+		t.Fatal("google/nftables Conn has no message queue of the v0.3.0 layout: chain comments cannot be sent")
+	}
+	nc.AddChain(&nftables.Chain{Name: "c", Table: nfTable("t")})
+	before := len((*q)[0].Data)
+	if !addChainComment(nc, "hello") || len(*q) != 1 || len((*q)[0].Data) <= before {
+		t.Fatalf("comment not appended to the queued NEWCHAIN message")
 	}
 }

@@ -1,0 +1,76 @@
+package ruleset
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/nftables"
+)
+
+// BenchmarkCommitOneElement: with 2,000 sets of 100 elements committed, each iteration adds or
+// removes one element through Commit naming one set (one netlink transaction). The "bare"
+// variant sends the same one-element batch straight through google/nftables (the floor: netlink
+// round trip and kernel commit) for comparison.
+func BenchmarkCommitOneElement(b *testing.B) {
+	b.Run("commit", func(b *testing.B) { benchOneElement(b, false) })
+	b.Run("bare", func(b *testing.B) { benchOneElement(b, true) })
+}
+
+func benchOneElement(b *testing.B, bare bool) {
+	c, _ := openConn(b)
+	tb := NewTable("bench")
+	tb.Chains["pod"] = &Chain{Name: "pod", Rules: []Rule{{Counter: true, Verdict: Verdict{Kind: Drop}}}}
+	for s := range 2000 {
+		set := newSet(fmt.Sprintf("sel_%d", s), KeyIPSaddr, true, false, fmt.Sprintf("selector %d", s))
+		for e := range 100 {
+			put(set, addrKey(fmt.Sprintf("10.%d.%d.%d", s>>8, s&0xff, e)), goTo("pod"), "")
+		}
+		tb.Sets[set.Name] = set
+	}
+	if err := c.Replace(tb); err != nil {
+		b.Fatal(err)
+	}
+	k := addrKey("10.200.0.1")
+	changes := &Changes{Sets: names("sel_7")}
+	set := tb.Sets["sel_7"]
+	if bare {
+		ns, err := nfSet(nfTable("bench"), set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		el, err := encodeElements(set, Element{ElementKey: k, Verdict: goTo("pod"), Comment: "joined"}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if i%2 == 0 {
+				err = c.nft.SetAddElements(ns, el)
+			} else {
+				err = c.nft.SetDeleteElements(ns, []nftables.SetElement{{Key: el[0].Key}})
+			}
+			if err == nil {
+				err = c.nft.Flush()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			put(set, k, goTo("pod"), "joined")
+		} else {
+			delete(set.Elements, k)
+		}
+		if err := c.Commit(tb, changes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if n := len(c.Committed().Sets["sel_7"].Elements); n != len(set.Elements) {
+		b.Fatalf("mirror has %d elements, want %d", n, len(set.Elements))
+	}
+}
