@@ -129,3 +129,42 @@ func TestCommitIncremental(t *testing.T) {
 }
 
 func slicesDelete(r []Rule, i int) []Rule { return append(r[:i:i], r[i+1:]...) }
+
+// TestEdgeKeys: keys at the ends of their spaces round-trip through the kernel.
+func TestEdgeKeys(t *testing.T) {
+	c, ns := openConn(t)
+	tb := NewTable("edges")
+	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{
+		{Lookup: &Lookup{Key: KeyIPSaddr, Set: "all4", Map: true}},
+		{Lookup: &Lookup{Key: KeyIP6Saddr, Set: "all6", Map: true}},
+		{Lookup: &Lookup{Key: KeyL4ProtoDport, Set: "ports", Map: true}},
+		{Lookup: &Lookup{Key: KeyL4ProtoDport, Set: "exact"}, Iifname: "eth0", Verdict: Verdict{Kind: Return}},
+		{Lookup: &Lookup{Key: KeyIPDaddr, Set: "low4"}, Counter: true, Verdict: Verdict{Kind: Accept}},
+	}}
+	all4 := newSet("all4", KeyIPSaddr, true, true, "")
+	put(all4, prefixKey("0.0.0.0/0"), Verdict{Kind: Accept}, "everything")
+	tb.Sets["all4"] = all4
+	all6 := newSet("all6", KeyIP6Saddr, true, true, "")
+	put(all6, prefixKey("::/1"), Verdict{Kind: Drop}, "")
+	put(all6, rangeKey("8000::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe"), Verdict{Kind: Accept}, "")
+	tb.Sets["all6"] = all6
+	ports := newSet("ports", KeyL4ProtoDport, true, true, "")
+	put(ports, ElementKey{Proto: 6, Port: 0, PortEnd: 65535}, Verdict{Kind: Accept}, "")
+	put(ports, ElementKey{Proto: 17, Port: 65535, PortEnd: 65535}, Verdict{Kind: Drop}, "")
+	put(ports, ElementKey{Proto: 99, Port: 1, PortEnd: 2}, Verdict{Kind: Drop}, "")
+	tb.Sets["ports"] = ports
+	exact := newSet("exact", KeyL4ProtoDport, false, false, "")
+	put(exact, ElementKey{Proto: 6, Port: 22, PortEnd: 22}, Verdict{}, "ssh")
+	tb.Sets["exact"] = exact
+	low4 := newSet("low4", KeyIPDaddr, false, true, "")
+	put(low4, prefixKey("0.0.0.0/8"), Verdict{}, "")
+	put(low4, addrKey("255.255.255.255"), Verdict{}, "broadcast")
+	tb.Sets["low4"] = low4
+	if err := c.Replace(tb); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("Verify = %v, %v", drift, err)
+	}
+}
