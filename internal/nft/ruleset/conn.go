@@ -403,6 +403,26 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 			return c.Replace(desired)
 		}
 		d := setDiff{name: n}
+		if keys, ok := changes.elementKeys(n); ok && len(old.Elements) > 0 {
+			for k := range keys {
+				o, inOld := old.Elements[k]
+				e, inCur := cur.Elements[k]
+				switch {
+				case inOld && inCur && o == e:
+				case inOld && inCur:
+					d.dels = append(d.dels, o)
+					d.adds = append(d.adds, e)
+				case inOld:
+					d.dels = append(d.dels, o)
+				case inCur:
+					d.adds = append(d.adds, e)
+				}
+			}
+			if len(d.adds)+len(d.dels) > 0 {
+				diffs = append(diffs, d)
+			}
+			continue
+		}
 		for k, e := range cur.Elements {
 			if o, ok := old.Elements[k]; !ok {
 				d.adds = append(d.adds, e)
@@ -507,6 +527,15 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		}
 	}
 	return nil
+}
+
+// elementKeys returns the keys Changes narrows set n's diff to, if any.
+func (ch *Changes) elementKeys(n string) (map[ElementKey]struct{}, bool) {
+	if ch == nil || ch.Elements == nil {
+		return nil, false
+	}
+	keys, ok := ch.Elements[n]
+	return keys, ok
 }
 
 // changedNames returns the set and chain names a commit looks at, sorted.

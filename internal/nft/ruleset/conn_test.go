@@ -91,6 +91,15 @@ func TestCommitIncremental(t *testing.T) {
 			delete(t.Sets, "class_x_l4") // its elements may point at chains: emptied before deletion
 			t.Chains["class_x"].Rules = slicesDelete(t.Chains["class_x"].Rules, 1)
 		}, &Changes{Sets: names("extra_v6", "class_x_l4"), Chains: names("deny_x", "class_x")}, false},
+		{"element changes narrowed to their keys", func(t *Table) {
+			put(t.Sets["ingress_v4"], addrKey("10.0.0.4"), goTo("pod_a"), "default/d")
+			delete(t.Sets["peers_a"].Elements, addrKey("10.0.1.5"))
+			put(t.Sets["nets_v6"], prefixKey("fd00:1::/64"), Verdict{Kind: Accept}, "changed")
+		}, &Changes{Sets: names("ingress_v4", "peers_a", "nets_v6"), Elements: map[string]map[ElementKey]struct{}{
+			"ingress_v4": {addrKey("10.0.0.4"): {}, addrKey("10.9.9.9"): {}}, // a key in neither table is ignored
+			"peers_a":    {addrKey("10.0.1.5"): {}},
+			"nets_v6":    {prefixKey("fd00:1::/64"): {}},
+		}}, false},
 		{"a chain comment changes (a Replace)", func(t *Table) {
 			t.Chains["pod_a"].Comment = "renamed"
 		}, &Changes{Chains: names("pod_a")}, true},
@@ -120,6 +129,20 @@ func TestCommitIncremental(t *testing.T) {
 		if drift, err := c.Verify(); err != nil || drift {
 			t.Fatalf("%s: Verify = %v, %v; want no drift", st.name, drift, err)
 		}
+	}
+	// Changes.Elements really narrows: an element changed without being named is not looked at
+	put(desired.Sets["ingress_v4"], addrKey("10.0.0.5"), goTo("pod_a"), "named")
+	put(desired.Sets["ingress_v4"], addrKey("10.0.0.6"), goTo("pod_a"), "not named")
+	if err := c.Commit(desired, &Changes{Sets: names("ingress_v4"), Elements: map[string]map[ElementKey]struct{}{
+		"ingress_v4": {addrKey("10.0.0.5"): {}}}}); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Committed().Sets["ingress_v4"].Elements
+	if _, ok := m[addrKey("10.0.0.5")]; !ok {
+		t.Errorf("named element not committed")
+	}
+	if _, ok := m[addrKey("10.0.0.6")]; ok {
+		t.Errorf("element outside Changes.Elements committed: the diff was not narrowed")
 	}
 	// the caller's later edits do not reach the mirror
 	delete(desired.Sets["ingress_v4"].Elements, addrKey("10.0.0.1"))

@@ -176,6 +176,11 @@ func (k ElementKey) String() string {
 type Changes struct {
 	Sets   map[string]struct{}
 	Chains map[string]struct{}
+	// Elements optionally narrows the element diff of a set named in Sets to the given keys: the
+	// set's other elements are promised unchanged since the last commit. Without an entry the
+	// whole set is compared, which costs O(elements of the set) — ≈0.6 µs per element here, so
+	// 60 ms for a set of 100,000. New, removed or re-typed sets are always handled whole.
+	Elements map[string]map[ElementKey]struct{}
 }
 
 // Stats counts the objects of a committed table, for the gauges.
