@@ -61,9 +61,13 @@
 // to the mirror's set instead of copying the whole set).
 //
 // Cost: O(elements of the named sets + rules of the named chains) per Commit, independent of the
-// table's size. BenchmarkCommitOneElement (2,000 sets × 100 elements, one element added or removed
-// per Commit) measures the Commit next to the same batch sent straight through google/nftables; the
-// difference is this package's work (diff, encoding, mirror update).
+// table's size — unless Changes.Elements narrows a set's diff to the keys that changed, then
+// O(changed keys). BenchmarkCommitOneElement (go test -bench CommitOneElement -benchtime 2000x,
+// 2 shared cores under load from other work): one element in a table of 2,000 sets × 100 elements
+// ≈93–118 µs per Commit next to ≈76–80 µs for the same one-element batch sent straight through
+// google/nftables (the netlink round trip and the kernel commit dominate); one element in a set of
+// 100,000 ≈60 ms with a whole-set diff (≈0.6 µs per element of map walking) and ≈34 µs with
+// Changes.Elements.
 //
 // # Replace
 //
@@ -81,7 +85,14 @@
 // lasting netlink socket gets a 64 MiB write buffer (netlink refuses a batch larger than sndbuf)
 // and a 16 MiB read buffer (one ack per message, and the echo of a failing message), set with
 // SO_SNDBUFFORCE/SO_RCVBUFFORCE through WithSockOptions, so rmem_max/wmem_max do not cap them.
-// ENOBUFS or any other failure is returned; the caller's answer is a Replace.
+// ENOBUFS or any other failure is returned; the caller's answer is a Replace. Replace of 100,000
+// elements with comments takes ≈0.5–0.6 s here.
+//
+// Reading back: the kernel sizes each dump datagram by the largest buffer a recvmsg on the socket
+// ever offered, mdlayher/netlink reads with a buffer exactly as large as the datagram it peeked,
+// and a hash-set dump re-walks the set from its start for every datagram. Left alone, reading
+// 100,000 elements back takes ≈4.5 s (≈4 KiB datagrams, quadratic); primeDumps reads one GETGEN
+// reply with a 32 KiB buffer when the socket is opened, and the same read takes ≈0.6 s.
 //
 // # Verify
 //
