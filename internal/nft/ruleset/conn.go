@@ -655,7 +655,7 @@ func (c *Conn) Verify() (bool, error) {
 			return true, nil
 		}
 		for i, r := range rules {
-			if !bytes.Equal(r.UserData, ruleUserData(mc.Rules[i])) {
+			if !bytes.Equal(r.UserData, ruleUserData(mc.Rules[i])) || !sameExprs(r.Exprs, mc.Rules[i]) {
 				return true, nil
 			}
 		}
@@ -686,6 +686,37 @@ func (c *Conn) Verify() (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// sameExprs reports whether expressions read back from the kernel are those of r: each
+// re-encoded the way it was sent (counters compared by kind only: their values move). v0.3.0
+// decodes every expression kind this package writes except byteorder, which it drops: byteorder
+// is left out of the comparison.
+func sameExprs(got []expr.Any, r Rule) bool {
+	want, err := ruleExprs(r)
+	if err != nil {
+		return false
+	}
+	noByteorder := func(e expr.Any) bool { _, ok := e.(*expr.Byteorder); return ok }
+	want = slices.DeleteFunc(want, noByteorder)
+	got = slices.DeleteFunc(slices.Clone(got), noByteorder)
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range want {
+		if _, ok := want[i].(*expr.Counter); ok {
+			if _, ok := got[i].(*expr.Counter); !ok {
+				return false
+			}
+			continue
+		}
+		w, err1 := expr.Marshal(byte(nftables.TableFamilyINet), want[i])
+		g, err2 := expr.Marshal(byte(nftables.TableFamilyINet), got[i])
+		if err1 != nil || err2 != nil || !bytes.Equal(w, g) {
+			return false
+		}
+	}
+	return true
 }
 
 func sameBase(mc *Chain, kc *nftables.Chain) bool {

@@ -98,8 +98,10 @@
 //
 // Verify reads the table back and compares it with the mirror: the table exists; the chain names
 // match and base chains have the mirror's hook and priority; each chain has as many rules as the
-// mirror and each rule's userdata (its comment TLV) is the mirror's, position by position — rule
-// expressions are not decoded and compared, v0.3.0's decoder has gaps; the set names match; each
+// mirror and each rule, position by position, has the mirror's userdata (its comment TLV) and its
+// expressions: each read-back expression is re-encoded and compared byte for byte with what the
+// rule encodes to (counters by kind only; byteorder, which v0.3.0 does not decode, is left out);
+// the set names match; each
 // set's element keys match. Element keys are compared as the encoder produces them: a start and an
 // end-flagged element per single-field interval, Key+KeyEnd for concatenations, sorted (the kernel
 // returns intervals out of order) and without nft's all-zero end sentinel. Verdicts of map

@@ -28,6 +28,8 @@ func TestVerifyDrift(t *testing.T) {
 		{"base chain flushed", "flush chain inet drift forward"},
 		{"foreign rule added", "add rule inet drift pod_a counter accept"},
 		{"foreign rule inserted with our comment", `insert rule inet drift deny_x counter drop comment "default/allow-web"`},
+		{"rule rewritten keeping count and comment", "flush chain inet drift deny_x\nadd rule inet drift deny_x counter accept comment \"default/allow-web\""},
+		{"lookup retargeted keeping the comment", "flush chain inet drift output\nadd rule inet drift output ct state established,related accept comment \"replies of allowed connections\"\nadd rule inet drift output ip saddr @local_v4 return comment \"kubelet probes\"\nadd rule inet drift output ip6 saddr @local_v6 jump deny_x"},
 		{"foreign chain added", "add chain inet drift intruder"},
 		{"foreign set added", "add set inet drift intruder { type ipv4_addr; }"},
 		{"table deleted", "delete table inet drift"},
