@@ -39,6 +39,7 @@ type Counter struct {
 type Conn struct {
 	netnsFD int // our own dup of the caller's handle; -1 for the current namespace
 	nft     *nftables.Conn
+	dump    *netlink.Conn // Verify's element dumps (readback.go)
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
 	name string
@@ -65,6 +66,10 @@ func Open(netnsFD int) (*Conn, error) {
 		if c.netnsFD >= 0 {
 			_ = unix.Close(c.netnsFD)
 		}
+		return nil, err
+	}
+	if err := c.dialDump(); err != nil {
+		_ = c.Close()
 		return nil, err
 	}
 	return c, nil
@@ -135,6 +140,10 @@ func (c *Conn) Close() error {
 	if c.nft != nil {
 		err = c.nft.CloseLasting()
 		c.nft = nil
+	}
+	if c.dump != nil {
+		err = errors.Join(err, c.dump.Close())
+		c.dump = nil
 	}
 	if c.netnsFD >= 0 {
 		err = errors.Join(err, unix.Close(c.netnsFD))
@@ -673,15 +682,15 @@ func (c *Conn) Verify() (bool, error) {
 		}
 	}
 	for _, ms := range m.Sets {
-		got, err := c.nft.GetSetElements(&nftables.Set{Table: t, Name: ms.Name})
-		if err != nil {
-			return false, fmt.Errorf("verify: elements of set %s: %w", ms.Name, err)
-		}
-		want, err := expectedKeys(ms)
+		got, err := c.readElements(m.Name, ms.Name)
 		if err != nil {
 			return false, fmt.Errorf("verify: %w", err)
 		}
-		if !slices.Equal(want, elementKeys(got)) {
+		want, err := expectedElements(ms)
+		if err != nil {
+			return false, fmt.Errorf("verify: %w", err)
+		}
+		if !slices.Equal(want, got) {
 			return true, nil
 		}
 	}
@@ -728,39 +737,6 @@ func sameBase(mc *Chain, kc *nftables.Chain) bool {
 		return false
 	}
 	return *want.Hooknum == *kc.Hooknum && kc.Priority != nil && *kc.Priority == *want.Priority
-}
-
-// elementKeys returns the sorted keys of kernel elements as comparable strings; end elements of
-// single-field interval sets carry a flag, and nft's all-zero end sentinel is dropped.
-func elementKeys(es []nftables.SetElement) []string {
-	out := make([]string, 0, len(es))
-	for _, e := range es {
-		if e.IntervalEnd && len(bytes.Trim(e.Key, "\x00")) == 0 {
-			continue
-		}
-		out = append(out, keyString(e))
-	}
-	sort.Strings(out)
-	return out
-}
-
-func keyString(e nftables.SetElement) string {
-	s := fmt.Sprintf("%x-%x", e.Key, e.KeyEnd)
-	if e.IntervalEnd {
-		s += "/end"
-	}
-	return s
-}
-
-func expectedKeys(s *Set) ([]string, error) {
-	var all []nftables.SetElement
-	var err error
-	for _, e := range s.Elements {
-		if all, err = encodeElements(s, e, all); err != nil {
-			return nil, err
-		}
-	}
-	return elementKeys(all), nil
 }
 
 // Counters reads the counters of the committed chains' rules that count, summed per chain.

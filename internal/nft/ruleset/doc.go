@@ -102,12 +102,12 @@
 // expressions: each read-back expression is re-encoded and compared byte for byte with what the
 // rule encodes to (counters by kind only; byteorder, which v0.3.0 does not decode, is left out);
 // the set names match; each
-// set's element keys match. Element keys are compared as the encoder produces them: a start and an
+// set's elements match in key, verdict and comment. v0.3.0 reads elements back without their
+// verdicts, so Verify dumps them itself (readback.go) on a second netlink socket with a fixed
+// 64 KiB receive buffer, and compares them in the form the encoder produces: a start and an
 // end-flagged element per single-field interval, Key+KeyEnd for concatenations, sorted (the kernel
-// returns intervals out of order) and without nft's all-zero end sentinel. Verdicts of map
-// elements are not compared (v0.3.0 reads verdict data back unreliably), so an element whose
-// verdict was changed behind our back is not seen. Verify repairs nothing: the caller calls
-// Replace.
+// returns intervals out of order) and without nft's all-zero end sentinel. Verify repairs
+// nothing: the caller calls Replace.
 //
 // # google/nftables v0.3.0 workarounds
 //

@@ -1,0 +1,199 @@
+package ruleset
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/userdata"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// google/nftables v0.3.0 reads set elements back without their verdicts (its element decoder
+// knows NFTA_DATA_VALUE only) — so Verify dumps elements itself, on a second netlink socket of
+// its own, and compares key, verdict and comment of every element.
+
+// dumpBuffer is the fixed receive buffer of the dump socket: larger than any dump datagram (the
+// kernel caps those at 32 KiB), and offered to every recvmsg, so the kernel fills datagrams fully.
+const dumpBuffer = 64 << 10
+
+func (c *Conn) dialDump() error {
+	cfg := &netlink.Config{MessageBufferSize: dumpBuffer}
+	if c.netnsFD >= 0 {
+		cfg.NetNS = c.netnsFD
+	}
+	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	if err != nil {
+		return fmt.Errorf("opening netlink dump socket: %w", err)
+	}
+	if err := nl.SetReadBuffer(readBuffer); err != nil {
+		nl.Close()
+		return fmt.Errorf("netlink dump read buffer: %w", err)
+	}
+	if c.dump != nil {
+		_ = c.dump.Close()
+	}
+	c.dump = nl
+	return nil
+}
+
+// readElements dumps the elements of set name in table as comparable strings (see elementString).
+func (c *Conn) readElements(table, name string) ([]string, error) {
+	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table + "\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(name + "\x00")},
+	})
+	if err != nil {
+		return nil, err
+	}
+	req := netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSETELEM),
+			Flags: netlink.Request | netlink.Dump,
+		},
+		Data: append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
+	}
+	msgs, err := c.dump.Execute(req)
+	if err != nil {
+		if derr := c.dialDump(); derr != nil { // never reuse a socket a dump failed on
+			err = fmt.Errorf("%w (and reopening: %v)", err, derr)
+		}
+		return nil, fmt.Errorf("dumping elements of set %s: %w", name, err)
+	}
+	var out []string
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return nil, err
+		}
+		for ad.Next() {
+			if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+				continue
+			}
+			ad.Nested(func(list *netlink.AttributeDecoder) error {
+				for list.Next() {
+					list.Nested(func(el *netlink.AttributeDecoder) error {
+						if s, ok := decodeElement(el); ok {
+							out = append(out, s)
+						}
+						return nil
+					})
+				}
+				return nil
+			})
+		}
+		if err := ad.Err(); err != nil {
+			return nil, fmt.Errorf("decoding elements of set %s: %w", name, err)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// readElem is an element as read back.
+type readElem struct {
+	key, keyEnd []byte
+	end         bool
+	code        int32
+	chain       string
+	hasVerdict  bool
+	comment     string
+}
+
+func decodeElement(ad *netlink.AttributeDecoder) (string, bool) {
+	var e readElem
+	dataValue := func(b []byte) []byte {
+		d, err := netlink.NewAttributeDecoder(b)
+		if err != nil {
+			return nil
+		}
+		var v []byte
+		for d.Next() {
+			if d.Type() == unix.NFTA_DATA_VALUE {
+				v = d.Bytes()
+			}
+		}
+		return v
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_ELEM_KEY:
+			e.key = dataValue(ad.Bytes())
+		case nftables.NFTA_SET_ELEM_KEY_END:
+			e.keyEnd = dataValue(ad.Bytes())
+		case unix.NFTA_SET_ELEM_FLAGS:
+			e.end = binary.BigEndian.Uint32(ad.Bytes())&unix.NFT_SET_ELEM_INTERVAL_END != 0
+		case unix.NFTA_SET_ELEM_USERDATA:
+			e.comment, _ = userdata.GetString(ad.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+		case unix.NFTA_SET_ELEM_DATA:
+			d, err := netlink.NewAttributeDecoder(ad.Bytes())
+			if err != nil {
+				continue
+			}
+			for d.Next() {
+				if d.Type() != unix.NFTA_DATA_VERDICT {
+					continue
+				}
+				e.hasVerdict = true
+				v, err := netlink.NewAttributeDecoder(d.Bytes())
+				if err != nil {
+					continue
+				}
+				for v.Next() {
+					switch v.Type() {
+					case unix.NFTA_VERDICT_CODE:
+						e.code = int32(binary.BigEndian.Uint32(v.Bytes()))
+					case unix.NFTA_VERDICT_CHAIN:
+						e.chain = string(bytes.TrimRight(v.Bytes(), "\x00"))
+					}
+				}
+			}
+		}
+	}
+	if e.end && len(bytes.Trim(e.key, "\x00")) == 0 {
+		return "", false // nft's all-zero end sentinel
+	}
+	return e.String(), true
+}
+
+// String is the comparable form of an element: key, key end, end flag, verdict, comment.
+func (e readElem) String() string {
+	s := fmt.Sprintf("%x-%x", e.key, e.keyEnd)
+	if e.end {
+		s += "/end"
+	}
+	if e.hasVerdict {
+		s += fmt.Sprintf(" : %d %s", e.code, e.chain)
+	}
+	if e.comment != "" {
+		s += fmt.Sprintf(" comment %q", e.comment)
+	}
+	return s
+}
+
+// expectedElements returns what readElements should return for s.
+func expectedElements(s *Set) ([]string, error) {
+	var all []nftables.SetElement
+	var err error
+	for _, e := range s.Elements {
+		if all, err = encodeElements(s, e, all); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]string, 0, len(all))
+	for _, e := range all {
+		r := readElem{key: e.Key, keyEnd: e.KeyEnd, end: e.IntervalEnd, comment: e.Comment}
+		if e.VerdictData != nil {
+			r.hasVerdict, r.code, r.chain = true, int32(e.VerdictData.Kind), e.VerdictData.Chain
+		}
+		out = append(out, r.String())
+	}
+	slices.Sort(out)
+	return out, nil
+}
