@@ -3,6 +3,7 @@ package ruleset
 import (
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +173,39 @@ func TestReplaceScale(t *testing.T) {
 	}
 	t.Logf("Verify of %d elements: %v", n, time.Since(start))
 	_ = ns
+}
+
+// TestChunkWorstCase: the largest elements this package writes (IPv6 interval map elements with
+// 128-byte comments jumping to a chain with a long name) still fit their messages' 16-bit
+// lengths, in a Replace and in a Commit.
+func TestChunkWorstCase(t *testing.T) {
+	c, ns := openConn(t)
+	long := strings.Repeat("c", 200)
+	comment := strings.Repeat("x", MaxCommentLen)
+	tb := NewTable("chunks")
+	tb.Chains[long] = &Chain{Name: long, Rules: []Rule{{Verdict: Verdict{Kind: Drop}}}}
+	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{{Lookup: &Lookup{Key: KeyIP6Saddr, Set: "v6", Map: true}}}}
+	v6 := newSet("v6", KeyIP6Saddr, true, true, comment)
+	fill := func(from, to int) {
+		for i := from; i < to; i++ {
+			a := fmt.Sprintf("fd00:%x::", i)
+			put(v6, rangeKey(a, fmt.Sprintf("fd00:%x::ff", i)), goTo(long), comment)
+		}
+	}
+	fill(0, 3000)
+	tb.Sets["v6"] = v6
+	if err := c.Replace(tb); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	fill(3000, 6000)
+	if err := c.Commit(tb, &Changes{Sets: names("v6")}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("Verify = %v, %v", drift, err)
+	}
+	out := nftIn(t, ns, "", "-j", "list", "map", "inet", "chunks", "v6")
+	if n := strings.Count(out, `"goto"`); n != 6000 {
+		t.Errorf("kernel lists %d elements, want 6000", n)
+	}
 }
