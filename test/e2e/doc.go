@@ -33,7 +33,8 @@
 //     policy is valid and, as stored and defaulted, still gives upstream's tables. Needs the API
 //     server binaries, not root.
 //   - runner_e2e_test.go, enforcer_e2e_test.go (build tag e2e): TestConformance, the runner on
-//     the netns cluster with the agent on every node.
+//     the netns cluster with the agent (agent.Run, in process, one per node namespace) on every
+//     node. The tag stays until the suite is green: `make e2e` must then pass -tags e2e.
 //
 // # Invariants
 //

@@ -2,15 +2,53 @@
 
 package e2e
 
-import "github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
 
-// newEnforcer returns the enforcer the runner starts on each node namespace, or nil when none
-// is wired yet (TestConformance then fails loudly). Wiring the agent is a few lines: Start runs
-// agent.Run(ctx, agent.RunConfig{Client: s.Client, NodeName: node, NetNSFD: netnsFD,
-// WorkloadPrefixes: <the harness's host-side interface prefix>, CleanupOnExit: true}) in a
-// goroutine with a child context, and stop cancels that context and waits for Run to return,
-// reporting its error with the node's name.
-func newEnforcer(s *kube.Server) Enforcer {
-	_ = s
-	return nil
+	"github.com/nftpolicy/nftpolicy/internal/agent"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+)
+
+// agentEnforcer runs the agent (agent.Run) on a node namespace inside the test process, watching
+// the test's API server with the admin client.
+type agentEnforcer struct{ s *kube.Server }
+
+// newEnforcer returns the agent: one agent.Run per node namespace. Its warnings and errors go to
+// stderr with the node's name, next to the failing case's tables.
+func newEnforcer(s *kube.Server) Enforcer { return agentEnforcer{s} }
+
+func (e agentEnforcer) Start(ctx context.Context, node string, netnsFD int) (func(), error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", node)
+	go func() {
+		done <- agent.Run(ctx, agent.RunConfig{
+			Client:           e.s.Client,
+			NodeName:         node,
+			NetNSFD:          netnsFD,
+			Table:            "nftpolicy",
+			ResyncInterval:   time.Minute,
+			WorkloadPrefixes: []string{"nftp"}, // netns names the node-side veths nftp<n>
+			FailureThreshold: 3,
+			CleanupOnExit:    true,
+			Logger:           log,
+		})
+	}()
+	select {
+	case err := <-done: // it failed at once
+		cancel()
+		return nil, fmt.Errorf("agent on node %s: %w", node, err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("agent stopped with an error", "err", err)
+		}
+	}, nil
 }
