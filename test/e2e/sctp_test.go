@@ -67,6 +67,12 @@ func parseSCTPInit(b []byte) (dstPort uint16, tag uint32, ok bool) {
 
 // rawSocketIn opens a raw protocol-132 socket inside the network namespace netnsFD. The socket
 // stays in that namespace whatever thread later uses it.
+//
+// The thread is switched back to its namespace and unlocked afterwards rather than left to die
+// locked: a thread that exits delivers the parent-death signal (Pdeathsig) to every child it
+// forked, and the package's etcd and kube-apiserver were forked by some thread of this process.
+// Only when switching back fails is the thread left locked, so it dies instead of serving other
+// goroutines in the wrong namespace.
 func rawSocketIn(netnsFD int, is6 bool) (int, error) {
 	type result struct {
 		fd  int
@@ -74,10 +80,16 @@ func rawSocketIn(netnsFD int, is6 bool) (int, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		// The thread is left locked on purpose: it dies with the goroutine, so the changed
-		// namespace never leaks to other goroutines.
 		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{-1, fmt.Errorf("opening the current network namespace: %w", err)}
+			return
+		}
+		defer unix.Close(orig)
 		if err := unix.Setns(netnsFD, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{-1, fmt.Errorf("entering network namespace: %w", err)}
 			return
 		}
@@ -88,6 +100,9 @@ func rawSocketIn(netnsFD int, is6 bool) (int, error) {
 		fd, err := unix.Socket(family, unix.SOCK_RAW|unix.SOCK_CLOEXEC, protoSCTP)
 		if err != nil {
 			err = fmt.Errorf("raw SCTP socket: %w", err)
+		}
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
 		}
 		ch <- result{fd, err}
 	}()
