@@ -64,10 +64,11 @@
 // table's size — unless Changes.Elements narrows a set's diff to the keys that changed, then
 // O(changed keys). BenchmarkCommitOneElement (go test -bench CommitOneElement -benchtime 2000x,
 // 2 shared cores under load from other work): one element in a table of 2,000 sets × 100 elements
-// ≈93–118 µs per Commit next to ≈76–80 µs for the same one-element batch sent straight through
-// google/nftables (the netlink round trip and the kernel commit dominate); one element in a set of
-// 100,000 ≈60 ms with a whole-set diff (≈0.6 µs per element of map walking) and ≈34 µs with
-// Changes.Elements.
+// ≈93–118 µs per Commit next to ≈76–90 µs for the same one-element batch sent straight through
+// google/nftables (the netlink round trip and the kernel commit dominate, and the kernel's commit
+// grows with the number of sets in the table); one element in a set of 100,000 (table of 8 sets)
+// ≈60–70 ms with a whole-set diff (≈0.6 µs per element of map walking, cache misses; 1.6 ms in
+// a set of 10,000, the commit-set10k variant) and ≈17–34 µs with Changes.Elements.
 //
 // # Replace
 //

@@ -178,8 +178,8 @@ type Changes struct {
 	Chains map[string]struct{}
 	// Elements optionally narrows the element diff of a set named in Sets to the given keys: the
 	// set's other elements are promised unchanged since the last commit. Without an entry the
-	// whole set is compared, which costs O(elements of the set) — ≈0.6 µs per element here, so
-	// 60 ms for a set of 100,000. New, removed or re-typed sets are always handled whole.
+	// whole set is compared, which costs O(elements of the set): ≈1.6 ms for a set of 10,000
+	// and ≈60 ms for one of 100,000 here. New, removed or re-typed sets are always handled whole.
 	Elements map[string]map[ElementKey]struct{}
 }
 
