@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -181,6 +182,27 @@ func (pp *packetPath) measure(b *testing.B, d time.Duration) rate {
 	return rate{perSec: float64(len(lats)) / d.Seconds(), p50: percentile(lats, 50), failed: fails, err: first}
 }
 
+// measureClean is measure, repeated once when more than 0.1% of the connections failed: a
+// connect that times out (1 s) is a lost SYN — on this machine now and then conntrack finds a
+// reused port's old entry in a state where the new SYN is invalid, and the table drops invalid
+// packets — which costs a client a whole second; twice in a row means the table drops what it
+// should allow.
+func (pp *packetPath) measureClean(b *testing.B, d time.Duration) rate {
+	b.Helper()
+	for try := 0; ; try++ {
+		m := pp.measure(b, d)
+		total := m.perSec*d.Seconds() + float64(m.failed)
+		if float64(m.failed) <= total/1000 {
+			return m
+		}
+		out, _ := exec.Command("ip", "netns", "exec", pp.node.name, "conntrack", "-S").CombinedOutput()
+		if try == 1 {
+			b.Fatalf("%d of %.0f connections failed, first: %v\nconntrack -S in the node:\n%s", m.failed, total, m.err, out)
+		}
+		b.Logf("%d of %.0f connections failed (first: %v); measuring again. conntrack -S in the node:\n%s", m.failed, total, m.err, out)
+	}
+}
+
 // check proves the programmed table decides: the allowed port always connects; the denied port
 // connects only while the server is not judged by policies (isolated false).
 func (pp *packetPath) check(b *testing.B, shape string, n int, isolated bool) {
@@ -329,6 +351,9 @@ func (pp *packetPath) dropTable(b *testing.B, name string) {
 // median returns the median of xs (sorted in place).
 func median(xs []float64) float64 {
 	slices.Sort(xs)
+	if len(xs)%2 == 0 {
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
 	return xs[len(xs)/2]
 }
 
@@ -344,7 +369,7 @@ func BenchmarkPacketPath(b *testing.B) {
 	ns := []int{100, 1000, 10000}
 	d, rounds := 1500*time.Millisecond, 3
 	if quick {
-		ns, d, rounds = []int{1000}, time.Second, 2
+		ns, d, rounds = []int{1000}, time.Second, 3
 	}
 	pp := newPacketPath(b)
 	type result struct {
@@ -364,19 +389,12 @@ func BenchmarkPacketPath(b *testing.B) {
 					if r == 0 {
 						pp.check(b, sh.name(), n, false)
 					}
-					base := pp.measure(b, d)
+					base := pp.measureClean(b, d)
 					sh.judge(b, true)
 					if r == 0 {
 						pp.check(b, sh.name(), n, true)
 					}
-					judged := pp.measure(b, d)
-					for _, m := range []rate{base, judged} {
-						// A connect that times out (1 s: a lost SYN on a loaded machine) is counted,
-						// not fatal; many mean the table drops what it should allow.
-						if total := m.perSec*d.Seconds() + float64(m.failed); float64(m.failed) > total/1000 {
-							b.Fatalf("%d of %.0f connections failed, first: %v", m.failed, total, m.err)
-						}
-					}
+					judged := pp.measureClean(b, d)
 					on, off = append(on, judged.perSec), append(off, base.perSec)
 					ratios, p50s = append(ratios, judged.perSec/base.perSec), append(p50s, us(judged.p50))
 				}
