@@ -9,7 +9,8 @@
 //     clusters really hold — default deny, allow from a namespace, allow from a pod selector,
 //     named ports, ipBlock with except, egress to a CIDR (plus DNS) — with distinct selectors,
 //     dual-stack pod addresses and LocalPods pods on Spec.Node (spread over namespaces and apps by
-//     a seeded permutation, so the policies that become active are a fair sample).
+//     a seeded permutation, so the policies that become active are a fair sample). Updates yields
+//     the same stream one update at a time, for measuring the memory of what consumes it.
 //   - PacketPathPolicies: the packet-path benchmark's table (P1): n policies selecting one server,
 //     each allowing TCP 80 from a different peer selector, the clients allowed only by the last —
 //     the worst case for rulesets that walk policies in order.
