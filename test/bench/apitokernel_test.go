@@ -185,6 +185,7 @@ func BenchmarkAPIToKernel(b *testing.B) {
 		report.add(row{"P2", "API event → kernel commit through the API server and the agent", "not run with BENCH_QUICK=1", "p99 ≤ 20 ms", ""})
 		return
 	}
+	setStage("P2 API → kernel")
 	srv := kube.StartForTest(b)
 	node := newNetns(b, "ba")
 	t0 := time.Now()

@@ -35,6 +35,7 @@ func BenchmarkColdStart(b *testing.B) {
 	node := newNetns(b, "bc")
 	runtime.GC()
 
+	setStage("P3 cold start")
 	t0 := time.Now()
 	g := graph.New(graph.Config{NodeName: coldSpec.Node})
 	for _, u := range ups {

@@ -56,6 +56,7 @@ func locate(t *ruleset.Table, addr netip.Addr) (located, bool) {
 func BenchmarkIncremental(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
+	setStage("P2 incremental")
 	node := newNetns(b, "bi")
 	g := graph.New(graph.Config{NodeName: fanout.Node})
 	for _, u := range fanout.Updates() {

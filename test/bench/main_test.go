@@ -7,9 +7,12 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,15 +56,55 @@ func meets(ok bool) string {
 	return "NO"
 }
 
+// stage names what the benchmarks are doing, for the RSS watchdog's message.
+var stage atomic.Value
+
+func setStage(s string) { stage.Store(s) }
+
 func TestMain(m *testing.M) {
+	stop := make(chan struct{})
+	go watchRSS(stop)
 	code := m.Run()
+	close(stop)
+	printSummary()
+	os.Exit(code)
+}
+
+func printSummary() {
 	report.mu.Lock()
 	rows := append([]row(nil), report.rows...)
 	report.mu.Unlock()
 	if len(rows) > 0 {
 		fmt.Print(renderSummary(rows))
 	}
-	os.Exit(code)
+}
+
+// watchRSS ends the process, with the summary so far, when its RSS passes BENCH_MAX_RSS_MIB
+// (default 4096): the machine is shared, and a dataplane that blows up at some scale must not
+// take it down. The row it adds says where it happened.
+func watchRSS(stop <-chan struct{}) {
+	limit := uint64(4096)
+	if v, err := strconv.ParseUint(os.Getenv("BENCH_MAX_RSS_MIB"), 10, 64); err == nil && v > 0 {
+		limit = v
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if rss := procStatus("VmRSS"); rss > limit*mib {
+			where, _ := stage.Load().(string)
+			report.add(row{"!!", "benchmark run aborted by the RSS watchdog",
+				fmt.Sprintf("RSS %d MiB > %d MiB during: %s", rss/mib, limit, where), "", "NO"})
+			printSummary()
+			removeLiveNetns()
+			fmt.Fprintf(os.Stderr, "aborting: RSS %d MiB > BENCH_MAX_RSS_MIB=%d during %s\n", rss/mib, limit, where)
+			os.Exit(3)
+		}
+	}
 }
 
 func renderSummary(rows []row) string {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,17 @@ import (
 
 // The benchmarks build their own minimal topology (a node namespace and pod namespaces joined by
 // routed veth pairs, like a ptp CNI) so they depend on nothing but `ip`, `nft` and the kernel.
+
+// live holds the names of the namespaces not yet removed, for removal when the RSS watchdog
+// ends the process (cleanups do not run then).
+var live sync.Map
+
+func removeLiveNetns() {
+	live.Range(func(k, _ any) bool {
+		_ = exec.Command("ip", "netns", "del", k.(string)).Run()
+		return true
+	})
+}
 
 // netnsHandle is a named network namespace created for one benchmark.
 type netnsHandle struct {
@@ -31,7 +43,11 @@ func newNetns(tb testing.TB, tag string) *netnsHandle {
 	tb.Helper()
 	name := testenv.UniqueName(tag)
 	run(tb, "ip", "netns", "add", name)
-	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	live.Store(name, true)
+	tb.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", name).Run()
+		live.Delete(name)
+	})
 	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		tb.Fatalf("opening netns %s: %v", name, err)

@@ -378,11 +378,13 @@ func BenchmarkPacketPath(b *testing.B) {
 		p50     time.Duration
 	}
 	results := map[string]map[int]result{}
-	shapes := []shape{&ourTable{pp: pp}, &chainTable{pp: pp}}
+	shapes := []shape{&chainTable{pp: pp}, &ourTable{pp: pp}}
 	for _, n := range ns {
 		for _, sh := range shapes {
 			b.Run(fmt.Sprintf("%s/policies=%d", sh.name(), n), func(b *testing.B) {
+				setStage(fmt.Sprintf("P1 %s, %d policies: programming", sh.name(), n))
 				sh.program(b, n)
+				setStage(fmt.Sprintf("P1 %s, %d policies: measuring", sh.name(), n))
 				var on, off, ratios, p50s []float64
 				for r := range rounds {
 					sh.judge(b, false)
