@@ -9,6 +9,8 @@
 //   - P2 incremental (BenchmarkIncremental): one pod joining or leaving one selector with 2,000
 //     policies over 2,000 selectors of 100 members programmed (internal/scale.Fanout): graph flush
 //     and Dataplane.Apply per change, beside the same element change executed with `nft`.
+//     BenchmarkAPIToKernel: the same cluster through a real kube-apiserver (internal/testenv/kube)
+//     and the agent in process; latency from a label patch to the element in `nft monitor`.
 //   - P3/P4 cold start (BenchmarkColdStart): the first full apply of 100,000 pods, 5,000 policies
 //     and 250 local pods (internal/scale.Generate): time, transactions, elements, and the
 //     process's peak RSS and Go heap over it.
@@ -17,7 +19,13 @@
 // figures with b.ReportMetric, and adds them to the summary table that TestMain prints after the
 // run, with the machine's description (CPUs, kernel, nft version). BENCH_QUICK=1 runs a subset
 // that fits in two minutes. Benchmarks never assert wall-clock figures: the table states each
-// target and whether the run met it.
+// target and whether the run met it. An RSS watchdog (BENCH_MAX_RSS_MIB, default 4096) ends a
+// run that grows past it — printing the summary so far and removing the namespaces — because the
+// machine is shared.
+//
+// The topology is built here (netns_test.go: a node namespace, pod namespaces on routed veth
+// pairs) with `ip`, so the figures depend on nothing but the kernel, `ip`, `nft` and the code
+// measured.
 //
 // The package has only test files besides this one; nothing imports it.
 package bench
