@@ -1,57 +1,77 @@
 // Package nft is the dataplane of DESIGN.md's data flow (internal/graph → internal/nft → kernel):
-// it compiles the graph's messages into the decision structures of the one `inet nftpolicy`
-// table and (through internal/nft/ruleset) commits the difference as one netlink transaction.
+// it folds the graph's messages into the desired `inet nftpolicy` table and commits each apply's
+// difference as one netlink transaction through internal/nft/ruleset.
 //
-// # Status
+// # Parts
 //
-// Built so far: the pure compiler core (decide.go) — State folds graph messages (sets, policies);
-// State.Compile resolves, in Go, the policy model's evaluation order for one endpoint group,
-// direction and family into a Decision; State.Evaluate is the reference semantics it is tested
-// against; State.GroupKey says which endpoints share one Decision (tiers + every fact of the
-// local address that Compile reads). Not yet built: the translation of Decisions into ruleset objects, the Dataplane
-// (New/Apply/Resync/Cleanup/Render), golden and traffic tests. The layout below is the design
-// that translation follows.
+//   - State (decide.go): the sets and policies the graph sent. State.Evaluate is the reference
+//     semantics of the policy model — tiers in order, policies in order, rules in order, first
+//     Allow/Deny wins, Pass goes to the next tier, a tier's default when policies of it applied
+//     and none decided, allow after the last tier.
+//   - Compile (decide.go, plan.go): resolves that order, in Go, for one endpoint group, direction
+//     and family into a Decision. A plan flattens the group's rules and indexes them by the set
+//     gating each (the first set its peer side requires), so a peer is evaluated only against the
+//     rules that can match it.
+//   - GroupKey (group.go): endpoints whose keys are equal (same ordered tiers and policies, same
+//     local-side facts) share one Decision, hence one chain.
+//   - Dataplane (dataplane.go, layout.go): endpoints → groups → chains, maps and elements of a
+//     ruleset.Table; reference-counted class and deny chains; Apply / Resync / Cleanup / Render.
 //
-// # Decision shape (DESIGN.md "two verdict maps", with overlap-free intervals)
+// # Table layout
 //
-// Evaluation order — tiers in order, policies in order, rules in order, first Allow/Deny wins,
-// Pass to the next tier, a tier's DefaultAction when none decided, allow after the last tier — is
-// resolved at compile time. For one group/direction/family a Decision holds:
+//	table inet nftpolicy
+//	  chain forward_egress   hook forward priority 7; policy accept
+//	      ct state established,related accept; ct state invalid counter drop
+//	      ip saddr vmap @egress_v4; ip6 saddr vmap @egress_v6        (local pod → its egress group)
+//	  chain forward_ingress  hook forward priority 8; policy accept
+//	      ct state established,related accept
+//	      ip daddr vmap @ingress_v4; ip6 daddr vmap @ingress_v6      (local pod → its ingress group)
+//	  chain input_host       hook input priority 7   (pod → this node: accepted)
+//	  chain output_host      hook output priority 8  (this node → its pods: accepted, kubelet probes)
+//	  chain in_<hash> / eg_<hash>                   one per endpoint group, direction and family
+//	      <peer> vmap @in_<hash>_peers       exact: addresses of pods that the rules' selectors name
+//	      <peer> vmap @in_<hash>_nets        interval: disjoint ipBlock partition (except subtracted)
+//	      goto c_<hash>                      every other peer
+//	  chain c_<hash>                                 one per distinct peer class (shared by groups)
+//	      meta l4proto vmap @c_<hash>_l4                 protocols without ports (ICMP)
+//	      meta l4proto . th dport vmap @c_<hash>_ports   interval: disjoint protocol × port partition
+//	      accept | goto deny_<hash>                      every other packet
+//	  chain deny_<hash>                              one per deny reason: counter drop
 //
-//  1. Peers: an exact map, known endpoint address (member of any set a peer side of the group's
-//     rules references, named-port sets included for egress) → class. Its class accounts for
-//     every rule, CIDR rules included.
-//  2. Intervals: a disjoint, sorted partition of the address space cut at every referenced prefix
-//     boundary (Nets and NotNets, so ipBlock except is subtracted), adjacent equal classes merged,
-//     consulted on an exact miss; intervals whose class equals Default are left out.
-//  3. Default: the class of an address in no set and no referenced prefix.
+// Egress is judged at priority 7 and ingress at 8, both on the forward hook: an accept in
+// forward_egress ends only that base chain, so same-node pod → pod traffic is judged by the
+// source's egress and then by the destination's ingress. A pod without policy in a direction has
+// no element in that direction's dispatch map and is allowed. Decision chains are entered with
+// goto and end in an explicit verdict. Priorities 7 and 8 are used by none of kube-proxy (dstnat
+// -100, filter 0), Felix or kube-network-policies. The packet mark is never touched.
 //
-// A Class is the peer's whole decision function: a disjoint partition of (tcp|udp|sctp) × port
-// 0–65535 into outcomes (cut at every numeric range bound and every named port of the destination
-// — the local endpoint for ingress, the peer for egress), segments equal to the final outcome
-// dropped, the outcome of each non-port protocol a rule names (ICMP: `meta l4proto vmap`), plus
-// the outcome for every other protocol (the chain's explicit final verdict). Peers
-// with equal functions share one class, hence one chain in the kernel. Each outcome carries the
-// reason (rule comment, or "tier X default: deny") for comments.
+// Comments name the origin of every verdict: dispatch elements name the pod, group chains the
+// ordered policies, peer elements and class chains the rules (or tier defaults) that decide, and
+// each deny chain the reason it counts — nftpolicy_denied_packets_total{reason} reads those
+// counters.
 //
-// Kernel shape: `ip saddr vmap @<group>_peers_v4` (goto class chain), then `ip saddr vmap
-// @<group>_nets_v4` (interval map), then `goto <default class>`; each class chain holds `meta
-// l4proto . th dport vmap { … }` (interval concatenation, disjoint by construction) and its final
-// verdict. Per first packet: conntrack + 2 dispatch lookups + at most 3 lookups per direction,
-// whatever the number of policies. Elements per group and family: |known peers| + |intervals| +
-// Σ over classes of their port segments. A pod joining a selector: one element add/replace in
-// every group whose rules reference the selector (plus a class chain when its function is new).
-// A policy change: recompute the groups it applies to.
+// # Costs
+//
+//   - First packet of a connection: conntrack, one dispatch lookup per direction, then per
+//     direction at most one exact and one interval peer lookup and one protocol and one
+//     protocol.port lookup — whatever the number of policies.
+//   - Elements per group and family: known peers + ipBlock intervals; per class: its port
+//     segments. Class chains are content-addressed and shared by all groups.
+//   - A pod joining a selector: the groups whose rules reference that selector's set are
+//     recompiled; the committer sends only the changed elements (usually one add per group).
+//   - A policy change: the groups that list it are recompiled; their unchanged elements are not
+//     sent.
+//
+// # Transactions
+//
+// The first commit of a Dataplane replaces any table of the same name in one transaction (add,
+// delete, add, then everything), so a previous run's table stays in force until then; nothing is
+// written before in-sync. Later applies send only the objects the apply touched. A failed commit
+// leaves the kernel unchanged; the agent then calls Resync, which replaces the whole table.
+// Resync also reads the table back and repairs any drift the same way.
 //
 // # Limits (documented, never widening an allow)
 //
-// Rules with ICMP type/code, or with source-port matches, match nothing yet; a missing set has no
-// members. ICMP traffic is judged by protocol-level rules only.
-//
-// # Layout of the table (planned; priorities unique among kube-proxy -100 dstnat / 0 filter and
-// Felix ±)
-//
-// forward at priority 5, output at 5, input at 5 (policy accept); conntrack first; egress judged
-// by `jump` into egress group chains whose allow is `return` (so the destination's ingress is still
-// judged in the same base chain), ingress by `goto`.
+// Rules with ICMP type/code, or with source-port matches, match nothing yet; a set the graph has
+// not sent has no members. ICMP traffic is judged by protocol-level rules only.
 package nft

@@ -1,0 +1,578 @@
+package nft
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
+)
+
+// DefaultTable is the name of the one table nftpolicy owns.
+const DefaultTable = "nftpolicy"
+
+// Priorities of the base chains (filter = 0). kube-proxy's nftables mode filters at 0 and DNATs
+// at -100, Felix's nftables mode uses its own table at filter priorities ±0, kube-network-policies
+// uses -? (see the package doc); 7 and 8 are used by none of them. Egress is judged at 7, ingress
+// at 8: an accept in the egress chain ends only that base chain, so the ingress chain still judges
+// same-node traffic.
+const (
+	PriorityEgress  int32 = 7
+	PriorityIngress int32 = 8
+)
+
+// Names of the fixed objects of the table.
+const (
+	chainForwardEgress  = "forward_egress"
+	chainForwardIngress = "forward_ingress"
+	chainInput          = "input_host"
+	chainOutput         = "output_host"
+	mapIngressV4        = "ingress_v4"
+	mapIngressV6        = "ingress_v6"
+	mapEgressV4         = "egress_v4"
+	mapEgressV6         = "egress_v6"
+)
+
+// Config configures a Dataplane.
+type Config struct {
+	// Table is the table's name (DefaultTable when empty).
+	Table string
+	// NetNSFD is an open handle of the network namespace to program; < 0 means the current one.
+	NetNSFD int
+	Logger  *slog.Logger
+}
+
+// Committer is the kernel side (ruleset.Conn); nil in offline mode (render).
+type Committer interface {
+	Commit(desired *ruleset.Table, changes *ruleset.Changes) error
+	Replace(desired *ruleset.Table) error
+	Verify() (drift bool, err error)
+	DeleteTable(name string) error
+	Close() error
+	Counters() (map[string]ruleset.Counter, error)
+}
+
+// Dataplane folds the graph's messages into the desired table and commits each apply's difference
+// in one transaction. It is used from one goroutine.
+type Dataplane struct {
+	// mu serialises the loop's applies with metric scrapes (DeniedPackets).
+	mu    sync.Mutex
+	log   *slog.Logger
+	conn  Committer
+	state *State
+	table *ruleset.Table
+
+	endpoints map[model.EndpointKey]*endpoint
+	groups    map[string]*group // by chain name
+	classes   map[string]int    // class chain name → number of groups using it
+	denies    map[string]int    // deny chain name → number of class chains using it
+
+	// indexes for incremental work
+	setPolicies    map[graph.SetID]map[model.PolicyKey]struct{}
+	policyGroups   map[model.PolicyKey]map[string]struct{}
+	policyEndpoint map[model.PolicyKey]map[model.EndpointKey]struct{}
+
+	// pending work of the current apply
+	dirtyPolicies  map[model.PolicyKey]struct{}
+	dirtyEndpoints map[model.EndpointKey]struct{}
+	changes        ruleset.Changes
+
+	inSync       bool
+	committed    bool // the table has been written once by this process
+	transactions uint64
+}
+
+type endpoint struct {
+	msg    graph.EndpointUpdated
+	groups map[dispatchKey]string // dispatch element → group chain name
+}
+
+// dispatchKey is one local address in one direction: one element of a dispatch map.
+type dispatchKey struct {
+	dir  model.Direction
+	addr netip.Addr
+}
+
+// group is one decision structure: the endpoints (addresses) with equal GroupKeys for a direction
+// and family share it.
+type group struct {
+	name    string
+	dir     model.Direction
+	is4     bool
+	tiers   []graph.TierPolicies
+	members map[dispatchKey]model.EndpointKey
+	classes map[string]struct{} // class chains it references
+	stale   bool                // needs recompiling
+}
+
+// New opens the dataplane on a network namespace. Nothing is written before the first in-sync
+// apply; a table left by a previous run stays in force until then.
+func New(cfg Config) (*Dataplane, error) {
+	conn, err := ruleset.Open(cfg.NetNSFD)
+	if err != nil {
+		return nil, fmt.Errorf("opening nftables connection: %w", err)
+	}
+	return newDataplane(cfg, conn), nil
+}
+
+// NewWithCommitter returns a dataplane committing through c (tests use a fake).
+func NewWithCommitter(cfg Config, c Committer) *Dataplane { return newDataplane(cfg, c) }
+
+// NewOffline returns a dataplane that only computes the table (for `nftpolicy render` and tests).
+func NewOffline(cfg Config) *Dataplane { return newDataplane(cfg, nil) }
+
+func newDataplane(cfg Config, conn Committer) *Dataplane {
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Dataplane{
+		log:            cfg.Logger,
+		conn:           conn,
+		state:          NewState(),
+		table:          ruleset.NewTable(cfg.Table),
+		endpoints:      map[model.EndpointKey]*endpoint{},
+		groups:         map[string]*group{},
+		classes:        map[string]int{},
+		denies:         map[string]int{},
+		setPolicies:    map[graph.SetID]map[model.PolicyKey]struct{}{},
+		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
+		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
+	}
+	d.resetPending()
+	d.addSkeleton()
+	return d
+}
+
+func (d *Dataplane) resetPending() {
+	d.dirtyPolicies = map[model.PolicyKey]struct{}{}
+	d.dirtyEndpoints = map[model.EndpointKey]struct{}{}
+	d.changes = ruleset.Changes{Sets: map[string]struct{}{}, Chains: map[string]struct{}{}}
+}
+
+// Table returns the desired table (read-only for the caller).
+func (d *Dataplane) Table() *ruleset.Table { return d.table }
+
+// Render returns the desired table in `nft -f` syntax.
+func (d *Dataplane) Render() string { return ruleset.Render(d.table) }
+
+// Stats counts the desired (after a successful apply: committed) table's objects.
+func (d *Dataplane) Stats() (ruleset.Stats, uint64) { return d.table.Stats(), d.transactions }
+
+// Apply folds messages into the desired table and, once in sync, commits the difference in one
+// transaction. On error the desired state is kept; Resync retries it.
+func (d *Dataplane) Apply(msgs []graph.Message) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range msgs {
+		d.fold(m)
+	}
+	if !d.inSync {
+		return nil
+	}
+	d.recompute()
+	return d.commit()
+}
+
+func (d *Dataplane) commit() error {
+	if d.conn == nil {
+		d.resetPending()
+		return nil
+	}
+	var err error
+	if !d.committed {
+		err = d.conn.Replace(d.table)
+	} else {
+		err = d.conn.Commit(d.table, &d.changes)
+	}
+	if err != nil {
+		// keep nothing pending: the next Resync replaces the whole table
+		d.resetPending()
+		d.committed = false
+		return fmt.Errorf("committing table %s: %w", d.table.Name, err)
+	}
+	d.transactions++
+	d.committed = true
+	d.resetPending()
+	return nil
+}
+
+// Resync reads the table back and, on drift or after a failed apply, replaces it with the desired
+// table in one transaction. It reports whether a repair was needed.
+func (d *Dataplane) Resync() (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == nil || !d.inSync {
+		return false, nil
+	}
+	if d.committed {
+		drift, err := d.conn.Verify()
+		if err == nil && !drift {
+			return false, nil
+		}
+		if err != nil {
+			d.log.Warn("reading back the table failed; replacing it", "table", d.table.Name, "error", err)
+		}
+	}
+	if err := d.conn.Replace(d.table); err != nil {
+		d.committed = false
+		return true, fmt.Errorf("replacing table %s: %w", d.table.Name, err)
+	}
+	d.transactions++
+	d.committed = true
+	d.resetPending()
+	return true, nil
+}
+
+// Cleanup removes the table from the kernel.
+func (d *Dataplane) Cleanup() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == nil {
+		return nil
+	}
+	d.committed = false
+	return d.conn.DeleteTable(d.table.Name)
+}
+
+// Close releases the netlink connection; the table stays in force.
+func (d *Dataplane) Close() error {
+	if d.conn == nil {
+		return nil
+	}
+	return d.conn.Close()
+}
+
+// fold applies one message to the state and records what it makes dirty.
+func (d *Dataplane) fold(m graph.Message) {
+	switch m := m.(type) {
+	case graph.SetReplaced, graph.SetMembersChanged, graph.SetRemoved:
+		var id graph.SetID
+		switch m := m.(type) {
+		case graph.SetReplaced:
+			id = m.ID
+		case graph.SetMembersChanged:
+			id = m.ID
+		case graph.SetRemoved:
+			id = m.ID
+		}
+		d.state.Apply(m)
+		for k := range d.setPolicies[id] {
+			d.dirtyPolicies[k] = struct{}{}
+		}
+	case graph.PolicyUpdated:
+		if old := d.state.Policies[m.Key]; old != nil {
+			d.indexPolicySets(old, false)
+		}
+		d.state.Apply(m)
+		d.indexPolicySets(d.state.Policies[m.Key], true)
+		d.dirtyPolicies[m.Key] = struct{}{}
+	case graph.PolicyRemoved:
+		if old := d.state.Policies[m.Key]; old != nil {
+			d.indexPolicySets(old, false)
+		}
+		d.state.Apply(m)
+		d.dirtyPolicies[m.Key] = struct{}{}
+	case graph.EndpointUpdated:
+		e := d.endpoints[m.Key]
+		if e == nil {
+			e = &endpoint{groups: map[dispatchKey]string{}}
+			d.endpoints[m.Key] = e
+		} else {
+			d.indexEndpointPolicies(m.Key, &e.msg, false)
+		}
+		e.msg = m
+		for i, a := range e.msg.Addrs {
+			e.msg.Addrs[i] = a.Unmap()
+		}
+		d.indexEndpointPolicies(m.Key, &e.msg, true)
+		d.dirtyEndpoints[m.Key] = struct{}{}
+	case graph.EndpointRemoved:
+		if e := d.endpoints[m.Key]; e != nil {
+			d.indexEndpointPolicies(m.Key, &e.msg, false)
+			e.msg = graph.EndpointUpdated{} // removed(): regroup releases its groups
+			d.dirtyEndpoints[m.Key] = struct{}{}
+		}
+	case graph.InSync:
+		d.inSync = true
+	}
+}
+
+func (d *Dataplane) indexPolicySets(p *graph.PolicyUpdated, add bool) {
+	for _, id := range policySets(p) {
+		if add {
+			addTo(d.setPolicies, id, p.Key)
+		} else {
+			removeFrom(d.setPolicies, id, p.Key)
+		}
+	}
+}
+
+func (d *Dataplane) indexEndpointPolicies(k model.EndpointKey, m *graph.EndpointUpdated, add bool) {
+	for _, tiers := range [][]graph.TierPolicies{m.Ingress, m.Egress} {
+		for _, t := range tiers {
+			for _, p := range t.Policies {
+				if add {
+					addTo(d.policyEndpoint, p, k)
+				} else {
+					removeFrom(d.policyEndpoint, p, k)
+				}
+			}
+		}
+	}
+}
+
+// policySets lists every set a policy's rules reference.
+func policySets(p *graph.PolicyUpdated) []graph.SetID {
+	var ids []graph.SetID
+	for _, rules := range [][]graph.Rule{p.Ingress, p.Egress} {
+		for i := range rules {
+			for _, m := range []*graph.Match{&rules[i].Src, &rules[i].Dst} {
+				ids = append(ids, m.Sets...)
+				ids = append(ids, m.NotSets...)
+				ids = append(ids, m.NamedPortSets...)
+				ids = append(ids, m.NotNamedPortSets...)
+			}
+		}
+	}
+	return ids
+}
+
+// recompute brings the desired table up to date with the state: it regroups the endpoints whose
+// facts may have changed and recompiles the groups whose policies changed.
+func (d *Dataplane) recompute() {
+	for k := range d.dirtyPolicies {
+		for ek := range d.policyEndpoint[k] {
+			d.dirtyEndpoints[ek] = struct{}{}
+		}
+		for gname := range d.policyGroups[k] {
+			if g := d.groups[gname]; g != nil {
+				g.stale = true
+			}
+		}
+	}
+	keys := make([]model.EndpointKey, 0, len(d.dirtyEndpoints))
+	for k := range d.dirtyEndpoints {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b model.EndpointKey) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range keys {
+		d.regroup(k)
+	}
+	names := make([]string, 0)
+	for name, g := range d.groups {
+		if g.stale {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d.compileGroup(d.groups[name])
+	}
+}
+
+// regroup recomputes an endpoint's dispatch elements and group memberships.
+func (d *Dataplane) regroup(k model.EndpointKey) {
+	e := d.endpoints[k]
+	if e == nil {
+		return
+	}
+	removed := e.removed()
+	want := map[dispatchKey]string{}
+	wantTiers := map[dispatchKey][]graph.TierPolicies{}
+	if !removed {
+		for _, dir := range []model.Direction{model.Ingress, model.Egress} {
+			tiers := e.msg.Ingress
+			if dir == model.Egress {
+				tiers = e.msg.Egress
+			}
+			if len(tiers) == 0 {
+				continue // no policy applies: allowed, no dispatch element
+			}
+			for _, a := range e.msg.Addrs {
+				dk := dispatchKey{dir, a}
+				want[dk] = groupName(dir, d.state.GroupKey(dir, tiers, a))
+				wantTiers[dk] = tiers
+			}
+		}
+	}
+	for dk, old := range e.groups {
+		if want[dk] != old {
+			d.leaveGroup(old, dk)
+			d.deleteDispatch(dk)
+			delete(e.groups, dk)
+		}
+	}
+	for dk, name := range want {
+		if e.groups[dk] == name {
+			continue
+		}
+		g := d.groups[name]
+		if g == nil {
+			g = &group{name: name, dir: dk.dir, is4: dk.addr.Is4(), tiers: wantTiers[dk],
+				members: map[dispatchKey]model.EndpointKey{}, classes: map[string]struct{}{}, stale: true}
+			d.groups[name] = g
+			for _, t := range g.tiers {
+				for _, p := range t.Policies {
+					addTo(d.policyGroups, p, name)
+				}
+			}
+		}
+		g.members[dk] = k
+		e.groups[dk] = name
+		d.setDispatch(dk, name, k)
+	}
+	if removed {
+		delete(d.endpoints, k)
+	}
+}
+
+func (e *endpoint) removed() bool { return e.msg.Key == (model.EndpointKey{}) }
+
+func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
+	g := d.groups[name]
+	if g == nil {
+		return
+	}
+	delete(g.members, dk)
+	if len(g.members) > 0 {
+		return
+	}
+	// unused: remove its chain and maps, release its classes
+	for _, t := range g.tiers {
+		for _, p := range t.Policies {
+			removeFrom(d.policyGroups, p, name)
+		}
+	}
+	for c := range g.classes {
+		d.releaseClass(c)
+	}
+	delete(d.groups, name)
+	d.dropChain(name)
+	d.dropSet(name + "_peers")
+	d.dropSet(name + "_nets")
+}
+
+func dispatchMap(dk dispatchKey) string {
+	switch {
+	case dk.dir == model.Ingress && dk.addr.Is4():
+		return mapIngressV4
+	case dk.dir == model.Ingress:
+		return mapIngressV6
+	case dk.addr.Is4():
+		return mapEgressV4
+	}
+	return mapEgressV6
+}
+
+func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
+	name := dispatchMap(dk)
+	d.table.Sets[name].Elements[ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr}] = ruleset.Element{
+		ElementKey: ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr},
+		Verdict:    ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
+		Comment:    comment(k.String()),
+	}
+	d.changes.Sets[name] = struct{}{}
+}
+
+func (d *Dataplane) deleteDispatch(dk dispatchKey) {
+	name := dispatchMap(dk)
+	delete(d.table.Sets[name].Elements, ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr})
+	d.changes.Sets[name] = struct{}{}
+}
+
+func (d *Dataplane) dropChain(name string) {
+	delete(d.table.Chains, name)
+	d.changes.Chains[name] = struct{}{}
+}
+
+func (d *Dataplane) dropSet(name string) {
+	delete(d.table.Sets, name)
+	d.changes.Sets[name] = struct{}{}
+}
+
+func (d *Dataplane) putChain(c *ruleset.Chain) {
+	d.table.Chains[c.Name] = c
+	d.changes.Chains[c.Name] = struct{}{}
+}
+
+func (d *Dataplane) putSet(s *ruleset.Set) {
+	d.table.Sets[s.Name] = s
+	d.changes.Sets[s.Name] = struct{}{}
+}
+
+// groupName is a group chain's name: direction and a hash of the group key.
+func groupName(dir model.Direction, key string) string {
+	prefix := "in_"
+	if dir == model.Egress {
+		prefix = "eg_"
+	}
+	return prefix + shortHash(key)
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:6])
+}
+
+// comment trims a comment to what the kernel stores (nft limits comments to 128 bytes).
+func comment(s string) string {
+	const limit = 128
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - len("…")
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
+
+func addTo[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
+	s := m[k]
+	if s == nil {
+		s = map[V]struct{}{}
+		m[k] = s
+	}
+	s[v] = struct{}{}
+}
+
+func removeFrom[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
+	if s := m[k]; s != nil {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// DeniedPackets reads the kernel's counters of the deny chains: packets dropped per reason.
+func (d *Dataplane) DeniedPackets() (map[string]uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == nil || !d.committed {
+		return nil, nil
+	}
+	counters, err := d.conn.Counters()
+	if err != nil {
+		return nil, fmt.Errorf("reading counters: %w", err)
+	}
+	out := map[string]uint64{}
+	for name := range d.denies {
+		if c, ok := d.table.Chains[name]; ok {
+			out[c.Comment] += counters[name].Packets
+		}
+	}
+	return out, nil
+}

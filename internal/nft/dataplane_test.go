@@ -1,0 +1,257 @@
+package nft_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// modelUpdates is the cluster of the scenarios as the graph's input.
+func modelUpdates(addrs map[string][]netip.Addr, policies []model.Policy) []model.Update {
+	var us []model.Update
+	for _, ns := range []string{"x", "y"} {
+		us = append(us, model.NamespaceSet{Namespace: model.Namespace{Name: ns,
+			Labels: map[string]string{"ns": ns, "kubernetes.io/metadata.name": ns}}})
+	}
+	for _, p := range testPods {
+		us = append(us, model.EndpointSet{Endpoint: model.Endpoint{
+			Key: model.EndpointKey{Namespace: p.ns, Name: p.name}, Node: p.node,
+			Labels: map[string]string{"pod": p.name}, Addrs: addrs[p.key()], NamedPorts: p.namedPorts,
+		}})
+	}
+	for _, pol := range policies {
+		us = append(us, model.PolicySet{Policy: pol})
+	}
+	return append(us, model.SyncStatusUpdate{Status: model.InSync})
+}
+
+func fixedAddrs() map[string][]netip.Addr {
+	m := map[string][]netip.Addr{}
+	for _, p := range testPods {
+		m[p.key()] = []netip.Addr{p.v4, p.v6}
+	}
+	return m
+}
+
+// messagesFor runs the graph of one node over the scenario.
+func messagesFor(node string, addrs map[string][]netip.Addr, sc scenario) []graph.Message {
+	g := graph.New(graph.Config{NodeName: node})
+	for _, u := range modelUpdates(addrs, sc.policies(addrs)) {
+		g.OnUpdate(u)
+	}
+	return g.Flush()
+}
+
+// bareNetns makes an empty network namespace for ruleset-only tests and returns its name and an
+// open handle; both go away when the test ends.
+func bareNetns(t *testing.T) (string, int) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip", "nft")
+	name := testenv.UniqueName("nft")
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	f, err := os.Open("/run/netns/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return name, int(f.Fd())
+}
+
+func nftIn(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft %s in %s: %v\n%s", strings.Join(args, " "), ns, err, out)
+	}
+	return string(out)
+}
+
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(want, []byte(got)) {
+		t.Errorf("%s differs (run with -update to accept):\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}
+
+// TestGolden programs each scenario for node "a" into a namespace and compares what `nft list
+// table` prints with the golden file; the same table rendered offline must load with `nft -f`.
+func TestGolden(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			ns, fd := bareNetns(t)
+			dp, err := nft.New(nft.Config{NetNSFD: fd})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dp.Close()
+			if err := dp.Apply(messagesFor("a", fixedAddrs(), sc)); err != nil {
+				t.Fatal(err)
+			}
+			listed := nftIn(t, ns, "list", "table", "inet", nft.DefaultTable)
+			checkGolden(t, filepath.Join("testdata", "golden", sc.name+".nft"), listed)
+			for _, want := range []string{"forward_egress", "forward_ingress", "ct state established,related accept"} {
+				if !strings.Contains(listed, want) {
+					t.Errorf("table lacks %q", want)
+				}
+			}
+
+			// render → nft -f into a second namespace gives the same listing
+			ns2, _ := bareNetns(t)
+			file := filepath.Join(t.TempDir(), "ruleset.nft")
+			if err := os.WriteFile(file, []byte(dp.Render()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			nftIn(t, ns2, "-f", file)
+			if again := nftIn(t, ns2, "list", "table", "inet", nft.DefaultTable); again != listed {
+				t.Errorf("rendered table loaded with nft -f lists differently:\n--- committed\n%s\n--- rendered\n%s", listed, again)
+			}
+		})
+	}
+}
+
+// trafficCluster is the shared two-node cluster of the traffic tests.
+type trafficCluster struct {
+	c     *netns.Cluster
+	pods  map[string]*netns.Pod
+	addrs map[string][]netip.Addr
+}
+
+var trafficPorts = []struct {
+	proto model.Protocol
+	port  uint16
+}{{model.ProtocolTCP, 80}, {model.ProtocolTCP, 81}, {model.ProtocolUDP, 80}}
+
+func netnsProto(p model.Protocol) netns.Protocol {
+	if p == model.ProtocolUDP {
+		return "UDP"
+	}
+	return "TCP"
+}
+
+func newTrafficCluster(t *testing.T) *trafficCluster {
+	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}})
+	tc := &trafficCluster{c: c, pods: map[string]*netns.Pod{}, addrs: map[string][]netip.Addr{}}
+	for _, p := range testPods {
+		np, err := c.AddPod(p.node, p.ns, p.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.pods[p.key()] = np
+		tc.addrs[p.key()] = np.Addrs
+		for _, sp := range trafficPorts {
+			if err := c.Serve(np.NetNS, netnsProto(sp.proto), sp.port); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return tc
+}
+
+// enforce runs one graph and dataplane per node for the scenario, as the agent would.
+func (tc *trafficCluster) enforce(t *testing.T, sc scenario) {
+	t.Helper()
+	for _, n := range tc.c.Nodes() {
+		fd, err := n.FD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp, err := nft.New(nft.Config{NetNSFD: fd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = dp.Apply(messagesFor(n.Name, tc.addrs, sc))
+		dp.Close()
+		_ = closeFD(fd)
+		if err != nil {
+			t.Fatalf("node %s: %v", n.Name, err)
+		}
+	}
+}
+
+// check probes every pair on every port and family and compares with the scenario's table.
+func (tc *trafficCluster) check(t *testing.T, sc scenario) {
+	t.Helper()
+	keys := make([]string, 0, len(testPods))
+	var pods []*netns.Pod
+	for _, p := range testPods {
+		keys = append(keys, p.key())
+		pods = append(pods, tc.pods[p.key()])
+	}
+	byKey := map[string]pod{}
+	for _, p := range testPods {
+		byKey[p.key()] = p
+	}
+	for _, is6 := range []bool{false, true} {
+		for _, sp := range trafficPorts {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			got, err := tc.c.ProbeMatrix(ctx, pods, netnsProto(sp.proto), sp.port, is6, 500*time.Millisecond)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := netns.NewReachability(keys, true)
+			for _, from := range keys {
+				for _, to := range keys {
+					r.Expect(from, to, sc.allowed(probe{from: byKey[from], to: byKey[to], proto: sp.proto, port: sp.port, is6: is6}))
+					r.Observe(from, to, got[[2]string{from, to}])
+				}
+			}
+			if wrong, table := r.Summary(); wrong > 0 {
+				fam := "IPv4"
+				if is6 {
+					fam = "IPv6"
+				}
+				t.Errorf("%s %s/%d: %d probes wrong\n%s", fam, sp.proto, sp.port, wrong, table)
+			}
+		}
+	}
+}
+
+// TestTraffic enforces every scenario in a two-node cluster of namespaces and checks the truth
+// table with real TCP and UDP connections, IPv4 and IPv6, same-node and cross-node.
+func TestTraffic(t *testing.T) {
+	tc := newTrafficCluster(t)
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			tc.enforce(t, sc)
+			tc.check(t, sc)
+		})
+	}
+}
+
+func closeFD(fd int) error { return os.NewFile(uintptr(fd), "netns").Close() }
+
+var _ = fmt.Sprintf

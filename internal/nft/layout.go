@@ -1,0 +1,283 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
+)
+
+// addSkeleton writes the fixed part of the table: base chains and dispatch maps.
+func (d *Dataplane) addSkeleton() {
+	established := ruleset.Rule{CtState: ruleset.CtEstablishedRelated, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
+		Comment: "replies and related traffic of allowed connections"}
+	invalid := ruleset.Rule{CtState: ruleset.CtInvalid, Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop},
+		Comment: "conntrack state invalid"}
+	lookup := func(key ruleset.Key, set, c string) ruleset.Rule {
+		return ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: set, Map: true}, Comment: c}
+	}
+	d.putChain(&ruleset.Chain{
+		Name: chainForwardEgress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityEgress},
+		Comment: "egress policy of local pods; an accept here still leaves forward_ingress to judge",
+		Rules: []ruleset.Rule{established, invalid,
+			lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy (IPv4)"),
+			lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy (IPv6)"),
+		},
+	})
+	d.putChain(&ruleset.Chain{
+		Name: chainForwardIngress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityIngress},
+		Comment: "ingress policy of local pods",
+		Rules: []ruleset.Rule{established,
+			lookup(ruleset.KeyIPDaddr, mapIngressV4, "to a local pod with ingress policy (IPv4)"),
+			lookup(ruleset.KeyIP6Daddr, mapIngressV6, "to a local pod with ingress policy (IPv6)"),
+		},
+	})
+	d.putChain(&ruleset.Chain{
+		Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
+		Comment: "local pod to this node: accepted (node-local traffic is not policed)",
+		Rules:   []ruleset.Rule{established},
+	})
+	d.putChain(&ruleset.Chain{
+		Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},
+		Comment: "this node to its pods: accepted (kubelet probes)",
+		Rules:   []ruleset.Rule{established},
+	})
+	for _, m := range []struct {
+		name string
+		key  ruleset.Key
+		c    string
+	}{
+		{mapIngressV4, ruleset.KeyIPDaddr, "local pod address → its ingress decision chain"},
+		{mapIngressV6, ruleset.KeyIP6Daddr, "local pod address → its ingress decision chain"},
+		{mapEgressV4, ruleset.KeyIPSaddr, "local pod address → its egress decision chain"},
+		{mapEgressV6, ruleset.KeyIP6Saddr, "local pod address → its egress decision chain"},
+	} {
+		d.putSet(&ruleset.Set{Name: m.name, Key: m.key, Map: true, Comment: m.c, Elements: map[ruleset.ElementKey]ruleset.Element{}})
+	}
+}
+
+// peerKey is the lookup key of the peer address in a group's maps.
+func peerKey(dir model.Direction, is4 bool) ruleset.Key {
+	switch {
+	case dir == model.Ingress && is4:
+		return ruleset.KeyIPSaddr
+	case dir == model.Ingress:
+		return ruleset.KeyIP6Saddr
+	case is4:
+		return ruleset.KeyIPDaddr
+	}
+	return ruleset.KeyIP6Daddr
+}
+
+// compileGroup recompiles one group's decision into its chain and maps; the committer sends
+// only the elements that changed.
+func (d *Dataplane) compileGroup(g *group) {
+	g.stale = false
+	if len(g.members) == 0 {
+		return
+	}
+	var sample netip.Addr
+	for dk := range g.members {
+		if !sample.IsValid() || dk.addr.Less(sample) {
+			sample = dk.addr
+		}
+	}
+	dec := d.state.Compile(g.dir, g.tiers, sample, g.is4)
+
+	classes := map[string]string{} // class key → chain name
+	for key, c := range dec.Classes {
+		classes[key] = d.acquireClass(c, g.classes)
+	}
+	keep := map[string]struct{}{}
+	for _, name := range classes {
+		keep[name] = struct{}{}
+	}
+	for name := range g.classes {
+		if _, ok := keep[name]; !ok {
+			d.releaseClass(name)
+		}
+	}
+	g.classes = keep
+
+	key := peerKey(g.dir, g.is4)
+	chain := &ruleset.Chain{Name: g.name, Comment: comment(g.describe())}
+	peers := g.name + "_peers"
+	if len(dec.Peers) > 0 {
+		set := &ruleset.Set{Name: peers, Key: key, Map: true, Comment: "known peer address → its peer class",
+			Elements: make(map[ruleset.ElementKey]ruleset.Element, len(dec.Peers))}
+		for a, ck := range dec.Peers {
+			ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classes[ck]},
+				Comment: comment(dec.Classes[ck].summary())}
+		}
+		d.putSet(set)
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: peers, Map: true},
+			Comment: "peers that selectors of these policies name"})
+	} else if _, ok := d.table.Sets[peers]; ok {
+		d.dropSet(peers)
+	}
+	nets := g.name + "_nets"
+	if len(dec.Intervals) > 0 {
+		set := &ruleset.Set{Name: nets, Key: key, Map: true, Interval: true, Comment: "ipBlock ranges (except subtracted) → peer class",
+			Elements: make(map[ruleset.ElementKey]ruleset.Element, len(dec.Intervals))}
+		for _, iv := range dec.Intervals {
+			ek := ruleset.ElementKey{Addr: iv.From, AddrEnd: iv.To}
+			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classes[iv.Class]},
+				Comment: comment(dec.Classes[iv.Class].summary())}
+		}
+		d.putSet(set)
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: nets, Map: true},
+			Comment: "peers in ipBlock ranges"})
+	} else if _, ok := d.table.Sets[nets]; ok {
+		d.dropSet(nets)
+	}
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classes[dec.Default]},
+		Comment: "any other peer"})
+	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
+		d.putChain(chain)
+	}
+}
+
+func sameChain(a, b *ruleset.Chain) bool {
+	return a.Name == b.Name && a.Comment == b.Comment && a.Base == nil && b.Base == nil && slices.EqualFunc(a.Rules, b.Rules, func(x, y ruleset.Rule) bool {
+		return x.CtState == y.CtState && x.Iifname == y.Iifname && x.Counter == y.Counter && x.Verdict == y.Verdict &&
+			x.Comment == y.Comment && (x.Lookup == nil) == (y.Lookup == nil) && (x.Lookup == nil || *x.Lookup == *y.Lookup)
+	})
+}
+
+// describe is the group chain's comment: direction and the ordered policies.
+func (g *group) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:", g.dir)
+	for _, t := range g.tiers {
+		for i, p := range t.Policies {
+			if i == 0 {
+				fmt.Fprintf(&b, " [%s]", t.Tier)
+			}
+			b.WriteString(" " + p.String())
+		}
+	}
+	return b.String()
+}
+
+// summary names what a class allows and denies, for the comments of the elements leading to it.
+func (c *Class) summary() string {
+	var parts []string
+	seen := map[string]bool{}
+	add := func(o Outcome) {
+		if !seen[o.Reason] {
+			seen[o.Reason] = true
+			parts = append(parts, o.Reason)
+		}
+	}
+	for _, s := range c.Ports {
+		add(s.Outcome)
+	}
+	for _, p := range sortedProtos(c.Protos) {
+		add(c.Protos[p])
+	}
+	add(c.Other)
+	return strings.Join(parts, "; ")
+}
+
+func sortedProtos(m map[model.Protocol]Outcome) []model.Protocol {
+	out := make([]model.Protocol, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// acquireClass returns the chain of a class, creating it on first use; held lists the class
+// chains the caller already holds (a group holds each class once).
+func (d *Dataplane) acquireClass(c *Class, held map[string]struct{}) string {
+	name := "c_" + shortHash(c.Key)
+	if _, ok := held[name]; ok {
+		return name
+	}
+	d.classes[name]++
+	if d.classes[name] > 1 {
+		return name
+	}
+	chain := &ruleset.Chain{Name: name, Comment: comment(c.summary())}
+	if len(c.Protos) > 0 {
+		set := &ruleset.Set{Name: name + "_l4", Key: ruleset.KeyL4Proto, Map: true, Comment: "protocols without ports",
+			Elements: map[ruleset.ElementKey]ruleset.Element{}}
+		for _, p := range sortedProtos(c.Protos) {
+			o := c.Protos[p]
+			ek := ruleset.ElementKey{Proto: uint8(p)}
+			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(o), Comment: comment(o.Reason)}
+		}
+		d.putSet(set)
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}})
+	}
+	if len(c.Ports) > 0 {
+		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: true,
+			Comment: "protocol . destination port → verdict", Elements: map[ruleset.ElementKey]ruleset.Element{}}
+		for _, s := range c.Ports {
+			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
+			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(s.Outcome), Comment: comment(s.Reason)}
+		}
+		d.putSet(set)
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}})
+	}
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: d.verdict(c.Other), Comment: comment(c.Other.Reason)})
+	d.putChain(chain)
+	return name
+}
+
+// releaseClass drops a holder of a class chain, removing the chain (and the deny chains only it
+// used) with the last one.
+func (d *Dataplane) releaseClass(name string) {
+	d.classes[name]--
+	if d.classes[name] > 0 {
+		return
+	}
+	delete(d.classes, name)
+	chain := d.table.Chains[name]
+	d.dropChain(name)
+	for _, suffix := range []string{"_l4", "_ports"} {
+		if set, ok := d.table.Sets[name+suffix]; ok {
+			for _, e := range set.Elements {
+				d.releaseDeny(e.Verdict)
+			}
+			d.dropSet(name + suffix)
+		}
+	}
+	if chain != nil {
+		for _, r := range chain.Rules {
+			d.releaseDeny(r.Verdict)
+		}
+	}
+}
+
+// verdict turns an outcome into a kernel verdict: allow accepts; deny goes to a counted drop
+// chain named after its reason, so `nft list ruleset` counts drops per policy.
+func (d *Dataplane) verdict(o Outcome) ruleset.Verdict {
+	if o.Verdict != Deny {
+		return ruleset.Verdict{Kind: ruleset.Accept}
+	}
+	name := "deny_" + shortHash(o.Reason)
+	d.denies[name]++
+	if d.denies[name] == 1 {
+		d.putChain(&ruleset.Chain{Name: name, Comment: comment(o.Reason), Rules: []ruleset.Rule{
+			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: comment(o.Reason)},
+		}})
+	}
+	return ruleset.Verdict{Kind: ruleset.Goto, Chain: name}
+}
+
+func (d *Dataplane) releaseDeny(v ruleset.Verdict) {
+	if v.Kind != ruleset.Goto || !strings.HasPrefix(v.Chain, "deny_") {
+		return
+	}
+	d.denies[v.Chain]--
+	if d.denies[v.Chain] <= 0 {
+		delete(d.denies, v.Chain)
+		d.dropChain(v.Chain)
+	}
+}
