@@ -38,7 +38,7 @@ func usageErrorf(format string, args ...any) error {
 func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
 	var c runConfig
 	fs := flag.NewFlagSet("nftpolicy run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are reported once, by run
 	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node's name (env NODE_NAME); local endpoints are pods with spec.nodeName equal to it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
 	fs.DurationVar(&c.ResyncInterval, "resync-interval", 90*time.Second, "how often the nftables table is read back and drift repaired")
@@ -52,6 +52,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stderr)
 			return c, err
 		}
 		return c, usageErrorf("%v", err)
@@ -88,4 +89,11 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// printUsage prints a flag set's defaults (for -h).
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "usage of %s:\n", fs.Name())
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }

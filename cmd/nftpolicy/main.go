@@ -2,18 +2,149 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nftpolicy/nftpolicy/internal/agent"
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
 
 // version is set at build time (-X main.version=...).
 var version = "dev"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "version" {
-		fmt.Println("nftpolicy", version)
-		return
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches the subcommand and maps errors to exit codes: 2 for usage, 1 otherwise.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
 	}
-	fmt.Fprintln(os.Stderr, "nftpolicy: the agent is not wired yet (issue 7); only `nftpolicy version` works")
-	os.Exit(2)
+	var err error
+	switch cmd {
+	case "run":
+		err = runAgent(ctx, args, getenv, stderr)
+	case "render":
+		err = render(args, stdout, stderr)
+	case "cleanup":
+		err = cleanup(args, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "nftpolicy", version)
+	default:
+		err = usageErrorf("unknown command %q: want run, render, cleanup or version", cmd)
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "nftpolicy:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "nftpolicy:", err)
+		return 1
+	}
+}
+
+func runAgent(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := parseRunFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	var rc *rest.Config
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("loading the API server configuration: %w", err)
+	}
+	rc.UserAgent = "nftpolicy/" + version
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("creating the API client: %w", err)
+	}
+	return agent.Run(ctx, agent.RunConfig{
+		Client: client, NodeName: cfg.NodeName, NetNSFD: -1, Table: cfg.Table,
+		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes,
+		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, FailureThreshold: cfg.FailureThreshold,
+		CleanupOnExit: cfg.CleanupOnExit, Logger: log,
+	})
+}
+
+// render prints, offline, the table the agent would program on a node for a directory of
+// manifests, through the same graph and compiler as the agent.
+func render(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nftpolicy render", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, by run
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies)")
+	node := fs.String("node", "", "the node to render for")
+	table := fs.String("table", nft.DefaultTable, "table name")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stderr)
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	if *dir == "" || *node == "" {
+		return usageErrorf("render needs -f DIR and --node NAME")
+	}
+	updates, problems := sync.LoadDir(*dir)
+	for _, p := range problems {
+		fmt.Fprintln(stderr, "nftpolicy: skipped:", p)
+	}
+	g := graph.New(graph.Config{NodeName: *node})
+	for _, u := range updates {
+		g.OnUpdate(u)
+	}
+	dp := nft.NewOffline(nft.Config{Table: *table})
+	if err := dp.Apply(g.Flush()); err != nil {
+		return err
+	}
+	for _, p := range g.Problems() {
+		fmt.Fprintln(stderr, "nftpolicy: problem:", p)
+	}
+	_, err := io.WriteString(stdout, dp.Render())
+	return err
+}
+
+// cleanup removes the table from the current network namespace.
+func cleanup(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nftpolicy cleanup", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, by run
+	table := fs.String("table", nft.DefaultTable, "table name")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stderr)
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	dp, err := nft.New(nft.Config{Table: *table, NetNSFD: -1})
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
+	return dp.Cleanup()
 }

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/ifmon"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/sync"
+)
+
+// RunConfig is everything one agent needs: where the cluster is, which node it is, which network
+// namespace it programs.
+type RunConfig struct {
+	Client   kubernetes.Interface
+	NodeName string
+	// NetNSFD is an open handle of the network namespace to program and watch; < 0: the current
+	// one (the product); tests run one agent per node namespace inside one process.
+	NetNSFD          int
+	Table            string
+	ResyncInterval   time.Duration
+	WorkloadPrefixes []string
+	// MetricsAddr and HealthAddr are listen addresses ("" disables); MetricsListener and
+	// HealthListener, when set, are used instead (tests listen inside a namespace).
+	MetricsAddr, HealthAddr         string
+	MetricsListener, HealthListener net.Listener
+	FailureThreshold                int
+	CleanupOnExit                   bool
+	Logger                          *slog.Logger
+	// Registry receives the metrics; nil makes a new one.
+	Registry *prometheus.Registry
+}
+
+// Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
+// table stays in force unless CleanupOnExit.
+func Run(ctx context.Context, cfg RunConfig) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	metrics := NewMetrics(reg)
+	health := &Health{FailureThreshold: int64(cfg.FailureThreshold)}
+
+	dp, err := nft.New(nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft")})
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
+	reg.MustRegister(newDenyCollector(dp))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 4)
+	serve := func(name string, l net.Listener, addr string, h http.Handler) error {
+		if l == nil {
+			if addr == "" {
+				return nil
+			}
+			var err error
+			if l, err = net.Listen("tcp", addr); err != nil {
+				return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
+			}
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("%s server: %w", name, err)
+			}
+		}()
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if err := serve("metrics", cfg.MetricsListener, cfg.MetricsAddr, mux); err != nil {
+		return err
+	}
+	if err := serve("health", cfg.HealthListener, cfg.HealthAddr, health.Handler()); err != nil {
+		return err
+	}
+
+	updates := make(chan []model.Update, 64)
+	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
+		Metrics: sync.NewMetrics(reg)})
+	go func() {
+		if err := watcher.Run(ctx, updates); err != nil && ctx.Err() == nil {
+			errs <- fmt.Errorf("watching the API server: %w", err)
+		}
+	}()
+	fd := cfg.NetNSFD
+	if fd < 0 {
+		fd = 0
+	}
+	mon := ifmon.New(ifmon.Config{NetNS: fd, WorkloadPrefixes: cfg.WorkloadPrefixes,
+		Handler: ifmon.HandlerFunc(func(_ []ifmon.Event, us []model.Update) {
+			if len(us) == 0 {
+				return
+			}
+			select {
+			case updates <- us:
+			case <-ctx.Done():
+			}
+		})})
+	go func() {
+		if err := mon.Run(ctx); err != nil && ctx.Err() == nil {
+			errs <- fmt.Errorf("watching interfaces: %w", err)
+		}
+	}()
+
+	loopErr := make(chan error, 1)
+	go func() {
+		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health},
+			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
+	}()
+	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
+	select {
+	case err = <-errs:
+		cancel()
+		<-loopErr
+	case err = <-loopErr:
+	}
+	if cfg.CleanupOnExit {
+		if cerr := dp.Cleanup(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the table: %w", cerr))
+		}
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cfg.CleanupOnExit)
+	return err
+}
+
+// nftAdapter gives the nft dataplane the loop's interface.
+type nftAdapter struct{ *nft.Dataplane }
+
+func (a nftAdapter) Stats() TableStats {
+	s, tx := a.Dataplane.Stats()
+	return TableStats{Sets: s.Sets, Elements: s.Elements, Chains: s.Chains, Rules: s.Rules, Transactions: tx}
+}
+
+// denyCollector exports the packets dropped per deny reason (policy), read from the kernel's
+// counters of the deny chains at scrape time.
+type denyCollector struct {
+	dp   *nft.Dataplane
+	desc *prometheus.Desc
+}
+
+func newDenyCollector(dp *nft.Dataplane) *denyCollector {
+	return &denyCollector{dp: dp, desc: prometheus.NewDesc("nftpolicy_denied_packets_total",
+		"Packets dropped by policy, per deny reason (the policy and rule, or the tier default that isolated the pod).",
+		[]string{"reason"}, nil)}
+}
+
+func (c *denyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *denyCollector) Collect(ch chan<- prometheus.Metric) {
+	denied, err := c.dp.DeniedPackets()
+	if err != nil {
+		return
+	}
+	for reason, n := range denied {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), reason)
+	}
+}
