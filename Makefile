@@ -48,9 +48,10 @@ unit:
 e2e: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
 
-## bench: benchmarks with figures; BENCH_QUICK=1 for the short subset.
+## bench: the performance figures of BENCHMARKS.md with ratios against baselines measured in the
+## same run; BENCH_QUICK=1 for the short subset (about a minute).
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $${BENCH_TIME:-1x} ./internal/...
+	BENCH_QUICK=$(BENCH_QUICK) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
 ## fuzz: each fuzz target for 60 s (the seed corpora run in `make test`).
 fuzz:
@@ -60,7 +61,7 @@ fuzz:
 	  done; done
 
 demo: deps build
-	$(GO) run ./cmd/nftpolicy-demo
+	$(GO) run ./cmd/nftpolicy-demo -agent bin/nftpolicy
 
 lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
