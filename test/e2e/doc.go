@@ -32,10 +32,8 @@
 //     the evaluator's verdict on the API server's stored state: proves the runner and that every
 //     policy is valid and, as stored and defaulted, still gives upstream's tables. Needs the API
 //     server binaries, not root.
-//   - runner_e2e_test.go, enforcer_e2e_test.go (build tag e2e): TestConformance, the runner on
-//     the netns cluster with the agent (agent.Run, in process, one per node namespace) on every
-//     node. The tag keeps the default build independent of agent.Run until that is committed;
-//     then drop the tag (or have `make e2e` pass -tags e2e).
+//   - runner_e2e_test.go, enforcer_e2e_test.go: TestConformance, the runner on the netns cluster
+//     with the agent (agent.Run, in process, one per node namespace) on every node.
 //
 // # Invariants
 //
@@ -69,9 +67,9 @@
 // # Running
 //
 //	go test -run 'CaseTable|Compare|Doc' ./test/e2e/  # the table on the evaluator (no root, no binaries)
-//	go test ./test/e2e/                  # plus TestRunnerOnOracle (make deps) and TestSCTPProbe (root)
-//	go test -tags e2e -v ./test/e2e/     # plus TestConformance on the local cluster (root, make deps)
-//	make e2e                             # the latter, once the Makefile passes -tags e2e
+//	go test ./test/e2e/                  # everything: TestRunnerOnOracle, TestSCTPProbe and
+//	                                     # TestConformance on the local cluster (root, make deps)
+//	make e2e                             # the same, verbose
 //
 // # Cases
 //

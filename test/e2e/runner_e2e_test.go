@@ -1,5 +1,3 @@
-//go:build e2e
-
 package e2e
 
 // TestConformance: the runner on the netns cluster (internal/testenv/netns) with one enforcer
