@@ -23,8 +23,9 @@
 // Invariants:
 //   - after every processed batch, the state equals what the kernel reported;
 //   - on ENOBUFS (the kernel dropped multicast events because the socket buffer was full) the
-//     receive buffer is doubled (SO_RCVBUFFORCE through SetReadBuffer), the whole state is dumped
-//     again and the differences are emitted as events: the state never silently diverges from the
-//     kernel. Resyncs counts these.
+//     receive buffer is doubled (SO_RCVBUFFORCE through SetReadBuffer), the queued events are
+//     drained (after one ENOBUFS the kernel drops further events silently until the queue has
+//     been emptied once), and only then is the whole state dumped again and the differences
+//     emitted as events: the state never silently diverges from the kernel. Resyncs counts these.
 //   - Run returns when its context is done, after closing its sockets.
 package ifmon

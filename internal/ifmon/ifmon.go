@@ -7,10 +7,12 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jsimonetti/rtnetlink/v2"
 	"github.com/mdlayher/netlink"
@@ -218,6 +220,12 @@ func (m *Monitor) Run(ctx context.Context) error {
 			if err := c.SetReadBuffer(rbuf); err != nil {
 				return fmt.Errorf("ifmon: enlarge read buffer to %d: %w", rbuf, err)
 			}
+			if err := drain(c); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("ifmon: drain after ENOBUFS: %w", err)
+			}
 			m.resyncs.Add(1)
 			if err := m.resync(); err != nil {
 				return err
@@ -242,6 +250,28 @@ func (m *Monitor) Run(ctx context.Context) error {
 			if err := m.resync(); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// drain reads and discards every queued event until none comes for a few milliseconds. After an
+// overflow the kernel reports ENOBUFS once and then drops events silently until the socket's
+// queue has been emptied once (NETLINK_S_CONGESTED), so the re-dump must start only after the
+// queue is empty: every event dropped before that is then covered by the dump, and every later
+// loss is reported again.
+func drain(c *netlink.Conn) error {
+	defer c.SetReadDeadline(time.Time{})
+	for {
+		if err := c.SetReadDeadline(time.Now().Add(5 * time.Millisecond)); err != nil {
+			return err
+		}
+		_, err := c.Receive()
+		switch {
+		case err == nil, errors.Is(err, unix.ENOBUFS):
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil
+		default:
+			return err
 		}
 	}
 }
