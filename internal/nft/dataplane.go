@@ -78,6 +78,7 @@ type Dataplane struct {
 	setPolicies    map[graph.SetID]map[model.PolicyKey]struct{}
 	policyGroups   map[model.PolicyKey]map[string]struct{}
 	policyEndpoint map[model.PolicyKey]map[model.EndpointKey]struct{}
+	localAddrs     map[netip.Addr]model.EndpointKey // address of a local endpoint → endpoint
 
 	// pending work of the current apply
 	dirtyPolicies  map[model.PolicyKey]struct{}
@@ -108,8 +109,14 @@ type group struct {
 	is4     bool
 	tiers   []graph.TierPolicies
 	members map[dispatchKey]model.EndpointKey
-	classes map[string]struct{} // class chains it references
-	stale   bool                // needs recompiling
+	// classUse counts the references (peer elements, intervals, the default) to each class
+	// chain; the group holds one reference of the Dataplane's count per chain it uses.
+	classUse map[string]int
+	stale    bool      // needs a full recompile (its policies or tiers changed, or it is new)
+	compiled *compiled // the last full compile, updated peer by peer
+	// dirtyPeers are addresses whose membership of a referenced set changed since the last
+	// compile: only their peers elements are recomputed.
+	dirtyPeers map[netip.Addr]struct{}
 }
 
 // New opens the dataplane on a network namespace. Nothing is written before the first in-sync
@@ -147,6 +154,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		setPolicies:    map[graph.SetID]map[model.PolicyKey]struct{}{},
 		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
 		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
+		localAddrs:     map[netip.Addr]model.EndpointKey{},
 	}
 	d.resetPending()
 	d.addSkeleton()
@@ -156,7 +164,8 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 func (d *Dataplane) resetPending() {
 	d.dirtyPolicies = map[model.PolicyKey]struct{}{}
 	d.dirtyEndpoints = map[model.EndpointKey]struct{}{}
-	d.changes = ruleset.Changes{Sets: map[string]struct{}{}, Chains: map[string]struct{}{}}
+	d.changes = ruleset.Changes{Sets: map[string]struct{}{}, Chains: map[string]struct{}{},
+		Elements: map[string]map[ruleset.ElementKey]struct{}{}}
 }
 
 // Table returns the desired table (read-only for the caller).
@@ -255,19 +264,23 @@ func (d *Dataplane) Close() error {
 // fold applies one message to the state and records what it makes dirty.
 func (d *Dataplane) fold(m graph.Message) {
 	switch m := m.(type) {
-	case graph.SetReplaced, graph.SetMembersChanged, graph.SetRemoved:
-		var id graph.SetID
-		switch m := m.(type) {
-		case graph.SetReplaced:
-			id = m.ID
-		case graph.SetMembersChanged:
-			id = m.ID
-		case graph.SetRemoved:
-			id = m.ID
+	case graph.SetReplaced, graph.SetRemoved:
+		id := graph.SetID("")
+		if r, ok := m.(graph.SetReplaced); ok {
+			id = r.ID
+		} else {
+			id = m.(graph.SetRemoved).ID
 		}
 		d.state.Apply(m)
 		for k := range d.setPolicies[id] {
 			d.dirtyPolicies[k] = struct{}{}
+		}
+	case graph.SetMembersChanged:
+		d.state.Apply(m)
+		for _, mbs := range [][]graph.Member{m.Removed, m.Added} {
+			for _, mb := range mbs {
+				d.memberChanged(m.ID, mb.Addr.Unmap())
+			}
 		}
 	case graph.PolicyUpdated:
 		if old := d.state.Policies[m.Key]; old != nil {
@@ -289,21 +302,58 @@ func (d *Dataplane) fold(m graph.Message) {
 			d.endpoints[m.Key] = e
 		} else {
 			d.indexEndpointPolicies(m.Key, &e.msg, false)
+			d.indexLocalAddrs(m.Key, &e.msg, false)
 		}
 		e.msg = m
-		for i, a := range e.msg.Addrs {
+		e.msg.Addrs = make([]netip.Addr, len(m.Addrs))
+		for i, a := range m.Addrs {
 			e.msg.Addrs[i] = a.Unmap()
 		}
 		d.indexEndpointPolicies(m.Key, &e.msg, true)
+		d.indexLocalAddrs(m.Key, &e.msg, true)
 		d.dirtyEndpoints[m.Key] = struct{}{}
 	case graph.EndpointRemoved:
 		if e := d.endpoints[m.Key]; e != nil {
 			d.indexEndpointPolicies(m.Key, &e.msg, false)
+			d.indexLocalAddrs(m.Key, &e.msg, false)
 			e.msg = graph.EndpointUpdated{} // removed(): regroup releases its groups
 			d.dirtyEndpoints[m.Key] = struct{}{}
 		}
 	case graph.InSync:
 		d.inSync = true
+	}
+}
+
+// memberChanged records that set id's membership of address a may have changed: a local
+// endpoint with that address may change group (its local-side facts), and the groups whose
+// rules reference the set recompute that one peer.
+func (d *Dataplane) memberChanged(id graph.SetID, a netip.Addr) {
+	if k, ok := d.localAddrs[a]; ok {
+		d.dirtyEndpoints[k] = struct{}{}
+	}
+	for p := range d.setPolicies[id] {
+		for name := range d.policyGroups[p] {
+			g := d.groups[name]
+			if g == nil || g.is4 != a.Is4() {
+				continue
+			}
+			if g.compiled == nil {
+				g.stale = true
+				continue
+			}
+			g.compiled.peerChanged(id, a)
+			g.dirtyPeers[a] = struct{}{}
+		}
+	}
+}
+
+func (d *Dataplane) indexLocalAddrs(k model.EndpointKey, m *graph.EndpointUpdated, add bool) {
+	for _, a := range m.Addrs {
+		if add {
+			d.localAddrs[a] = k
+		} else if d.localAddrs[a] == k {
+			delete(d.localAddrs, a)
+		}
 	}
 }
 
@@ -378,6 +428,16 @@ func (d *Dataplane) recompute() {
 	for _, name := range names {
 		d.compileGroup(d.groups[name])
 	}
+	names = names[:0]
+	for name, g := range d.groups {
+		if len(g.dirtyPeers) > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d.compilePeers(d.groups[name])
+	}
 }
 
 // regroup recomputes an endpoint's dispatch elements and group memberships.
@@ -419,7 +479,8 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 		g := d.groups[name]
 		if g == nil {
 			g = &group{name: name, dir: dk.dir, is4: dk.addr.Is4(), tiers: wantTiers[dk],
-				members: map[dispatchKey]model.EndpointKey{}, classes: map[string]struct{}{}, stale: true}
+				members: map[dispatchKey]model.EndpointKey{}, classUse: map[string]int{}, stale: true,
+				dirtyPeers: map[netip.Addr]struct{}{}}
 			d.groups[name] = g
 			for _, t := range g.tiers {
 				for _, p := range t.Policies {
@@ -436,6 +497,18 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 	}
 }
 
+// sample is the group endpoint address whose local-side facts the compile reads (all members
+// have equal ones): the lowest, so that the choice is deterministic.
+func (g *group) sample() netip.Addr {
+	var sample netip.Addr
+	for dk := range g.members {
+		if !sample.IsValid() || dk.addr.Less(sample) {
+			sample = dk.addr
+		}
+	}
+	return sample
+}
+
 func (e *endpoint) removed() bool { return e.msg.Key == (model.EndpointKey{}) }
 
 func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
@@ -445,6 +518,11 @@ func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
 	}
 	delete(g.members, dk)
 	if len(g.members) > 0 {
+		if g.compiled != nil && g.compiled.local == dk.addr {
+			// the compile's sample endpoint left (its facts changed): peers recompiled later
+			// must see the facts of an endpoint that still has the group's key
+			g.compiled.local = g.sample()
+		}
 		return
 	}
 	// unused: remove its chain and maps, release its classes
@@ -453,7 +531,7 @@ func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
 			removeFrom(d.policyGroups, p, name)
 		}
 	}
-	for c := range g.classes {
+	for c := range g.classUse {
 		d.releaseClass(c)
 	}
 	delete(d.groups, name)
@@ -476,18 +554,35 @@ func dispatchMap(dk dispatchKey) string {
 
 func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
 	name := dispatchMap(dk)
-	d.table.Sets[name].Elements[ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr}] = ruleset.Element{
-		ElementKey: ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr},
+	ek := ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr}
+	d.table.Sets[name].Elements[ek] = ruleset.Element{
+		ElementKey: ek,
 		Verdict:    ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
 		Comment:    comment(k.String()),
 	}
-	d.changes.Sets[name] = struct{}{}
+	d.touchElement(name, ek)
 }
 
 func (d *Dataplane) deleteDispatch(dk dispatchKey) {
 	name := dispatchMap(dk)
-	delete(d.table.Sets[name].Elements, ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr})
-	d.changes.Sets[name] = struct{}{}
+	ek := ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr}
+	delete(d.table.Sets[name].Elements, ek)
+	d.touchElement(name, ek)
+}
+
+// touchElement records one changed element of a set, so the commit compares only the touched
+// elements of it — unless the set is already to be compared whole.
+func (d *Dataplane) touchElement(set string, ek ruleset.ElementKey) {
+	keys, narrowed := d.changes.Elements[set]
+	if _, touched := d.changes.Sets[set]; touched && !narrowed {
+		return
+	}
+	if keys == nil {
+		keys = map[ruleset.ElementKey]struct{}{}
+		d.changes.Elements[set] = keys
+	}
+	keys[ek] = struct{}{}
+	d.changes.Sets[set] = struct{}{}
 }
 
 func (d *Dataplane) dropChain(name string) {
@@ -498,6 +593,7 @@ func (d *Dataplane) dropChain(name string) {
 func (d *Dataplane) dropSet(name string) {
 	delete(d.table.Sets, name)
 	d.changes.Sets[name] = struct{}{}
+	delete(d.changes.Elements, name)
 }
 
 func (d *Dataplane) putChain(c *ruleset.Chain) {
@@ -508,6 +604,7 @@ func (d *Dataplane) putChain(c *ruleset.Chain) {
 func (d *Dataplane) putSet(s *ruleset.Set) {
 	d.table.Sets[s.Name] = s
 	d.changes.Sets[s.Name] = struct{}{}
+	delete(d.changes.Elements, s.Name)
 }
 
 // groupName is a group chain's name: direction and a hash of the group key.

@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -170,11 +171,8 @@ tiers:
 				}
 			}
 		}
-		switch t.DefaultAction {
-		case model.ActionDeny:
-			return Outcome{Deny, tierDefaultReason(t, "deny")}
-		case model.ActionAllow:
-			return Outcome{Allow, tierDefaultReason(t, "allow")}
+		if o := tierDefault(t); o.Verdict != 0 {
+			return o
 		}
 	}
 	if len(tiers) == 0 {
@@ -307,6 +305,7 @@ type Class struct {
 	// they differ from Other.
 	Protos map[model.Protocol]Outcome
 	Other  Outcome
+	sum    string // summary(), memoized
 }
 
 // Interval is one range of a disjoint partition of the address space.
@@ -354,9 +353,39 @@ func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Ou
 // family (v4: is4). local is an address of a group endpoint (ingress named ports resolve on it;
 // endpoints are grouped so that all members resolve them alike).
 func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *Decision {
+	return s.compile(dir, tiers, local, is4).Decision
+}
+
+// compiled is a Decision with what recompiling single peers of it needs: the plan and the
+// peer-side sets that make an address known.
+type compiled struct {
+	*Decision
+	plan  *plan
+	local netip.Addr
+	// extraRefs are the referenced peer-side sets that gate no rule: an address is known if a
+	// gate set (plan.gates) or one of these holds it.
+	extraRefs []graph.SetID
+}
+
+func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *compiled {
 	d := &Decision{Peers: map[netip.Addr]string{}, Classes: map[string]*Class{}}
 	pl := s.newPlan(dir, tiers)
-	known, nets := s.references(dir, tiers, is4)
+	refs, nets := s.references(dir, tiers, is4)
+	cp := &compiled{Decision: d, plan: pl, local: local}
+	known := map[netip.Addr]struct{}{}
+	for id := range refs {
+		if _, gate := pl.gated[id]; !gate {
+			cp.extraRefs = append(cp.extraRefs, id)
+		}
+		if set := s.Sets[id]; set != nil {
+			for a := range set.addrs {
+				if a.Is4() == is4 {
+					known[a] = struct{}{}
+				}
+			}
+		}
+	}
+	slices.Sort(cp.extraRefs)
 	for a := range known {
 		d.Peers[a] = d.class(pl, packet{peer: a, local: local, known: true})
 	}
@@ -393,9 +422,8 @@ func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local n
 		}
 		ivs = append(ivs, Interval{From: from, To: to, Class: k})
 	}
-	// the largest uncovered-by-any-prefix class becomes the default: find an interval outside
-	// every prefix (the one starting at a cut that is not inside a referenced net) — simpler and
-	// equally correct: the first interval's class if it lies outside all nets, else none.
+	// the default is the class of an interval outside every referenced prefix; when every
+	// address is inside one, the first interval's class (and all intervals are kept)
 	d.Default = ""
 	for _, iv := range ivs {
 		inside := false
@@ -410,7 +438,7 @@ func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local n
 			break
 		}
 	}
-	if d.Default == "" { // every address is inside a prefix: keep all intervals
+	if d.Default == "" {
 		d.Default = ivs[0].Class
 	}
 	for _, iv := range ivs {
@@ -418,21 +446,61 @@ func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local n
 			d.Intervals = append(d.Intervals, iv)
 		}
 	}
-	return d
+	return cp
 }
 
-// references lists the known peer addresses (members of any set the peer side of a rule
-// references) and the peer-side prefixes, of one family.
-func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 bool) (map[netip.Addr]struct{}, []netip.Prefix) {
-	known := map[netip.Addr]struct{}{}
+// peerChanged tells the compiled decision that set id's membership of address a may have
+// changed (the State already holds the new membership); it keeps the plan's gate index true.
+func (cp *compiled) peerChanged(id graph.SetID, a netip.Addr) {
+	pl := cp.plan
+	if _, gate := pl.gated[id]; !gate {
+		return
+	}
+	in := pl.s.member(id, a)
+	gates := pl.gates[a]
+	i := slices.Index(gates, id)
+	switch {
+	case in && i < 0:
+		pl.gates[a] = append(gates, id)
+	case !in && i >= 0:
+		gates = slices.Delete(gates, i, i+1)
+		if len(gates) == 0 {
+			delete(pl.gates, a)
+		} else {
+			pl.gates[a] = gates
+		}
+	}
+}
+
+// recompilePeer recomputes one address's entry of Peers from the State: its class when some
+// referenced peer-side set holds it, else no entry (intervals and the default judge it). It
+// returns the old and new class keys ("" for none).
+func (cp *compiled) recompilePeer(a netip.Addr) (old, cur string) {
+	old = cp.Peers[a]
+	known := len(cp.plan.gates[a]) > 0
+	for _, id := range cp.extraRefs {
+		if known {
+			break
+		}
+		known = cp.plan.s.member(id, a)
+	}
+	if !known {
+		delete(cp.Peers, a)
+		return old, ""
+	}
+	cur = cp.class(cp.plan, packet{peer: a, local: cp.local, known: true})
+	cp.Peers[a] = cur
+	return old, cur
+}
+
+// references lists the sets whose members are known peers (every set the peer side of a rule
+// references) and the peer-side prefixes of one family.
+func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 bool) (map[graph.SetID]struct{}, []netip.Prefix) {
+	refs := map[graph.SetID]struct{}{}
 	var nets []netip.Prefix
-	addSet := func(id graph.SetID) {
-		if set := s.Sets[id]; set != nil {
-			for a := range set.addrs {
-				if a.Is4() == is4 {
-					known[a] = struct{}{}
-				}
-			}
+	add := func(ids []graph.SetID) {
+		for _, id := range ids {
+			refs[id] = struct{}{}
 		}
 	}
 	for _, t := range tiers {
@@ -449,20 +517,17 @@ func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 
 				m := &rules[i].Src
 				if dir == model.Egress {
 					m = &rules[i].Dst
-					for _, id := range m.NamedPortSets {
-						addSet(id)
+					add(m.NamedPortSets)
+					add(m.NotNamedPortSets)
+				}
+				add(m.Sets)
+				add(m.NotSets)
+				for _, n := range m.Nets {
+					if n.Addr().Is4() == is4 {
+						nets = append(nets, n)
 					}
-					for _, id := range m.NotNamedPortSets {
-						addSet(id)
-					}
 				}
-				for _, id := range m.Sets {
-					addSet(id)
-				}
-				for _, id := range m.NotSets {
-					addSet(id)
-				}
-				for _, n := range append(append([]netip.Prefix(nil), m.Nets...), m.NotNets...) {
+				for _, n := range m.NotNets {
 					if n.Addr().Is4() == is4 {
 						nets = append(nets, n)
 					}
@@ -470,7 +535,7 @@ func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 
 			}
 		}
 	}
-	return known, nets
+	return refs, nets
 }
 
 // class computes the decision function of one peer and interns it: peers with equal functions
@@ -550,12 +615,29 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return a
 }
 
-// tierDefaultReason names the policies of a tier that applied and matched nothing, so a reader of
-// a drop's comment sees which policies isolated the endpoint.
-func tierDefaultReason(t graph.TierPolicies, verdict string) string {
-	names := make([]string, len(t.Policies))
-	for i, k := range t.Policies {
-		names[i] = k.String()
+// tierDefault is the outcome when policies of a tier applied and none decided (Verdict 0: pass
+// to the next tier). Its reason names the first policies of the tier, so a reader of a drop's
+// comment sees which policies isolated the endpoint; a long tier is named by its first two
+// policies and a count (the whole list would make one reason, and one deny chain, per distinct
+// list of thousands of names, and comments are cut at 128 bytes anyway).
+func tierDefault(t graph.TierPolicies) Outcome {
+	var v Verdict
+	switch t.DefaultAction {
+	case model.ActionDeny:
+		v = Deny
+	case model.ActionAllow:
+		v = Allow
+	default:
+		return Outcome{}
 	}
-	return fmt.Sprintf("tier %s default %s: no rule of %s matched", t.Tier, verdict, strings.Join(names, ", "))
+	const named = 2
+	names := make([]string, 0, named)
+	for _, k := range t.Policies[:min(named, len(t.Policies))] {
+		names = append(names, k.String())
+	}
+	list := strings.Join(names, ", ")
+	if more := len(t.Policies) - named; more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return Outcome{v, fmt.Sprintf("tier %s default %s: no rule of %s matched", t.Tier, v, list)}
 }

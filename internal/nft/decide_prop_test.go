@@ -88,17 +88,72 @@ func TestCompileMatchesModel(t *testing.T) {
 			}
 			tiers = append(tiers, tp)
 		}
-		for _, dir := range []model.Direction{model.Ingress, model.Egress} {
-			d := s.Compile(dir, tiers, local, true)
-			for _, peer := range append(pool, "10.0.0.3", "10.0.255.255", "11.0.0.0", "9.9.9.9", "192.168.255.255", "0.0.0.0", "255.255.255.255") {
-				pa := netip.MustParseAddr(peer)
-				for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP, 47} {
-					for _, port := range []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535} {
-						want := s.Evaluate(dir, tiers, local, pa, proto, port)
-						if got := d.Lookup(pa, proto, port); got != want {
-							t.Fatalf("iter %d %s peer %s %s/%d: compiled %v, model %v", iter, dir, peer, proto, port, got, want)
-						}
+		var cps [2]*compiled
+		for i, dir := range []model.Direction{model.Ingress, model.Egress} {
+			cps[i] = s.compile(dir, tiers, local, true)
+			checkCompiled(t, fmt.Sprint("iter ", iter), s, dir, tiers, local, cps[i].Decision, pool)
+		}
+		// members join and leave the sets; recompiling only the changed peers must keep the
+		// structure equal to the model (and to a fresh compile)
+		for round := 0; round < 3; round++ {
+			changed := map[netip.Addr]struct{}{}
+			var events []struct {
+				id graph.SetID
+				a  netip.Addr
+			}
+			for i := 0; i < 3; i++ {
+				id := graph.SetID(fmt.Sprint("s", rng.Intn(3)))
+				a := netip.MustParseAddr(pool[rng.Intn(len(pool))])
+				if a == local {
+					continue // a local-side change regroups the endpoint: a new compile, not this path
+				}
+				m := graph.SetMembersChanged{ID: id}
+				if s.member(id, a) {
+					m.Removed = []graph.Member{{Addr: a}}
+				} else {
+					m.Added = []graph.Member{{Addr: a}}
+				}
+				s.Apply(m)
+				events = append(events, struct {
+					id graph.SetID
+					a  netip.Addr
+				}{id, a})
+				changed[a] = struct{}{}
+			}
+			for i, dir := range []model.Direction{model.Ingress, model.Egress} {
+				for _, e := range events {
+					cps[i].peerChanged(e.id, e.a)
+				}
+				for a := range changed {
+					cps[i].recompilePeer(a)
+				}
+				where := fmt.Sprint("iter ", iter, " round ", round)
+				checkCompiled(t, where, s, dir, tiers, local, cps[i].Decision, pool)
+				fresh := s.compile(dir, tiers, local, true)
+				if len(fresh.Peers) != len(cps[i].Peers) {
+					t.Fatalf("%s %s: %d known peers after incremental updates, a fresh compile has %d", where, dir, len(cps[i].Peers), len(fresh.Peers))
+				}
+				for a, k := range fresh.Peers {
+					if cps[i].Peers[a] != k {
+						t.Fatalf("%s %s: peer %s has class %q incrementally, %q freshly", where, dir, a, cps[i].Peers[a], k)
 					}
+				}
+			}
+		}
+	}
+}
+
+// checkCompiled probes a compiled structure with every pool address and a few outside it, for
+// several protocols and ports, against the model.
+func checkCompiled(t *testing.T, where string, s *State, dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, d *Decision, pool []string) {
+	t.Helper()
+	for _, peer := range append(pool, "10.0.0.3", "10.0.255.255", "11.0.0.0", "9.9.9.9", "192.168.255.255", "0.0.0.0", "255.255.255.255") {
+		pa := netip.MustParseAddr(peer)
+		for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP, 47} {
+			for _, port := range []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535} {
+				want := s.Evaluate(dir, tiers, local, pa, proto, port)
+				if got := d.Lookup(pa, proto, port); got != want {
+					t.Fatalf("%s %s peer %s %s/%d: compiled %v, model %v", where, dir, peer, proto, port, got, want)
 				}
 			}
 		}

@@ -76,42 +76,45 @@ func peerKey(dir model.Direction, is4 bool) ruleset.Key {
 // only the elements that changed.
 func (d *Dataplane) compileGroup(g *group) {
 	g.stale = false
+	clear(g.dirtyPeers)
 	if len(g.members) == 0 {
 		return
 	}
-	var sample netip.Addr
-	for dk := range g.members {
-		if !sample.IsValid() || dk.addr.Less(sample) {
-			sample = dk.addr
+	cp := d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
+	g.compiled = cp
+	dec := cp.Decision
+
+	// reference counts of the class chains, taken before the old ones are released so a chain
+	// both use is never dropped and re-added
+	use := map[string]int{}
+	for _, ck := range dec.Peers {
+		use[classChain(ck)]++
+	}
+	for _, iv := range dec.Intervals {
+		use[classChain(iv.Class)]++
+	}
+	use[classChain(dec.Default)]++
+	for key, c := range dec.Classes {
+		if name := classChain(key); use[name] > 0 && g.classUse[name] == 0 {
+			d.acquireClass(c)
 		}
 	}
-	dec := d.state.Compile(g.dir, g.tiers, sample, g.is4)
-
-	classes := map[string]string{} // class key → chain name
-	for key, c := range dec.Classes {
-		classes[key] = d.acquireClass(c, g.classes)
-	}
-	keep := map[string]struct{}{}
-	for _, name := range classes {
-		keep[name] = struct{}{}
-	}
-	for name := range g.classes {
-		if _, ok := keep[name]; !ok {
+	for name := range g.classUse {
+		if use[name] == 0 {
 			d.releaseClass(name)
 		}
 	}
-	g.classes = keep
+	g.classUse = use
 
 	key := peerKey(g.dir, g.is4)
 	chain := &ruleset.Chain{Name: g.name, Comment: comment(g.describe())}
 	peers := g.name + "_peers"
-	if len(dec.Peers) > 0 {
+	if len(cp.plan.gated)+len(cp.extraRefs) > 0 { // kept while empty: members may join any time
 		set := &ruleset.Set{Name: peers, Key: key, Map: true, Comment: "known peer address → its peer class",
 			Elements: make(map[ruleset.ElementKey]ruleset.Element, len(dec.Peers))}
 		for a, ck := range dec.Peers {
-			ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
-			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classes[ck]},
-				Comment: comment(dec.Classes[ck].summary())}
+			e := peerElement(a, a, ck, dec.Classes[ck])
+			set.Elements[e.ElementKey] = e
 		}
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: peers, Map: true},
@@ -124,9 +127,8 @@ func (d *Dataplane) compileGroup(g *group) {
 		set := &ruleset.Set{Name: nets, Key: key, Map: true, Interval: true, Comment: "ipBlock ranges (except subtracted) → peer class",
 			Elements: make(map[ruleset.ElementKey]ruleset.Element, len(dec.Intervals))}
 		for _, iv := range dec.Intervals {
-			ek := ruleset.ElementKey{Addr: iv.From, AddrEnd: iv.To}
-			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classes[iv.Class]},
-				Comment: comment(dec.Classes[iv.Class].summary())}
+			e := peerElement(iv.From, iv.To, iv.Class, dec.Classes[iv.Class])
+			set.Elements[e.ElementKey] = e
 		}
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: nets, Map: true},
@@ -134,12 +136,60 @@ func (d *Dataplane) compileGroup(g *group) {
 	} else if _, ok := d.table.Sets[nets]; ok {
 		d.dropSet(nets)
 	}
-	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classes[dec.Default]},
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(dec.Default)},
 		Comment: "any other peer"})
 	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		d.putChain(chain)
 	}
 }
+
+// compilePeers recomputes the peers elements of the addresses whose set membership changed
+// since the group's last compile: the cost of a pod joining or leaving a selector is one peer's
+// evaluation and one element per group, whatever the group's size.
+func (d *Dataplane) compilePeers(g *group) {
+	defer clear(g.dirtyPeers)
+	set := d.table.Sets[g.name+"_peers"]
+	if set == nil || g.compiled == nil {
+		d.compileGroup(g)
+		return
+	}
+	for a := range g.dirtyPeers {
+		old, cur := g.compiled.recompilePeer(a)
+		if old == cur {
+			continue
+		}
+		ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+		if cur != "" {
+			name := classChain(cur)
+			if g.classUse[name] == 0 {
+				d.acquireClass(g.compiled.Classes[cur])
+			}
+			g.classUse[name]++
+			set.Elements[ek] = peerElement(a, a, cur, g.compiled.Classes[cur])
+		} else {
+			delete(set.Elements, ek)
+		}
+		if old != "" {
+			name := classChain(old)
+			if g.classUse[name]--; g.classUse[name] == 0 {
+				delete(g.classUse, name)
+				d.releaseClass(name)
+			}
+		}
+		d.touchElement(set.Name, ek)
+	}
+}
+
+// peerElement is a peers or nets element leading to a class chain.
+func peerElement(from, to netip.Addr, classKey string, c *Class) ruleset.Element {
+	ek := ruleset.ElementKey{Addr: from, AddrEnd: to}
+	return ruleset.Element{ElementKey: ek, Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(classKey)},
+		Comment: c.summary()}
+}
+
+// classChain names the chain of a class: a hash of its key, so equal classes of different
+// groups share one chain.
+func classChain(key string) string { return "c_" + shortHash(key) }
 
 func sameChain(a, b *ruleset.Chain) bool {
 	return a.Name == b.Name && a.Comment == b.Comment && a.Base == nil && b.Base == nil && slices.EqualFunc(a.Rules, b.Rules, func(x, y ruleset.Rule) bool {
@@ -165,6 +215,9 @@ func (g *group) describe() string {
 
 // summary names what a class allows and denies, for the comments of the elements leading to it.
 func (c *Class) summary() string {
+	if c.sum != "" {
+		return c.sum
+	}
 	var parts []string
 	seen := map[string]bool{}
 	add := func(o Outcome) {
@@ -180,7 +233,8 @@ func (c *Class) summary() string {
 		add(c.Protos[p])
 	}
 	add(c.Other)
-	return strings.Join(parts, "; ")
+	c.sum = comment(strings.Join(parts, "; "))
+	return c.sum
 }
 
 func sortedProtos(m map[model.Protocol]Outcome) []model.Protocol {
@@ -192,18 +246,15 @@ func sortedProtos(m map[model.Protocol]Outcome) []model.Protocol {
 	return out
 }
 
-// acquireClass returns the chain of a class, creating it on first use; held lists the class
-// chains the caller already holds (a group holds each class once).
-func (d *Dataplane) acquireClass(c *Class, held map[string]struct{}) string {
-	name := "c_" + shortHash(c.Key)
-	if _, ok := held[name]; ok {
-		return name
-	}
+// acquireClass takes a reference to a class's chain, creating the chain (and its maps) on first
+// use; a group takes one reference per class chain it uses.
+func (d *Dataplane) acquireClass(c *Class) {
+	name := classChain(c.Key)
 	d.classes[name]++
 	if d.classes[name] > 1 {
-		return name
+		return
 	}
-	chain := &ruleset.Chain{Name: name, Comment: comment(c.summary())}
+	chain := &ruleset.Chain{Name: name, Comment: c.summary()}
 	if len(c.Protos) > 0 {
 		set := &ruleset.Set{Name: name + "_l4", Key: ruleset.KeyL4Proto, Map: true, Comment: "protocols without ports",
 			Elements: map[ruleset.ElementKey]ruleset.Element{}}
@@ -227,7 +278,6 @@ func (d *Dataplane) acquireClass(c *Class, held map[string]struct{}) string {
 	}
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: d.verdict(c.Other), Comment: comment(c.Other.Reason)})
 	d.putChain(chain)
-	return name
 }
 
 // releaseClass drops a holder of a class chain, removing the chain (and the deny chains only it

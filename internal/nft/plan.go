@@ -13,26 +13,30 @@ import (
 // the set that gates each rule (the first set its peer side requires), so that compiling a peer
 // looks only at the rules that can match it: the ungated ones and those gated by a set holding it.
 type plan struct {
-	s       *State
-	dir     model.Direction
-	tiers   []graph.TierPolicies
-	rules   []flatRule
-	ungated []int
-	gated   map[graph.SetID][]int
-	gates   map[netip.Addr][]graph.SetID // peer address → gate sets holding it
-	protos  []model.Protocol             // non-port protocols that rules name
+	s     *State
+	dir   model.Direction
+	tiers []graph.TierPolicies
+	// defaults[i] is tier i's default outcome (Verdict 0 for Pass), built once: its reason names
+	// the tier's policies, which costs as much as the tier is long.
+	defaults []Outcome
+	rules    []flatRule
+	ungated  []int
+	gated    map[graph.SetID][]int
+	gates    map[netip.Addr][]graph.SetID // peer address → gate sets holding it
+	protos   []model.Protocol             // non-port protocols that rules name
 }
 
 type flatRule struct {
-	tier   int
-	reason string
-	r      *graph.Rule
+	tier    int
+	outcome Outcome // for Allow and Deny rules
+	r       *graph.Rule
 }
 
 func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
 	pl := &plan{s: s, dir: dir, tiers: tiers, gated: map[graph.SetID][]int{}, gates: map[netip.Addr][]graph.SetID{}}
 	seenProto := map[model.Protocol]bool{}
 	for ti, t := range tiers {
+		pl.defaults = append(pl.defaults, tierDefault(t))
 		for _, key := range t.Policies {
 			pol := s.Policies[key]
 			if pol == nil {
@@ -49,7 +53,14 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
 					reason = fmt.Sprintf("%s %s rule %d", key, dir, i)
 				}
 				pos := len(pl.rules)
-				pl.rules = append(pl.rules, flatRule{tier: ti, reason: reason, r: r})
+				fr := flatRule{tier: ti, r: r}
+				switch r.Action {
+				case model.ActionAllow:
+					fr.outcome = Outcome{Allow, reason + " (allow)"}
+				case model.ActionDeny:
+					fr.outcome = Outcome{Deny, reason + " (deny)"}
+				}
+				pl.rules = append(pl.rules, fr)
 				peer := &r.Src
 				if dir == model.Egress {
 					peer = &r.Dst
@@ -95,7 +106,7 @@ func (pl *plan) candidates(peer netip.Addr, known bool) []int {
 // eval is State.eval restricted to the candidate rules (the others cannot match the packet).
 func (pl *plan) eval(cand []int, p packet) Outcome {
 	i := 0
-	for ti, t := range pl.tiers {
+	for ti := range pl.tiers {
 		passed := false
 		for ; i < len(cand) && pl.rules[cand[i]].tier == ti; i++ {
 			fr := &pl.rules[cand[i]]
@@ -103,10 +114,8 @@ func (pl *plan) eval(cand []int, p packet) Outcome {
 				continue
 			}
 			switch fr.r.Action {
-			case model.ActionAllow:
-				return Outcome{Allow, fr.reason + " (allow)"}
-			case model.ActionDeny:
-				return Outcome{Deny, fr.reason + " (deny)"}
+			case model.ActionAllow, model.ActionDeny:
+				return fr.outcome
 			case model.ActionPass:
 				passed = true
 			}
@@ -114,11 +123,8 @@ func (pl *plan) eval(cand []int, p packet) Outcome {
 		if passed {
 			continue
 		}
-		switch t.DefaultAction {
-		case model.ActionDeny:
-			return Outcome{Deny, tierDefaultReason(t, "deny")}
-		case model.ActionAllow:
-			return Outcome{Allow, tierDefaultReason(t, "allow")}
+		if o := pl.defaults[ti]; o.Verdict != 0 {
+			return o
 		}
 	}
 	if len(pl.tiers) == 0 {
