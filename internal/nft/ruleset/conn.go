@@ -16,10 +16,16 @@ import (
 // Socket buffer sizes of the lasting netlink connection. The write buffer must hold a whole batch
 // (netlink refuses a message larger than sndbuf); the read buffer holds one ack per message of a
 // batch, and on failure the echo of the failing message. Set with SO_*BUFFORCE (CAP_NET_ADMIN), so
-// rmem_max/wmem_max do not cap them; memory is charged only as used.
+// rmem_max/wmem_max do not cap them; memory is charged only as used. A transaction is one
+// sendmsg (the kernel ends a batch with its datagram), so the write buffer bounds the largest
+// table a Replace can write: 512 MiB (the kernel doubles it to 1 GiB, SO_SNDBUFFORCE's ceiling)
+// holds about 4 million elements with comments; 64 MiB refused the ~930,000 of the cold-start
+// benchmark with EMSGSIZE. Every message of a batch is acked and the kernel queues all acks
+// before Flush reads one; each ack is charged as a whole small skb (~1 KiB), so 16 MiB overflowed
+// (ENOBUFS) on the ~60,000 messages of a 10,000-policy table: 256 MiB (doubled) holds ~500,000.
 const (
-	writeBuffer = 64 << 20
-	readBuffer  = 16 << 20
+	writeBuffer = 512 << 20
+	readBuffer  = 256 << 20
 )
 
 // Element chunking: google/nftables v0.3.0 puts all elements of one SetAddElements call into one

@@ -83,8 +83,8 @@
 // elements go in chunks of at most 1,000 elements and about 48 KiB (estimated per element: key,
 // key end, comment, chain name and overhead); many messages in one batch are still one
 // transaction. 100,000 elements with comments commit in one Replace (TestReplaceScale). The
-// lasting netlink socket gets a 64 MiB write buffer (netlink refuses a batch larger than sndbuf)
-// and a 16 MiB read buffer (one ack per message, and the echo of a failing message), set with
+// lasting netlink socket gets a 512 MiB write buffer (netlink refuses a batch larger than sndbuf)
+// and a 256 MiB read buffer (one ack per message, and the echo of a failing message), set with
 // SO_SNDBUFFORCE/SO_RCVBUFFORCE through WithSockOptions, so rmem_max/wmem_max do not cap them.
 // ENOBUFS or any other failure is returned; the caller's answer is a Replace. Replace of 100,000
 // elements with comments takes ≈0.5–0.6 s here.
