@@ -22,7 +22,11 @@ const (
 	ctRelated     = 4
 )
 
-var l4ProtoDportType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
+var (
+	l4ProtoDportType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
+	ifnameIPType     = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
+	ifnameIP6Type    = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIP6Addr)
+)
 
 func setKeyType(k Key) (nftables.SetDatatype, bool, error) {
 	switch k {
@@ -36,6 +40,10 @@ func setKeyType(k Key) (nftables.SetDatatype, bool, error) {
 		return l4ProtoDportType, true, nil
 	case KeyIifname:
 		return nftables.TypeIFName, false, nil
+	case KeyIifnameIPSaddr:
+		return ifnameIPType, true, nil
+	case KeyIifnameIP6Saddr:
+		return ifnameIP6Type, true, nil
 	}
 	return nftables.SetDatatype{}, false, fmt.Errorf("set key %d: unknown key", k)
 }
@@ -123,6 +131,14 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 		}
 		el.Key = ifnameBytes(k.Ifname)
 		return append(dst, el), nil
+	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
+		want4 := s.Key == KeyIifnameIPSaddr
+		if s.Interval || k.Ifname == "" || len(k.Ifname) >= unix.IFNAMSIZ || !k.Addr.IsValid() ||
+			k.Addr.Is4() != want4 || k.Addr.Is4In6() || rangeEnd(k) != k.Addr {
+			return dst, fmt.Errorf("set %s: bad interface . address element %s", s.Name, k)
+		}
+		el.Key = append(ifnameBytes(k.Ifname), k.Addr.AsSlice()...)
+		return append(dst, el), nil
 	}
 	return dst, fmt.Errorf("set %s: unknown key %d", s.Name, s.Key)
 }
@@ -207,7 +223,10 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 			return nil, err
 		}
 		ex = append(ex, load...)
-		lk := &expr.Lookup{SourceRegister: 1, SetName: l.Set}
+		lk := &expr.Lookup{SourceRegister: 1, SetName: l.Set, Invert: l.Invert}
+		if l.Map && l.Invert {
+			return nil, fmt.Errorf("lookup of map %s: a verdict map cannot be inverted", l.Set)
+		}
 		if l.Map {
 			lk.IsDestRegSet = true
 			lk.DestRegister = 0
@@ -258,6 +277,14 @@ func keyLoad(k Key) ([]expr.Any, error) {
 		}, nil
 	case KeyIifname:
 		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}}, nil
+	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
+		// the 16-byte ifname fills register 1; the address follows in register 2
+		p, off, n := byte(unix.NFPROTO_IPV4), uint32(12), uint32(4)
+		if k == KeyIifnameIP6Saddr {
+			p, off, n = unix.NFPROTO_IPV6, 8, 16
+		}
+		return append(nfproto(p), &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Payload{DestRegister: 2, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}), nil
 	}
 	return nil, fmt.Errorf("unknown lookup key %d", k)
 }

@@ -181,6 +181,10 @@ func sampleTable(name string) *Table {
 		est, inv,
 		vmap(KeyIPDaddr, "ingress_v4", "to a local pod (IPv4)"),
 		vmap(KeyIP6Daddr, "ingress_v6", "to a local pod (IPv6)"),
+		{Iifname: "veth*", Lookup: &Lookup{Key: KeyIifnameIPSaddr, Set: "sources_v4", Invert: true}, Counter: true,
+			Verdict: Verdict{Kind: Drop}, Comment: "spoofed source (IPv4)"},
+		{Iifname: "veth*", Lookup: &Lookup{Key: KeyIifnameIP6Saddr, Set: "sources_v6", Invert: true}, Counter: true,
+			Verdict: Verdict{Kind: Drop}, Comment: "spoofed source (IPv6)"},
 		{Iifname: "veth*", Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "workload interface without endpoint"},
 	}}
 	t.Chains["input"] = &Chain{Name: "input", Base: &Base{Hook: HookInput, Priority: 7}, Rules: []Rule{
@@ -246,5 +250,12 @@ func sampleTable(name string) *Table {
 	put(local4, addrKey("10.0.0.2"), Verdict{}, "")
 	t.Sets[local4.Name] = local4
 	t.Sets["local_v6"] = newSet("local_v6", KeyIP6Saddr, false, false, "empty")
+	src4 := newSet("sources_v4", KeyIifnameIPSaddr, false, false, "workload interface . its pod's address")
+	put(src4, ElementKey{Ifname: "veth0", Addr: netip.MustParseAddr("10.0.0.1"), AddrEnd: netip.MustParseAddr("10.0.0.1")}, Verdict{}, "default/a")
+	put(src4, ElementKey{Ifname: "veth1", Addr: netip.MustParseAddr("10.0.0.2"), AddrEnd: netip.MustParseAddr("10.0.0.2")}, Verdict{}, "")
+	t.Sets[src4.Name] = src4
+	src6 := newSet("sources_v6", KeyIifnameIP6Saddr, false, false, "")
+	put(src6, ElementKey{Ifname: "veth0", Addr: netip.MustParseAddr("fd00::1"), AddrEnd: netip.MustParseAddr("fd00::1")}, Verdict{}, "default/a")
+	t.Sets[src6.Name] = src6
 	return t
 }

@@ -199,6 +199,8 @@ func renderKey(k Key, e ElementKey) string {
 		return fmt.Sprintf("%s . %d", protoName(e.Proto), e.Port)
 	case KeyIifname:
 		return fmt.Sprintf("%q", e.Ifname)
+	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
+		return fmt.Sprintf("%q . %s", e.Ifname, e.Addr)
 	}
 	return e.String()
 }
@@ -268,6 +270,10 @@ func keyType(k Key) string {
 		return "inet_proto . inet_service"
 	case KeyIifname:
 		return "ifname"
+	case KeyIifnameIPSaddr:
+		return "ifname . ipv4_addr"
+	case KeyIifnameIP6Saddr:
+		return "ifname . ipv6_addr"
 	}
 	return fmt.Sprintf("invalid_key_%d", k)
 }
@@ -288,6 +294,10 @@ func keyExpr(k Key) string {
 		return "meta l4proto . th dport"
 	case KeyIifname:
 		return "iifname"
+	case KeyIifnameIPSaddr:
+		return "iifname . ip saddr"
+	case KeyIifnameIP6Saddr:
+		return "iifname . ip6 saddr"
 	}
 	return fmt.Sprintf("invalid_key_%d", k)
 }
@@ -349,6 +359,8 @@ func RenderRule(r Rule) string {
 	if l := r.Lookup; l != nil {
 		if l.Map {
 			parts = append(parts, fmt.Sprintf("%s vmap @%s", keyExpr(l.Key), l.Set))
+		} else if l.Invert {
+			parts = append(parts, fmt.Sprintf("%s != @%s", keyExpr(l.Key), l.Set))
 		} else {
 			parts = append(parts, fmt.Sprintf("%s @%s", keyExpr(l.Key), l.Set))
 		}

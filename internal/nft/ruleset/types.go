@@ -68,6 +68,8 @@ const (
 	KeyL4Proto          // meta l4proto        (inet_proto)
 	KeyL4ProtoDport     // meta l4proto . th dport   (inet_proto . inet_service)
 	KeyIifname          // iifname             (ifname)
+	KeyIifnameIPSaddr   // iifname . ip saddr  (ifname . ipv4_addr)
+	KeyIifnameIP6Saddr  // iifname . ip6 saddr (ifname . ipv6_addr)
 )
 
 // VerdictKind is the kind of a verdict.
@@ -127,6 +129,8 @@ type Lookup struct {
 	Key Key
 	Set string
 	Map bool
+	// Invert matches when the key is not in the set (`KEY != @set`); sets only, not maps.
+	Invert bool
 }
 
 // Set is a named set or, with Map, a verdict map (`typeof KEY : verdict`). Interval sets
