@@ -31,6 +31,9 @@ type RunConfig struct {
 	NetNSFD          int
 	Table            string
 	ResyncInterval   time.Duration
+	// WorkloadPrefixes are the name prefixes of host interfaces that lead to pods: ifmon maps
+	// each pod to its interface, and the dataplane forwards from such an interface only its
+	// pod's source addresses (anti-spoofing; nothing before the pod's endpoint is programmed).
 	WorkloadPrefixes []string
 	// MetricsAddr and HealthAddr are listen addresses ("" disables); MetricsListener and
 	// HealthListener, when set, are used instead (tests listen inside a namespace).
@@ -58,7 +61,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	metrics := NewMetrics(reg)
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold)}
 
-	dp, err := nft.New(nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft")})
+	dp, err := nft.New(nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, WorkloadPrefixes: cfg.WorkloadPrefixes,
+		Logger: log.With("stage", "nft")})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ const (
 	mapIngressV6        = "ingress_v6"
 	mapEgressV4         = "egress_v4"
 	mapEgressV6         = "egress_v6"
+	setSourcesV4        = "sources_v4"
+	setSourcesV6        = "sources_v6"
+	chainSpoofed        = "deny_spoofed"
 )
 
 // Config configures a Dataplane.
@@ -46,7 +49,13 @@ type Config struct {
 	Table string
 	// NetNSFD is an open handle of the network namespace to program; < 0 means the current one.
 	NetNSFD int
-	Logger  *slog.Logger
+	// WorkloadPrefixes are the name prefixes of the interfaces that lead to pods ("veth",
+	// "cali"). A packet forwarded from such an interface passes only if its source address is
+	// one of the local endpoint's that the interface leads to: a spoofed source, or any traffic
+	// of a workload interface whose endpoint is not programmed yet, is dropped (fail closed).
+	// Empty: no such check.
+	WorkloadPrefixes []string
+	Logger           *slog.Logger
 }
 
 // Committer is the kernel side (ruleset.Conn); nil in offline mode (render).
@@ -63,11 +72,12 @@ type Committer interface {
 // in one transaction. It is used from one goroutine.
 type Dataplane struct {
 	// mu serialises the loop's applies with metric scrapes (DeniedPackets).
-	mu    sync.Mutex
-	log   *slog.Logger
-	conn  Committer
-	state *State
-	table *ruleset.Table
+	mu       sync.Mutex
+	prefixes []string
+	log      *slog.Logger
+	conn     Committer
+	state    *State
+	table    *ruleset.Table
 
 	endpoints map[model.EndpointKey]*endpoint
 	groups    map[string]*group // by chain name
@@ -91,8 +101,9 @@ type Dataplane struct {
 }
 
 type endpoint struct {
-	msg    graph.EndpointUpdated
-	groups map[dispatchKey]string // dispatch element → group chain name
+	msg     graph.EndpointUpdated
+	groups  map[dispatchKey]string // dispatch element → group chain name
+	sources []ruleset.ElementKey   // its interface . address elements (anti-spoofing)
 }
 
 // dispatchKey is one local address in one direction: one element of a dispatch map.
@@ -143,6 +154,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Dataplane{
+		prefixes:       cfg.WorkloadPrefixes,
 		log:            cfg.Logger,
 		conn:           conn,
 		state:          NewState(),
@@ -465,6 +477,7 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 			}
 		}
 	}
+	d.updateSources(e, removed)
 	for dk, old := range e.groups {
 		if want[dk] != old {
 			d.leaveGroup(old, dk)
@@ -495,6 +508,41 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 	if removed {
 		delete(d.endpoints, k)
 	}
+}
+
+// updateSources brings an endpoint's interface . address elements of the anti-spoofing sets
+// up to date: one per address once its interface is known, none after it is removed.
+func (d *Dataplane) updateSources(e *endpoint, removed bool) {
+	if len(d.prefixes) == 0 {
+		return
+	}
+	var want []ruleset.ElementKey
+	if !removed && e.msg.Interface != "" {
+		for _, a := range e.msg.Addrs {
+			want = append(want, ruleset.ElementKey{Ifname: e.msg.Interface, Addr: a, AddrEnd: a})
+		}
+	}
+	if slices.Equal(want, e.sources) {
+		return
+	}
+	for _, k := range e.sources {
+		set := sourcesSet(k.Addr)
+		delete(d.table.Sets[set].Elements, k)
+		d.touchElement(set, k)
+	}
+	for _, k := range want {
+		set := sourcesSet(k.Addr)
+		d.table.Sets[set].Elements[k] = ruleset.Element{ElementKey: k, Comment: comment(e.msg.Key.String())}
+		d.touchElement(set, k)
+	}
+	e.sources = want
+}
+
+func sourcesSet(a netip.Addr) string {
+	if a.Is4() {
+		return setSourcesV4
+	}
+	return setSourcesV6
 }
 
 // sample is the group endpoint address whose local-side facts the compile reads (all members

@@ -21,6 +21,7 @@
 //
 //	table inet nftpolicy
 //	  chain forward_egress   hook forward priority 7; policy accept
+//	      iifname "<prefix>*" iifname . ip saddr != @sources_v4 goto deny_spoofed   (and ip6)
 //	      ct state established,related accept; ct state invalid counter drop
 //	      ip saddr vmap @egress_v4; ip6 saddr vmap @egress_v6        (local pod → its egress group)
 //	  chain forward_ingress  hook forward priority 8; policy accept
@@ -37,6 +38,14 @@
 //	      meta l4proto . th dport vmap @c_<hash>_ports   interval: disjoint protocol × port partition
 //	      accept | goto deny_<hash>                      every other packet
 //	  chain deny_<hash>                              one per deny reason: counter drop
+//	  set sources_v4 / sources_v6   ifname . address of each local pod whose interface is known
+//	  chain deny_spoofed                             counter drop
+//
+// Anti-spoofing (with Config.WorkloadPrefixes): every packet forwarded from a workload interface,
+// established ones included, must carry a source address of the pod that interface leads to.
+// A spoofed source is dropped, and so is everything from an interface whose endpoint is not
+// programmed yet (fail closed). Traffic from a pod to its own node (input) is not checked: it
+// carries IPv6 neighbour discovery from link-local addresses.
 //
 // Egress is judged at priority 7 and ingress at 8, both on the forward hook: an accept in
 // forward_egress ends only that base chain, so same-node pod → pod traffic is judged by the

@@ -19,13 +19,34 @@ func (d *Dataplane) addSkeleton() {
 	lookup := func(key ruleset.Key, set, c string) ruleset.Rule {
 		return ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: set, Map: true}, Comment: c}
 	}
+	// Anti-spoofing first, for every packet (established ones too): a workload interface passes
+	// only its own pod's source addresses, so a spoofed source, or an interface whose endpoint is
+	// not programmed yet, passes nothing.
+	var egress []ruleset.Rule
+	for _, p := range d.prefixes {
+		for _, k := range []ruleset.Key{ruleset.KeyIifnameIPSaddr, ruleset.KeyIifnameIP6Saddr} {
+			set, fam := setSourcesV4, "IPv4"
+			if k == ruleset.KeyIifnameIP6Saddr {
+				set, fam = setSourcesV6, "IPv6"
+			}
+			egress = append(egress, ruleset.Rule{Iifname: p + "*", Lookup: &ruleset.Lookup{Key: k, Set: set, Invert: true},
+				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chainSpoofed},
+				Comment: "from a workload interface, a source that is not its pod's (" + fam + ")"})
+		}
+	}
+	if len(d.prefixes) > 0 {
+		reason := "spoofed source, or a workload interface without a programmed endpoint"
+		d.putChain(&ruleset.Chain{Name: chainSpoofed, Comment: reason, Rules: []ruleset.Rule{
+			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: reason}}})
+		d.denies[chainSpoofed] = 1 // counted in DeniedPackets, never released
+	}
+	egress = append(egress, established, invalid,
+		lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy (IPv4)"),
+		lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy (IPv6)"))
 	d.putChain(&ruleset.Chain{
 		Name: chainForwardEgress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityEgress},
 		Comment: "egress policy of local pods; an accept here still leaves forward_ingress to judge",
-		Rules: []ruleset.Rule{established, invalid,
-			lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy (IPv4)"),
-			lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy (IPv6)"),
-		},
+		Rules:   egress,
 	})
 	d.putChain(&ruleset.Chain{
 		Name: chainForwardIngress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityIngress},
@@ -56,6 +77,16 @@ func (d *Dataplane) addSkeleton() {
 		{mapEgressV6, ruleset.KeyIP6Saddr, "local pod address → its egress decision chain"},
 	} {
 		d.putSet(&ruleset.Set{Name: m.name, Key: m.key, Map: true, Comment: m.c, Elements: map[ruleset.ElementKey]ruleset.Element{}})
+	}
+	for _, s := range []struct {
+		name string
+		key  ruleset.Key
+	}{{setSourcesV4, ruleset.KeyIifnameIPSaddr}, {setSourcesV6, ruleset.KeyIifnameIP6Saddr}} {
+		if len(d.prefixes) == 0 {
+			break
+		}
+		d.putSet(&ruleset.Set{Name: s.name, Key: s.key, Comment: "workload interface . address of its pod (anti-spoofing)",
+			Elements: map[ruleset.ElementKey]ruleset.Element{}})
 	}
 }
 

@@ -60,16 +60,16 @@ type Key uint8
 // IPv4/IPv6 keys in a rule carry the `meta nfproto` guard the inet family needs (rendered by nft
 // as `ip saddr …`).
 const (
-	KeyNone         Key = iota
-	KeyIPSaddr          // ip saddr            (ipv4_addr)
-	KeyIPDaddr          // ip daddr            (ipv4_addr)
-	KeyIP6Saddr         // ip6 saddr           (ipv6_addr)
-	KeyIP6Daddr         // ip6 daddr           (ipv6_addr)
-	KeyL4Proto          // meta l4proto        (inet_proto)
-	KeyL4ProtoDport     // meta l4proto . th dport   (inet_proto . inet_service)
-	KeyIifname          // iifname             (ifname)
-	KeyIifnameIPSaddr   // iifname . ip saddr  (ifname . ipv4_addr)
-	KeyIifnameIP6Saddr  // iifname . ip6 saddr (ifname . ipv6_addr)
+	KeyNone            Key = iota
+	KeyIPSaddr             // ip saddr            (ipv4_addr)
+	KeyIPDaddr             // ip daddr            (ipv4_addr)
+	KeyIP6Saddr            // ip6 saddr           (ipv6_addr)
+	KeyIP6Daddr            // ip6 daddr           (ipv6_addr)
+	KeyL4Proto             // meta l4proto        (inet_proto)
+	KeyL4ProtoDport        // meta l4proto . th dport   (inet_proto . inet_service)
+	KeyIifname             // iifname             (ifname)
+	KeyIifnameIPSaddr      // iifname . ip saddr  (ifname . ipv4_addr)
+	KeyIifnameIP6Saddr     // iifname . ip6 saddr (ifname . ipv6_addr)
 )
 
 // VerdictKind is the kind of a verdict.

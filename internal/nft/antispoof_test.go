@@ -1,0 +1,217 @@
+package nft_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
+)
+
+// udpSink is a UDP socket in a pod's namespace that reports whether a given payload arrived.
+type udpSink struct {
+	conn *net.UDPConn
+	got  chan []byte
+}
+
+func newUDPSink(t *testing.T, podNS string, addr netip.Addr) *udpSink {
+	t.Helper()
+	var conn *net.UDPConn
+	err := netns.Do(podNS, func() error {
+		var err error
+		conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &udpSink{conn: conn, got: make(chan []byte, 64)}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			s.got <- append([]byte(nil), buf[:n]...)
+		}
+	}()
+	return s
+}
+
+func (s *udpSink) port() uint16 { return uint16(s.conn.LocalAddr().(*net.UDPAddr).Port) }
+
+// arrives sends a few datagrams from fromNS with source src and reports whether one arrived.
+func (s *udpSink) arrives(t *testing.T, fromNS string, src, dst netip.Addr) bool {
+	t.Helper()
+	token := make([]byte, 16)
+	rand.Read(token)
+	err := netns.Do(fromNS, func() error {
+		c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)),
+			net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, s.port())))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for range 3 {
+			if _, err := c.Write(token); err != nil {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("sending from %s as %s: %v", fromNS, src, err)
+	}
+	deadline := time.After(400 * time.Millisecond)
+	for {
+		select {
+		case b := <-s.got:
+			if bytes.Equal(b, token) {
+				return true
+			}
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// TestAntiSpoofing: with workload prefixes set, node a forwards a pod's packets only with the
+// pod's own source address, and nothing at all from a workload interface whose endpoint is not
+// programmed yet (fail closed) — shown with real datagrams to a pod on node b. The same spoofed
+// datagram passes when the check is off, so the test can fail.
+func TestAntiSpoofing(t *testing.T) {
+	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}})
+	src, err := c.AddPod("a", "x", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := c.AddPod("b", "x", "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeA := c.Node("a")
+	fd, err := nodeA.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeFD(fd) })
+	prefix := strings.TrimRight(src.HostIface, "0123456789abcdef")
+	if prefix == "" {
+		t.Fatalf("host interface %q has no name prefix", src.HostIface)
+	}
+
+	g := graph.New(graph.Config{NodeName: "a"})
+	endpoint := func(p *netns.Pod, node string) []model.Update {
+		us := []model.Update{model.EndpointSet{Endpoint: model.Endpoint{
+			Key: model.EndpointKey{Namespace: p.Namespace, Name: p.Name}, Node: node,
+			Labels: map[string]string{"pod": p.Name}, Addrs: p.Addrs}}}
+		if node == "a" {
+			for _, a := range p.Addrs {
+				us = append(us, model.RouteSet{Dst: netip.PrefixFrom(a, a.BitLen()), Interface: p.HostIface})
+			}
+		}
+		return us
+	}
+	ups := []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"ns": "x"}}}}
+	ups = append(ups, endpoint(src, "a")...)
+	ups = append(ups, endpoint(dst, "b")...)
+	ups = append(ups, model.SyncStatusUpdate{Status: model.InSync})
+	for _, u := range ups {
+		g.OnUpdate(u)
+	}
+	msgs := g.Flush()
+
+	// spoofed: src also holds an address of node a's pod range that is not its own
+	for _, args := range [][]string{{"10.244.0.99/32"}, {"fd00:10:244::99/128", "nodad"}} {
+		argv := append([]string{"ip", "addr", "add", args[0], "dev", "eth0"}, args[1:]...)
+		if out, err := netns.Exec(context.Background(), src.NetNS, argv...); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	spoofed := map[bool]netip.Addr{true: netip.MustParseAddr("10.244.0.99"), false: netip.MustParseAddr("fd00:10:244::99")}
+
+	check := func(step string, is4, wantOwn, wantSpoofed bool) {
+		t.Helper()
+		sink := newUDPSink(t, dst.NetNS, dst.IP(!is4))
+		if got := sink.arrives(t, src.NetNS, src.IP(!is4), dst.IP(!is4)); got != wantOwn {
+			t.Errorf("%s (IPv4=%v): datagram with the pod's own source arrived=%v, want %v", step, is4, got, wantOwn)
+		}
+		if got := sink.arrives(t, src.NetNS, spoofed[is4], dst.IP(!is4)); got != wantSpoofed {
+			t.Errorf("%s (IPv4=%v): datagram with a spoofed source arrived=%v, want %v", step, is4, got, wantSpoofed)
+		}
+	}
+
+	// without the check (no workload prefixes) the spoofed datagram passes
+	off, err := nft.New(nft.Config{NetNSFD: fd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Apply(msgs); err != nil {
+		t.Fatal(err)
+	}
+	off.Close()
+	for _, is4 := range []bool{true, false} {
+		check("check off", is4, true, true)
+	}
+
+	// with it: own source passes, spoofed is dropped and counted
+	dp, err := nft.New(nft.Config{NetNSFD: fd, WorkloadPrefixes: []string{prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	if err := dp.Apply(msgs); err != nil {
+		t.Fatal(err)
+	}
+	for _, is4 := range []bool{true, false} {
+		check("check on", is4, true, false)
+	}
+	denied, err := dp.DeniedPackets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spoofDrops uint64
+	for reason, n := range denied {
+		if strings.Contains(reason, "spoofed") {
+			spoofDrops += n
+		}
+	}
+	if spoofDrops == 0 {
+		t.Errorf("no drop counted for spoofed sources: %v", denied)
+	}
+
+	// fail closed: a new pod whose endpoint is not programmed passes nothing, then passes once
+	// its endpoint (with its interface) is applied
+	late, err := c.AddPod("a", "x", "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := newUDPSink(t, dst.NetNS, dst.IP(false))
+	if sink.arrives(t, late.NetNS, late.IP(false), dst.IP(false)) {
+		t.Errorf("a workload interface without a programmed endpoint passed traffic")
+	}
+	for _, u := range endpoint(late, "a") {
+		g.OnUpdate(u)
+	}
+	if err := dp.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	if !sink.arrives(t, late.NetNS, late.IP(false), dst.IP(false)) {
+		t.Errorf("the new pod's traffic is still dropped after its endpoint was programmed")
+	}
+	listed := nftIn(t, nodeA.NetNS, "list", "set", "inet", nft.DefaultTable, "sources_v4")
+	if !strings.Contains(listed, `"`+late.HostIface+`" . `+late.IP(false).String()) {
+		t.Errorf("sources_v4 lacks the new pod's interface . address:\n%s", listed)
+	}
+}
