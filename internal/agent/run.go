@@ -28,9 +28,9 @@ type RunConfig struct {
 	NodeName string
 	// NetNSFD is an open handle of the network namespace to program and watch; < 0: the current
 	// one (the product); tests run one agent per node namespace inside one process.
-	NetNSFD          int
-	Table            string
-	ResyncInterval   time.Duration
+	NetNSFD        int
+	Table          string
+	ResyncInterval time.Duration
 	// WorkloadPrefixes are the name prefixes of host interfaces that lead to pods: ifmon maps
 	// each pod to its interface, and the dataplane forwards from such an interface only its
 	// pod's source addresses (anti-spoofing; nothing before the pod's endpoint is programmed).
