@@ -116,7 +116,8 @@ func demo(ctx context.Context, agentBin, examples string, settle time.Duration) 
 		defer logFile.Close()
 		cmd := exec.Command("ip", "netns", "exec", n.NetNS, agentBin, "run", "--node-name", n.Name,
 			"--kubeconfig", kubeconfig, "--metrics-addr", "127.0.0.1:9464", "--health-addr", "127.0.0.1:9465",
-			"--log-format", "json", "--cleanup-on-exit")
+			"--log-format", "json", "--cleanup-on-exit",
+			"--anti-spoofing", "--workload-iface-prefixes", "nftp") // each pod has its own veth nftp<n> and host route
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

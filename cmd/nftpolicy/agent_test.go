@@ -119,7 +119,8 @@ func (ac *agentCluster) startAgent(node, apiAddr string) {
 	}
 	cmd := exec.Command("ip", "netns", "exec", n.NetNS, ac.bin, "run", "--node-name", node, "--kubeconfig", kubeconfig,
 		"--metrics-addr", "127.0.0.1:9464", "--health-addr", "127.0.0.1:9465", "--resync-interval", "2s",
-		"--log-format", "json", "--log-level", "debug")
+		"--log-format", "json", "--log-level", "debug",
+		"--anti-spoofing", "--workload-iface-prefixes", "nftp") // the harness's node-side veths
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -263,6 +264,19 @@ func TestAgentProcesses(t *testing.T) {
 		ac.waitReady(n)
 	}
 	ac.expect("no policy", func(string, string) bool { return true })
+	// --anti-spoofing: each node lists its own pods' interface . address, and only those
+	for _, p := range ac.pods {
+		for _, n := range []string{"a", "b"} {
+			out, err := exec.Command("ip", "netns", "exec", ac.c.Node(n).NetNS, "nft", "list", "set", "inet", "nftpolicy", "sources_v4").CombinedOutput()
+			if err != nil {
+				t.Fatalf("listing sources_v4 on %s: %v\n%s", n, err, out)
+			}
+			elem := fmt.Sprintf("%q . %s", p.HostIface, p.IP(false))
+			if has := strings.Contains(string(out), elem); has != (p.Node == n) {
+				t.Errorf("node %s: sources_v4 has %s = %v, want %v\n%s", n, elem, has, p.Node == n, out)
+			}
+		}
+	}
 
 	nps := s.Client.NetworkingV1()
 	for _, st := range exampleSteps {

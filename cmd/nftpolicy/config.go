@@ -18,6 +18,7 @@ type runConfig struct {
 	Kubeconfig       string
 	ResyncInterval   time.Duration
 	WorkloadPrefixes []string
+	AntiSpoofing     bool
 	MetricsAddr      string
 	HealthAddr       string
 	LogFormat        string
@@ -43,6 +44,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
 	fs.DurationVar(&c.ResyncInterval, "resync-interval", 90*time.Second, "how often the nftables table is read back and drift repaired")
 	prefixes := fs.String("workload-iface-prefixes", "veth,cali,cni,lxc,eni,tap", "comma-separated prefixes of host interfaces that lead to pods")
+	fs.BoolVar(&c.AntiSpoofing, "anti-spoofing", false, "forward from a workload interface only its pod's source addresses, nothing before its endpoint is programmed (needs a CNI with one interface and host route per pod)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9464", "address of the Prometheus /metrics endpoint; empty disables it")
 	fs.StringVar(&c.HealthAddr, "health-addr", ":9465", "address of /healthz and /readyz; empty disables them")
 	fs.StringVar(&c.LogFormat, "log-format", "", "tint or json (default: tint on a terminal, json otherwise)")

@@ -32,9 +32,14 @@ type RunConfig struct {
 	Table          string
 	ResyncInterval time.Duration
 	// WorkloadPrefixes are the name prefixes of host interfaces that lead to pods: ifmon maps
-	// each pod to its interface, and the dataplane forwards from such an interface only its
-	// pod's source addresses (anti-spoofing; nothing before the pod's endpoint is programmed).
+	// each pod to its interface (a /32 or /128 host route through one).
 	WorkloadPrefixes []string
+	// AntiSpoofing makes the dataplane forward from a workload interface only its pod's source
+	// addresses, and nothing before the pod's endpoint is programmed (fail closed). It needs a
+	// CNI that routes each pod through its own interface (ptp veth with host routes, as Calico,
+	// kindnet and the test harness do); with a bridge CNI pod traffic arrives on the bridge and
+	// would all be dropped, hence off by default.
+	AntiSpoofing bool
 	// MetricsAddr and HealthAddr are listen addresses ("" disables); MetricsListener and
 	// HealthListener, when set, are used instead (tests listen inside a namespace).
 	MetricsAddr, HealthAddr         string
@@ -61,8 +66,11 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	metrics := NewMetrics(reg)
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold)}
 
-	dp, err := nft.New(nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, WorkloadPrefixes: cfg.WorkloadPrefixes,
-		Logger: log.With("stage", "nft")})
+	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft")}
+	if cfg.AntiSpoofing {
+		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
+	}
+	dp, err := nft.New(ncfg)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ func (e agentEnforcer) Start(ctx context.Context, node string, netnsFD int) (fun
 			Table:            "nftpolicy",
 			ResyncInterval:   time.Minute,
 			WorkloadPrefixes: []string{"nftp"}, // netns names the node-side veths nftp<n>
+			AntiSpoofing:     true,             // the harness routes each pod through its own veth
 			FailureThreshold: 3,
 			CleanupOnExit:    true,
 			Logger:           log,
