@@ -278,6 +278,8 @@ func TestAgentProcesses(t *testing.T) {
 		}
 	}
 
+	ac.checkAntiSpoofing(ctx, s)
+
 	nps := s.Client.NetworkingV1()
 	for _, st := range exampleSteps {
 		np := readExample(t, st.file)
@@ -417,4 +419,62 @@ func (ac *agentCluster) dumpManifests(ctx context.Context, s *kube.Server) strin
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// checkAntiSpoofing shows --anti-spoofing with real datagrams from node a to a pod on node b: a
+// pod's own source passes, a spoofed one does not; a new pod whose interface exists but whose
+// API object does not yet passes nothing, and passes once the agent has learnt it from the API.
+func (ac *agentCluster) checkAntiSpoofing(ctx context.Context, s *kube.Server) {
+	t := ac.t
+	var src, dst *netns.Pod
+	for _, p := range ac.pods {
+		switch p.Key() {
+		case "x/a":
+			src = p
+		case "y/b":
+			dst = p
+		}
+	}
+	spoofed := netip.MustParseAddr("10.244.0.99")
+	if out, err := netns.Exec(ctx, src.NetNS, "ip", "addr", "add", spoofed.String()+"/32", "dev", "eth0"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	sink, err := netns.ListenSink(dst.NetNS, dst.IP(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	receives := func(from string, a netip.Addr) bool {
+		ok, err := sink.Receives(from, a, dst.IP(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !receives(src.NetNS, src.IP(false)) {
+		t.Errorf("anti-spoofing: x/a's datagram with its own source did not arrive")
+	}
+	if receives(src.NetNS, spoofed) {
+		t.Errorf("anti-spoofing: x/a's datagram with the spoofed source %s arrived", spoofed)
+	}
+
+	late, err := ac.c.AddPod("a", "x", "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if receives(late.NetNS, late.IP(false)) {
+		t.Errorf("fail closed: a workload interface whose pod the API does not know yet passed traffic")
+	}
+	if _, err := s.CreatePod(ctx, "x", "late", "a", map[string]string{"pod": "late"}, nil, late.Addrs); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !receives(late.NetNS, late.IP(false)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fail closed: x/late still passes nothing 10 s after its pod was created")
+		}
+	}
+	if err := s.Client.CoreV1().Pods("x").Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,14 +1,10 @@
 package nft_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -16,74 +12,25 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
-// udpSink is a UDP socket in a pod's namespace that reports whether a given payload arrived.
-type udpSink struct {
-	conn *net.UDPConn
-	got  chan []byte
-}
-
-func newUDPSink(t *testing.T, podNS string, addr netip.Addr) *udpSink {
+// sink opens a harness sink that the test closes.
+func sink(t *testing.T, podNS string, addr netip.Addr) *netns.Sink {
 	t.Helper()
-	var conn *net.UDPConn
-	err := netns.Do(podNS, func() error {
-		var err error
-		conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
-		return err
-	})
+	s, err := netns.ListenSink(podNS, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &udpSink{conn: conn, got: make(chan []byte, 64)}
-	t.Cleanup(func() { conn.Close() })
-	go func() {
-		buf := make([]byte, 256)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			s.got <- append([]byte(nil), buf[:n]...)
-		}
-	}()
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
-func (s *udpSink) port() uint16 { return uint16(s.conn.LocalAddr().(*net.UDPAddr).Port) }
-
-// arrives sends a few datagrams from fromNS with source src and reports whether one arrived.
-func (s *udpSink) arrives(t *testing.T, fromNS string, src, dst netip.Addr) bool {
+// receives is Sink.Receives failing the test on a harness error.
+func receives(t *testing.T, s *netns.Sink, fromNS string, src, dst netip.Addr) bool {
 	t.Helper()
-	token := make([]byte, 16)
-	rand.Read(token)
-	err := netns.Do(fromNS, func() error {
-		c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)),
-			net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, s.port())))
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		for range 3 {
-			if _, err := c.Write(token); err != nil {
-				return err
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return nil
-	})
+	ok, err := s.Receives(fromNS, src, dst)
 	if err != nil {
-		t.Fatalf("sending from %s as %s: %v", fromNS, src, err)
+		t.Fatal(err)
 	}
-	deadline := time.After(400 * time.Millisecond)
-	for {
-		select {
-		case b := <-s.got:
-			if bytes.Equal(b, token) {
-				return true
-			}
-		case <-deadline:
-			return false
-		}
-	}
+	return ok
 }
 
 // TestAntiSpoofing: with workload prefixes set, node a forwards a pod's packets only with the
@@ -143,11 +90,11 @@ func TestAntiSpoofing(t *testing.T) {
 
 	check := func(step string, is4, wantOwn, wantSpoofed bool) {
 		t.Helper()
-		sink := newUDPSink(t, dst.NetNS, dst.IP(!is4))
-		if got := sink.arrives(t, src.NetNS, src.IP(!is4), dst.IP(!is4)); got != wantOwn {
+		sk := sink(t, dst.NetNS, dst.IP(!is4))
+		if got := receives(t, sk, src.NetNS, src.IP(!is4), dst.IP(!is4)); got != wantOwn {
 			t.Errorf("%s (IPv4=%v): datagram with the pod's own source arrived=%v, want %v", step, is4, got, wantOwn)
 		}
-		if got := sink.arrives(t, src.NetNS, spoofed[is4], dst.IP(!is4)); got != wantSpoofed {
+		if got := receives(t, sk, src.NetNS, spoofed[is4], dst.IP(!is4)); got != wantSpoofed {
 			t.Errorf("%s (IPv4=%v): datagram with a spoofed source arrived=%v, want %v", step, is4, got, wantSpoofed)
 		}
 	}
@@ -197,8 +144,8 @@ func TestAntiSpoofing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := newUDPSink(t, dst.NetNS, dst.IP(false))
-	if sink.arrives(t, late.NetNS, late.IP(false), dst.IP(false)) {
+	sk := sink(t, dst.NetNS, dst.IP(false))
+	if receives(t, sk, late.NetNS, late.IP(false), dst.IP(false)) {
 		t.Errorf("a workload interface without a programmed endpoint passed traffic")
 	}
 	for _, u := range endpoint(late, "a") {
@@ -207,7 +154,7 @@ func TestAntiSpoofing(t *testing.T) {
 	if err := dp.Apply(g.Flush()); err != nil {
 		t.Fatal(err)
 	}
-	if !sink.arrives(t, late.NetNS, late.IP(false), dst.IP(false)) {
+	if !receives(t, sk, late.NetNS, late.IP(false), dst.IP(false)) {
 		t.Errorf("the new pod's traffic is still dropped after its endpoint was programmed")
 	}
 	listed := nftIn(t, nodeA.NetNS, "list", "set", "inet", nft.DefaultTable, "sources_v4")
