@@ -38,8 +38,12 @@ vet:
 ## test: deps + vet + every test (unit, privileged integration on the real kernel and API server, e2e).
 test: deps vet
 	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (network namespaces, nftables)"; exit 1; }
+	@nft list ruleset > .root-ruleset.before
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory clean-netns-check
+	@nft list ruleset | diff -u .root-ruleset.before - \
+	  || { echo "the tests changed the root network namespace's nftables ruleset"; rm -f .root-ruleset.before; exit 1; }
+	@rm -f .root-ruleset.before; echo "root namespace: nftables ruleset unchanged, no nftp- namespaces left"
 
 ## unit: tests that need neither root nor the API server.
 unit:

@@ -12,7 +12,8 @@
 //     for the scoping conventions). Its identity is the canonical strings of its parts, so equal
 //     tuples in many policies are one matcher and one set. An endpoint is evaluated with its own
 //     labels and its namespace's (and service account's) labels as separate views; nothing is
-//     copied or rewritten. Each matcher is filed under one anchor — its namespace scope, else a
+//     copied or rewritten. Each matcher is filed under one anchor — its namespace scope together
+//     with a required key==value of its endpoint selector, else its namespace scope alone, else a
 //     required key==value of its endpoint selector, else of its namespace selector, else a
 //     required key, else "unindexed" — and an endpoint is tested only against the matchers filed
 //     under anchors it satisfies (plus its current matches, to drop the ones it left). A new

@@ -105,6 +105,7 @@ type anchorKind uint8
 const (
 	anchorNone anchorKind = iota
 	anchorScope
+	anchorScopeEq // key: namespace + "\x00" + label key; value: label value
 	anchorEpEq
 	anchorEpKey
 	anchorNsEq
@@ -193,6 +194,14 @@ func removeFrom[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
 
 func chooseAnchor(s spec) anchor {
 	if s.scope != "" {
+		// a namespaced selector with a required label equality is filed under both, so that a
+		// pod event tests only the selectors of its namespace that its labels can satisfy
+		// (not every selector of the namespace)
+		if s.ep != nil {
+			if eq := s.ep.RequiredEqualities(); len(eq) > 0 {
+				return scopeEq(s.scope, eq[0].Key, eq[0].Value)
+			}
+		}
 		return anchor{kind: anchorScope, key: s.scope}
 	}
 	if s.ep != nil {
@@ -240,8 +249,8 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 		}
 	}
 	switch m.anchor.kind {
-	case anchorScope:
-		if ns := g.namespaces[m.anchor.key]; ns != nil {
+	case anchorScope, anchorScopeEq:
+		if ns := g.namespaces[m.spec.scope]; ns != nil {
 			for e := range ns.endpoints {
 				try(e)
 			}
@@ -262,6 +271,10 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 		}
 	}
 	return m
+}
+
+func scopeEq(namespace, key, value string) anchor {
+	return anchor{kind: anchorScopeEq, key: namespace + "\x00" + key, value: value}
 }
 
 func (g *Graph) releaseMatcher(m *matcher) {
@@ -315,6 +328,7 @@ func (g *Graph) candidates(e *endpoint, f func(*matcher)) {
 	visit(anchor{kind: anchorNone})
 	visit(anchor{kind: anchorScope, key: e.key.Namespace})
 	for k, v := range e.labels {
+		visit(scopeEq(e.key.Namespace, k, v))
 		visit(anchor{kind: anchorEpEq, key: k, value: v})
 		visit(anchor{kind: anchorEpKey, key: k})
 	}
