@@ -36,27 +36,41 @@ type Outcome struct {
 type State struct {
 	Sets     map[graph.SetID]*Set
 	Policies map[model.PolicyKey]*graph.PolicyUpdated
+	// gateIndexMin: plans with more gate sets than this index peers by gate (see plan.gates).
+	gateIndexMin int
 }
 
-// Set is a graph set: addresses, or address.proto.port members for named ports.
+// Set is a graph set: addresses, or address.proto.port members for named ports. It is indexed
+// for the compiler's two questions — is an address a member, and which named-port members an
+// address has — without a map per address (a cluster's sets hold millions of members).
 type Set struct {
 	Kind        graph.SetKind
 	Description string
-	Members     map[graph.Member]struct{}
-	// addrs indexes Members by address (named-port members: several per address).
-	addrs map[netip.Addr]map[graph.Member]struct{}
+	// addrs counts the members of each address (an address set: 1; a named-port set: one per
+	// protocol and port).
+	addrs map[netip.Addr]uint32
+	// ports lists the named-port members of each address (named-port sets only).
+	ports map[netip.Addr][]graph.Member
+}
+
+func newSet(kind graph.SetKind, description string, size int) *Set {
+	s := &Set{Kind: kind, Description: description, addrs: make(map[netip.Addr]uint32, size)}
+	if kind == graph.SetNamedPorts {
+		s.ports = map[netip.Addr][]graph.Member{}
+	}
+	return s
 }
 
 // NewState returns an empty State.
 func NewState() *State {
-	return &State{Sets: map[graph.SetID]*Set{}, Policies: map[model.PolicyKey]*graph.PolicyUpdated{}}
+	return &State{Sets: map[graph.SetID]*Set{}, Policies: map[model.PolicyKey]*graph.PolicyUpdated{}, gateIndexMin: 16}
 }
 
 // Apply folds one graph message into the state (endpoint messages are the Dataplane's business).
 func (s *State) Apply(m graph.Message) {
 	switch m := m.(type) {
 	case graph.SetReplaced:
-		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]map[graph.Member]struct{}{}}
+		set := newSet(m.Kind, m.Description, len(m.Members))
 		for _, mb := range m.Members {
 			set.add(mb)
 		}
@@ -64,7 +78,13 @@ func (s *State) Apply(m graph.Message) {
 	case graph.SetMembersChanged:
 		set := s.Sets[m.ID]
 		if set == nil {
-			set = &Set{Members: map[graph.Member]struct{}{}, addrs: map[netip.Addr]map[graph.Member]struct{}{}}
+			kind := graph.SetAddrs
+			for _, mb := range append(m.Added, m.Removed...) {
+				if mb.Port != 0 || mb.Protocol != model.ProtocolAny {
+					kind = graph.SetNamedPorts
+				}
+			}
+			set = newSet(kind, "", 0)
 			s.Sets[m.ID] = set
 		}
 		for _, mb := range m.Removed {
@@ -85,23 +105,35 @@ func (s *State) Apply(m graph.Message) {
 
 func (s *Set) add(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
-	s.Members[m] = struct{}{}
-	ms := s.addrs[m.Addr]
-	if ms == nil {
-		ms = map[graph.Member]struct{}{}
-		s.addrs[m.Addr] = ms
+	if s.ports != nil {
+		if slices.Contains(s.ports[m.Addr], m) {
+			return
+		}
+		s.ports[m.Addr] = append(s.ports[m.Addr], m)
+	} else if s.addrs[m.Addr] > 0 {
+		return
 	}
-	ms[m] = struct{}{}
+	s.addrs[m.Addr]++
 }
 
 func (s *Set) remove(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
-	delete(s.Members, m)
-	if ms := s.addrs[m.Addr]; ms != nil {
-		delete(ms, m)
-		if len(ms) == 0 {
-			delete(s.addrs, m.Addr)
+	if s.ports != nil {
+		ms := s.ports[m.Addr]
+		i := slices.Index(ms, m)
+		if i < 0 {
+			return
 		}
+		if ms = slices.Delete(ms, i, i+1); len(ms) == 0 {
+			delete(s.ports, m.Addr)
+		} else {
+			s.ports[m.Addr] = ms
+		}
+	} else if s.addrs[m.Addr] == 0 {
+		return
+	}
+	if s.addrs[m.Addr]--; s.addrs[m.Addr] == 0 {
+		delete(s.addrs, m.Addr)
 	}
 }
 
@@ -119,8 +151,7 @@ func (s *State) namedPort(id graph.SetID, a netip.Addr, proto model.Protocol, po
 	if set == nil {
 		return false
 	}
-	_, ok := set.Members[graph.Member{Addr: a, Protocol: proto, Port: port}]
-	return ok
+	return slices.Contains(set.ports[a], graph.Member{Addr: a, Protocol: proto, Port: port})
 }
 
 // packet is what the evaluator looks at: the peer and the local endpoint address, L4 protocol
@@ -453,8 +484,8 @@ func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local n
 // changed (the State already holds the new membership); it keeps the plan's gate index true.
 func (cp *compiled) peerChanged(id graph.SetID, a netip.Addr) {
 	pl := cp.plan
-	if _, gate := pl.gated[id]; !gate {
-		return
+	if _, gate := pl.gated[id]; !gate || pl.gates == nil {
+		return // not a gate, or no index: gatesOf asks the State, which is already current
 	}
 	in := pl.s.member(id, a)
 	gates := pl.gates[a]
@@ -477,7 +508,7 @@ func (cp *compiled) peerChanged(id graph.SetID, a netip.Addr) {
 // returns the old and new class keys ("" for none).
 func (cp *compiled) recompilePeer(a netip.Addr) (old, cur string) {
 	old = cp.Peers[a]
-	known := len(cp.plan.gates[a]) > 0
+	known := len(cp.plan.gatesOf(a)) > 0
 	for _, id := range cp.extraRefs {
 		if known {
 			break
@@ -594,10 +625,11 @@ func (d *Decision) class(pl *plan, p packet) string {
 		o := c.Protos[model.Protocol(pr)]
 		fmt.Fprintf(&b, "|p%d:%d:%s", pr, o.Verdict, o.Reason)
 	}
-	c.Key = b.String()
-	if _, ok := d.Classes[c.Key]; !ok {
-		d.Classes[c.Key] = c
+	if old, ok := d.Classes[b.String()]; ok {
+		return old.Key // the interned string: peers of one class share it
 	}
+	c.Key = b.String()
+	d.Classes[c.Key] = c
 	return c.Key
 }
 

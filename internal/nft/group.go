@@ -57,7 +57,7 @@ func (s *State) GroupKey(dir model.Direction, tiers []graph.TierPolicies, local 
 				if dir == model.Ingress {
 					for _, id := range append(append([]graph.SetID(nil), m.NamedPortSets...), m.NotNamedPortSets...) {
 						if set := s.Sets[id]; set != nil {
-							for mb := range set.addrs[local] {
+							for _, mb := range set.ports[local] {
 								facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
 							}
 						}

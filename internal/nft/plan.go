@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
@@ -22,7 +23,11 @@ type plan struct {
 	rules    []flatRule
 	ungated  []int
 	gated    map[graph.SetID][]int
-	gates    map[netip.Addr][]graph.SetID // peer address → gate sets holding it
+	gateIDs  []graph.SetID // the keys of gated, sorted
+	// gates indexes peer address → gate sets holding it, built only for plans with more than
+	// State.gateIndexMin gate sets (P1's 10,000); smaller plans ask their few sets directly,
+	// which keeps no per-peer state for the thousands of groups of a large cluster.
+	gates map[netip.Addr][]graph.SetID
 	protos   []model.Protocol             // non-port protocols that rules name
 }
 
@@ -33,7 +38,7 @@ type flatRule struct {
 }
 
 func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
-	pl := &plan{s: s, dir: dir, tiers: tiers, gated: map[graph.SetID][]int{}, gates: map[netip.Addr][]graph.SetID{}}
+	pl := &plan{s: s, dir: dir, tiers: tiers, gated: map[graph.SetID][]int{}}
 	seenProto := map[model.Protocol]bool{}
 	for ti, t := range tiers {
 		pl.defaults = append(pl.defaults, tierDefault(t))
@@ -81,22 +86,47 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
 	}
 	sort.Slice(pl.protos, func(i, j int) bool { return pl.protos[i] < pl.protos[j] })
 	for id := range pl.gated {
-		if set := s.Sets[id]; set != nil {
-			for a := range set.addrs {
-				pl.gates[a] = append(pl.gates[a], id)
+		pl.gateIDs = append(pl.gateIDs, id)
+	}
+	slices.Sort(pl.gateIDs)
+	if len(pl.gateIDs) > s.gateIndexMin {
+		pl.gates = map[netip.Addr][]graph.SetID{}
+		for _, id := range pl.gateIDs {
+			if set := s.Sets[id]; set != nil {
+				for a := range set.addrs {
+					pl.gates[a] = append(pl.gates[a], id)
+				}
 			}
 		}
 	}
 	return pl
 }
 
+// gatesOf lists the gate sets holding a peer address.
+func (pl *plan) gatesOf(peer netip.Addr) []graph.SetID {
+	if pl.gates != nil {
+		return pl.gates[peer]
+	}
+	var out []graph.SetID
+	for _, id := range pl.gateIDs {
+		if pl.s.member(id, peer) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // candidates lists, in evaluation order, the rules that may match a peer.
 func (pl *plan) candidates(peer netip.Addr, known bool) []int {
-	if !known || len(pl.gates[peer]) == 0 {
+	if !known {
+		return pl.ungated
+	}
+	gates := pl.gatesOf(peer)
+	if len(gates) == 0 {
 		return pl.ungated
 	}
 	out := append([]int(nil), pl.ungated...)
-	for _, id := range pl.gates[peer] {
+	for _, id := range gates {
 		out = append(out, pl.gated[id]...)
 	}
 	sort.Ints(out)
@@ -151,7 +181,7 @@ func (pl *plan) portCuts(cand []int, p packet) []uint32 {
 	addNamed := func(ids []graph.SetID) {
 		for _, id := range ids {
 			if set := pl.s.Sets[id]; set != nil {
-				for m := range set.addrs[dst] {
+				for _, m := range set.ports[dst] {
 					if m.Protocol == p.proto {
 						cuts[uint32(m.Port)] = struct{}{}
 						cuts[uint32(m.Port)+1] = struct{}{}
