@@ -27,8 +27,8 @@ type plan struct {
 	// gates indexes peer address → gate sets holding it, built only for plans with more than
 	// State.gateIndexMin gate sets (P1's 10,000); smaller plans ask their few sets directly,
 	// which keeps no per-peer state for the thousands of groups of a large cluster.
-	gates map[netip.Addr][]graph.SetID
-	protos   []model.Protocol             // non-port protocols that rules name
+	gates  map[netip.Addr][]graph.SetID
+	protos []model.Protocol // non-port protocols that rules name
 }
 
 type flatRule struct {
