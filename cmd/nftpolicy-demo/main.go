@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -235,17 +234,7 @@ func sameMatrix(a, b map[[2]string]bool) bool {
 
 // waitReady polls the agent's /readyz inside its node namespace.
 func waitReady(ctx context.Context, ns string, timeout time.Duration) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var conn net.Conn
-			err := netns.Do(ns, func() error {
-				var err error
-				conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return conn, err
-		},
-	}}
+	client := netns.HTTPClient(ns, time.Second)
 	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := client.Get("http://127.0.0.1:9465/readyz")

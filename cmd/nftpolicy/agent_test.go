@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -137,17 +136,7 @@ func (ac *agentCluster) startAgent(node, apiAddr string) {
 		}
 	})
 	ns := n.NetNS
-	ac.clients[node] = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var conn net.Conn
-			err := netns.Do(ns, func() error {
-				var err error
-				conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return conn, err
-		},
-	}}
+	ac.clients[node] = netns.HTTPClient(ns, 2*time.Second)
 }
 
 func tail(s string, n int) string {

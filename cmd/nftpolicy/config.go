@@ -39,7 +39,6 @@ func usageErrorf(format string, args ...any) error {
 func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
 	var c runConfig
 	fs := flag.NewFlagSet("nftpolicy run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported once, by run
 	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node's name (env NODE_NAME); local endpoints are pods with spec.nodeName equal to it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
 	fs.DurationVar(&c.ResyncInterval, "resync-interval", 90*time.Second, "how often the nftables table is read back and drift repaired")
@@ -52,12 +51,8 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.BoolVar(&c.CleanupOnExit, "cleanup-on-exit", false, "remove the nftables table on exit (default: leave it, so policy stays enforced across restarts)")
 	fs.StringVar(&c.Table, "table", "nftpolicy", "name of the inet nftables table the agent owns")
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(fs, stderr)
-			return c, err
-		}
-		return c, usageErrorf("%v", err)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -91,6 +86,20 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// parseFlags parses a subcommand's flags: -h prints its usage (flag.ErrHelp is returned), any
+// other problem is a usage error.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(io.Discard) // errors are reported once, by the caller
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stderr)
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	return nil
 }
 
 // printUsage prints a flag set's defaults (for -h).

@@ -96,16 +96,11 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 // manifests, through the same graph and compiler as the agent.
 func render(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nftpolicy render", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported once, by run
 	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies)")
 	node := fs.String("node", "", "the node to render for")
 	table := fs.String("table", nft.DefaultTable, "table name")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(fs, stderr)
-			return err
-		}
-		return usageErrorf("%v", err)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
 	}
 	if *dir == "" || *node == "" {
 		return usageErrorf("render needs -f DIR and --node NAME")
@@ -132,14 +127,9 @@ func render(args []string, stdout, stderr io.Writer) error {
 // cleanup removes the table from the current network namespace.
 func cleanup(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nftpolicy cleanup", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported once, by run
 	table := fs.String("table", nft.DefaultTable, "table name")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(fs, stderr)
-			return err
-		}
-		return usageErrorf("%v", err)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
 	}
 	dp, err := nft.New(nft.Config{Table: *table, NetNSFD: -1})
 	if err != nil {

@@ -139,39 +139,42 @@ func (d *Dataplane) compileGroup(g *group) {
 
 	key := peerKey(g.dir, g.is4)
 	chain := &ruleset.Chain{Name: g.name, Comment: comment(g.describe())}
-	peers := g.name + "_peers"
-	if len(cp.plan.gated)+len(cp.extraRefs) > 0 { // kept while empty: members may join any time
-		set := &ruleset.Set{Name: peers, Key: key, Map: true, Comment: "known peer address → its peer class",
-			Elements: make(map[ruleset.ElementKey]ruleset.Element, len(dec.Peers))}
-		for a, ck := range dec.Peers {
-			e := peerElement(a, a, ck, dec.Classes[ck])
-			set.Elements[e.ElementKey] = e
-		}
-		d.putSet(set)
-		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: peers, Map: true},
-			Comment: "peers that selectors of these policies name"})
-	} else if _, ok := d.table.Sets[peers]; ok {
-		d.dropSet(peers)
+	// the peers map is kept while empty when sets are referenced: members may join any time
+	var peers, nets []ruleset.Element
+	for a, ck := range dec.Peers {
+		peers = append(peers, peerElement(a, a, ck, dec.Classes[ck]))
 	}
-	nets := g.name + "_nets"
-	if len(dec.Intervals) > 0 {
-		set := &ruleset.Set{Name: nets, Key: key, Map: true, Interval: true, Comment: "ipBlock ranges (except subtracted) → peer class",
-			Elements: make(map[ruleset.ElementKey]ruleset.Element, len(dec.Intervals))}
-		for _, iv := range dec.Intervals {
-			e := peerElement(iv.From, iv.To, iv.Class, dec.Classes[iv.Class])
-			set.Elements[e.ElementKey] = e
-		}
-		d.putSet(set)
-		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: nets, Map: true},
-			Comment: "peers in ipBlock ranges"})
-	} else if _, ok := d.table.Sets[nets]; ok {
-		d.dropSet(nets)
+	for _, iv := range dec.Intervals {
+		nets = append(nets, peerElement(iv.From, iv.To, iv.Class, dec.Classes[iv.Class]))
 	}
+	d.putPeerMap(chain, g.name+"_peers", key, false, len(cp.plan.gated)+len(cp.extraRefs) > 0, peers,
+		"known peer address → its peer class", "peers that selectors of these policies name")
+	d.putPeerMap(chain, g.name+"_nets", key, true, len(nets) > 0, nets,
+		"ipBlock ranges (except subtracted) → peer class", "peers in ipBlock ranges")
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(dec.Default)},
 		Comment: "any other peer"})
 	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		d.putChain(chain)
 	}
+}
+
+// putPeerMap writes (want) or drops one of a group's address → class maps, adding its lookup
+// to the group chain.
+func (d *Dataplane) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Key, interval, want bool,
+	elements []ruleset.Element, setComment, ruleComment string) {
+	if !want {
+		if _, ok := d.table.Sets[name]; ok {
+			d.dropSet(name)
+		}
+		return
+	}
+	set := &ruleset.Set{Name: name, Key: key, Map: true, Interval: interval, Comment: setComment,
+		Elements: make(map[ruleset.ElementKey]ruleset.Element, len(elements))}
+	for _, e := range elements {
+		set.Elements[e.ElementKey] = e
+	}
+	d.putSet(set)
+	chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: name, Map: true}, Comment: ruleComment})
 }
 
 // compilePeers recomputes the peers elements of the addresses whose set membership changed

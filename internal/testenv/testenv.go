@@ -40,9 +40,11 @@ func RequireCommand(tb testing.TB, names ...string) {
 
 var seq atomic.Uint64
 
-// UniqueName returns NetnsPrefix + tag + a suffix unique to this process and call, short enough
-// (≤ 15 bytes for a tag of up to 4 bytes) to serve as an interface name too.
+// UniqueName returns NetnsPrefix + tag + a suffix unique to this process and call: the pid as
+// four hex digits (fixed width, so that pid 0x3cc with call 0xc1 and pid 0x3ccc with call 1 do
+// not both give "3ccc1", which let parallel test packages collide) and the call's number. With
+// a tag of 2 bytes it is short enough to serve as an interface name too.
 func UniqueName(tag string) string {
 	n := seq.Add(1)
-	return fmt.Sprintf("%s%s%x%x", NetnsPrefix, tag, os.Getpid()%0xffff, n)
+	return fmt.Sprintf("%s%s%04x%x", NetnsPrefix, tag, os.Getpid()&0xffff, n)
 }

@@ -53,7 +53,7 @@ func TestCleanupOnFailure(t *testing.T) {
 			}
 			list := netnsList(t)
 			for _, n := range names {
-				if strings.Contains(list, n) {
+				if list[n] {
 					t.Errorf("namespace %s left by the %s child:\n%s", n, mode, out)
 				}
 			}

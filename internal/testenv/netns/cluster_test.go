@@ -254,13 +254,21 @@ func TestForward(t *testing.T) {
 	}
 }
 
-func netnsList(t *testing.T) string {
+// netnsList returns the names `ip netns list` shows (exact names: a substring test would take
+// another process's nftp-ul3ccc11 for this one's nftp-ul3ccc1).
+func netnsList(t *testing.T) map[string]bool {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ip netns list: %v: %s", err, out)
 	}
-	return string(out)
+	names := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names[f[0]] = true
+		}
+	}
+	return names
 }
 
 func TestLifecycle(t *testing.T) {
@@ -372,7 +380,7 @@ func TestLifecycle(t *testing.T) {
 	names = append(names, nsNames(pods[1:])...)
 	list := netnsList(t)
 	for _, n := range names {
-		if !strings.Contains(list, n) {
+		if !list[n] {
 			t.Errorf("namespace %s missing before Close", n)
 		}
 	}
@@ -384,7 +392,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	list = netnsList(t)
 	for _, n := range append(names, del.NetNS) {
-		if strings.Contains(list, n) {
+		if list[n] {
 			t.Errorf("namespace %s left after Close", n)
 		}
 	}

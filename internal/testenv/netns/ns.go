@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,4 +174,20 @@ func deleteNamespaces(ctx context.Context, names []string) error {
 		return fmt.Errorf("network namespaces %v still present: %v", left, batchErr)
 	}
 	return nil
+}
+
+// HTTPClient returns an HTTP client whose connections are made inside the namespace (to reach
+// an agent's /metrics or /readyz listening on the namespace's loopback).
+func HTTPClient(netnsName string, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var conn net.Conn
+			err := Do(netnsName, func() error {
+				var err error
+				conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return conn, err
+		},
+	}}
 }
