@@ -66,10 +66,26 @@
 //     protocol.port lookup — whatever the number of policies.
 //   - Elements per group and family: known peers + ipBlock intervals; per class: its port
 //     segments. Class chains are content-addressed and shared by all groups.
-//   - A pod joining a selector: the groups whose rules reference that selector's set are
-//     recompiled; the committer sends only the changed elements (usually one add per group).
-//   - A policy change: the groups that list it are recompiled; their unchanged elements are not
-//     sent.
+//   - A pod joining or leaving a selector (SetMembersChanged): in each group whose rules
+//     reference the set, only that address's class is recomputed (compiled.recompilePeer, with
+//     the group's plan kept from its last full compile) and its one peers element changed; a
+//     local endpoint is regrouped only if its own address changed membership. The commit names
+//     the touched elements (ruleset.Changes.Elements), so its cost does not grow with the set.
+//     The kernel then dominates: adding a goto element makes it validate the table's whole jump
+//     graph in the commit, ≈ 50 ns per verdict-map element (≈ 0.3 ms at 10,000 elements, where
+//     a plain-set element commits in ≈ 34 µs).
+//   - A policy change, a new set or a regrouped endpoint: the groups concerned are recompiled
+//     in full; their unchanged elements are not sent.
+//   - Memory: per group the decision (peer → interned class key) and, for plans with more than
+//     16 gate sets, an index of peer → gate sets; per set a member count per address.
+//
+// # Invariants
+//
+//   - After every Apply the desired table equals what a fresh Dataplane computes from the same
+//     messages (TestIncrementalMatchesFresh), and the compiled structure gives every packet the
+//     model's outcome (TestCompileMatchesModel).
+//   - All endpoints of a group have equal local-side facts (GroupKey), so its compile may read
+//     any one of them (the lowest address, replaced when it leaves).
 //
 // # Transactions
 //
