@@ -255,3 +255,59 @@ func TestTraffic(t *testing.T) {
 func closeFD(fd int) error { return os.NewFile(uintptr(fd), "netns").Close() }
 
 var _ = fmt.Sprintf
+
+// TestDriftRepair enforces a scenario on node a with a long-lived dataplane, then changes the
+// kernel behind its back — an element deleted, a chain flushed, the whole table deleted — and
+// after each, Resync reports the drift and the truth table is the scenario's again.
+func TestDriftRepair(t *testing.T) {
+	tc := newTrafficCluster(t)
+	sc := scenarios[1] // default-deny-ingress-x
+	tc.enforce(t, sc)  // node b as usual; node a is replaced below by a lasting dataplane
+	nodeA := tc.c.Node("a")
+	fd, err := nodeA.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeFD(fd) })
+	dp, err := nft.New(nft.Config{NetNSFD: fd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	if err := dp.Apply(messagesFor("a", tc.addrs, sc)); err != nil {
+		t.Fatal(err)
+	}
+	if drift, err := dp.Resync(); err != nil || drift {
+		t.Fatalf("Resync right after Apply: drift=%v err=%v, want no drift", drift, err)
+	}
+	xa := tc.addrs["x/a"][0]
+	group := ""
+	for _, e := range dp.Table().Sets["ingress_v4"].Elements {
+		if e.Addr == xa {
+			group = e.Verdict.Chain
+		}
+	}
+	if group == "" {
+		t.Fatalf("no ingress_v4 element for x/a %s", xa)
+	}
+	for _, tamper := range []struct {
+		name string
+		args []string
+	}{
+		{"delete x/a's dispatch element", []string{"delete", "element", "inet", nft.DefaultTable, "ingress_v4", "{", xa.String(), "}"}},
+		{"flush x/a's group chain", []string{"flush", "chain", "inet", nft.DefaultTable, group}},
+		{"delete the table", []string{"delete", "table", "inet", nft.DefaultTable}},
+	} {
+		t.Run(tamper.name, func(t *testing.T) {
+			nftIn(t, nodeA.NetNS, tamper.args...)
+			drift, err := dp.Resync()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !drift {
+				t.Errorf("Resync saw no drift after: %s", tamper.name)
+			}
+			tc.check(t, sc)
+		})
+	}
+}
