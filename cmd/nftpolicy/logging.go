@@ -18,7 +18,7 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 		}
 	}
 	if format == "tint" {
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }

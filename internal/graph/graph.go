@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
-	"github.com/nftpolicy/nftpolicy/internal/selector"
 )
 
 // Config configures a Graph.
@@ -176,6 +175,3 @@ func (g *Graph) setRoute(dst netip.Prefix, iface string, present bool) {
 		}
 	}
 }
-
-// labelsOf returns a selector view of a label map without copying it.
-func labelsOf(m map[string]string) selector.Map { return selector.Map(m) }
