@@ -33,7 +33,7 @@
 //     policy is valid and, as stored and defaulted, still gives upstream's tables. Needs the API
 //     server binaries, not root.
 //   - runner_e2e_test.go, enforcer_e2e_test.go: TestConformance, the runner on the netns cluster
-//     with the agent (agent.Run, in process, one per node namespace) on every node.
+//     with the agent on every node: the nftpolicy binary, one process per node namespace.
 //
 // # Invariants
 //
@@ -57,8 +57,10 @@
 // pods made once per run (an earlier run's pods on the same server are replaced), pods
 // alternating between nodes a and b so every table mixes same-node and cross-node paths; each
 // pod serves TCP and UDP on 80 and 81 and is created through the API with its addresses as
-// status. On the netns fabric an Enforcer (newEnforcer, enforcer_e2e_test.go) starts the agent
-// on each node's namespace. Each validation probes the 9×9 matrix (1 s connect timeout) and
+// status. On the netns fabric an Enforcer (newEnforcer, enforcer_e2e_test.go) builds the agent
+// once and starts it as a process inside each node's namespace (`ip netns exec`), with
+// --anti-spoofing, reaching the API server through a forwarder on the node's loopback, and waits
+// for its /readyz. Each validation probes the 9×9 matrix (1 s connect timeout) and
 // repeats until the table matches or 10 s pass (upstream's retry budget), then fails with the
 // tables. Between cases: delete all policies, restore labels, wait for the all-reachable matrix.
 // The runner tests fail (never skip) without the API server binaries; TestConformance also

@@ -1,8 +1,7 @@
 package e2e
 
 // TestConformance: the runner on the netns cluster (internal/testenv/netns) with one enforcer
-// (the agent) per node namespace. Built only with the e2e tag until the agent is wired into
-// newEnforcer; `go test -tags e2e ./test/e2e/` runs it.
+// (the agent process, enforcer_e2e_test.go) per node namespace.
 
 import (
 	"context"
@@ -19,12 +18,12 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
-// Enforcer enforces policy on one node of the harness: the agent, run inside the test process
-// and programming the node's network namespace. newEnforcer provides it.
+// Enforcer enforces policy on one node of the harness: the agent, programming the node's
+// network namespace. newEnforcer provides it.
 type Enforcer interface {
-	// Start runs enforcement for node, whose network namespace is open as netnsFD, until stop
-	// is called (stop waits for it to end).
-	Start(ctx context.Context, node string, netnsFD int) (stop func(), err error)
+	// Start runs enforcement for node and returns once it is ready; it runs until stop is
+	// called (stop waits for it to end).
+	Start(ctx context.Context, node string) (stop func(), err error)
 }
 
 // TestConformance runs every case on IPv4 and on IPv6 on the netns cluster, the agent
@@ -32,25 +31,20 @@ type Enforcer interface {
 func TestConformance(t *testing.T) {
 	testenv.RequireRoot(t)
 	s := kube.Require(t, srv)
-	enf := newEnforcer(s)
+	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames(), External: true}),
+		pods: map[string]*netns.Pod{}, nsFD: map[string]int{}}
+	t.Cleanup(fab.close)
+	enf := newEnforcer(t, s, fab.cl)
 	if enf == nil {
 		t.Fatal("no Enforcer: newEnforcer (enforcer_e2e_test.go) must start the agent on a node namespace; " +
 			"without one nothing enforces policy and every isolating case would fail")
 	}
-	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames(), External: true}),
-		pods: map[string]*netns.Pod{}, nsFD: map[string]int{}}
-	t.Cleanup(fab.close)
 	h := newHarness(t, s, fab)
 
 	agentCtx, stopAll := context.WithCancel(context.Background())
 	t.Cleanup(stopAll)
 	for _, node := range nodeNames() {
-		fd, err := fab.cl.Node(node).FD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Close(fd) }) // after stop: cleanups run last-in first-out
-		stop, err := enf.Start(agentCtx, node, fd)
+		stop, err := enf.Start(agentCtx, node)
 		if err != nil {
 			t.Fatalf("starting the enforcer on node %s: %v", node, err)
 		}
