@@ -35,10 +35,10 @@ type RunConfig struct {
 	// each pod to its interface (a /32 or /128 host route through one).
 	WorkloadPrefixes []string
 	// AntiSpoofing makes the dataplane forward from a workload interface only its pod's source
-	// addresses, and nothing before the pod's endpoint is programmed (fail closed). It needs a
-	// CNI that routes each pod through its own interface (ptp veth with host routes, as Calico,
-	// kindnet and the test harness do); with a bridge CNI pod traffic arrives on the bridge and
-	// would all be dropped, hence off by default.
+	// addresses, and nothing before the pod's endpoint is programmed (fail closed). A prefix is
+	// checked once a local pod has been seen behind an interface of it (a host route per pod, as
+	// Calico, kindnet and the test harness lay out); with a bridge CNI no pod is seen behind a
+	// workload interface and nothing is checked.
 	AntiSpoofing bool
 	// MetricsAddr and HealthAddr are listen addresses ("" disables); MetricsListener and
 	// HealthListener, when set, are used instead (tests listen inside a namespace).

@@ -99,6 +99,29 @@ func TestAntiSpoofing(t *testing.T) {
 		}
 	}
 
+	// with the prefix configured but no pod seen behind such an interface (as with a bridge CNI,
+	// where pod traffic arrives on the bridge): nothing is checked, the spoofed datagram passes
+	bridged := graph.New(graph.Config{NodeName: "a"})
+	for _, u := range ups {
+		if _, route := u.(model.RouteSet); !route {
+			bridged.OnUpdate(u)
+		}
+	}
+	idle, err := nft.New(nft.Config{NetNSFD: fd, WorkloadPrefixes: []string{prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Apply(bridged.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	idle.Close()
+	if egress := nftIn(t, nodeA.NetNS, "list", "chain", "inet", nft.DefaultTable, "forward_egress"); strings.Contains(egress, "sources_v4") {
+		t.Errorf("anti-spoofing rules before any pod was seen behind a %s* interface:\n%s", prefix, egress)
+	}
+	for _, is4 := range []bool{true, false} {
+		check("no pod seen behind the prefix", is4, true, true)
+	}
+
 	// without the check (no workload prefixes) the spoofed datagram passes
 	off, err := nft.New(nft.Config{NetNSFD: fd})
 	if err != nil {

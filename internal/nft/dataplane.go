@@ -53,7 +53,9 @@ type Config struct {
 	// "cali"). A packet forwarded from such an interface passes only if its source address is
 	// one of the local endpoint's that the interface leads to: a spoofed source, or any traffic
 	// of a workload interface whose endpoint is not programmed yet, is dropped (fail closed).
-	// Empty: no such check.
+	// A prefix is checked from the moment a local pod is seen behind an interface of it (the
+	// pod's host route leaves through it): with a bridge CNI pod traffic arrives on the bridge,
+	// no pod is ever seen behind a veth, and nothing is checked. Empty: no such check.
 	WorkloadPrefixes []string
 	Logger           *slog.Logger
 }
@@ -74,6 +76,9 @@ type Dataplane struct {
 	// mu serialises the loop's applies with metric scrapes (DeniedPackets).
 	mu       sync.Mutex
 	prefixes []string
+	// activePrefixes are the workload prefixes behind which a local pod has been seen (its
+	// host route leaves through such an interface): only those are checked (see Config).
+	activePrefixes map[string]bool
 	log      *slog.Logger
 	conn     Committer
 	state    *State
@@ -155,6 +160,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 	}
 	d := &Dataplane{
 		prefixes:       cfg.WorkloadPrefixes,
+		activePrefixes: map[string]bool{},
 		log:            cfg.Logger,
 		conn:           conn,
 		state:          NewState(),
@@ -525,6 +531,9 @@ func (d *Dataplane) updateSources(e *endpoint, removed bool) {
 	if slices.Equal(want, e.sources) {
 		return
 	}
+	if len(want) > 0 {
+		d.activatePrefix(e.msg.Interface)
+	}
 	for _, k := range e.sources {
 		set := sourcesSet(k.Addr)
 		delete(d.table.Sets[set].Elements, k)
@@ -536,6 +545,18 @@ func (d *Dataplane) updateSources(e *endpoint, removed bool) {
 		d.touchElement(set, k)
 	}
 	e.sources = want
+}
+
+// activatePrefix starts checking the workload prefix of ifname, once a local pod is seen behind
+// such an interface; it stays checked.
+func (d *Dataplane) activatePrefix(ifname string) {
+	for _, p := range d.prefixes {
+		if strings.HasPrefix(ifname, p) && !d.activePrefixes[p] {
+			d.activePrefixes[p] = true
+			d.putForwardEgress()
+			d.log.Info("anti-spoofing: checking workload interfaces", "prefix", p+"*", "first", ifname)
+		}
+	}
 }
 
 func sourcesSet(a netip.Addr) string {

@@ -44,8 +44,10 @@
 // Anti-spoofing (with Config.WorkloadPrefixes): every packet forwarded from a workload interface,
 // established ones included, must carry a source address of the pod that interface leads to.
 // A spoofed source is dropped, and so is everything from an interface whose endpoint is not
-// programmed yet (fail closed). Traffic from a pod to its own node (input) is not checked: it
-// carries IPv6 neighbour discovery from link-local addresses.
+// programmed yet (fail closed). A prefix is checked from the first local endpoint whose
+// interface has it (its rules then stay): with a bridge CNI no endpoint is ever behind a
+// workload interface, and nothing is checked. Traffic from a pod to its own node (input) is not
+// checked: it carries IPv6 neighbour discovery from link-local addresses.
 //
 // Egress is judged at priority 7 and ingress at 8, both on the forward hook: an accept in
 // forward_egress ends only that base chain, so same-node pod → pod traffic is judged by the

@@ -11,47 +11,35 @@ import (
 )
 
 // addSkeleton writes the fixed part of the table: base chains and dispatch maps.
-func (d *Dataplane) addSkeleton() {
-	established := ruleset.Rule{CtState: ruleset.CtEstablishedRelated, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
+// established accepts replies and related packets of allowed connections.
+func established() ruleset.Rule {
+	return ruleset.Rule{CtState: ruleset.CtEstablishedRelated, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
 		Comment: "replies and related traffic of allowed connections"}
-	invalid := ruleset.Rule{CtState: ruleset.CtInvalid, Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop},
+}
+
+// invalid counts and drops packets conntrack cannot place.
+func invalid() ruleset.Rule {
+	return ruleset.Rule{CtState: ruleset.CtInvalid, Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop},
 		Comment: "conntrack state invalid"}
-	lookup := func(key ruleset.Key, set, c string) ruleset.Rule {
-		return ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: set, Map: true}, Comment: c}
-	}
-	// Anti-spoofing first, for every packet (established ones too): a workload interface passes
-	// only its own pod's source addresses, so a spoofed source, or an interface whose endpoint is
-	// not programmed yet, passes nothing.
-	var egress []ruleset.Rule
-	for _, p := range d.prefixes {
-		for _, k := range []ruleset.Key{ruleset.KeyIifnameIPSaddr, ruleset.KeyIifnameIP6Saddr} {
-			set, fam := setSourcesV4, "IPv4"
-			if k == ruleset.KeyIifnameIP6Saddr {
-				set, fam = setSourcesV6, "IPv6"
-			}
-			egress = append(egress, ruleset.Rule{Iifname: p + "*", Lookup: &ruleset.Lookup{Key: k, Set: set, Invert: true},
-				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chainSpoofed},
-				Comment: "from a workload interface, a source that is not its pod's (" + fam + ")"})
-		}
-	}
+}
+
+// lookup is a dispatch rule: KEY vmap @set.
+func lookup(key ruleset.Key, set, c string) ruleset.Rule {
+	return ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: set, Map: true}, Comment: c}
+}
+
+func (d *Dataplane) addSkeleton() {
 	if len(d.prefixes) > 0 {
 		reason := "spoofed source, or a workload interface without a programmed endpoint"
 		d.putChain(&ruleset.Chain{Name: chainSpoofed, Comment: reason, Rules: []ruleset.Rule{
 			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: reason}}})
 		d.denies[chainSpoofed] = 1 // counted in DeniedPackets, never released
 	}
-	egress = append(egress, established, invalid,
-		lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy (IPv4)"),
-		lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy (IPv6)"))
-	d.putChain(&ruleset.Chain{
-		Name: chainForwardEgress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityEgress},
-		Comment: "egress policy of local pods; an accept here still leaves forward_ingress to judge",
-		Rules:   egress,
-	})
+	d.putForwardEgress()
 	d.putChain(&ruleset.Chain{
 		Name: chainForwardIngress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityIngress},
 		Comment: "ingress policy of local pods",
-		Rules: []ruleset.Rule{established,
+		Rules: []ruleset.Rule{established(),
 			lookup(ruleset.KeyIPDaddr, mapIngressV4, "to a local pod with ingress policy (IPv4)"),
 			lookup(ruleset.KeyIP6Daddr, mapIngressV6, "to a local pod with ingress policy (IPv6)"),
 		},
@@ -59,12 +47,12 @@ func (d *Dataplane) addSkeleton() {
 	d.putChain(&ruleset.Chain{
 		Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
 		Comment: "local pod to this node: accepted (node-local traffic is not policed)",
-		Rules:   []ruleset.Rule{established},
+		Rules:   []ruleset.Rule{established()},
 	})
 	d.putChain(&ruleset.Chain{
 		Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},
 		Comment: "this node to its pods: accepted (kubelet probes)",
-		Rules:   []ruleset.Rule{established},
+		Rules:   []ruleset.Rule{established()},
 	})
 	for _, m := range []struct {
 		name string
@@ -88,6 +76,36 @@ func (d *Dataplane) addSkeleton() {
 		d.putSet(&ruleset.Set{Name: s.name, Key: s.key, Comment: "workload interface . address of its pod (anti-spoofing)",
 			Elements: map[ruleset.ElementKey]ruleset.Element{}})
 	}
+}
+
+// putForwardEgress writes the egress base chain. Anti-spoofing comes first, for every packet
+// (established ones too), for each workload prefix that is active: a workload interface passes
+// only its own pod's source addresses, so a spoofed source, or an interface whose endpoint is not
+// programmed yet, passes nothing.
+func (d *Dataplane) putForwardEgress() {
+	var rules []ruleset.Rule
+	for _, p := range d.prefixes {
+		if !d.activePrefixes[p] {
+			continue
+		}
+		for _, k := range []ruleset.Key{ruleset.KeyIifnameIPSaddr, ruleset.KeyIifnameIP6Saddr} {
+			set, fam := setSourcesV4, "IPv4"
+			if k == ruleset.KeyIifnameIP6Saddr {
+				set, fam = setSourcesV6, "IPv6"
+			}
+			rules = append(rules, ruleset.Rule{Iifname: p + "*", Lookup: &ruleset.Lookup{Key: k, Set: set, Invert: true},
+				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chainSpoofed},
+				Comment: "from a workload interface, a source that is not its pod's (" + fam + ")"})
+		}
+	}
+	rules = append(rules, established(), invalid(),
+		lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy (IPv4)"),
+		lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy (IPv6)"))
+	d.putChain(&ruleset.Chain{
+		Name: chainForwardEgress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityEgress},
+		Comment: "egress policy of local pods; an accept here still leaves forward_ingress to judge",
+		Rules:   rules,
+	})
 }
 
 // peerKey is the lookup key of the peer address in a group's maps.
