@@ -79,10 +79,10 @@ type Dataplane struct {
 	// activePrefixes are the workload prefixes behind which a local pod has been seen (its
 	// host route leaves through such an interface): only those are checked (see Config).
 	activePrefixes map[string]bool
-	log      *slog.Logger
-	conn     Committer
-	state    *State
-	table    *ruleset.Table
+	log            *slog.Logger
+	conn           Committer
+	state          *State
+	table          *ruleset.Table
 
 	endpoints map[model.EndpointKey]*endpoint
 	groups    map[string]*group // by chain name
