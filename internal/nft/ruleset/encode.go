@@ -26,7 +26,25 @@ var (
 	l4ProtoDportType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
 	ifnameIPType     = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
 	ifnameIP6Type    = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIP6Addr)
+	ipProtoPortType  = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
+	ip6ProtoPortType = nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
 )
+
+// addrProtoPort tells the address . protocol . port keys apart: IPv4 or not, and the payload
+// offset of the address in the network header.
+func addrProtoPort(k Key) (is4 bool, off uint32, ok bool) {
+	switch k {
+	case KeyIPSaddrL4ProtoDport:
+		return true, 12, true
+	case KeyIPDaddrL4ProtoDport:
+		return true, 16, true
+	case KeyIP6SaddrL4ProtoDport:
+		return false, 8, true
+	case KeyIP6DaddrL4ProtoDport:
+		return false, 24, true
+	}
+	return false, 0, false
+}
 
 func setKeyType(k Key) (nftables.SetDatatype, bool, error) {
 	switch k {
@@ -44,6 +62,12 @@ func setKeyType(k Key) (nftables.SetDatatype, bool, error) {
 		return ifnameIPType, true, nil
 	case KeyIifnameIP6Saddr:
 		return ifnameIP6Type, true, nil
+	}
+	if is4, _, ok := addrProtoPort(k); ok {
+		if is4 {
+			return ipProtoPortType, true, nil
+		}
+		return ip6ProtoPortType, true, nil
 	}
 	return nftables.SetDatatype{}, false, fmt.Errorf("set key %d: unknown key", k)
 }
@@ -138,6 +162,15 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 			return dst, fmt.Errorf("set %s: bad interface . address element %s", s.Name, k)
 		}
 		el.Key = append(ifnameBytes(k.Ifname), k.Addr.AsSlice()...)
+		return append(dst, el), nil
+	}
+	if want4, _, ok := addrProtoPort(s.Key); ok {
+		if s.Interval || !k.Addr.IsValid() || k.Addr.Is4() != want4 || k.Addr.Is4In6() || rangeEnd(k) != k.Addr ||
+			(k.PortEnd != 0 && k.PortEnd != k.Port) {
+			return dst, fmt.Errorf("set %s: bad address . protocol . port element %s", s.Name, k)
+		}
+		// each field padded to 4 bytes: the protocol byte first, the port in network order first
+		el.Key = append(k.Addr.AsSlice(), k.Proto, 0, 0, 0, byte(k.Port>>8), byte(k.Port), 0, 0)
 		return append(dst, el), nil
 	}
 	return dst, fmt.Errorf("set %s: unknown key %d", s.Name, s.Key)
@@ -277,6 +310,19 @@ func keyLoad(k Key) ([]expr.Any, error) {
 		}, nil
 	case KeyIifname:
 		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}}, nil
+	}
+	if is4, off, ok := addrProtoPort(k); ok {
+		// as nft 1.0.6 loads it: the address in register 1, then the protocol and the port in
+		// the next 32-bit registers (nft names the one after a 16-byte address "reg 2")
+		p, n, protoReg, portReg := byte(unix.NFPROTO_IPV4), uint32(4), uint32(9), uint32(10)
+		if !is4 {
+			p, n, protoReg, portReg = unix.NFPROTO_IPV6, 16, 2, 13
+		}
+		return append(nfproto(p), payload(off, n),
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
+			&expr.Payload{DestRegister: portReg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}), nil
+	}
+	switch k {
 	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
 		// the 16-byte ifname fills register 1; the address follows in register 2
 		p, off, n := byte(unix.NFPROTO_IPV4), uint32(12), uint32(4)

@@ -197,6 +197,8 @@ func sampleTable(name string) *Table {
 		{Lookup: &Lookup{Key: KeyIP6Saddr, Set: "local_v6"}, Verdict: Verdict{Kind: Jump, Chain: "deny_x"}},
 	}}
 	t.Chains["pod_a"] = &Chain{Name: "pod_a", Comment: "ingress of default/a", Rules: []Rule{
+		{Lookup: &Lookup{Key: KeyIPSaddrL4ProtoDport, Set: "allow_a"}, Verdict: Verdict{Kind: Accept}, Comment: "allowed peer . proto . port"},
+		{Lookup: &Lookup{Key: KeyIP6DaddrL4ProtoDport, Set: "allow_a6"}, Verdict: Verdict{Kind: Accept}},
 		vmap(KeyIPSaddr, "peers_a", "known peers"),
 		vmap(KeyIPSaddr, "nets_v4", "ipBlock peers"),
 		vmap(KeyIP6Saddr, "nets_v6", "ipBlock peers (IPv6)"),
@@ -257,5 +259,12 @@ func sampleTable(name string) *Table {
 	src6 := newSet("sources_v6", KeyIifnameIP6Saddr, false, false, "")
 	put(src6, ElementKey{Ifname: "veth0", Addr: netip.MustParseAddr("fd00::1"), AddrEnd: netip.MustParseAddr("fd00::1")}, Verdict{}, "default/a")
 	t.Sets[src6.Name] = src6
+	allow := newSet("allow_a", KeyIPSaddrL4ProtoDport, false, false, "peer . protocol . port allowed")
+	put(allow, ElementKey{Addr: netip.MustParseAddr("10.0.1.5"), AddrEnd: netip.MustParseAddr("10.0.1.5"), Proto: 6, Port: 80, PortEnd: 80}, Verdict{}, "web/x")
+	put(allow, ElementKey{Addr: netip.MustParseAddr("10.0.1.5"), AddrEnd: netip.MustParseAddr("10.0.1.5"), Proto: 17, Port: 53, PortEnd: 53}, Verdict{}, "")
+	t.Sets[allow.Name] = allow
+	allow6 := newSet("allow_a6", KeyIP6DaddrL4ProtoDport, false, false, "")
+	put(allow6, ElementKey{Addr: netip.MustParseAddr("fd00::5"), AddrEnd: netip.MustParseAddr("fd00::5"), Proto: 132, Port: 5000, PortEnd: 5000}, Verdict{}, "")
+	t.Sets[allow6.Name] = allow6
 	return t
 }

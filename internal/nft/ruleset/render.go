@@ -201,6 +201,8 @@ func renderKey(k Key, e ElementKey) string {
 		return fmt.Sprintf("%q", e.Ifname)
 	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
 		return fmt.Sprintf("%q . %s", e.Ifname, e.Addr)
+	case KeyIPSaddrL4ProtoDport, KeyIPDaddrL4ProtoDport, KeyIP6SaddrL4ProtoDport, KeyIP6DaddrL4ProtoDport:
+		return fmt.Sprintf("%s . %s . %d", e.Addr, protoName(e.Proto), e.Port)
 	}
 	return e.String()
 }
@@ -274,6 +276,10 @@ func keyType(k Key) string {
 		return "ifname . ipv4_addr"
 	case KeyIifnameIP6Saddr:
 		return "ifname . ipv6_addr"
+	case KeyIPSaddrL4ProtoDport, KeyIPDaddrL4ProtoDport:
+		return "ipv4_addr . inet_proto . inet_service"
+	case KeyIP6SaddrL4ProtoDport, KeyIP6DaddrL4ProtoDport:
+		return "ipv6_addr . inet_proto . inet_service"
 	}
 	return fmt.Sprintf("invalid_key_%d", k)
 }
@@ -298,6 +304,14 @@ func keyExpr(k Key) string {
 		return "iifname . ip saddr"
 	case KeyIifnameIP6Saddr:
 		return "iifname . ip6 saddr"
+	case KeyIPSaddrL4ProtoDport:
+		return "ip saddr . meta l4proto . th dport"
+	case KeyIPDaddrL4ProtoDport:
+		return "ip daddr . meta l4proto . th dport"
+	case KeyIP6SaddrL4ProtoDport:
+		return "ip6 saddr . meta l4proto . th dport"
+	case KeyIP6DaddrL4ProtoDport:
+		return "ip6 daddr . meta l4proto . th dport"
 	}
 	return fmt.Sprintf("invalid_key_%d", k)
 }

@@ -70,6 +70,11 @@ const (
 	KeyIifname             // iifname             (ifname)
 	KeyIifnameIPSaddr      // iifname . ip saddr  (ifname . ipv4_addr)
 	KeyIifnameIP6Saddr     // iifname . ip6 saddr (ifname . ipv6_addr)
+	// Address . protocol . destination port, exact (hash sets; no flags interval):
+	KeyIPSaddrL4ProtoDport  // ip saddr . meta l4proto . th dport   (ipv4_addr . inet_proto . inet_service)
+	KeyIPDaddrL4ProtoDport  // ip daddr . meta l4proto . th dport
+	KeyIP6SaddrL4ProtoDport // ip6 saddr . meta l4proto . th dport (ipv6_addr . inet_proto . inet_service)
+	KeyIP6DaddrL4ProtoDport // ip6 daddr . meta l4proto . th dport
 )
 
 // VerdictKind is the kind of a verdict.
