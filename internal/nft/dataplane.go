@@ -605,8 +605,11 @@ func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
 	}
 	delete(d.groups, name)
 	d.dropChain(name)
-	d.dropSet(name + "_peers")
-	d.dropSet(name + "_nets")
+	for _, suffix := range []string{"_allow", "_peers", "_nets"} {
+		if _, ok := d.table.Sets[name+suffix]; ok {
+			d.dropSet(name + suffix)
+		}
+	}
 }
 
 func dispatchMap(dk dispatchKey) string {

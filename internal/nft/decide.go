@@ -366,18 +366,7 @@ func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Ou
 			}
 		}
 	}
-	c := d.Classes[key]
-	if o, ok := c.Protos[proto]; ok {
-		return o
-	}
-	if hasPorts(proto) {
-		for _, s := range c.Ports {
-			if s.Proto == proto && s.First <= port && port <= s.Last {
-				return s.Outcome
-			}
-		}
-	}
-	return c.Other
+	return outcome(d.Classes[key], proto, port)
 }
 
 // Compile builds the decision structure for the tiers of one endpoint group in one direction and
@@ -396,6 +385,7 @@ type compiled struct {
 	// extraRefs are the referenced peer-side sets that gate no rule: an address is known if a
 	// gate set (plan.gates) or one of these holds it.
 	extraRefs []graph.SetID
+	fastMemo  map[[2]string]fastResult // see fast.go
 }
 
 func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *compiled {

@@ -94,7 +94,7 @@ func TestCompileMatchesModel(t *testing.T) {
 		var cps [2]*compiled
 		for i, dir := range []model.Direction{model.Ingress, model.Egress} {
 			cps[i] = s.compile(dir, tiers, local, true)
-			checkCompiled(t, fmt.Sprint("iter ", iter), s, dir, tiers, local, cps[i].Decision, pool)
+			checkCompiled(t, fmt.Sprint("iter ", iter), s, dir, tiers, local, cps[i], pool)
 		}
 		// members join and leave the sets; recompiling only the changed peers must keep the
 		// structure equal to the model (and to a fresh compile)
@@ -131,7 +131,7 @@ func TestCompileMatchesModel(t *testing.T) {
 					cps[i].recompilePeer(a)
 				}
 				where := fmt.Sprint("iter ", iter, " round ", round)
-				checkCompiled(t, where, s, dir, tiers, local, cps[i].Decision, pool)
+				checkCompiled(t, where, s, dir, tiers, local, cps[i], pool)
 				fresh := s.compile(dir, tiers, local, true)
 				if len(fresh.Peers) != len(cps[i].Peers) {
 					t.Fatalf("%s %s: %d known peers after incremental updates, a fresh compile has %d", where, dir, len(cps[i].Peers), len(fresh.Peers))
@@ -148,15 +148,18 @@ func TestCompileMatchesModel(t *testing.T) {
 
 // checkCompiled probes a compiled structure with every pool address and a few outside it, for
 // several protocols and ports, against the model.
-func checkCompiled(t *testing.T, where string, s *State, dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, d *Decision, pool []string) {
+func checkCompiled(t *testing.T, where string, s *State, dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, cp *compiled, pool []string) {
 	t.Helper()
 	for _, peer := range append(pool, "10.0.0.3", "10.0.255.255", "11.0.0.0", "9.9.9.9", "192.168.255.255", "0.0.0.0", "255.255.255.255") {
 		pa := netip.MustParseAddr(peer)
 		for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP, 47} {
 			for _, port := range []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535} {
 				want := s.Evaluate(dir, tiers, local, pa, proto, port)
-				if got := d.Lookup(pa, proto, port); got != want {
+				if got := cp.Lookup(pa, proto, port); got != want {
 					t.Fatalf("%s %s peer %s %s/%d: compiled %v, model %v", where, dir, peer, proto, port, got, want)
+				}
+				if got := cp.kernelLookup(pa, proto, port); got != want {
+					t.Fatalf("%s %s peer %s %s/%d: with the fast path %v, model %v", where, dir, peer, proto, port, got, want)
 				}
 			}
 		}

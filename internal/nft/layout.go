@@ -133,16 +133,25 @@ func (d *Dataplane) compileGroup(g *group) {
 	g.compiled = cp
 	dec := cp.Decision
 
-	// reference counts of the class chains, taken before the old ones are released so a chain
-	// both use is never dropped and re-added
+	// peers go to the allow set when their class is the fall-through class plus allowed ports
+	// (fast.go), to the peers map otherwise
+	var peers, nets, allow []ruleset.Element
 	use := map[string]int{}
-	for _, ck := range dec.Peers {
+	for a, ck := range dec.Peers {
+		if r := cp.fast(ck, dec.fallClass(a)); r.ok {
+			allow = append(allow, allowElements(a, r.ports)...)
+			continue
+		}
 		use[classChain(ck)]++
+		peers = append(peers, peerElement(a, a, ck, dec.Classes[ck]))
 	}
 	for _, iv := range dec.Intervals {
 		use[classChain(iv.Class)]++
+		nets = append(nets, peerElement(iv.From, iv.To, iv.Class, dec.Classes[iv.Class]))
 	}
 	use[classChain(dec.Default)]++
+	// reference counts of the class chains, taken before the old ones are released so a chain
+	// both use is never dropped and re-added
 	for key, c := range dec.Classes {
 		if name := classChain(key); use[name] > 0 && g.classUse[name] == 0 {
 			d.acquireClass(c)
@@ -157,15 +166,11 @@ func (d *Dataplane) compileGroup(g *group) {
 
 	key := peerKey(g.dir, g.is4)
 	chain := &ruleset.Chain{Name: g.name, Comment: comment(g.describe())}
-	// the peers map is kept while empty when sets are referenced: members may join any time
-	var peers, nets []ruleset.Element
-	for a, ck := range dec.Peers {
-		peers = append(peers, peerElement(a, a, ck, dec.Classes[ck]))
-	}
-	for _, iv := range dec.Intervals {
-		nets = append(nets, peerElement(iv.From, iv.To, iv.Class, dec.Classes[iv.Class]))
-	}
-	d.putPeerMap(chain, g.name+"_peers", key, false, len(cp.plan.gated)+len(cp.extraRefs) > 0, peers,
+	// the allow set and the peers map are kept while empty when sets are referenced: members
+	// may join any time
+	refs := len(cp.plan.gated)+len(cp.extraRefs) > 0
+	d.putAllowSet(chain, g, refs, allow)
+	d.putPeerMap(chain, g.name+"_peers", key, false, refs, peers,
 		"known peer address → its peer class", "peers that selectors of these policies name")
 	d.putPeerMap(chain, g.name+"_nets", key, true, len(nets) > 0, nets,
 		"ipBlock ranges (except subtracted) → peer class", "peers in ipBlock ranges")
@@ -205,31 +210,97 @@ func (d *Dataplane) compilePeers(g *group) {
 		d.compileGroup(g)
 		return
 	}
+	allow := d.table.Sets[g.name+"_allow"]
+	if allow == nil {
+		d.compileGroup(g)
+		return
+	}
+	cp := g.compiled
 	for a := range g.dirtyPeers {
-		old, cur := g.compiled.recompilePeer(a)
+		old, cur := cp.recompilePeer(a)
 		if old == cur {
 			continue
 		}
-		ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
-		if cur != "" {
-			name := classChain(cur)
-			if g.classUse[name] == 0 {
-				d.acquireClass(g.compiled.Classes[cur])
-			}
-			g.classUse[name]++
-			set.Elements[ek] = peerElement(a, a, cur, g.compiled.Classes[cur])
-		} else {
-			delete(set.Elements, ek)
-		}
+		fk := cp.fallClass(a)
 		if old != "" {
-			name := classChain(old)
-			if g.classUse[name]--; g.classUse[name] == 0 {
-				delete(g.classUse, name)
-				d.releaseClass(name)
+			if r := cp.fast(old, fk); r.ok {
+				for _, e := range allowElements(a, r.ports) {
+					delete(allow.Elements, e.ElementKey)
+					d.touchElement(allow.Name, e.ElementKey)
+				}
+			} else {
+				ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+				delete(set.Elements, ek)
+				d.touchElement(set.Name, ek)
+				name := classChain(old)
+				if g.classUse[name]--; g.classUse[name] == 0 {
+					delete(g.classUse, name)
+					defer d.releaseClass(name) // after cur took its reference: never drop and re-add
+				}
 			}
 		}
-		d.touchElement(set.Name, ek)
+		if cur == "" {
+			continue
+		}
+		if r := cp.fast(cur, fk); r.ok {
+			for _, e := range allowElements(a, r.ports) {
+				allow.Elements[e.ElementKey] = e
+				d.touchElement(allow.Name, e.ElementKey)
+			}
+			continue
+		}
+		name := classChain(cur)
+		if g.classUse[name] == 0 {
+			d.acquireClass(cp.Classes[cur])
+		}
+		g.classUse[name]++
+		e := peerElement(a, a, cur, cp.Classes[cur])
+		set.Elements[e.ElementKey] = e
+		d.touchElement(set.Name, e.ElementKey)
 	}
+}
+
+// allowElements are a fast peer's elements of its group's allow set.
+func allowElements(a netip.Addr, ports []protoPort) []ruleset.Element {
+	out := make([]ruleset.Element, 0, len(ports))
+	for _, p := range ports {
+		ek := ruleset.ElementKey{Addr: a, AddrEnd: a, Proto: uint8(p.proto), Port: p.port, PortEnd: p.port}
+		out = append(out, ruleset.Element{ElementKey: ek, Comment: comment(p.reason)})
+	}
+	return out
+}
+
+// putAllowSet writes (want) or drops a group's allow set, adding its lookup first in the chain.
+func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, elements []ruleset.Element) {
+	name := g.name + "_allow"
+	if !want {
+		if _, ok := d.table.Sets[name]; ok {
+			d.dropSet(name)
+		}
+		return
+	}
+	key := allowKey(g.dir, g.is4)
+	set := &ruleset.Set{Name: name, Key: key, Comment: "peer . protocol . port that its rules allow (peers of the fast path)",
+		Elements: make(map[ruleset.ElementKey]ruleset.Element, len(elements))}
+	for _, e := range elements {
+		set.Elements[e.ElementKey] = e
+	}
+	d.putSet(set)
+	chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: name},
+		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"})
+}
+
+// allowKey is the key of a group's allow set: the peer address, protocol and destination port.
+func allowKey(dir model.Direction, is4 bool) ruleset.Key {
+	switch {
+	case dir == model.Ingress && is4:
+		return ruleset.KeyIPSaddrL4ProtoDport
+	case dir == model.Ingress:
+		return ruleset.KeyIP6SaddrL4ProtoDport
+	case is4:
+		return ruleset.KeyIPDaddrL4ProtoDport
+	}
+	return ruleset.KeyIP6DaddrL4ProtoDport
 }
 
 // peerElement is a peers or nets element leading to a class chain.

@@ -40,14 +40,27 @@ type located struct {
 	elem ruleset.Element
 }
 
-// locate finds the element keyed by addr in the desired table.
+// locate finds the element keyed by addr (alone, or with a protocol and port) in the desired
+// table.
 func locate(t *ruleset.Table, addr netip.Addr) (located, bool) {
 	for name, s := range t.Sets {
-		if e, ok := s.Elements[ruleset.ElementKey{Addr: addr, AddrEnd: addr}]; ok {
-			return located{set: name, elem: e}, true
+		for k, e := range s.Elements {
+			if k.Addr == addr && k.AddrEnd == addr {
+				return located{set: name, elem: e}, true
+			}
 		}
 	}
 	return located{}, false
+}
+
+// keyText is the element's key as nft reads it.
+func (l located) keyText() string {
+	k := l.elem.ElementKey
+	if k.Proto == 0 {
+		return k.Addr.String()
+	}
+	proto := map[uint8]string{6: "tcp", 17: "udp", 132: "sctp"}[k.Proto]
+	return fmt.Sprintf("%s . %s . %d", k.Addr, proto, k.Port)
 }
 
 // BenchmarkIncremental is P2: with fanout programmed in a node namespace, one spare pod joins
@@ -143,8 +156,11 @@ func BenchmarkIncremental(b *testing.B) {
 	b.Run("nft-exec", func(b *testing.B) {
 		n := max(b.N, samples/4)
 		el := loc.elem
-		add := fmt.Sprintf("add element inet %s %s { %s comment %q : %s }", nft.DefaultTable, loc.set, fanout.SpareAddr(0), el.Comment, el.Verdict)
-		del := fmt.Sprintf("delete element inet %s %s { %s }", nft.DefaultTable, loc.set, fanout.SpareAddr(0))
+		add := fmt.Sprintf("add element inet %s %s { %s comment %q }", nft.DefaultTable, loc.set, loc.keyText(), el.Comment)
+		if dp.Table().Sets[loc.set].Map {
+			add = fmt.Sprintf("add element inet %s %s { %s comment %q : %s }", nft.DefaultTable, loc.set, loc.keyText(), el.Comment, el.Verdict)
+		}
+		del := fmt.Sprintf("delete element inet %s %s { %s }", nft.DefaultTable, loc.set, loc.keyText())
 		// In the namespace directly (as an agent on the host runs nft), and through ip netns exec.
 		var direct, viaIP []time.Duration
 		err := node.do(func() error {
