@@ -108,17 +108,18 @@ func (d *Dataplane) putForwardEgress() {
 	})
 }
 
-// peerKey is the lookup key of the peer address in a group's maps.
-func peerKey(dir model.Direction, is4 bool) ruleset.Key {
+// peerKeys are the lookup keys of a group's maps: the peer's address (peers and nets maps) and
+// the peer's address . protocol . destination port (allow set).
+func peerKeys(dir model.Direction, is4 bool) (addr, addrPort ruleset.Key) {
 	switch {
 	case dir == model.Ingress && is4:
-		return ruleset.KeyIPSaddr
+		return ruleset.KeyIPSaddr, ruleset.KeyIPSaddrL4ProtoDport
 	case dir == model.Ingress:
-		return ruleset.KeyIP6Saddr
+		return ruleset.KeyIP6Saddr, ruleset.KeyIP6SaddrL4ProtoDport
 	case is4:
-		return ruleset.KeyIPDaddr
+		return ruleset.KeyIPDaddr, ruleset.KeyIPDaddrL4ProtoDport
 	}
-	return ruleset.KeyIP6Daddr
+	return ruleset.KeyIP6Daddr, ruleset.KeyIP6DaddrL4ProtoDport
 }
 
 // compileGroup recompiles one group's decision into its chain and maps; the committer sends
@@ -164,7 +165,7 @@ func (d *Dataplane) compileGroup(g *group) {
 	}
 	g.classUse = use
 
-	key := peerKey(g.dir, g.is4)
+	key, _ := peerKeys(g.dir, g.is4)
 	chain := &ruleset.Chain{Name: g.name, Comment: comment(g.describe())}
 	// the allow set and the peers map are kept while empty when sets are referenced: members
 	// may join any time
@@ -279,7 +280,7 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 		}
 		return
 	}
-	key := allowKey(g.dir, g.is4)
+	_, key := peerKeys(g.dir, g.is4)
 	set := &ruleset.Set{Name: name, Key: key, Comment: "peer . protocol . port that its rules allow (peers of the fast path)",
 		Elements: make(map[ruleset.ElementKey]ruleset.Element, len(elements))}
 	for _, e := range elements {
@@ -288,19 +289,6 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 	d.putSet(set)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: name},
 		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"})
-}
-
-// allowKey is the key of a group's allow set: the peer address, protocol and destination port.
-func allowKey(dir model.Direction, is4 bool) ruleset.Key {
-	switch {
-	case dir == model.Ingress && is4:
-		return ruleset.KeyIPSaddrL4ProtoDport
-	case dir == model.Ingress:
-		return ruleset.KeyIP6SaddrL4ProtoDport
-	case is4:
-		return ruleset.KeyIPDaddrL4ProtoDport
-	}
-	return ruleset.KeyIP6DaddrL4ProtoDport
 }
 
 // peerElement is a peers or nets element leading to a class chain.
