@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -98,6 +99,7 @@ type Dataplane struct {
 	// pending work of the current apply
 	dirtyPolicies  map[model.PolicyKey]struct{}
 	dirtyEndpoints map[model.EndpointKey]struct{}
+	pendingGroups  map[string]struct{} // groups marked stale or with dirty peers
 	changes        ruleset.Changes
 
 	inSync       bool
@@ -124,7 +126,7 @@ type group struct {
 	dir     model.Direction
 	is4     bool
 	tiers   []graph.TierPolicies
-	members map[dispatchKey]model.EndpointKey
+	members map[dispatchKey]struct{}
 	// classUse counts the references (peer elements, intervals, the default) to each class
 	// chain; the group holds one reference of the Dataplane's count per chain it uses.
 	classUse map[string]int
@@ -182,6 +184,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 func (d *Dataplane) resetPending() {
 	d.dirtyPolicies = map[model.PolicyKey]struct{}{}
 	d.dirtyEndpoints = map[model.EndpointKey]struct{}{}
+	d.pendingGroups = map[string]struct{}{}
 	d.changes = ruleset.Changes{Sets: map[string]struct{}{}, Chains: map[string]struct{}{},
 		Elements: map[string]map[ruleset.ElementKey]struct{}{}}
 }
@@ -215,21 +218,27 @@ func (d *Dataplane) commit() error {
 		d.resetPending()
 		return nil
 	}
-	var err error
 	if !d.committed {
-		err = d.conn.Replace(d.table)
-	} else {
-		err = d.conn.Commit(d.table, &d.changes)
+		return d.replace()
 	}
-	if err != nil {
-		// keep nothing pending: the next Resync replaces the whole table
-		d.resetPending()
+	defer d.resetPending() // on failure too: the next Resync replaces the whole table
+	if err := d.conn.Commit(d.table, &d.changes); err != nil {
 		d.committed = false
 		return fmt.Errorf("committing table %s: %w", d.table.Name, err)
 	}
 	d.transactions++
+	return nil
+}
+
+// replace writes the whole desired table in one transaction.
+func (d *Dataplane) replace() error {
+	defer d.resetPending()
+	if err := d.conn.Replace(d.table); err != nil {
+		d.committed = false
+		return fmt.Errorf("replacing table %s: %w", d.table.Name, err)
+	}
+	d.transactions++
 	d.committed = true
-	d.resetPending()
 	return nil
 }
 
@@ -250,14 +259,7 @@ func (d *Dataplane) Resync() (bool, error) {
 			d.log.Warn("reading back the table failed; replacing it", "table", d.table.Name, "error", err)
 		}
 	}
-	if err := d.conn.Replace(d.table); err != nil {
-		d.committed = false
-		return true, fmt.Errorf("replacing table %s: %w", d.table.Name, err)
-	}
-	d.transactions++
-	d.committed = true
-	d.resetPending()
-	return true, nil
+	return true, d.replace()
 }
 
 // Cleanup removes the table from the kernel.
@@ -282,17 +284,12 @@ func (d *Dataplane) Close() error {
 // fold applies one message to the state and records what it makes dirty.
 func (d *Dataplane) fold(m graph.Message) {
 	switch m := m.(type) {
-	case graph.SetReplaced, graph.SetRemoved:
-		id := graph.SetID("")
-		if r, ok := m.(graph.SetReplaced); ok {
-			id = r.ID
-		} else {
-			id = m.(graph.SetRemoved).ID
-		}
+	case graph.SetReplaced:
 		d.state.Apply(m)
-		for k := range d.setPolicies[id] {
-			d.dirtyPolicies[k] = struct{}{}
-		}
+		d.setReplaced(m.ID)
+	case graph.SetRemoved:
+		d.state.Apply(m)
+		d.setReplaced(m.ID)
 	case graph.SetMembersChanged:
 		d.state.Apply(m)
 		for _, mbs := range [][]graph.Member{m.Removed, m.Added} {
@@ -342,6 +339,13 @@ func (d *Dataplane) fold(m graph.Message) {
 	}
 }
 
+// setReplaced recompiles whatever uses a set that was replaced or removed as a whole.
+func (d *Dataplane) setReplaced(id graph.SetID) {
+	for k := range d.setPolicies[id] {
+		d.dirtyPolicies[k] = struct{}{}
+	}
+}
+
 // memberChanged records that set id's membership of address a may have changed: a local
 // endpoint with that address may change group (its local-side facts), and the groups whose
 // rules reference the set recompute that one peer.
@@ -355,6 +359,7 @@ func (d *Dataplane) memberChanged(id graph.SetID, a netip.Addr) {
 			if g == nil || g.is4 != a.Is4() {
 				continue
 			}
+			d.pendingGroups[name] = struct{}{}
 			if g.compiled == nil {
 				g.stale = true
 				continue
@@ -425,6 +430,7 @@ func (d *Dataplane) recompute() {
 		for gname := range d.policyGroups[k] {
 			if g := d.groups[gname]; g != nil {
 				g.stale = true
+				d.pendingGroups[gname] = struct{}{}
 			}
 		}
 	}
@@ -436,25 +442,15 @@ func (d *Dataplane) recompute() {
 	for _, k := range keys {
 		d.regroup(k)
 	}
-	names := make([]string, 0)
-	for name, g := range d.groups {
-		if g.stale {
-			names = append(names, name)
+	// a stale group is compiled in full (which covers its dirty peers), another one peer by peer
+	for _, name := range slices.Sorted(maps.Keys(d.pendingGroups)) {
+		switch g := d.groups[name]; {
+		case g == nil: // left by its last endpoint meanwhile
+		case g.stale:
+			d.compileGroup(g)
+		case len(g.dirtyPeers) > 0:
+			d.compilePeers(g)
 		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		d.compileGroup(d.groups[name])
-	}
-	names = names[:0]
-	for name, g := range d.groups {
-		if len(g.dirtyPeers) > 0 {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		d.compilePeers(d.groups[name])
 	}
 }
 
@@ -498,16 +494,17 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 		g := d.groups[name]
 		if g == nil {
 			g = &group{name: name, dir: dk.dir, is4: dk.addr.Is4(), tiers: wantTiers[dk],
-				members: map[dispatchKey]model.EndpointKey{}, classUse: map[string]int{}, stale: true,
+				members: map[dispatchKey]struct{}{}, classUse: map[string]int{}, stale: true,
 				dirtyPeers: map[netip.Addr]struct{}{}}
 			d.groups[name] = g
+			d.pendingGroups[name] = struct{}{}
 			for _, t := range g.tiers {
 				for _, p := range t.Policies {
 					addTo(d.policyGroups, p, name)
 				}
 			}
 		}
-		g.members[dk] = k
+		g.members[dk] = struct{}{}
 		e.groups[dk] = name
 		d.setDispatch(dk, name, k)
 	}
@@ -541,7 +538,7 @@ func (d *Dataplane) updateSources(e *endpoint, removed bool) {
 	}
 	for _, k := range want {
 		set := sourcesSet(k.Addr)
-		d.table.Sets[set].Elements[k] = ruleset.Element{ElementKey: k, Comment: comment(e.msg.Key.String())}
+		d.table.Sets[set].Elements[k] = ruleset.Element{ElementKey: k, Comment: ruleset.Comment(e.msg.Key.String())}
 		d.touchElement(set, k)
 	}
 	e.sources = want
@@ -630,7 +627,7 @@ func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKe
 	d.table.Sets[name].Elements[ek] = ruleset.Element{
 		ElementKey: ek,
 		Verdict:    ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
-		Comment:    comment(k.String()),
+		Comment:    ruleset.Comment(k.String()),
 	}
 	d.touchElement(name, ek)
 }
@@ -692,21 +689,6 @@ func shortHash(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:6])
 }
-
-// comment trims a comment to what the kernel stores (nft limits comments to 128 bytes).
-func comment(s string) string {
-	const limit = 128
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit - len("…")
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
 
 func addTo[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
 	s := m[k]

@@ -166,7 +166,7 @@ func (d *Dataplane) compileGroup(g *group) {
 	g.classUse = use
 
 	key, _ := peerKeys(g.dir, g.is4)
-	chain := &ruleset.Chain{Name: g.name, Comment: comment(g.describe())}
+	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
 	// the allow set and the peers map are kept while empty when sets are referenced: members
 	// may join any time
 	refs := len(cp.plan.gated)+len(cp.extraRefs) > 0
@@ -206,13 +206,8 @@ func (d *Dataplane) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Ke
 // evaluation and one element per group, whatever the group's size.
 func (d *Dataplane) compilePeers(g *group) {
 	defer clear(g.dirtyPeers)
-	set := d.table.Sets[g.name+"_peers"]
-	if set == nil || g.compiled == nil {
-		d.compileGroup(g)
-		return
-	}
-	allow := d.table.Sets[g.name+"_allow"]
-	if allow == nil {
+	set, allow := d.table.Sets[g.name+"_peers"], d.table.Sets[g.name+"_allow"]
+	if set == nil || allow == nil || g.compiled == nil {
 		d.compileGroup(g)
 		return
 	}
@@ -266,7 +261,7 @@ func allowElements(a netip.Addr, ports []protoPort) []ruleset.Element {
 	out := make([]ruleset.Element, 0, len(ports))
 	for _, p := range ports {
 		ek := ruleset.ElementKey{Addr: a, AddrEnd: a, Proto: uint8(p.proto), Port: p.port, PortEnd: p.port}
-		out = append(out, ruleset.Element{ElementKey: ek, Comment: comment(p.reason)})
+		out = append(out, ruleset.Element{ElementKey: ek, Comment: ruleset.Comment(p.reason)})
 	}
 	return out
 }
@@ -344,7 +339,7 @@ func (c *Class) summary() string {
 		add(c.Protos[p])
 	}
 	add(c.Other)
-	c.sum = comment(strings.Join(parts, "; "))
+	c.sum = ruleset.Comment(strings.Join(parts, "; "))
 	return c.sum
 }
 
@@ -372,7 +367,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 		for _, p := range sortedProtos(c.Protos) {
 			o := c.Protos[p]
 			ek := ruleset.ElementKey{Proto: uint8(p)}
-			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(o), Comment: comment(o.Reason)}
+			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(o), Comment: ruleset.Comment(o.Reason)}
 		}
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}})
@@ -382,12 +377,12 @@ func (d *Dataplane) acquireClass(c *Class) {
 			Comment: "protocol . destination port → verdict", Elements: map[ruleset.ElementKey]ruleset.Element{}}
 		for _, s := range c.Ports {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
-			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(s.Outcome), Comment: comment(s.Reason)}
+			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
 		}
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}})
 	}
-	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: d.verdict(c.Other), Comment: comment(c.Other.Reason)})
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: d.verdict(c.Other), Comment: ruleset.Comment(c.Other.Reason)})
 	d.putChain(chain)
 }
 
@@ -425,8 +420,8 @@ func (d *Dataplane) verdict(o Outcome) ruleset.Verdict {
 	name := "deny_" + shortHash(o.Reason)
 	d.denies[name]++
 	if d.denies[name] == 1 {
-		d.putChain(&ruleset.Chain{Name: name, Comment: comment(o.Reason), Rules: []ruleset.Rule{
-			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: comment(o.Reason)},
+		d.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: []ruleset.Rule{
+			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: ruleset.Comment(o.Reason)},
 		}})
 	}
 	return ruleset.Verdict{Kind: ruleset.Goto, Chain: name}
