@@ -10,11 +10,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
-	"net/netip"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -98,35 +95,21 @@ func demo(ctx context.Context, agentBin, examples string, settle time.Duration) 
 	}
 
 	step("starting one nftpolicy agent inside each node's namespace")
-	for i, n := range cluster.Nodes() {
-		api := netip.MustParseAddrPort("127.0.0.1:6443")
-		target := strings.TrimPrefix(srv.URL, "https://")
-		if err := cluster.Forward(n.NetNS, api, target); err != nil {
+	for _, n := range cluster.Nodes() {
+		if err := agentproc.ForwardAPI(cluster, n.NetNS, srv); err != nil {
 			return err
 		}
-		kubeconfig := filepath.Join(work, "kubeconfig-"+n.Name)
-		if err := srv.Kubeconfig(kubeconfig, "https://"+api.String()); err != nil {
-			return err
-		}
-		logFile, err := os.Create(filepath.Join(work, "agent-"+n.Name+".log"))
+		p, err := agentproc.Start(agentproc.Config{Bin: agentBin, Node: n.Name, NetNS: n.NetNS, Server: srv, Dir: work,
+			Args: []string{"--cleanup-on-exit",
+				"--anti-spoofing", "--workload-iface-prefixes", "nftp"}}) // each pod has its own veth nftp<n> and host route
 		if err != nil {
 			return err
 		}
-		defer logFile.Close()
-		cmd := exec.Command("ip", "netns", "exec", n.NetNS, agentBin, "run", "--node-name", n.Name,
-			"--kubeconfig", kubeconfig, "--metrics-addr", "127.0.0.1:9464", "--health-addr", "127.0.0.1:9465",
-			"--log-format", "json", "--cleanup-on-exit",
-			"--anti-spoofing", "--workload-iface-prefixes", "nftp") // each pod has its own veth nftp<n> and host route
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("starting the agent of node %s: %w", n.Name, err)
+		defer p.Stop()
+		if err := p.WaitReady(ctx, 30*time.Second); err != nil {
+			return err
 		}
-		defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-		if err := waitReady(ctx, n.NetNS, 30*time.Second); err != nil {
-			return fmt.Errorf("agent %d (node %s) did not become ready (log: %s): %w", i, n.Name, logFile.Name(), err)
-		}
-		fmt.Printf("   node %s: agent ready (pid %d)\n", n.Name, cmd.Process.Pid)
+		fmt.Printf("   node %s: agent ready (pid %d)\n", n.Name, p.Pid())
 	}
 
 	prev, err := printMatrix(ctx, cluster, probed, "no policy", nil, 0)
@@ -230,31 +213,4 @@ func sameMatrix(a, b map[[2]string]bool) bool {
 		}
 	}
 	return true
-}
-
-// waitReady polls the agent's /readyz inside its node namespace.
-func waitReady(ctx context.Context, ns string, timeout time.Duration) error {
-	client := netns.HTTPClient(ns, time.Second)
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := client.Get("http://127.0.0.1:9465/readyz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("readyz not OK")
-			}
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -57,30 +55,22 @@ var exampleSteps = []struct {
 }
 
 type agentCluster struct {
-	t       *testing.T
-	c       *netns.Cluster
-	pods    []*netns.Pod
-	bin     string
-	dir     string
-	procs   map[string]*exec.Cmd
-	logs    map[string]string
-	clients map[string]*http.Client
-}
-
-func buildAgent(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nftpolicy")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
-	return bin
+	t      *testing.T
+	c      *netns.Cluster
+	pods   []*netns.Pod
+	bin    string
+	dir    string
+	agents map[string]*agentproc.Process
 }
 
 func newAgentCluster(t *testing.T, s *kube.Server) *agentCluster {
 	ctx := context.Background()
-	ac := &agentCluster{t: t, c: netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}}), bin: buildAgent(t),
-		dir: t.TempDir(), procs: map[string]*exec.Cmd{}, logs: map[string]string{}, clients: map[string]*http.Client{}}
+	bin, err := agentproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := &agentCluster{t: t, c: netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}}), bin: bin,
+		dir: t.TempDir(), agents: map[string]*agentproc.Process{}}
 	for _, ns := range []string{"x", "y"} {
 		if err := s.CreateNamespace(ctx, ns, map[string]string{"ns": ns}); err != nil {
 			t.Fatal(err)
@@ -103,72 +93,32 @@ func newAgentCluster(t *testing.T, s *kube.Server) *agentCluster {
 	return ac
 }
 
-// startAgent runs `nftpolicy run` inside the node's namespace against kubeconfig's API address.
-func (ac *agentCluster) startAgent(node, apiAddr string) {
+// startAgent runs `nftpolicy run` inside the node's namespace; it reaches the API server at
+// agentproc.APIAddr once forwarded.
+func (ac *agentCluster) startAgent(node string) {
 	t := ac.t
-	n := ac.c.Node(node)
-	kubeconfig := filepath.Join(ac.dir, "kubeconfig-"+node)
-	if err := srv.Kubeconfig(kubeconfig, "https://"+apiAddr); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(ac.dir, "agent-"+node+".log")
-	logFile, err := os.Create(logPath)
+	p, err := agentproc.Start(agentproc.Config{Bin: ac.bin, Node: node, NetNS: ac.c.Node(node).NetNS, Server: srv, Dir: ac.dir,
+		Args: []string{"--resync-interval", "2s", "--log-level", "debug",
+			"--anti-spoofing", "--workload-iface-prefixes", "nftp"}}) // the harness's node-side veths
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", n.NetNS, ac.bin, "run", "--node-name", node, "--kubeconfig", kubeconfig,
-		"--metrics-addr", "127.0.0.1:9464", "--health-addr", "127.0.0.1:9465", "--resync-interval", "2s",
-		"--log-format", "json", "--log-level", "debug",
-		"--anti-spoofing", "--workload-iface-prefixes", "nftp") // the harness's node-side veths
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ac.procs[node], ac.logs[node] = cmd, logPath
+	ac.agents[node] = p
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		logFile.Close()
+		_ = p.Stop()
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("agent %s log (tail):\n%s", node, tail(string(b), 4000))
+			t.Logf("agent %s log (tail):\n%s", node, p.Tail(4000))
 		}
 	})
-	ns := n.NetNS
-	ac.clients[node] = netns.HTTPClient(ns, 2*time.Second)
 }
 
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
-}
-
-// get fetches a path of the agent's health (9465) or metrics (9464) server in its namespace.
+// get fetches a URL of the node's agent (agentproc.ReadyURL, agentproc.MetricsURL).
 func (ac *agentCluster) get(node, url string) (int, string) {
-	resp, err := ac.clients[node].Get(url)
+	code, body, err := ac.agents[node].Get(url)
 	if err != nil {
-		return 0, err.Error()
+		return code, err.Error()
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func (ac *agentCluster) waitReady(node string) {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		code, body := ac.get(node, "http://127.0.0.1:9465/readyz")
-		if code == http.StatusOK {
-			return
-		}
-		if time.Now().After(deadline) {
-			ac.t.Fatalf("agent %s not ready: %d %s", node, code, body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return code, body
 }
 
 // expect polls the TCP 80 truth table (IPv4 and IPv6) until it equals want, as upstream retries
@@ -234,29 +184,29 @@ func TestAgentProcesses(t *testing.T) {
 	s := kube.Require(t, srv)
 	ctx := context.Background()
 	ac := newAgentCluster(t, s)
-	api := netip.MustParseAddrPort("127.0.0.1:6443")
-
 	// agents start before their API address is reachable: not ready
 	for _, n := range []string{"a", "b"} {
-		ac.startAgent(n, api.String())
+		ac.startAgent(n)
 	}
 	time.Sleep(time.Second)
 	for _, n := range []string{"a", "b"} {
-		if code, body := ac.get(n, "http://127.0.0.1:9465/readyz"); code != http.StatusServiceUnavailable {
+		if code, body := ac.get(n, agentproc.ReadyURL); code != http.StatusServiceUnavailable {
 			t.Fatalf("agent %s: /readyz = %d %q before it could reach the API server, want 503", n, code, body)
 		}
-		if err := ac.c.Forward(ac.c.Node(n).NetNS, api, strings.TrimPrefix(s.URL, "https://")); err != nil {
+		if err := agentproc.ForwardAPI(ac.c, ac.c.Node(n).NetNS, s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, n := range []string{"a", "b"} {
-		ac.waitReady(n)
+		if err := ac.agents[n].WaitReady(ctx, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ac.expect("no policy", func(string, string) bool { return true })
 	// --anti-spoofing: each node lists its own pods' interface . address, and only those
 	for _, p := range ac.pods {
 		for _, n := range []string{"a", "b"} {
-			out, err := exec.Command("ip", "netns", "exec", ac.c.Node(n).NetNS, "nft", "list", "set", "inet", "nftpolicy", "sources_v4").CombinedOutput()
+			out, err := netns.Exec(ctx, ac.c.Node(n).NetNS, "nft", "list", "set", "inet", "nftpolicy", "sources_v4")
 			if err != nil {
 				t.Fatalf("listing sources_v4 on %s: %v\n%s", n, err, out)
 			}
@@ -311,7 +261,7 @@ func TestAgentProcesses(t *testing.T) {
 
 	// metrics show the applies and in-sync
 	for _, n := range []string{"a", "b"} {
-		_, m := ac.get(n, "http://127.0.0.1:9464/metrics")
+		_, m := ac.get(n, agentproc.MetricsURL)
 		for _, want := range []string{"nftpolicy_in_sync 1", "nftpolicy_apply_duration_seconds_count", "nftpolicy_transactions_total",
 			"nftpolicy_denied_packets_total"} {
 			if !strings.Contains(m, want) {
@@ -323,9 +273,7 @@ func TestAgentProcesses(t *testing.T) {
 	// render: the same manifests, offline, loaded with nft -f, enforce the same truth table
 	manifests := ac.dumpManifests(ctx, s)
 	for _, n := range []string{"a", "b"} {
-		cmd := ac.procs[n]
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+		_ = ac.agents[n].Stop()
 	}
 	for _, n := range []string{"a", "b"} {
 		var out, errb strings.Builder
@@ -349,7 +297,7 @@ func TestAgentProcesses(t *testing.T) {
 
 	// delete every policy: a fresh agent run converges to all allowed
 	for _, n := range []string{"a", "b"} {
-		ac.startAgent(n, api.String())
+		ac.startAgent(n)
 	}
 	for _, ns := range []string{"x", "y"} {
 		if err := nps.NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {

@@ -1,0 +1,156 @@
+package agentproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
+)
+
+// Addresses inside a node namespace: the forwarded API server, and the agent's servers.
+const (
+	APIAddr     = "127.0.0.1:6443"
+	MetricsURL  = "http://127.0.0.1:9464/metrics"
+	ReadyURL    = "http://127.0.0.1:9465/readyz"
+	metricsAddr = "127.0.0.1:9464"
+	healthAddr  = "127.0.0.1:9465"
+)
+
+// Build compiles cmd/nftpolicy into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "nftpolicy")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nftpolicy/nftpolicy/cmd/nftpolicy").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the agent: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// ForwardAPI makes the API server reachable at APIAddr inside the namespace.
+func ForwardAPI(cl *netns.Cluster, netnsName string, s *kube.Server) error {
+	if err := cl.Forward(netnsName, netip.MustParseAddrPort(APIAddr), strings.TrimPrefix(s.URL, "https://")); err != nil {
+		return fmt.Errorf("forwarding the API server into %s: %w", netnsName, err)
+	}
+	return nil
+}
+
+// Config describes one agent process.
+type Config struct {
+	Bin    string
+	Node   string // the node's name (--node-name)
+	NetNS  string // the node's network namespace
+	Server *kube.Server
+	Dir    string   // its kubeconfig and log file are written here
+	Args   []string // flags after the common ones (node name, kubeconfig, listen addresses, JSON logs)
+}
+
+// Process is a running agent.
+type Process struct {
+	Node, LogPath string
+	cmd           *exec.Cmd
+	log           *os.File
+	exited        chan error
+	client        *http.Client
+}
+
+// Start starts the agent; it reaches the API server at APIAddr (see ForwardAPI), which need not
+// be reachable yet.
+func Start(cfg Config) (*Process, error) {
+	kubeconfig := filepath.Join(cfg.Dir, "kubeconfig-"+cfg.Node)
+	if err := cfg.Server.Kubeconfig(kubeconfig, "https://"+APIAddr); err != nil {
+		return nil, err
+	}
+	p := &Process{Node: cfg.Node, LogPath: filepath.Join(cfg.Dir, "agent-"+cfg.Node+".log"), exited: make(chan error, 1),
+		client: netns.HTTPClient(cfg.NetNS, 2*time.Second)}
+	var err error
+	if p.log, err = os.Create(p.LogPath); err != nil {
+		return nil, err
+	}
+	args := append([]string{"netns", "exec", cfg.NetNS, cfg.Bin, "run", "--node-name", cfg.Node, "--kubeconfig", kubeconfig,
+		"--metrics-addr", metricsAddr, "--health-addr", healthAddr, "--log-format", "json"}, cfg.Args...)
+	p.cmd = exec.Command("ip", args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	// the agent dies with this process; the starting thread must not exit before (Pdeathsig)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		p.log.Close()
+		return nil, fmt.Errorf("starting the agent of node %s: %w", cfg.Node, err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// Pid is the process id of the agent's `ip netns exec` wrapper (which execs the agent).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Get fetches a URL of the agent's servers inside its namespace: status code and body.
+func (p *Process) Get(url string) (int, string, error) {
+	resp, err := p.client.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// WaitReady polls /readyz until the agent is ready (in sync and applied), it exits, ctx ends or
+// timeout passes.
+func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		code, body, err := p.Get(ReadyURL)
+		if code == http.StatusOK {
+			return nil
+		}
+		select {
+		case werr := <-p.exited:
+			p.exited <- werr
+			return fmt.Errorf("agent of node %s exited: %v (log %s)", p.Node, werr, p.LogPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("/readyz %d %s", code, strings.TrimSpace(body))
+			}
+			return fmt.Errorf("agent of node %s not ready after %v: %w (log %s)", p.Node, timeout, err, p.LogPath)
+		}
+	}
+}
+
+// Stop sends SIGTERM (the agent stops cleanly, leaving its table unless --cleanup-on-exit) and
+// waits for the exit, killing it after 10 s.
+func (p *Process) Stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		err = errors.Join(errors.New("killed after 10 s"), <-p.exited)
+	}
+	p.exited <- err // Stop may be called again
+	p.log.Close()
+	return err
+}
+
+// Tail is the end of the agent's log, at most n bytes.
+func (p *Process) Tail(n int) string {
+	b, _ := os.ReadFile(p.LogPath)
+	if len(b) <= n {
+		return string(b)
+	}
+	return "…" + string(b[len(b)-n:])
+}
