@@ -326,10 +326,7 @@ func NormalizePrefixes(in []netip.Prefix) []netip.Prefix {
 		if !p.IsValid() {
 			continue
 		}
-		if p.Addr().Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-		}
-		ps = append(ps, p.Masked())
+		ps = append(ps, model.CanonicalPrefix(p))
 	}
 	sort.Slice(ps, func(i, j int) bool {
 		if c := ps[i].Addr().Compare(ps[j].Addr()); c != 0 {

@@ -238,3 +238,12 @@ func DefaultTiers() []Tier {
 		{Name: TierBaseline, Order: 10000, DefaultAction: ActionPass},
 	}
 }
+
+// CanonicalPrefix masks the host bits (the API server accepts 10.0.0.1/24 as 10.0.0.0/24) and
+// unmaps an IPv4-mapped IPv6 prefix, so equal networks compare equal.
+func CanonicalPrefix(p netip.Prefix) netip.Prefix {
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p.Masked()
+}

@@ -3,6 +3,7 @@ package sync
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -86,17 +87,9 @@ func ConvertPod(p *corev1.Pod) (model.Endpoint, bool, error) {
 		}
 		return nil
 	}
-	for i := range p.Spec.Containers {
-		if err := addPorts(&p.Spec.Containers[i]); err != nil {
+	for c := range servingContainers(p) {
+		if err := addPorts(c); err != nil {
 			return model.Endpoint{}, false, err
-		}
-	}
-	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			if err := addPorts(c); err != nil {
-				return model.Endpoint{}, false, err
-			}
 		}
 	}
 	var labels map[string]string
@@ -263,16 +256,13 @@ func convertRule(dir model.Direction, peers []networkingv1.NetworkPolicyPeer, po
 	for _, peer := range modelPeers {
 		for _, g := range groups {
 			r := model.Rule{Action: model.ActionAllow, Protocol: g.proto}
-			if !g.all {
-				r.Destination.Ports = slices.Clone(g.ports)
-			}
 			if dir == model.Ingress {
 				r.Source = peer
 			} else {
-				r.Destination.Selector = peer.Selector
-				r.Destination.NamespaceSelector = peer.NamespaceSelector
-				r.Destination.Nets = peer.Nets
-				r.Destination.NotNets = peer.NotNets
+				r.Destination = peer
+			}
+			if !g.all {
+				r.Destination.Ports = slices.Clone(g.ports)
 			}
 			rules = append(rules, r)
 		}
@@ -345,14 +335,14 @@ func convertIPBlock(b *networkingv1.IPBlock) (model.Peer, error) {
 	if err != nil {
 		return model.Peer{}, fmt.Errorf("ipBlock.cidr: %w", err)
 	}
-	cidr = canonical(cidr)
+	cidr = model.CanonicalPrefix(cidr)
 	out := model.Peer{Nets: []netip.Prefix{cidr}}
 	for i, e := range b.Except {
 		ex, err := netip.ParsePrefix(e)
 		if err != nil {
 			return model.Peer{}, fmt.Errorf("ipBlock.except[%d]: %w", i, err)
 		}
-		ex = canonical(ex)
+		ex = model.CanonicalPrefix(ex)
 		if ex.Addr().Is4() != cidr.Addr().Is4() || ex.Bits() <= cidr.Bits() || !cidr.Contains(ex.Addr()) {
 			return model.Peer{}, fmt.Errorf("ipBlock.except[%d]: %s is not a strict subset of cidr %s", i, ex, cidr)
 		}
@@ -363,11 +353,20 @@ func convertIPBlock(b *networkingv1.IPBlock) (model.Peer, error) {
 	return out, nil
 }
 
-// canonical masks the host bits (the API server accepts 10.0.0.1/24 as 10.0.0.0/24) and unmaps
-// an IPv4-mapped IPv6 prefix.
-func canonical(p netip.Prefix) netip.Prefix {
-	if p.Addr().Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+// servingContainers yields the containers whose ports a pod serves: its containers, then its
+// restartable (sidecar) init containers.
+func servingContainers(p *corev1.Pod) iter.Seq[*corev1.Container] {
+	return func(yield func(*corev1.Container) bool) {
+		for i := range p.Spec.Containers {
+			if !yield(&p.Spec.Containers[i]) {
+				return
+			}
+		}
+		for i := range p.Spec.InitContainers {
+			c := &p.Spec.InitContainers[i]
+			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways && !yield(c) {
+				return
+			}
+		}
 	}
-	return p.Masked()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"sort"
 	"strings"
 	gosync "sync"
@@ -101,7 +100,7 @@ type collector struct {
 	st     state
 	log    []model.Update
 	atSync *state // the state when in-sync arrived
-	// beforeSync counts batches received before in-sync; firstBatch is the first one.
+	// firstBatch is the first batch received.
 	firstBatch []model.Update
 	changed    chan struct{}
 	done       chan error
@@ -176,7 +175,7 @@ func (c *collector) waitFor(t *testing.T, step string, view func(state) state, w
 		c.mu.Lock()
 		got := view(c.st.clone()) // the collector keeps writing its maps
 		c.mu.Unlock()
-		if reflect.DeepEqual(got, want) {
+		if equalState(got, want) {
 			return
 		}
 		select {

@@ -27,10 +27,7 @@ type Config struct {
 	// pods are members of the sets local policies use); the graph tells local ones by
 	// Endpoint.Node.
 	NodeName string
-	// Resync is the informers' resync period; 0 disables it. A resync re-delivers every cached
-	// object; unchanged conversions emit nothing.
-	Resync time.Duration
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
 }
@@ -38,9 +35,8 @@ type Config struct {
 // Watcher watches Pods, Namespaces and NetworkPolicies through shared informers and emits the
 // model updates that describe them. Run it once.
 type Watcher struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics *Metrics
+	cfg Config
+	log *slog.Logger
 
 	mu      gosync.Mutex
 	pending []model.Update
@@ -75,7 +71,6 @@ func New(cfg Config) *Watcher {
 	return &Watcher{
 		cfg:        cfg,
 		log:        log,
-		metrics:    cfg.Metrics,
 		kick:       make(chan struct{}, 1),
 		namespaces: map[string]model.Namespace{},
 		policies:   map[model.PolicyKey]model.Policy{},
@@ -94,7 +89,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	if w.cfg.Client == nil {
 		return errors.New("sync: Config.Client is nil")
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(w.cfg.Client, w.cfg.Resync,
+	factory := informers.NewSharedInformerFactoryWithOptions(w.cfg.Client, 0, // no periodic resync: the informers relist after a watch error
 		informers.WithTransform(Transform))
 	w.push(model.SyncStatusUpdate{Status: model.ResyncInProgress})
 
@@ -171,9 +166,9 @@ func (w *Watcher) push(ups ...model.Update) {
 
 func (w *Watcher) pushLocked(ups ...model.Update) {
 	w.pending = append(w.pending, ups...)
-	if w.metrics != nil {
+	if w.cfg.Metrics != nil {
 		for _, u := range ups {
-			w.metrics.Updates.WithLabelValues(updateKind(u)).Inc()
+			w.cfg.Metrics.Updates.WithLabelValues(updateKind(u)).Inc()
 		}
 	}
 	select {
@@ -203,8 +198,8 @@ func (w *Watcher) invalidLocked(k objectKey, resourceVersion string, err error) 
 	}
 	w.invalid[k] = resourceVersion
 	w.log.Warn("skipping invalid object", "kind", k.kind, "namespace", k.namespace, "name", k.name, "err", err)
-	if w.metrics != nil {
-		w.metrics.InvalidObjects.WithLabelValues(k.kind).Inc()
+	if w.cfg.Metrics != nil {
+		w.cfg.Metrics.InvalidObjects.WithLabelValues(k.kind).Inc()
 	}
 }
 
@@ -416,14 +411,8 @@ func namedPortsContainer(p *corev1.Pod) []corev1.Container {
 			}
 		}
 	}
-	for i := range p.Spec.Containers {
-		add(&p.Spec.Containers[i])
-	}
-	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			add(c)
-		}
+	for c := range servingContainers(p) {
+		add(c)
 	}
 	if len(ports) == 0 {
 		return nil

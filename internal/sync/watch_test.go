@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -65,21 +64,20 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ips := func(ss ...string) []netip.Addr { return addrs(ss...) }
 	webPorts := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}
 
 	// What the watcher must find in its initial lists.
 	must(s.CreateNamespace(ctx, nsA, map[string]string{"team": "red"}))
 	must(s.CreateNamespace(ctx, nsB, nil))
-	p1, err := s.CreatePod(ctx, nsA, "web", "node-1", map[string]string{"app": "web"}, webPorts, ips("10.1.0.1", "fd00::1:1"))
+	p1, err := s.CreatePod(ctx, nsA, "web", "node-1", map[string]string{"app": "web"}, webPorts, addrs("10.1.0.1", "fd00::1:1"))
 	must(err)
-	p2, err := s.CreatePod(ctx, nsB, "client", "node-2", map[string]string{"app": "client"}, nil, ips("10.2.0.1"))
+	p2, err := s.CreatePod(ctx, nsB, "client", "node-2", map[string]string{"app": "client"}, nil, addrs("10.2.0.1"))
 	must(err)
 	host := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "host"},
 		Spec: corev1.PodSpec{NodeName: "node-1", HostNetwork: true, Containers: []corev1.Container{{Name: "c", Image: kube.PauseImage}}}}
 	_, err = s.Client.CoreV1().Pods(nsB).Create(ctx, host, metav1.CreateOptions{})
 	must(err)
-	_, err = s.SetPodStatus(ctx, nsB, "host", corev1.PodRunning, ips("192.0.2.1"))
+	_, err = s.SetPodStatus(ctx, nsB, "host", corev1.PodRunning, addrs("192.0.2.1"))
 	must(err)
 	np1 := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "web-in"},
 		Spec: networkingv1.NetworkPolicySpec{
@@ -103,10 +101,10 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	setNS(nsA, map[string]string{"team": "red"})
 	setNS(nsB, nil)
 	web := model.Endpoint{Key: model.EndpointKey{Namespace: nsA, Name: "web"}, Node: "node-1",
-		Labels: map[string]string{"app": "web"}, ServiceAccount: p1.Spec.ServiceAccountName, Addrs: ips("10.1.0.1", "fd00::1:1"),
+		Labels: map[string]string{"app": "web"}, ServiceAccount: p1.Spec.ServiceAccountName, Addrs: addrs("10.1.0.1", "fd00::1:1"),
 		NamedPorts: []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}, {Name: "dns", Protocol: model.ProtocolUDP, Port: 53}}}
 	client := model.Endpoint{Key: model.EndpointKey{Namespace: nsB, Name: "client"}, Node: "node-2",
-		Labels: map[string]string{"app": "client"}, ServiceAccount: p2.Spec.ServiceAccountName, Addrs: ips("10.2.0.1")}
+		Labels: map[string]string{"app": "client"}, ServiceAccount: p2.Spec.ServiceAccountName, Addrs: addrs("10.2.0.1")}
 	want.Endpoints[web.Key] = web
 	want.Endpoints[client.Key] = client
 	want.Policies[mustPolicy(t, np1).Key] = mustPolicy(t, np1)
@@ -176,17 +174,17 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 				must(err)
 				_, err = s.SetPodStatus(ctx, nsB, "late", corev1.PodPending, nil)
 				must(err)
-				_, err = s.SetPodStatus(ctx, nsB, "late", corev1.PodRunning, ips("10.1.0.7"))
+				_, err = s.SetPodStatus(ctx, nsB, "late", corev1.PodRunning, addrs("10.1.0.7"))
 				must(err)
 			},
 			func() {
 				want.Endpoints[model.EndpointKey{Namespace: nsB, Name: "late"}] = model.Endpoint{
 					Key: model.EndpointKey{Namespace: nsB, Name: "late"}, Node: "node-1",
-					Labels: map[string]string{"app": "late"}, Addrs: ips("10.1.0.7")}
+					Labels: map[string]string{"app": "late"}, Addrs: addrs("10.1.0.7")}
 			}},
 		{"a pod that succeeds stops being an endpoint",
 			func() {
-				_, err := s.SetPodStatus(ctx, nsB, "client", corev1.PodSucceeded, ips("10.2.0.1"))
+				_, err := s.SetPodStatus(ctx, nsB, "client", corev1.PodSucceeded, addrs("10.2.0.1"))
 				must(err)
 			},
 			func() { delete(want.Endpoints, client.Key) }},
@@ -224,14 +222,14 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	if err := s.RestartAPIServer(ctx, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.CreatePod(ctx, nsA, "after", "node-1", map[string]string{"app": "after"}, nil, ips("10.1.0.9"))
+	_, err = s.CreatePod(ctx, nsA, "after", "node-1", map[string]string{"app": "after"}, nil, addrs("10.1.0.9"))
 	must(err)
 	_, err = s.Client.CoreV1().Pods(nsA).Patch(ctx, "web", types.MergePatchType,
 		mergePatch(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "back"}}}), metav1.PatchOptions{})
 	must(err)
 	want.Endpoints[model.EndpointKey{Namespace: nsA, Name: "after"}] = model.Endpoint{
 		Key: model.EndpointKey{Namespace: nsA, Name: "after"}, Node: "node-1",
-		Labels: map[string]string{"app": "after"}, Addrs: ips("10.1.0.9")}
+		Labels: map[string]string{"app": "after"}, Addrs: addrs("10.1.0.9")}
 	web.Labels = map[string]string{"app": "web", "tier": "back"}
 	want.Endpoints[web.Key] = web
 	c.waitFor(t, "changes after an API server restart", view, want)

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"fmt"
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,7 @@ func BenchmarkCreatePod(b *testing.B) {
 	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: 80}}
 	for _, workers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			ns := fmt.Sprintf("bench-%d-%d", workers, b.N)
+			ns := testenv.UniqueName("bench") // b.N repeats across runs: a fixed name would exist already
 			if err := s.CreateNamespace(ctx, ns, nil); err != nil {
 				b.Fatal(err)
 			}

@@ -51,27 +51,15 @@ func (s *Server) SetPodStatus(ctx context.Context, ns, name string, phase corev1
 	if phase == corev1.PodRunning {
 		ready = corev1.ConditionTrue
 	}
-	st := map[string]any{
-		"phase":      phase,
-		"conditions": []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}},
+	st := corev1.PodStatus{Phase: phase,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}}}
+	for _, a := range ips {
+		st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: a.String()})
 	}
 	if len(ips) > 0 {
-		podIPs := make([]corev1.PodIP, len(ips))
-		for i, a := range ips {
-			podIPs[i] = corev1.PodIP{IP: a.String()}
-		}
-		st["podIP"] = ips[0].String()
-		st["podIPs"] = podIPs
+		st.PodIP = ips[0].String()
 	}
-	patch, err := json.Marshal(map[string]any{"status": st})
-	if err != nil {
-		return nil, fmt.Errorf("pod %s/%s status patch: %w", ns, name, err)
-	}
-	p, err := s.Client.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil {
-		return nil, fmt.Errorf("patch status of pod %s/%s: %w", ns, name, err)
-	}
-	return p, nil
+	return s.PatchPodStatus(ctx, ns, name, st)
 }
 
 // CreateNode registers a Node object as a kubelet would: labels (plus kubernetes.io/hostname),
