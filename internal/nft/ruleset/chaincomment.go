@@ -1,7 +1,6 @@
 package ruleset
 
 import (
-	"encoding/binary"
 	"reflect"
 	"unsafe"
 
@@ -20,8 +19,7 @@ import (
 // corrupting anything.
 
 const (
-	nftaChainUserdata      = 12 // NFTA_CHAIN_USERDATA
-	nftnlUdataChainComment = 0  // NFTNL_UDATA_CHAIN_COMMENT
+	nftaChainUserdata = 12 // NFTA_CHAIN_USERDATA
 )
 
 // queuedMessages returns a pointer to the Conn's queue of batched messages, or nil when the
@@ -44,67 +42,12 @@ func addChainComment(c *nftables.Conn, comment string) bool {
 	if q == nil || len(*q) == 0 {
 		return false
 	}
-	ud := userdata.AppendString(nil, userdata.Type(nftnlUdataChainComment), comment)
+	ud := userdata.AppendString(nil, userdata.TypeComment, comment) // NFTNL_UDATA_CHAIN_COMMENT is 0 too
 	attr, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: nftaChainUserdata, Data: ud}})
 	if err != nil {
 		return false
 	}
 	m := &(*q)[len(*q)-1]
 	m.Data = append(m.Data, attr...)
-	return true
-}
-
-// nft 1.0.6 declares a concatenation without flags interval (a hash set) with neither
-// NFT_SET_CONCAT nor a field-length description (NFTA_SET_DESC); google/nftables v0.3.0 sends
-// both for every concatenated key. A set declared differently from nft's way is "File exists"
-// to an operator's `nft -f` of our own listing, so plainConcat takes both off the NEWSET message
-// AddSet has just queued.
-const (
-	nftaSetFlags = 3    // NFTA_SET_FLAGS
-	nftaSetDesc  = 9    // NFTA_SET_DESC
-	nftSetConcat = 0x80 // NFT_SET_CONCAT
-	nlaTypeMask  = 0x3fff
-)
-
-// plainConcat rewrites the last queued message, which must be a NEWSET message, as nft sends a
-// hash-set concatenation. It reports whether it could.
-func plainConcat(c *nftables.Conn) bool {
-	q := queuedMessages(c)
-	if q == nil || len(*q) == 0 {
-		return false
-	}
-	m := &(*q)[len(*q)-1]
-	b := m.Data
-	if len(b) < 4 {
-		return false
-	}
-	out := append([]byte(nil), b[:4]...) // nfgenmsg header
-	sawFlags := false
-	for off := 4; off < len(b); {
-		if off+4 > len(b) {
-			return false
-		}
-		n := int(binary.NativeEndian.Uint16(b[off:]))
-		typ := binary.NativeEndian.Uint16(b[off+2:]) & nlaTypeMask
-		next := off + (n+3)&^3
-		if n < 4 || off+n > len(b) || next > len(b) {
-			return false
-		}
-		switch {
-		case typ == nftaSetDesc:
-		case typ == nftaSetFlags && n == 8:
-			attr := append([]byte(nil), b[off:next]...)
-			binary.BigEndian.PutUint32(attr[4:], binary.BigEndian.Uint32(attr[4:])&^nftSetConcat)
-			out = append(out, attr...)
-			sawFlags = true
-		default:
-			out = append(out, b[off:next]...)
-		}
-		off = next
-	}
-	if !sawFlags {
-		return false
-	}
-	m.Data = out
 	return true
 }

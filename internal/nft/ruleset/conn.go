@@ -256,16 +256,7 @@ func (b *batch) addSet(s *Set) error {
 	if err != nil {
 		return err
 	}
-	hashConcat := ns.Concatenation && !ns.Interval
-	b.ops = append(b.ops, func() error {
-		if err := b.nft.AddSet(ns, nil); err != nil {
-			return err
-		}
-		if hashConcat && !plainConcat(b.nft) {
-			return fmt.Errorf("set %s: cannot adjust the queued NEWSET message (google/nftables layout changed)", ns.Name)
-		}
-		return nil
-	})
+	b.ops = append(b.ops, func() error { return b.nft.AddSet(ns, nil) })
 	return nil
 }
 

@@ -15,13 +15,6 @@ import (
 // `nft --debug=netlink` shows nft 1.0.6 sending for the same rule text, so that `nft list`
 // prints the rules back as Render writes them.
 
-// ct state bits (NF_CT_STATE_*_BIT as nft's ct state datatype encodes them).
-const (
-	ctInvalid     = 1
-	ctEstablished = 2
-	ctRelated     = 4
-)
-
 var (
 	l4ProtoDportType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
 	ifnameIPType     = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
@@ -79,11 +72,15 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		return nil, fmt.Errorf("set %s: %w", s.Name, err)
 	}
 	ns := &nftables.Set{
-		Table:         t,
-		Name:          s.Name,
-		KeyType:       kt,
-		Interval:      s.Interval,
-		Concatenation: concat,
+		Table:    t,
+		Name:     s.Name,
+		KeyType:  kt,
+		Interval: s.Interval,
+		// nft 1.0.6 flags (NFT_SET_CONCAT) and describes (field lengths) only interval
+		// concatenations, the pipapo sets; a hash concatenation declared otherwise is "File
+		// exists" to an operator's `nft -f` of our own listing. google/nftables v0.3.0 sends
+		// both exactly when Concatenation is set.
+		Concatenation: concat && s.Interval,
 		IsMap:         s.Map,
 		Comment:       Comment(s.Comment),
 	}
@@ -219,9 +216,9 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 	switch r.CtState {
 	case CtNone:
 	case CtEstablishedRelated, CtInvalid:
-		mask := uint32(ctEstablished | ctRelated)
+		mask := expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED
 		if r.CtState == CtInvalid {
-			mask = ctInvalid
+			mask = expr.CtStateBitINVALID
 		}
 		ex = append(ex,
 			&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
