@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -365,7 +364,6 @@ func median(xs []float64) float64 {
 // by the N policies; the figure is the median ratio over the rounds, which cancels most of the
 // load other processes put on the machine.
 func BenchmarkPacketPath(b *testing.B) {
-	debug.FreeOSMemory() // start from a collected heap: the cold start before leaves ~1 GB of garbage
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
 	ns := []int{100, 1000, 10000}

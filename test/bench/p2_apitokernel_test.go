@@ -205,6 +205,21 @@ func BenchmarkAPIToKernel(b *testing.B) {
 		}
 	})
 	mon := startMonitor(b, node)
+	// await waits for the element line of one change; an agent that stops fails the benchmark
+	// (and leaves its error for the cleanup, which would otherwise wait for it forever)
+	await := func(ch <-chan time.Time, timeout time.Duration, what string) time.Time {
+		b.Helper()
+		select {
+		case at := <-ch:
+			return at
+		case <-time.After(timeout):
+			b.Fatalf("%s did not reach the kernel within %v", what, timeout)
+		case err := <-done:
+			done <- err
+			b.Fatalf("agent stopped: %v", err)
+		}
+		return time.Time{}
+	}
 
 	ns := scale.FanoutNamespace
 	in := "in"
@@ -214,19 +229,13 @@ func BenchmarkAPIToKernel(b *testing.B) {
 	if err := setLabels(b.Context(), srv, ns, spare(0), map[string]*string{"g0": &in}); err != nil {
 		b.Fatal(err)
 	}
-	select {
-	case <-ch:
-	case <-time.After(3 * time.Minute):
-		b.Fatal("the agent did not program a joined spare within 3 minutes")
-	case err := <-done:
-		b.Fatalf("agent stopped: %v", err)
-	}
+	await(ch, 3*time.Minute, "the first joined spare (after the agent's sync)")
 	synced := time.Since(t0) - created
 	ch = mon.expect("delete", apiFanout.SpareAddr(0))
 	if err := setLabels(b.Context(), srv, ns, spare(0), map[string]*string{"g0": nil}); err != nil {
 		b.Fatal(err)
 	}
-	<-ch
+	await(ch, 30*time.Second, "the first spare leaving")
 
 	samples := max(b.N, 200)
 	var lat []time.Duration
@@ -242,12 +251,8 @@ func BenchmarkAPIToKernel(b *testing.B) {
 		if err := setLabels(b.Context(), srv, ns, spare(s), labels); err != nil {
 			b.Fatal(err)
 		}
-		select {
-		case at := <-ch:
-			lat = append(lat, at.Sub(start))
-		case <-time.After(30 * time.Second):
-			b.Fatalf("change %d (%s %v) never reached the kernel", i, op, apiFanout.SpareAddr(s))
-		}
+		at := await(ch, 30*time.Second, fmt.Sprintf("change %d (%s %v)", i, op, apiFanout.SpareAddr(s)))
+		lat = append(lat, at.Sub(start))
 	}
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
 	b.ReportMetric(0, "ns/op")

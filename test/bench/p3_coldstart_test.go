@@ -65,6 +65,10 @@ func BenchmarkColdStart(b *testing.B) {
 	if got := strings.Count(out, "chain "); got != st.Chains {
 		b.Fatalf("kernel lists %d chains, the dataplane committed %d", got, st.Chains)
 	}
+	// …and every set and element of it (read back and compared, outside the timed part)
+	if drift, err := dp.Resync(); err != nil || drift {
+		b.Fatalf("the kernel's table differs from the committed one: drift=%v err=%v", drift, err)
+	}
 
 	graphT, applyT, total := t1.Sub(t0), t2.Sub(t1), t2.Sub(t0)
 	b.ReportMetric(0, "ns/op")
