@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ type monitor struct {
 func startMonitor(b *testing.B, ns *netnsHandle) *monitor {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns.name, "nft", "monitor", "elements")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with an aborted run (watchdog exit)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
