@@ -546,7 +546,6 @@ func cases() []Case {
 	// "Netpol [LinuxOnly]" / "using UDP" and "Netpol [Feature:SCTPConnectivity] [LinuxOnly]" /
 	// "using SCTP": the same three cases on each protocol.
 	for i, proto := range []corev1.Protocol{protocolUDP, protocolSCTP} {
-		proto := proto
 		context := ctxUDP
 		if proto == protocolSCTP {
 			context = ctxSCTP

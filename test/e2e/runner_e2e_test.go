@@ -31,8 +31,8 @@ type Enforcer interface {
 func TestConformance(t *testing.T) {
 	testenv.RequireRoot(t)
 	s := kube.Require(t, srv)
-	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames(), External: true}),
-		pods: map[string]*netns.Pod{}, nsFD: map[string]int{}}
+	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames()}),
+		nsFD: map[string]int{}}
 	t.Cleanup(fab.close)
 	enf := newEnforcer(t, s, fab.cl)
 	if enf == nil {
@@ -57,9 +57,8 @@ func TestConformance(t *testing.T) {
 // prober (sctp_test.go; the kernel has no SCTP sockets).
 type netnsFabric struct {
 	cl   *netns.Cluster
-	pods map[string]*netns.Pod // by "ns/name"
-	list []*netns.Pod          // modelPods() order
-	nsFD map[string]int        // open handles of the pods' namespaces, for the SCTP prober
+	list []*netns.Pod   // modelPods() order
+	nsFD map[string]int // open handles of the pods' namespaces, for the SCTP prober
 }
 
 func (f *netnsFabric) addPod(_ context.Context, node, ns, name string) ([]netip.Addr, error) {
@@ -80,7 +79,6 @@ func (f *netnsFabric) addPod(_ context.Context, node, ns, name string) ([]netip.
 		return nil, fmt.Errorf("opening the namespace of pod %s: %w", key, err)
 	}
 	f.nsFD[key] = fd
-	f.pods[key] = p
 	f.list = append(f.list, p)
 	return p.Addrs, nil
 }

@@ -69,7 +69,7 @@ func newHarness(t *testing.T, s *kube.Server, fab fabric) *harness {
 	defer cancel()
 	h := &harness{srv: s, fab: fab, addrs: map[string][]netip.Addr{}}
 	for _, ns := range modelNamespaces() {
-		if err := s.CreateNamespace(ctx, ns, baseNamespaceLabels(ns)); err != nil && !apierrors.IsAlreadyExists(errorsCause(err)) {
+		if err := s.CreateNamespace(ctx, ns, baseNamespaceLabels(ns)); err != nil && !apierrors.IsAlreadyExists(err) /* it unwraps with errors.As */ {
 			t.Fatal(err)
 		}
 	}
@@ -91,21 +91,6 @@ func newHarness(t *testing.T, s *kube.Server, fab fabric) *harness {
 		h.addrs[key] = addrs
 	}
 	return h
-}
-
-// errorsCause unwraps to the API status error kube wraps.
-func errorsCause(err error) error {
-	for {
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return err
-		}
-		next := u.Unwrap()
-		if next == nil {
-			return err
-		}
-		err = next
-	}
 }
 
 // runAll runs every case on IPv4 and on IPv6.
@@ -146,7 +131,7 @@ func (h *harness) view(t *testing.T, is6 bool) familyView {
 	v := familyView{is6: is6, ips: map[string]netip.Addr{}}
 	for key, addrs := range h.addrs {
 		for _, a := range addrs {
-			if a.Is6() && !a.Is4In6() == is6 || a.Is4() && !is6 {
+			if a.Unmap().Is6() == is6 {
 				v.ips[key] = a
 				break
 			}

@@ -305,9 +305,6 @@ func (c *Cluster) Node(name string) *Node { return c.byName[name] }
 // Nodes returns the nodes in Config order.
 func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
 
-// UnderlayNetNS is the namespace holding the underlay bridge (e.g. to join more hosts to it).
-func (c *Cluster) UnderlayNetNS() string { return c.underlay }
-
 // External returns the external host, nil unless Config.External.
 func (c *Cluster) External() *Host { return c.external }
 
