@@ -88,6 +88,7 @@ type Dataplane struct {
 	endpoints map[model.EndpointKey]*endpoint
 	groups    map[string]*group // by chain name
 	classes   map[string]int    // class chain name → number of groups using it
+	shared    map[string]int    // shared set name → number of listed groups using it (shared.go)
 	denies    map[string]int    // deny chain name → number of class chains using it
 
 	// indexes for incremental work
@@ -135,6 +136,10 @@ type group struct {
 	// dirtyPeers are addresses whose membership of a referenced set changed since the last
 	// compile: only their peers elements are recomputed.
 	dirtyPeers map[netip.Addr]struct{}
+	// listed: the group has the listed shape (list.go), compiled is nil and its peers are the
+	// members of the shared sets it holds references to.
+	listed bool
+	shared []string
 }
 
 // New opens the dataplane on a network namespace. Nothing is written before the first in-sync
@@ -170,6 +175,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		endpoints:      map[model.EndpointKey]*endpoint{},
 		groups:         map[string]*group{},
 		classes:        map[string]int{},
+		shared:         map[string]int{},
 		denies:         map[string]int{},
 		setPolicies:    map[graph.SetID]map[model.PolicyKey]struct{}{},
 		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
@@ -287,14 +293,17 @@ func (d *Dataplane) fold(m graph.Message) {
 	case graph.SetReplaced:
 		d.state.Apply(m)
 		d.setReplaced(m.ID)
+		d.sharedSetReplaced(m.ID)
 	case graph.SetRemoved:
 		d.state.Apply(m)
 		d.setReplaced(m.ID)
+		d.sharedSetReplaced(m.ID)
 	case graph.SetMembersChanged:
 		d.state.Apply(m)
 		for _, mbs := range [][]graph.Member{m.Removed, m.Added} {
 			for _, mb := range mbs {
 				d.memberChanged(m.ID, mb.Addr.Unmap())
+				d.sharedMemberChanged(m.ID, mb)
 			}
 		}
 	case graph.PolicyUpdated:
@@ -356,8 +365,8 @@ func (d *Dataplane) memberChanged(id graph.SetID, a netip.Addr) {
 	for p := range d.setPolicies[id] {
 		for name := range d.policyGroups[p] {
 			g := d.groups[name]
-			if g == nil || g.is4 != a.Is4() {
-				continue
+			if g == nil || g.is4 != a.Is4() || g.listed {
+				continue // a listed group's peers are its shared sets' members
 			}
 			d.pendingGroups[name] = struct{}{}
 			if g.compiled == nil {
@@ -600,6 +609,7 @@ func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
 	for c := range g.classUse {
 		d.releaseClass(c)
 	}
+	d.releaseShared(g, nil)
 	delete(d.groups, name)
 	d.dropChain(name)
 	for _, suffix := range []string{"_allow", "_peers", "_nets"} {

@@ -601,6 +601,17 @@ func (d *Decision) class(pl *plan, p packet) string {
 		}
 	}
 	c.Ports = kept
+	key := classKey(c)
+	if old, ok := d.Classes[key]; ok {
+		return old.Key // the interned string: peers of one class share it
+	}
+	c.Key = key
+	d.Classes[c.Key] = c
+	return c.Key
+}
+
+// classKey is a class's identity: equal decision functions (and reasons) give equal keys.
+func classKey(c *Class) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d:%s", c.Other.Verdict, c.Other.Reason)
 	for _, sg := range c.Ports {
@@ -615,12 +626,7 @@ func (d *Decision) class(pl *plan, p packet) string {
 		o := c.Protos[model.Protocol(pr)]
 		fmt.Fprintf(&b, "|p%d:%d:%s", pr, o.Verdict, o.Reason)
 	}
-	if old, ok := d.Classes[b.String()]; ok {
-		return old.Key // the interned string: peers of one class share it
-	}
-	c.Key = b.String()
-	d.Classes[c.Key] = c
-	return c.Key
+	return b.String()
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {

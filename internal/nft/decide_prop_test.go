@@ -12,7 +12,8 @@ import (
 
 // TestCompileMatchesModel: for random policies, sets, CIDRs (overlapping, with except), port
 // ranges, named ports and tiers, the compiled structure gives every probed packet exactly the
-// model's outcome (verdict and reason).
+// model's outcome (verdict and reason) — the map shape always, the listed shape (list.go)
+// whenever the plan has it (every third iteration draws only allow rules for it).
 func TestCompileMatchesModel(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	pool := []string{"10.0.0.1", "10.0.0.2", "10.0.1.1", "10.1.0.1", "10.255.0.1", "192.168.1.1", "10.0.0.10"}
@@ -35,7 +36,9 @@ func TestCompileMatchesModel(t *testing.T) {
 		}
 		return out
 	}
-	for iter := 0; iter < 200; iter++ {
+	listed := 0
+	for iter := 0; iter < 300; iter++ {
+		allowOnly := iter%3 == 0
 		s := NewState()
 		if iter%2 == 0 {
 			s.gateIndexMin = 0 // every other plan indexes its peers by gate set
@@ -73,10 +76,16 @@ func TestCompileMatchesModel(t *testing.T) {
 						m.NotSets = []graph.SetID{graph.SetID(fmt.Sprint("s", rng.Intn(3)))}
 					}
 					dst := graph.Match{Ports: ports(), NotPorts: ports()}
+					if allowOnly {
+						dst.NotPorts = nil
+					}
 					if rng.Intn(3) == 0 {
 						dst.NamedPortSets = []graph.SetID{"np"}
 					}
 					r := graph.Rule{Action: actions[rng.Intn(len(actions))], Protocol: protos[rng.Intn(len(protos))]}
+					if allowOnly {
+						r.Action = []model.Action{model.ActionAllow, model.ActionLog}[rng.Intn(2)]
+					}
 					if rng.Intn(2) == 0 {
 						r.Src, r.Dst = m, dst
 					} else { // as an egress rule, the peer is the destination
@@ -95,6 +104,10 @@ func TestCompileMatchesModel(t *testing.T) {
 		for i, dir := range []model.Direction{model.Ingress, model.Egress} {
 			cps[i] = s.compile(dir, tiers, local, true)
 			checkCompiled(t, fmt.Sprint("iter ", iter), s, dir, tiers, local, cps[i], pool)
+			if rl, ok := s.compileList(dir, tiers, local, true); ok {
+				listed++
+				checkList(t, fmt.Sprint("iter ", iter), s, dir, tiers, local, rl, pool)
+			}
 		}
 		// members join and leave the sets; recompiling only the changed peers must keep the
 		// structure equal to the model (and to a fresh compile)
@@ -132,6 +145,9 @@ func TestCompileMatchesModel(t *testing.T) {
 				}
 				where := fmt.Sprint("iter ", iter, " round ", round)
 				checkCompiled(t, where, s, dir, tiers, local, cps[i], pool)
+				if rl, ok := s.compileList(dir, tiers, local, true); ok {
+					checkList(t, where, s, dir, tiers, local, rl, pool)
+				}
 				fresh := s.compile(dir, tiers, local, true)
 				if len(fresh.Peers) != len(cps[i].Peers) {
 					t.Fatalf("%s %s: %d known peers after incremental updates, a fresh compile has %d", where, dir, len(cps[i].Peers), len(fresh.Peers))
@@ -144,24 +160,44 @@ func TestCompileMatchesModel(t *testing.T) {
 			}
 		}
 	}
+	if listed < 100 {
+		t.Fatalf("only %d of 600 plans had the listed shape: the test no longer exercises it", listed)
+	}
+}
+
+// checkList probes a listed group's rules as checkCompiled probes a compiled structure.
+func checkList(t *testing.T, where string, s *State, dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, rl *ruleList, pool []string) {
+	t.Helper()
+	probePackets(pool, func(pa netip.Addr, proto model.Protocol, port uint16) {
+		want := s.Evaluate(dir, tiers, local, pa, proto, port)
+		if got := rl.lookup(s, pa, proto, port); got != want {
+			t.Fatalf("%s %s peer %s %s/%d: listed %v, model %v", where, dir, pa, proto, port, got, want)
+		}
+	})
+}
+
+// probePackets calls f for every pool address and a few outside it, with several protocols and ports.
+func probePackets(pool []string, f func(netip.Addr, model.Protocol, uint16)) {
+	for _, peer := range append(pool, "10.0.0.3", "10.0.255.255", "11.0.0.0", "9.9.9.9", "192.168.255.255", "0.0.0.0", "255.255.255.255") {
+		for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP, 47} {
+			for _, port := range []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535} {
+				f(netip.MustParseAddr(peer), proto, port)
+			}
+		}
+	}
 }
 
 // checkCompiled probes a compiled structure with every pool address and a few outside it, for
 // several protocols and ports, against the model.
 func checkCompiled(t *testing.T, where string, s *State, dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, cp *compiled, pool []string) {
 	t.Helper()
-	for _, peer := range append(pool, "10.0.0.3", "10.0.255.255", "11.0.0.0", "9.9.9.9", "192.168.255.255", "0.0.0.0", "255.255.255.255") {
-		pa := netip.MustParseAddr(peer)
-		for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP, 47} {
-			for _, port := range []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535} {
-				want := s.Evaluate(dir, tiers, local, pa, proto, port)
-				if got := cp.Lookup(pa, proto, port); got != want {
-					t.Fatalf("%s %s peer %s %s/%d: compiled %v, model %v", where, dir, peer, proto, port, got, want)
-				}
-				if got := cp.kernelLookup(pa, proto, port); got != want {
-					t.Fatalf("%s %s peer %s %s/%d: with the fast path %v, model %v", where, dir, peer, proto, port, got, want)
-				}
-			}
+	probePackets(pool, func(pa netip.Addr, proto model.Protocol, port uint16) {
+		want := s.Evaluate(dir, tiers, local, pa, proto, port)
+		if got := cp.Lookup(pa, proto, port); got != want {
+			t.Fatalf("%s %s peer %s %s/%d: compiled %v, model %v", where, dir, pa, proto, port, got, want)
 		}
-	}
+		if got := cp.kernelLookup(pa, proto, port); got != want {
+			t.Fatalf("%s %s peer %s %s/%d: with the fast path %v, model %v", where, dir, pa, proto, port, got, want)
+		}
+	})
 }

@@ -12,6 +12,11 @@
 //     and family into a Decision. A plan flattens the group's rules and indexes them by the set
 //     gating each (the first set its peer side requires), so a peer is evaluated only against the
 //     rules that can match it.
+//   - compileList (list.go): a group whose rules all allow (no Deny, no Pass: the NetworkPolicy
+//     tier) needs no order resolved — a packet is allowed if any rule matches — and, with at
+//     most maxListRules (8) rules, is compiled into that short list of accepting rules over sets
+//     shared by the whole table (shared.go): the listed shape. Every other group gets the map
+//     shape (a Decision).
 //   - GroupKey (group.go): endpoints whose keys are equal (same ordered tiers and policies, same
 //     local-side facts) share one Decision, hence one chain.
 //   - Dataplane (dataplane.go, layout.go): endpoints → groups → chains, maps and elements of a
@@ -30,6 +35,13 @@
 //	  chain input_host       hook input priority 7   (pod → this node: accepted)
 //	  chain output_host      hook output priority 8  (this node → its pods: accepted, kubelet probes)
 //	  chain in_<hash> / eg_<hash>                   one per endpoint group, direction and family
+//	    listed shape (list.go):
+//	      [meta l4proto P] <peer> @sel_<set>_v4 [<peer> != @sel_…] [<peer> @nets_<hash>_v4]
+//	          [meta l4proto . th dport @ports_<hash>
+//	           | ip daddr . meta l4proto . th dport @np_<set>_v4] accept     ≤ 8 rules, one per
+//	                                         allow rule and port alternative, in rule order
+//	      goto c_<hash>                      the final outcome (tier default, else allow)
+//	    map shape:
 //	      <peer> . meta l4proto . th dport @in_<hash>_allow accept
 //	                                         fast path: peers whose class is the fall-through class
 //	                                         plus a few allowed ports (fast.go); no goto element
@@ -41,6 +53,10 @@
 //	      meta l4proto . th dport vmap @c_<hash>_ports   interval: disjoint protocol × port partition
 //	      accept | goto deny_<hash>                      every other packet
 //	  chain deny_<hash>                              one per deny reason: counter drop
+//	  set sel_<set>_v4 / np_<set>_v4                one per selector / named-port set that listed
+//	                                                 groups reference: its members, once per table
+//	  set nets_ / ports_<hash>                       content-addressed ipBlock ranges and port
+//	                                                 lists of listed rules
 //	  set sources_v4 / sources_v6   ifname . address of each local pod whose interface is known
 //	  chain deny_spoofed                             counter drop
 //
@@ -67,8 +83,12 @@
 // # Costs
 //
 //   - First packet of a connection: conntrack, one dispatch lookup per direction, then per
-//     direction at most one allow-set, one exact and one interval peer lookup and one protocol
-//     and one protocol.port lookup — whatever the number of policies.
+//     direction — map shape: at most one allow-set, one exact and one interval peer lookup and
+//     one protocol and one protocol.port lookup, whatever the number of policies; listed shape:
+//     at most 8 rules of a few set lookups each (a group with more rules takes the map shape).
+//   - Listed shape: no element per group; each selector's members once per table (P3's cluster:
+//     the map shape copied namespace-wide selectors into hundreds of groups). A pod joining or
+//     leaving a selector is one plain element of its sel_ set, whatever the number of groups.
 //   - Elements per group and family: known peers + ipBlock intervals; per class: its port
 //     segments. Class chains are content-addressed and shared by all groups.
 //   - A pod joining or leaving a selector (SetMembersChanged): in each group whose rules
@@ -87,8 +107,10 @@
 // # Invariants
 //
 //   - After every Apply the desired table equals what a fresh Dataplane computes from the same
-//     messages (TestIncrementalMatchesFresh), and the compiled structure gives every packet the
-//     model's outcome (TestCompileMatchesModel).
+//     messages (TestIncrementalMatchesFresh), and the compiled structure, of either shape, gives
+//     every packet the model's outcome (TestCompileMatchesModel).
+//   - A shared set exists exactly while a listed group's chain looks it up, and holds the
+//     State's members of its set and family.
 //   - All endpoints of a group have equal local-side facts (GroupKey), so its compile may read
 //     any one of them (the lowest address, replaced when it leaves).
 //

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/netip"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
@@ -72,8 +73,8 @@ func elementDiff(before map[string]map[ruleset.ElementKey]ruleset.Element, t *ru
 }
 
 // TestIncrementalApply: after the first apply (one Replace), a pod joining a selector that one
-// policy allows changes one element per family in the peers map of the one group that policy
-// applies to, and no chain; deleting the policy removes its group's objects.
+// policy allows changes one element per family in the selector's shared set (the group has the
+// listed shape), and no chain; deleting the policy removes its group's objects.
 func TestIncrementalApply(t *testing.T) {
 	rec := &recorder{}
 	dp := nft.NewWithCommitter(nft.Config{}, rec)
@@ -110,8 +111,8 @@ func TestIncrementalApply(t *testing.T) {
 		t.Errorf("a pod joining the selector changed %d elements (%v), want 2 (one per family)", n, where)
 	}
 	for _, w := range where {
-		if len(w) < 6 || w[len(w)-6:] != "_peers" {
-			t.Errorf("changed set %s, want only peers maps", w)
+		if !strings.HasPrefix(w, "sel_") {
+			t.Errorf("changed set %s, want only the selector's shared sets", w)
 		}
 	}
 	last := rec.commits[len(rec.commits)-1]

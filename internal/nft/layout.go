@@ -25,7 +25,7 @@ func invalid() ruleset.Rule {
 
 // lookup is a dispatch rule: KEY vmap @set.
 func lookup(key ruleset.Key, set, c string) ruleset.Rule {
-	return ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: set, Map: true}, Comment: c}
+	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: set, Map: true}}, Comment: c}
 }
 
 func (d *Dataplane) addSkeleton() {
@@ -93,7 +93,7 @@ func (d *Dataplane) putForwardEgress() {
 			if k == ruleset.KeyIifnameIP6Saddr {
 				set, fam = setSourcesV6, "IPv6"
 			}
-			rules = append(rules, ruleset.Rule{Iifname: p + "*", Lookup: &ruleset.Lookup{Key: k, Set: set, Invert: true},
+			rules = append(rules, ruleset.Rule{Iifname: p + "*", Lookups: []ruleset.Lookup{{Key: k, Set: set, Invert: true}},
 				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chainSpoofed},
 				Comment: "from a workload interface, a source that is not its pod's (" + fam + ")"})
 		}
@@ -130,6 +130,10 @@ func (d *Dataplane) compileGroup(g *group) {
 	if len(g.members) == 0 {
 		return
 	}
+	if rl, ok := d.state.compileList(g.dir, g.tiers, g.sample(), g.is4); ok {
+		d.putListGroup(g, rl)
+		return
+	}
 	cp := d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
 	g.compiled = cp
 	dec := cp.Decision
@@ -164,6 +168,8 @@ func (d *Dataplane) compileGroup(g *group) {
 		}
 	}
 	g.classUse = use
+	d.releaseShared(g, nil) // when the group was listed
+	g.listed = false
 
 	key, _ := peerKeys(g.dir, g.is4)
 	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
@@ -198,7 +204,7 @@ func (d *Dataplane) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Ke
 		set.Elements[e.ElementKey] = e
 	}
 	d.putSet(set)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: name, Map: true}, Comment: ruleComment})
+	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name, Map: true}}, Comment: ruleComment})
 }
 
 // compilePeers recomputes the peers elements of the addresses whose set membership changed
@@ -282,7 +288,7 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 		set.Elements[e.ElementKey] = e
 	}
 	d.putSet(set)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: key, Set: name},
+	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name}},
 		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"})
 }
 
@@ -298,10 +304,8 @@ func peerElement(from, to netip.Addr, classKey string, c *Class) ruleset.Element
 func classChain(key string) string { return "c_" + shortHash(key) }
 
 func sameChain(a, b *ruleset.Chain) bool {
-	return a.Name == b.Name && a.Comment == b.Comment && a.Base == nil && b.Base == nil && slices.EqualFunc(a.Rules, b.Rules, func(x, y ruleset.Rule) bool {
-		return x.CtState == y.CtState && x.Iifname == y.Iifname && x.Counter == y.Counter && x.Verdict == y.Verdict &&
-			x.Comment == y.Comment && (x.Lookup == nil) == (y.Lookup == nil) && (x.Lookup == nil || *x.Lookup == *y.Lookup)
-	})
+	return a.Name == b.Name && a.Comment == b.Comment && a.Base == nil && b.Base == nil &&
+		slices.EqualFunc(a.Rules, b.Rules, ruleset.Rule.Equal)
 }
 
 // describe is the group chain's comment: direction and the ordered policies.
@@ -370,7 +374,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(o), Comment: ruleset.Comment(o.Reason)}
 		}
 		d.putSet(set)
-		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}})
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}}})
 	}
 	if len(c.Ports) > 0 {
 		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: true,
@@ -380,7 +384,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
 		}
 		d.putSet(set)
-		chain.Rules = append(chain.Rules, ruleset.Rule{Lookup: &ruleset.Lookup{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}})
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}}})
 	}
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: d.verdict(c.Other), Comment: ruleset.Comment(c.Other.Reason)})
 	d.putChain(chain)

@@ -83,7 +83,7 @@ func TestCommitIncremental(t *testing.T) {
 			s := newSet("extra_v6", KeyIP6Daddr, false, true, "new set")
 			put(s, prefixKey("2001:db8::/32"), Verdict{}, "doc")
 			t.Sets[s.Name] = s
-			t.Chains["deny_x"].Rules = append([]Rule{{Lookup: &Lookup{Key: KeyIP6Daddr, Set: "extra_v6"}, Verdict: Verdict{Kind: Accept}}}, t.Chains["deny_x"].Rules...)
+			t.Chains["deny_x"].Rules = append([]Rule{{Lookups: []Lookup{{Key: KeyIP6Daddr, Set: "extra_v6"}}, Verdict: Verdict{Kind: Accept}}}, t.Chains["deny_x"].Rules...)
 		}, &Changes{Sets: names("extra_v6"), Chains: names("deny_x")}, false},
 		{"delete a set with the rule using it and a chain referenced from a deleted map", func(t *Table) {
 			delete(t.Sets, "extra_v6")
@@ -158,11 +158,11 @@ func TestEdgeKeys(t *testing.T) {
 	c, ns := openConn(t)
 	tb := NewTable("edges")
 	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{
-		{Lookup: &Lookup{Key: KeyIPSaddr, Set: "all4", Map: true}},
-		{Lookup: &Lookup{Key: KeyIP6Saddr, Set: "all6", Map: true}},
-		{Lookup: &Lookup{Key: KeyL4ProtoDport, Set: "ports", Map: true}},
-		{Lookup: &Lookup{Key: KeyL4ProtoDport, Set: "exact"}, Iifname: "eth0", Verdict: Verdict{Kind: Return}},
-		{Lookup: &Lookup{Key: KeyIPDaddr, Set: "low4"}, Counter: true, Verdict: Verdict{Kind: Accept}},
+		{Lookups: []Lookup{{Key: KeyIPSaddr, Set: "all4", Map: true}}},
+		{Lookups: []Lookup{{Key: KeyIP6Saddr, Set: "all6", Map: true}}},
+		{Lookups: []Lookup{{Key: KeyL4ProtoDport, Set: "ports", Map: true}}},
+		{Lookups: []Lookup{{Key: KeyL4ProtoDport, Set: "exact"}}, Iifname: "eth0", Verdict: Verdict{Kind: Return}},
+		{Lookups: []Lookup{{Key: KeyIPDaddr, Set: "low4"}}, Counter: true, Verdict: Verdict{Kind: Accept}},
 	}}
 	all4 := newSet("all4", KeyIPSaddr, true, true, "")
 	put(all4, prefixKey("0.0.0.0/0"), Verdict{Kind: Accept}, "everything")

@@ -104,7 +104,7 @@ func TestCounters(t *testing.T) {
 	}
 	tb := NewTable("counters")
 	tb.Chains["output"] = &Chain{Name: "output", Base: &Base{Hook: HookOutput, Priority: 0}, Rules: []Rule{
-		{Lookup: &Lookup{Key: KeyL4ProtoDport, Set: "udp9"}, Verdict: Verdict{Kind: Jump, Chain: "count_lo"}},
+		{Lookups: []Lookup{{Key: KeyL4ProtoDport, Set: "udp9"}}, Verdict: Verdict{Kind: Jump, Chain: "count_lo"}},
 	}}
 	tb.Chains["count_lo"] = &Chain{Name: "count_lo", Rules: []Rule{
 		{Counter: true, Comment: "first"},
@@ -145,7 +145,7 @@ func TestReplaceScale(t *testing.T) {
 	tb := NewTable("scale")
 	tb.Chains["pod"] = &Chain{Name: "pod", Rules: []Rule{{Verdict: Verdict{Kind: Drop}}}}
 	tb.Chains["forward"] = &Chain{Name: "forward", Base: &Base{Hook: HookForward, Priority: 7}, Rules: []Rule{
-		{Lookup: &Lookup{Key: KeyIPSaddr, Set: "big", Map: true}},
+		{Lookups: []Lookup{{Key: KeyIPSaddr, Set: "big", Map: true}}},
 	}}
 	big := newSet("big", KeyIPSaddr, true, false, "100k")
 	for i := range n {
@@ -184,7 +184,7 @@ func TestChunkWorstCase(t *testing.T) {
 	comment := strings.Repeat("x", MaxCommentLen)
 	tb := NewTable("chunks")
 	tb.Chains[long] = &Chain{Name: long, Rules: []Rule{{Verdict: Verdict{Kind: Drop}}}}
-	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{{Lookup: &Lookup{Key: KeyIP6Saddr, Set: "v6", Map: true}}}}
+	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{{Lookups: []Lookup{{Key: KeyIP6Saddr, Set: "v6", Map: true}}}}}
 	v6 := newSet("v6", KeyIP6Saddr, true, true, comment)
 	fill := func(from, to int) {
 		for i := from; i < to; i++ {

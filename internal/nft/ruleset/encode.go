@@ -210,7 +210,7 @@ func nfVerdict(v Verdict) (*expr.Verdict, error) {
 
 // ruleExprs returns the expressions of r, in the order nft 1.0.6 emits them for
 //
-//	[ct state …] [iifname "…"] [KEY vmap @M | KEY @S] [counter] [verdict]
+//	[ct state …] [iifname "…"] [meta l4proto P] [KEY [!=] @S]… [KEY vmap @M] [counter] [verdict]
 func ruleExprs(r Rule) ([]expr.Any, error) {
 	var ex []expr.Any
 	switch r.CtState {
@@ -244,13 +244,30 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		}
 		ex = append(ex, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
 	}
-	if l := r.Lookup; l != nil {
+	if r.L4Proto != 0 {
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{r.L4Proto}})
+	}
+	var guarded byte // the family whose `meta nfproto` guard this rule already has
+	for i, l := range r.Lookups {
 		if l.Set == "" {
 			return nil, fmt.Errorf("lookup without a set")
+		}
+		if l.Map && i != len(r.Lookups)-1 {
+			return nil, fmt.Errorf("lookup of map %s: a verdict map must be the rule's last lookup", l.Set)
 		}
 		load, err := keyLoad(l.Key)
 		if err != nil {
 			return nil, err
+		}
+		if fam := keyFamily(l.Key); fam != 0 {
+			// nft guards a rule's first address load only: later loads of the same family
+			// would list as an explicit `meta nfproto` match
+			if fam == guarded {
+				load = load[2:]
+			} else if guarded != 0 {
+				return nil, fmt.Errorf("lookup of set %s: IPv4 and IPv6 keys in one rule", l.Set)
+			}
+			guarded = fam
 		}
 		ex = append(ex, load...)
 		lk := &expr.Lookup{SourceRegister: 1, SetName: l.Set, Invert: l.Invert}
@@ -267,7 +284,7 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		ex = append(ex, &expr.Counter{})
 	}
 	if r.Verdict.Kind != VerdictNone {
-		if r.Lookup != nil && r.Lookup.Map {
+		if n := len(r.Lookups); n > 0 && r.Lookups[n-1].Map {
 			return nil, fmt.Errorf("a verdict-map rule cannot carry verdict %s", r.Verdict)
 		}
 		v, err := nfVerdict(r.Verdict)
@@ -279,7 +296,19 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 	return ex, nil
 }
 
-// keyLoad loads a lookup key into register 1 (and 9 for the second field of a concatenation).
+// keyFamily is the `meta nfproto` value guarding a key's load (0: none).
+func keyFamily(k Key) byte {
+	switch k {
+	case KeyIPSaddr, KeyIPDaddr, KeyIPSaddrL4ProtoDport, KeyIPDaddrL4ProtoDport, KeyIifnameIPSaddr:
+		return unix.NFPROTO_IPV4
+	case KeyIP6Saddr, KeyIP6Daddr, KeyIP6SaddrL4ProtoDport, KeyIP6DaddrL4ProtoDport, KeyIifnameIP6Saddr:
+		return unix.NFPROTO_IPV6
+	}
+	return 0
+}
+
+// keyLoad loads a lookup key into register 1 (and 9 for the second field of a concatenation),
+// a family's keys after their two-expression `meta nfproto` guard (keyFamily).
 func keyLoad(k Key) ([]expr.Any, error) {
 	nfproto := func(p byte) []expr.Any {
 		return []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}

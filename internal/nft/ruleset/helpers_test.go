@@ -176,29 +176,29 @@ func sampleTable(name string) *Table {
 	t := NewTable(name)
 	est := Rule{CtState: CtEstablishedRelated, Verdict: Verdict{Kind: Accept}, Comment: "replies of allowed connections"}
 	inv := Rule{CtState: CtInvalid, Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "invalid conntrack state"}
-	vmap := func(k Key, set, c string) Rule { return Rule{Lookup: &Lookup{Key: k, Set: set, Map: true}, Comment: c} }
+	vmap := func(k Key, set, c string) Rule { return Rule{Lookups: []Lookup{{Key: k, Set: set, Map: true}}, Comment: c} }
 	t.Chains["forward"] = &Chain{Name: "forward", Comment: "pod traffic", Base: &Base{Hook: HookForward, Priority: 7}, Rules: []Rule{
 		est, inv,
 		vmap(KeyIPDaddr, "ingress_v4", "to a local pod (IPv4)"),
 		vmap(KeyIP6Daddr, "ingress_v6", "to a local pod (IPv6)"),
-		{Iifname: "veth*", Lookup: &Lookup{Key: KeyIifnameIPSaddr, Set: "sources_v4", Invert: true}, Counter: true,
+		{Iifname: "veth*", Lookups: []Lookup{{Key: KeyIifnameIPSaddr, Set: "sources_v4", Invert: true}}, Counter: true,
 			Verdict: Verdict{Kind: Drop}, Comment: "spoofed source (IPv4)"},
-		{Iifname: "veth*", Lookup: &Lookup{Key: KeyIifnameIP6Saddr, Set: "sources_v6", Invert: true}, Counter: true,
+		{Iifname: "veth*", Lookups: []Lookup{{Key: KeyIifnameIP6Saddr, Set: "sources_v6", Invert: true}}, Counter: true,
 			Verdict: Verdict{Kind: Drop}, Comment: "spoofed source (IPv6)"},
 		{Iifname: "veth*", Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "workload interface without endpoint"},
 	}}
 	t.Chains["input"] = &Chain{Name: "input", Base: &Base{Hook: HookInput, Priority: 7}, Rules: []Rule{
 		est,
-		{Lookup: &Lookup{Key: KeyIifname, Set: "workload_ifs"}, Counter: true, Verdict: Verdict{Kind: Accept}, Comment: "pods to host"},
+		{Lookups: []Lookup{{Key: KeyIifname, Set: "workload_ifs"}}, Counter: true, Verdict: Verdict{Kind: Accept}, Comment: "pods to host"},
 	}}
 	t.Chains["output"] = &Chain{Name: "output", Comment: "host to pods", Base: &Base{Hook: HookOutput, Priority: 7}, Rules: []Rule{
 		est,
-		{Lookup: &Lookup{Key: KeyIPDaddr, Set: "local_v4"}, Verdict: Verdict{Kind: Return}, Comment: "kubelet probes"},
-		{Lookup: &Lookup{Key: KeyIP6Saddr, Set: "local_v6"}, Verdict: Verdict{Kind: Jump, Chain: "deny_x"}},
+		{Lookups: []Lookup{{Key: KeyIPDaddr, Set: "local_v4"}}, Verdict: Verdict{Kind: Return}, Comment: "kubelet probes"},
+		{Lookups: []Lookup{{Key: KeyIP6Saddr, Set: "local_v6"}}, Verdict: Verdict{Kind: Jump, Chain: "deny_x"}},
 	}}
 	t.Chains["pod_a"] = &Chain{Name: "pod_a", Comment: "ingress of default/a", Rules: []Rule{
-		{Lookup: &Lookup{Key: KeyIPSaddrL4ProtoDport, Set: "allow_a"}, Verdict: Verdict{Kind: Accept}, Comment: "allowed peer . proto . port"},
-		{Lookup: &Lookup{Key: KeyIP6DaddrL4ProtoDport, Set: "allow_a6"}, Verdict: Verdict{Kind: Accept}},
+		{Lookups: []Lookup{{Key: KeyIPSaddrL4ProtoDport, Set: "allow_a"}}, Verdict: Verdict{Kind: Accept}, Comment: "allowed peer . proto . port"},
+		{Lookups: []Lookup{{Key: KeyIP6DaddrL4ProtoDport, Set: "allow_a6"}}, Verdict: Verdict{Kind: Accept}},
 		vmap(KeyIPSaddr, "peers_a", "known peers"),
 		vmap(KeyIPSaddr, "nets_v4", "ipBlock peers"),
 		vmap(KeyIP6Saddr, "nets_v6", "ipBlock peers (IPv6)"),

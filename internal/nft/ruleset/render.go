@@ -370,7 +370,10 @@ func RenderRule(r Rule) string {
 	if r.Iifname != "" {
 		parts = append(parts, fmt.Sprintf("iifname %q", r.Iifname))
 	}
-	if l := r.Lookup; l != nil {
+	if r.L4Proto != 0 {
+		parts = append(parts, "meta l4proto "+protoName(r.L4Proto))
+	}
+	for _, l := range r.Lookups {
 		if l.Map {
 			parts = append(parts, fmt.Sprintf("%s vmap @%s", keyExpr(l.Key), l.Set))
 		} else if l.Invert {
@@ -438,10 +441,7 @@ func (c *Chain) Clone() *Chain {
 }
 
 func (r Rule) clone() Rule {
-	if r.Lookup != nil {
-		l := *r.Lookup
-		r.Lookup = &l
-	}
+	r.Lookups = slices.Clone(r.Lookups)
 	return r
 }
 
@@ -460,10 +460,7 @@ func (s *Set) Clone() *Set {
 
 // Equal reports whether two rules are the same.
 func (r Rule) Equal(o Rule) bool {
-	if (r.Lookup == nil) != (o.Lookup == nil) || (r.Lookup != nil && *r.Lookup != *o.Lookup) {
-		return false
-	}
-	return r.CtState == o.CtState && r.Iifname == o.Iifname && r.Counter == o.Counter &&
+	return slices.Equal(r.Lookups, o.Lookups) && r.L4Proto == o.L4Proto && r.CtState == o.CtState && r.Iifname == o.Iifname && r.Counter == o.Counter &&
 		r.Verdict == o.Verdict && Comment(r.Comment) == Comment(o.Comment)
 }
 

@@ -114,16 +114,19 @@ func (v Verdict) String() string {
 
 // Rule is one rule, in the fixed statement order
 //
-//	[ct state …] [iifname "…"] [KEY vmap @Map | KEY @Set] [counter] [verdict] comment "…"
+//	[ct state …] [iifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map] [counter] [verdict] comment "…"
 //
-// Match fields left zero are absent. A rule with a Map has no Verdict (the map decides).
+// Match fields left zero are absent. A rule with a Map has no Verdict (the map decides); a map
+// lookup can only be the last of its lookups.
 type Rule struct {
 	CtState CtState
 	// Iifname matches the input interface name; a trailing "*" is a prefix match (`iifname "veth*"`).
 	Iifname string
-	// Lookup is a verdict-map lookup (`KEY vmap @Lookup.Set`) when Lookup.Map, else a set
-	// membership match (`KEY @Lookup.Set`).
-	Lookup  *Lookup
+	// L4Proto matches the layer 4 protocol (`meta l4proto udp`); 0 is any.
+	L4Proto uint8
+	// Lookups are set membership matches (`KEY @Set`, all must hold) and, when the last one has
+	// Map, a verdict-map lookup (`KEY vmap @Set`).
+	Lookups []Lookup
 	Counter bool
 	Verdict Verdict
 	Comment string

@@ -1,0 +1,251 @@
+package nft
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
+)
+
+// The kernel side of listed groups (list.go): their chain and the sets they share. Shared sets
+// are reference-counted by the groups whose chains look them up; a selector's set (sel_…) and a
+// named-port set (np_…) follow the State's members, the others (nets_…, ports_…) are
+// content-addressed and never change.
+
+func famSuffix(is4 bool) string {
+	if is4 {
+		return "_v4"
+	}
+	return "_v6"
+}
+
+func selSetName(id graph.SetID, is4 bool) string { return "sel_" + shortHash(string(id)) + famSuffix(is4) }
+func npSetName(id graph.SetID, is4 bool) string  { return "np_" + shortHash(string(id)) + famSuffix(is4) }
+
+// addrKey is the set key type of addresses of a family (the rule's lookup names the packet field).
+func addrKey(is4 bool) ruleset.Key {
+	if is4 {
+		return ruleset.KeyIPSaddr
+	}
+	return ruleset.KeyIP6Saddr
+}
+
+// putListGroup writes a listed group's chain: one accepting rule per list rule, then the final
+// outcome's class chain. It takes its references before releasing the previous compile's, so an
+// object both use is never dropped and re-added.
+func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
+	addr, _ := peerKeys(g.dir, g.is4)
+	namedKey := ruleset.KeyIPDaddrL4ProtoDport
+	if !g.is4 {
+		namedKey = ruleset.KeyIP6DaddrL4ProtoDport
+	}
+	builders := map[string]func() *ruleset.Set{}
+	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
+	for _, lr := range rl.rules {
+		var ls []ruleset.Lookup
+		use := func(name string, key ruleset.Key, invert bool, build func() *ruleset.Set) {
+			builders[name] = build
+			ls = append(ls, ruleset.Lookup{Key: key, Set: name, Invert: invert})
+		}
+		for i, ids := range [][]graph.SetID{lr.sets, lr.notSets} {
+			for _, id := range ids {
+				use(selSetName(id, g.is4), addr, i == 1, func() *ruleset.Set { return d.selSet(id, g.is4) })
+			}
+		}
+		if lr.hasNets {
+			name, build := netsSet(lr.nets, g.is4)
+			use(name, addr, false, build)
+		}
+		if lr.ports != nil {
+			name, build := portsSet(lr.ports)
+			use(name, ruleset.KeyL4ProtoDport, false, build)
+		}
+		if id := lr.namedPorts; id != "" {
+			use(npSetName(id, g.is4), namedKey, false, func() *ruleset.Set { return d.namedPortSet(id, g.is4) })
+		}
+		chain.Rules = append(chain.Rules, ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
+			Comment: ruleset.Comment(lr.reason)})
+	}
+	final := &Class{Other: rl.final}
+	final.Key = classKey(final)
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(final.Key)},
+		Comment: ruleset.Comment(rl.final.Reason)})
+
+	// the map shape's objects, when the group had it
+	g.compiled = nil
+	for _, suffix := range []string{"_allow", "_peers", "_nets"} {
+		if _, ok := d.table.Sets[g.name+suffix]; ok {
+			d.dropSet(g.name + suffix)
+		}
+	}
+	if name := classChain(final.Key); g.classUse[name] == 0 {
+		d.acquireClass(final)
+	}
+	for name := range g.classUse {
+		if name != classChain(final.Key) {
+			d.releaseClass(name)
+		}
+	}
+	g.classUse = map[string]int{classChain(final.Key): 1}
+	shared := slices.Sorted(func(yield func(string) bool) {
+		for name := range builders {
+			if !yield(name) {
+				return
+			}
+		}
+	})
+	for _, name := range shared {
+		if !slices.Contains(g.shared, name) {
+			d.acquireShared(name, builders[name])
+		}
+	}
+	d.releaseShared(g, shared)
+	g.listed = true
+	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
+		d.putChain(chain)
+	}
+}
+
+// releaseShared drops the group's references to shared sets it no longer uses (keep).
+func (d *Dataplane) releaseShared(g *group, keep []string) {
+	for _, name := range g.shared {
+		if slices.Contains(keep, name) {
+			continue
+		}
+		if d.shared[name]--; d.shared[name] <= 0 {
+			delete(d.shared, name)
+			d.dropSet(name)
+		}
+	}
+	g.shared = keep
+}
+
+func (d *Dataplane) acquireShared(name string, build func() *ruleset.Set) {
+	if d.shared[name]++; d.shared[name] == 1 {
+		d.putSet(build())
+	}
+}
+
+// selSet is the shared set of a selector's addresses of one family.
+func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
+	s := &ruleset.Set{Name: selSetName(id, is4), Key: addrKey(is4), Comment: ruleset.Comment(d.setComment(id)),
+		Elements: map[ruleset.ElementKey]ruleset.Element{}}
+	if set := d.state.Sets[id]; set != nil {
+		for a := range set.addrs {
+			if a.Is4() == is4 {
+				ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+				s.Elements[ek] = ruleset.Element{ElementKey: ek}
+			}
+		}
+	}
+	return s
+}
+
+// namedPortSet is the shared set of a named port's address . protocol . port members.
+func (d *Dataplane) namedPortSet(id graph.SetID, is4 bool) *ruleset.Set {
+	key := ruleset.KeyIPDaddrL4ProtoDport
+	if !is4 {
+		key = ruleset.KeyIP6DaddrL4ProtoDport
+	}
+	s := &ruleset.Set{Name: npSetName(id, is4), Key: key, Comment: ruleset.Comment(d.setComment(id)),
+		Elements: map[ruleset.ElementKey]ruleset.Element{}}
+	if set := d.state.Sets[id]; set != nil {
+		for a, ms := range set.ports {
+			if a.Is4() == is4 {
+				for _, m := range ms {
+					ek := namedPortKey(m)
+					s.Elements[ek] = ruleset.Element{ElementKey: ek}
+				}
+			}
+		}
+	}
+	return s
+}
+
+func namedPortKey(m graph.Member) ruleset.ElementKey {
+	a := m.Addr.Unmap()
+	return ruleset.ElementKey{Addr: a, AddrEnd: a, Proto: uint8(m.Protocol), Port: m.Port, PortEnd: m.Port}
+}
+
+func (d *Dataplane) setComment(id graph.SetID) string {
+	if set := d.state.Sets[id]; set != nil && set.Description != "" {
+		return set.Description
+	}
+	return string(id)
+}
+
+// sharedMemberChanged brings the shared set of set id up to date with one member whose
+// membership may have changed (the State already holds the new membership).
+func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
+	a := m.Addr.Unmap()
+	if set := d.state.Sets[id]; set != nil && set.Kind == graph.SetNamedPorts {
+		name := npSetName(id, a.Is4())
+		if s := d.table.Sets[name]; s != nil {
+			ek := namedPortKey(m)
+			if d.state.namedPort(id, a, m.Protocol, m.Port) {
+				s.Elements[ek] = ruleset.Element{ElementKey: ek}
+			} else {
+				delete(s.Elements, ek)
+			}
+			d.touchElement(name, ek)
+		}
+		return
+	}
+	name := selSetName(id, a.Is4())
+	if s := d.table.Sets[name]; s != nil {
+		ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+		if d.state.member(id, a) {
+			s.Elements[ek] = ruleset.Element{ElementKey: ek}
+		} else {
+			delete(s.Elements, ek)
+		}
+		d.touchElement(name, ek)
+	}
+}
+
+// sharedSetReplaced rebuilds the shared sets of a set replaced or removed as a whole.
+func (d *Dataplane) sharedSetReplaced(id graph.SetID) {
+	for _, is4 := range []bool{true, false} {
+		if _, ok := d.table.Sets[selSetName(id, is4)]; ok {
+			d.putSet(d.selSet(id, is4))
+		}
+		if _, ok := d.table.Sets[npSetName(id, is4)]; ok {
+			d.putSet(d.namedPortSet(id, is4))
+		}
+	}
+}
+
+// netsSet is the shared interval set of an ipBlock's ranges (except subtracted).
+func netsSet(rs []addrRange, is4 bool) (string, func() *ruleset.Set) {
+	var desc []string
+	for _, r := range rs {
+		desc = append(desc, r.from.String()+"-"+r.to.String())
+	}
+	text := strings.Join(desc, ",")
+	name := "nets_" + shortHash(text) + famSuffix(is4)
+	return name, func() *ruleset.Set {
+		s := &ruleset.Set{Name: name, Key: addrKey(is4), Interval: true, Comment: ruleset.Comment("ipBlock " + text),
+			Elements: map[ruleset.ElementKey]ruleset.Element{}}
+		for _, r := range rs {
+			ek := ruleset.ElementKey{Addr: r.from, AddrEnd: r.to}
+			s.Elements[ek] = ruleset.Element{ElementKey: ek}
+		}
+		return s
+	}
+}
+
+// portsSet is the shared interval set of a rule's protocol . port ranges.
+func portsSet(ps []portRange) (string, func() *ruleset.Set) {
+	text := describePorts(ps)
+	name := "ports_" + shortHash(text)
+	return name, func() *ruleset.Set {
+		s := &ruleset.Set{Name: name, Key: ruleset.KeyL4ProtoDport, Interval: true, Comment: ruleset.Comment(text),
+			Elements: map[ruleset.ElementKey]ruleset.Element{}}
+		for _, p := range ps {
+			ek := ruleset.ElementKey{Proto: uint8(p.proto), Port: p.first, PortEnd: p.last}
+			s.Elements[ek] = ruleset.Element{ElementKey: ek}
+		}
+		return s
+	}
+}
