@@ -31,9 +31,9 @@ type listRule struct {
 	sets, notSets []graph.SetID // peer address in each / in none
 	nets          []addrRange   // peer address in one of these disjoint ranges (when hasNets)
 	hasNets       bool
-	proto         model.Protocol   // packet protocol (ProtocolAny: any)
-	ports         []portRange      // protocol . destination port in one of these (nil: any)
-	namedPorts    graph.SetID      // egress: peer . protocol . port is a member ("": none)
+	proto         model.Protocol // packet protocol (ProtocolAny: any)
+	ports         []portRange    // protocol . destination port in one of these (nil: any)
+	namedPorts    graph.SetID    // egress: peer . protocol . port is a member ("": none)
 	reason        string
 }
 

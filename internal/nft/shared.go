@@ -20,8 +20,12 @@ func famSuffix(is4 bool) string {
 	return "_v6"
 }
 
-func selSetName(id graph.SetID, is4 bool) string { return "sel_" + shortHash(string(id)) + famSuffix(is4) }
-func npSetName(id graph.SetID, is4 bool) string  { return "np_" + shortHash(string(id)) + famSuffix(is4) }
+func selSetName(id graph.SetID, is4 bool) string {
+	return "sel_" + shortHash(string(id)) + famSuffix(is4)
+}
+func npSetName(id graph.SetID, is4 bool) string {
+	return "np_" + shortHash(string(id)) + famSuffix(is4)
+}
 
 // addrKey is the set key type of addresses of a family (the rule's lookup names the packet field).
 func addrKey(is4 bool) ruleset.Key {
@@ -129,9 +133,18 @@ func (d *Dataplane) acquireShared(name string, build func() *ruleset.Set) {
 
 // selSet is the shared set of a selector's addresses of one family.
 func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
-	s := &ruleset.Set{Name: selSetName(id, is4), Key: addrKey(is4), Comment: ruleset.Comment(d.setComment(id)),
-		Elements: map[ruleset.ElementKey]ruleset.Element{}}
-	if set := d.state.Sets[id]; set != nil {
+	s := &ruleset.Set{Name: selSetName(id, is4), Key: addrKey(is4), Comment: ruleset.Comment(d.setComment(id))}
+	set := d.state.Sets[id]
+	n := 0
+	if set != nil {
+		for a := range set.addrs {
+			if a.Is4() == is4 {
+				n++
+			}
+		}
+	}
+	s.Elements = make(map[ruleset.ElementKey]ruleset.Element, n)
+	if set != nil {
 		for a := range set.addrs {
 			if a.Is4() == is4 {
 				ek := ruleset.ElementKey{Addr: a, AddrEnd: a}

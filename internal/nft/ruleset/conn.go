@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -339,7 +340,8 @@ func (c *Conn) Replace(desired *Table) error {
 		if err := b.addSet(s); err != nil {
 			return fmt.Errorf("replace table %s: %w", desired.Name, err)
 		}
-		if err := b.elements(s, s.SortedElements(), false); err != nil {
+		// in map order: the kernel needs none, and sorting P3's 364k elements cost ≈ 60 ms
+		if err := b.elements(s, slices.Collect(maps.Values(s.Elements)), false); err != nil {
 			return fmt.Errorf("replace table %s: %w", desired.Name, err)
 		}
 	}

@@ -176,7 +176,9 @@ func sampleTable(name string) *Table {
 	t := NewTable(name)
 	est := Rule{CtState: CtEstablishedRelated, Verdict: Verdict{Kind: Accept}, Comment: "replies of allowed connections"}
 	inv := Rule{CtState: CtInvalid, Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "invalid conntrack state"}
-	vmap := func(k Key, set, c string) Rule { return Rule{Lookups: []Lookup{{Key: k, Set: set, Map: true}}, Comment: c} }
+	vmap := func(k Key, set, c string) Rule {
+		return Rule{Lookups: []Lookup{{Key: k, Set: set, Map: true}}, Comment: c}
+	}
 	t.Chains["forward"] = &Chain{Name: "forward", Comment: "pod traffic", Base: &Base{Hook: HookForward, Priority: 7}, Rules: []Rule{
 		est, inv,
 		vmap(KeyIPDaddr, "ingress_v4", "to a local pod (IPv4)"),
