@@ -65,6 +65,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	backoff := cfg.RetryBackoff
 	failing := false
 	inSync := false
+	var transactions uint64 // as counted in nftpolicy_transactions_total
 
 	fail := func(what string, err error) {
 		log.Error("dataplane apply failed; will resync and retry", "op", what, "err", err, "retry_in", backoff)
@@ -90,6 +91,10 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			cfg.Metrics.SetElements.Set(float64(s.Elements))
 			cfg.Metrics.Chains.Set(float64(s.Chains))
 			cfg.Metrics.Rules.Set(float64(s.Rules))
+			if s.Transactions > transactions {
+				cfg.Metrics.Transactions.Add(float64(s.Transactions - transactions))
+				transactions = s.Transactions
+			}
 			if inSync {
 				cfg.Metrics.InSync.Set(1)
 			}

@@ -49,6 +49,7 @@ type fakeDataplane struct {
 	applies  int
 	resyncs  int
 	failNext int
+	tx       uint64 // transactions: successful applies and resyncs
 	applied  chan struct{}
 	resynced chan struct{}
 }
@@ -62,6 +63,7 @@ func (d *fakeDataplane) Apply([]graph.Message) error {
 		d.failNext--
 		return errors.New("kernel said no")
 	}
+	d.tx++
 	return nil
 }
 
@@ -70,11 +72,14 @@ func (d *fakeDataplane) Resync() (bool, error) {
 	defer d.mu.Unlock()
 	d.resyncs++
 	defer func() { d.resynced <- struct{}{} }()
+	d.tx++
 	return true, nil
 }
 
 func (d *fakeDataplane) Stats() TableStats {
-	return TableStats{Sets: 2, Elements: 7, Chains: 3, Rules: 9}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return TableStats{Sets: 2, Elements: 7, Chains: 3, Rules: 9, Transactions: d.tx}
 }
 
 func wait(t *testing.T, ch <-chan struct{}, what string) {
@@ -127,6 +132,9 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.SetElements); got != 7 {
 		t.Fatalf("nftpolicy_set_elements = %v, want 7", got)
+	}
+	if got := testutil.ToFloat64(m.Transactions); got != 1 {
+		t.Fatalf("nftpolicy_transactions_total = %v after the first apply, want 1", got)
 	}
 
 	// Two failed applies: /healthz fails; the retry goes through a resync that repairs.
