@@ -80,7 +80,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("loading the API server configuration: %w", err)
 	}
 	rc.UserAgent = "nftpolicy/" + version
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubernetes.NewForConfig(sync.ClientConfig(rc))
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
 	}

@@ -13,8 +13,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -418,4 +420,14 @@ func namedPortsContainer(p *corev1.Pod) []corev1.Container {
 		return nil
 	}
 	return []corev1.Container{{Name: "named-ports", Ports: ports}}
+}
+
+// ClientConfig returns the agent's API client configuration made from rc: protobuf on the wire,
+// as Kubernetes' own node agents use for the core and networking types (smaller responses and a
+// cheaper decode than JSON for the initial list of every pod), JSON accepted for the rest.
+func ClientConfig(rc *rest.Config) *rest.Config {
+	c := rest.CopyConfig(rc)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
 }

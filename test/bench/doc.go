@@ -11,9 +11,12 @@
 //     and Dataplane.Apply per change, beside the same element change executed with `nft`.
 //     BenchmarkAPIToKernel: the same cluster through a real kube-apiserver (internal/testenv/kube)
 //     and the agent in process; latency from a label patch to the element in `nft monitor`.
-//   - P3/P4 cold start (BenchmarkColdStart): the first full apply of 100,000 pods, 5,000 policies
-//     and 250 local pods (internal/scale.Generate): time, transactions, elements, and the
-//     process's peak RSS and Go heap over it.
+//   - P3/P4 cold start of 100,000 pods, 5,000 policies and 250 local pods (internal/scale.Generate).
+//     BenchmarkColdStartAPI, issue 12's definition: the objects written into a real API server's
+//     etcd, then the agent (agent.Run in a process of its own) from start to its first full
+//     commit — time, transactions, elements, and its peak RSS. BenchmarkColdStart: the graph and
+//     the first full Dataplane.Apply in process (issue 11's figure), and the peak RSS of a process
+//     doing only that. NFTP_BENCH_AGENT_CPUPROFILE=<file> writes the agent process's CPU profile.
 //
 // Each benchmark runs a fixed workload per call (b.N only raises the sample count), reports its
 // figures with b.ReportMetric, and adds them to the summary table that TestMain prints after the

@@ -23,11 +23,12 @@ var coldSpec = scale.Spec{Pods: 100000, Namespaces: 1000, Policies: 5000, LocalP
 
 const mib = 1 << 20
 
-// BenchmarkColdStart is P3 and P4. P3: the whole cluster (generated beforehand) fed to a fresh
-// graph, its first flush applied by a fresh Dataplane to an empty node namespace — time of each
-// stage, transactions (one), elements programmed. P4: the same cold start in a child process
-// that streams the generated updates into the graph (so the input list is not held), reporting
-// its peak RSS (VmHWM) and the Go heap the graph and dataplane retain.
+// BenchmarkColdStart is P3 and P4 in process, the dataplane's part of the cold start (issue 11's
+// figure): the whole cluster (generated beforehand) fed to a fresh graph, its first flush applied
+// by a fresh Dataplane to an empty node namespace — time of each stage, transactions (one),
+// elements programmed; then the same cold start in a child process that streams the generated
+// updates into the graph (so the input list is not held), reporting its peak RSS (VmHWM) and the
+// Go heap the graph and dataplane retain. BenchmarkColdStartAPI measures the whole agent.
 func BenchmarkColdStart(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
@@ -50,11 +51,10 @@ func BenchmarkColdStart(b *testing.B) {
 	defer dp.Close()
 	if err := dp.Apply(msgs); err != nil {
 		st, _ := dp.Stats()
-		report.add(row{"P3", "cold start in process: first full Dataplane.Apply",
+		report.add(row{"P3", "first full Dataplane.Apply in process",
 			fmt.Sprintf("FAILED after %.2f s (graph %.2f s): %v; desired table: %d elements, %d chains, %d sets",
 				time.Since(t0).Seconds(), t1.Sub(t0).Seconds(), err, st.Elements, st.Chains, st.Sets),
-			"1 transaction, ≤ 2 s", "NO"})
-		report.add(row{"P4", "peak RSS at P3's scale", "not measured: P3's first apply failed", "≤ 150 MiB", "NO"})
+			"1 transaction, ≤ 1 s", "NO"})
 		b.Fatalf("first full apply: %v", err)
 	}
 	t2 := time.Now()
@@ -77,9 +77,9 @@ func BenchmarkColdStart(b *testing.B) {
 	b.ReportMetric(float64(tx), "transactions")
 	b.ReportMetric(float64(st.Elements), "elements")
 	scaleDesc := fmt.Sprintf("%d pods, %d policies, %d local pods", coldSpec.Pods, coldSpec.Policies, coldSpec.LocalPods)
-	report.add(row{"P3", "cold start in process (" + scaleDesc + "): graph + first full Dataplane.Apply",
-		fmt.Sprintf("%.2f s (graph %.2f s, compile + commit %.2f s)", total.Seconds(), graphT.Seconds(), applyT.Seconds()),
-		"≤ 1 s (issue 11), ≤ 2 s (issue 12)", meets(total <= time.Second) + " / " + meets(total <= 2*time.Second)})
+	report.add(row{"P3", "first full Dataplane.Apply in process (" + scaleDesc + "): compile + one transaction",
+		fmt.Sprintf("%.2f s (graph before it %.2f s; both %.2f s)", applyT.Seconds(), graphT.Seconds(), total.Seconds()),
+		"≤ 1 s (issue 11)", meets(applyT <= time.Second)})
 	report.add(row{"P3", "transactions of the first full apply; elements, chains, sets programmed",
 		fmt.Sprintf("%d; %d elements, %d chains, %d sets (no ENOBUFS)", tx, st.Elements, st.Chains, st.Sets),
 		"1 transaction", meets(tx == 1)})
@@ -89,10 +89,10 @@ func BenchmarkColdStart(b *testing.B) {
 	mem := childColdStartMemory(b)
 	b.ReportMetric(float64(mem.PeakRSS)/mib, "peak-RSS-MiB")
 	b.ReportMetric(float64(mem.HeapRetained)/mib, "retained-heap-MiB")
-	report.add(row{"P4", "peak RSS of a process doing P3's cold start (graph + dataplane, input streamed): VmHWM",
+	report.add(row{"P4", "peak RSS of a process doing the in-process cold start (graph + dataplane, input streamed): VmHWM",
 		fmt.Sprintf("%.0f MiB (Go heap retained after GC %.0f MiB; RSS before the graph %.0f MiB)",
 			float64(mem.PeakRSS)/mib, float64(mem.HeapRetained)/mib, float64(mem.RSSBefore)/mib),
-		"≤ 150 MiB", meets(mem.PeakRSS <= 150*mib)})
+		"", ""})
 }
 
 // childMemory is what the P4 child process reports.

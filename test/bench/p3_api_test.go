@@ -1,0 +1,386 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nftpolicy/nftpolicy/internal/agent"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/scale"
+	nsync "github.com/nftpolicy/nftpolicy/internal/sync"
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+)
+
+// BenchmarkColdStartAPI is P3 and P4 as issue 12 defines them: the agent (agent.Run, in a
+// process of its own) starting against a real API server that holds P3's cluster — time from
+// start to its first full commit, the transactions it took, and its peak RSS then. Creating
+// 100,000 pods through the API takes minutes here (≈ 240/s), so the objects are written straight
+// into the API server's etcd, as the API server stores them (JSON is read back like its own
+// protobuf), and the API server serves them from there. Its own etcd and API server: P2's objects
+// would be listed too. Not run with BENCH_QUICK.
+func BenchmarkColdStartAPI(b *testing.B) {
+	testenv.RequireRoot(b)
+	testenv.RequireCommand(b, "ip", "nft")
+	desc := fmt.Sprintf("%d pods, %d policies, %d local pods", coldSpec.Pods, coldSpec.Policies, coldSpec.LocalPods)
+	if quick {
+		report.add(row{"P3", "cold start of the agent through the API server (" + desc + ")", "not run with BENCH_QUICK=1", "≤ 2 s", ""})
+		return
+	}
+	setStage("P3 cold start through the API server")
+	ctx := b.Context()
+	srv, err := kube.Start(ctx, kube.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Stop() })
+	t0 := time.Now()
+	loadCluster(b, srv, coldSpec)
+	loaded := time.Since(t0)
+
+	node := newNetns(b, "bp")
+	res := childAgentColdStart(b, srv, node.name)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(res.FirstCommit.Seconds()*1e3, "ms/agent-cold-start")
+	b.ReportMetric(float64(res.PeakRSS)/mib, "agent-peak-RSS-MiB")
+	report.add(row{"P3", "cold start of the agent through the API server (" + desc + "): agent start → first full commit",
+		fmt.Sprintf("%.2f s, %d transaction(s), %d elements (objects loaded into etcd in %.0f s)",
+			res.FirstCommit.Seconds(), res.Transactions, res.Elements, loaded.Seconds()),
+		"≤ 2 s, 1 transaction", meets(res.FirstCommit <= 2*time.Second && res.Transactions == 1)})
+	report.add(row{"P4", "peak RSS of that agent process at its first full commit: VmHWM",
+		fmt.Sprintf("%.0f MiB (Go heap in use %.0f MiB)", float64(res.PeakRSS)/mib, float64(res.HeapInUse)/mib),
+		"≤ 150 MiB", meets(res.PeakRSS <= 150*mib)})
+}
+
+// loadCluster writes spec's namespaces, pods and policies into the API server's etcd and waits
+// until the API server lists every pod.
+func loadCluster(b *testing.B, srv *kube.Server, spec scale.Spec) {
+	var kvs []etcdKV
+	put := func(key string, obj any) {
+		v, err := json.Marshal(obj)
+		if err != nil {
+			b.Fatal(err)
+		}
+		kvs = append(kvs, etcdKV{key, v})
+	}
+	created := metav1.NewTime(time.Now().Truncate(time.Second))
+	meta := func(ns, name string, labels map[string]string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, CreationTimestamp: created,
+			UID: types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012x", len(kvs)))}
+	}
+	pods := 0
+	for u := range scale.Updates(spec) {
+		switch u := u.(type) {
+		case model.NamespaceSet:
+			n := u.Namespace
+			put("/registry/namespaces/"+n.Name, &corev1.Namespace{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+				ObjectMeta: meta("", n.Name, n.Labels),
+				Spec:       corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
+				Status:     corev1.NamespaceStatus{Phase: corev1.NamespaceActive},
+			})
+		case model.EndpointSet:
+			put("/registry/pods/"+u.Endpoint.Key.Namespace+"/"+u.Endpoint.Key.Name, podObject(u.Endpoint, meta))
+			pods++
+		case model.PolicySet:
+			p := networkPolicy(u.Policy)
+			p.ObjectMeta = meta(u.Policy.Namespace, u.Policy.Key.Name, nil)
+			put("/registry/networkpolicies/"+u.Policy.Namespace+"/"+u.Policy.Key.Name, p)
+		}
+	}
+	if err := etcdPut(b.Context(), srv.EtcdURL, kvs); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		// resourceVersion 0: from the API server's watch cache, which follows etcd
+		l, err := srv.Client.CoreV1().Pods("").List(b.Context(), metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(l.Items) == pods {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the API server lists %d pods of the %d written into etcd", len(l.Items), pods)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// podObject is a scheduled, running pod as the kubelet would leave it.
+func podObject(e model.Endpoint, meta func(ns, name string, labels map[string]string) metav1.ObjectMeta) *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: meta(e.Key.Namespace, e.Key.Name, e.Labels),
+		Spec: corev1.PodSpec{NodeName: e.Node, ServiceAccountName: e.ServiceAccount,
+			Containers: []corev1.Container{{Name: "c", Image: kube.PauseImage}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+	for _, np := range e.NamedPorts {
+		p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports,
+			corev1.ContainerPort{Name: np.Name, ContainerPort: int32(np.Port), Protocol: corev1.Protocol(strings.ToUpper(np.Protocol.String()))})
+	}
+	for _, a := range e.Addrs {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: a.String()})
+	}
+	if len(e.Addrs) > 0 {
+		p.Status.PodIP = e.Addrs[0].String()
+	}
+	return p
+}
+
+// networkPolicy writes one of scale's generated policies as the NetworkPolicy it stands for.
+func networkPolicy(p model.Policy) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}}
+	np.Spec.PodSelector = *labelSelector(p.Selector)
+	if p.ApplyIngress {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+	}
+	if p.ApplyEgress {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+	}
+	for _, r := range p.IngressRules {
+		np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{
+			From: policyPeers(r.Source), Ports: policyPorts(r.Protocol, r.Destination.Ports)})
+	}
+	for _, r := range p.EgressRules {
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+			To: policyPeers(r.Destination), Ports: policyPorts(r.Protocol, r.Destination.Ports)})
+	}
+	return np
+}
+
+func policyPeers(p model.Peer) []networkingv1.NetworkPolicyPeer {
+	if len(p.Nets) > 0 {
+		b := &networkingv1.IPBlock{CIDR: p.Nets[0].String()}
+		for _, n := range p.NotNets {
+			b.Except = append(b.Except, n.String())
+		}
+		return []networkingv1.NetworkPolicyPeer{{IPBlock: b}}
+	}
+	if p.Selector == "" && p.NamespaceSelector == "" {
+		return nil
+	}
+	return []networkingv1.NetworkPolicyPeer{{PodSelector: labelSelector(p.Selector), NamespaceSelector: labelSelector(p.NamespaceSelector)}}
+}
+
+func policyPorts(proto model.Protocol, ps []model.Port) []networkingv1.NetworkPolicyPort {
+	var out []networkingv1.NetworkPolicyPort
+	for _, pt := range ps {
+		prot := corev1.Protocol(strings.ToUpper(proto.String()))
+		np := networkingv1.NetworkPolicyPort{Protocol: &prot}
+		if pt.Name != "" {
+			np.Port = ptr(intstr.FromString(pt.Name))
+		} else {
+			np.Port = ptr(intstr.FromInt32(int32(pt.First)))
+			if pt.Last > pt.First {
+				np.EndPort = ptr(int32(pt.Last))
+			}
+		}
+		out = append(out, np)
+	}
+	return out
+}
+
+// labelSelector turns scale's selectors ("all()", or key == 'value' terms joined by &&) into
+// matchLabels; "" is nil (no selector).
+func labelSelector(s string) *metav1.LabelSelector {
+	switch s {
+	case "":
+		return nil
+	case "all()":
+		return &metav1.LabelSelector{}
+	}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{}}
+	for _, term := range strings.Split(s, " && ") {
+		k, v, _ := strings.Cut(term, " == ")
+		sel.MatchLabels[k] = strings.Trim(v, "'")
+	}
+	return sel
+}
+
+type etcdKV struct {
+	key   string
+	value []byte
+}
+
+// etcdPut writes kvs through etcd's JSON gateway, 128 puts per transaction (etcd's default
+// --max-txn-ops), four transactions in flight.
+func etcdPut(ctx context.Context, url string, kvs []etcdKV) error {
+	const perTxn = 128
+	var next atomic.Int64
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				i := int(next.Add(perTxn)) - perTxn
+				if i >= len(kvs) {
+					errs <- nil
+					return
+				}
+				var ops []map[string]any
+				for _, kv := range kvs[i:min(i+perTxn, len(kvs))] {
+					ops = append(ops, map[string]any{"requestPut": map[string]string{
+						"key": base64.StdEncoding.EncodeToString([]byte(kv.key)), "value": base64.StdEncoding.EncodeToString(kv.value)}})
+				}
+				body, _ := json.Marshal(map[string]any{"success": ops})
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v3/kv/txn", bytes.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					errs <- fmt.Errorf("etcd txn: %w", err)
+					return
+				}
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || bytes.Contains(out, []byte(`"error"`)) {
+					errs <- fmt.Errorf("etcd txn: %s: %s", resp.Status, out)
+					return
+				}
+			}
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// agentResult is what the P3/P4 agent child reports.
+type agentResult struct {
+	FirstCommit        time.Duration
+	Transactions       int
+	Elements           int
+	PeakRSS, HeapInUse uint64
+}
+
+const agentChildEnv = "NFTP_BENCH_AGENT"
+
+type agentChildConfig struct {
+	URL, Token, NetNS, Node string
+	CA                      []byte
+}
+
+// childAgentColdStart runs TestColdStartAgentChild against srv, programming namespace netns.
+func childAgentColdStart(b *testing.B, srv *kube.Server, netns string) agentResult {
+	cfg, _ := json.Marshal(agentChildConfig{URL: srv.URL, Token: srv.Token, CA: srv.CAData, NetNS: netns, Node: coldSpec.Node})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestColdStartAgentChild$", "-test.bench=^$", "-test.count=1", "-test.v")
+	if prof := os.Getenv("NFTP_BENCH_AGENT_CPUPROFILE"); prof != "" { // where the agent's time goes
+		cmd.Args = append(cmd.Args, "-test.cpuprofile="+prof)
+	}
+	cmd.Env = append(os.Environ(), agentChildEnv+"="+string(cfg))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("P3 agent child: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "P3AGENT "); ok {
+			var r agentResult
+			if err := json.Unmarshal([]byte(v), &r); err != nil {
+				b.Fatalf("P3 agent child result %q: %v", v, err)
+			}
+			return r
+		}
+	}
+	b.Fatalf("P3 agent child printed no result:\n%s", out)
+	return agentResult{}
+}
+
+// TestColdStartAgentChild is BenchmarkColdStartAPI's agent process; it does nothing unless
+// started by it. It runs agent.Run until the first commit (nftpolicy_transactions_total
+// turns 1) and reports the time since the start and the process's peak RSS.
+func TestColdStartAgentChild(t *testing.T) {
+	env := os.Getenv(agentChildEnv)
+	if env == "" {
+		return
+	}
+	var cfg agentChildConfig
+	if err := json.Unmarshal([]byte(env), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open("/run/netns/"+cfg.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	client, err := kubernetes.NewForConfig(nsync.ClientConfig(&rest.Config{Host: cfg.URL, BearerToken: cfg.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CA}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- agent.Run(ctx, agent.RunConfig{Client: client, NodeName: cfg.Node, NetNSFD: fd,
+			ResyncInterval: time.Hour, Registry: reg,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	}()
+	defer func() { cancel(); <-done }()
+	gauge := func(name string) float64 {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+				m := mf.GetMetric()[0]
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		return 0
+	}
+	for gauge("nftpolicy_transactions_total") < 1 {
+		select {
+		case err := <-done:
+			t.Fatalf("agent stopped before its first commit: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Since(start) > time.Minute {
+			mfs, _ := reg.Gather()
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					t.Log(mf.GetName(), m.GetLabel(), m.GetCounter().GetValue(), m.GetGauge().GetValue(), m.GetHistogram().GetSampleCount())
+				}
+			}
+			t.Fatal("no commit within a minute")
+		}
+	}
+	first := time.Since(start)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res, _ := json.Marshal(agentResult{FirstCommit: first, Transactions: int(gauge("nftpolicy_transactions_total")),
+		Elements: int(gauge("nftpolicy_set_elements")), PeakRSS: procStatus("VmHWM"), HeapInUse: ms.HeapInuse})
+	fmt.Printf("P3AGENT %s\n", res)
+}
