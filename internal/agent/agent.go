@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
@@ -65,7 +66,21 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	backoff := cfg.RetryBackoff
 	failing := false
 	inSync := false
-	var transactions uint64 // as counted in nftpolicy_transactions_total
+	var transactions uint64         // as counted in nftpolicy_transactions_total
+	versions := map[string]string{} // SourceVersion updates fed to the graph since the last publish
+	committed := false              // the full state has been committed once
+	// publish exports the source versions the kernel's table now reflects
+	publish := func() {
+		if cfg.Metrics == nil || !committed || failing {
+			return
+		}
+		for res, rv := range versions {
+			if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
+				cfg.Metrics.SourceVersion.WithLabelValues(res).Set(float64(v))
+			}
+		}
+		clear(versions)
+	}
 
 	fail := func(what string, err error) {
 		log.Error("dataplane apply failed; will resync and retry", "op", what, "err", err, "retry_in", backoff)
@@ -99,6 +114,8 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 				cfg.Metrics.InSync.Set(1)
 			}
 		}
+		committed = committed || inSync
+		publish()
 	}
 	doResync := func(reason string) {
 		if cfg.Metrics != nil {
@@ -140,7 +157,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			}
 		}
 		received := time.Now()
-		n := feed(calc, batch, &inSync)
+		n := feed(calc, batch, &inSync, versions)
 		// Coalesce whatever else is already queued: one flush and one transaction per burst.
 	drain:
 		for {
@@ -149,7 +166,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 				if !ok {
 					break drain
 				}
-				n += feed(calc, more, &inSync)
+				n += feed(calc, more, &inSync, versions)
 			default:
 				break drain
 			}
@@ -160,6 +177,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			cfg.Metrics.DataplaneMessages.Add(float64(len(msgs)))
 		}
 		if len(msgs) == 0 {
+			publish() // nothing to change: the table already reflects these versions
 			continue
 		}
 		start := time.Now()
@@ -183,12 +201,19 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	}
 }
 
-func feed(calc Calculator, batch []model.Update, inSync *bool) int {
+// feed hands a batch to the graph, noting in-sync and the sources' versions.
+func feed(calc Calculator, batch []model.Update, inSync *bool, versions map[string]string) int {
+	n := 0
 	for _, u := range batch {
+		if v, ok := u.(model.SourceVersion); ok {
+			versions[v.Resource] = v.ResourceVersion
+			continue
+		}
 		if s, ok := u.(model.SyncStatusUpdate); ok && s.Status == model.InSync {
 			*inSync = true
 		}
 		calc.OnUpdate(u)
+		n++
 	}
-	return len(batch)
+	return n
 }

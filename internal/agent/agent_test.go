@@ -121,7 +121,7 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 		t.Fatalf("/readyz before in-sync = %d, want 503", got)
 	}
 	// In-sync: the first full apply commits, the agent turns ready.
-	updates <- []model.Update{model.SyncStatusUpdate{Status: model.InSync}}
+	updates <- []model.Update{model.SyncStatusUpdate{Status: model.InSync}, model.SourceVersion{Resource: "pods", ResourceVersion: "42"}}
 	wait(t, dp.applied, "first apply")
 	time.Sleep(10 * time.Millisecond)
 	if got := status("/readyz"); got != http.StatusOK {
@@ -136,12 +136,16 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 	if got := testutil.ToFloat64(m.Transactions); got != 1 {
 		t.Fatalf("nftpolicy_transactions_total = %v after the first apply, want 1", got)
 	}
+	podsVersion := func() float64 { return testutil.ToFloat64(m.SourceVersion.WithLabelValues("pods")) }
+	if got := podsVersion(); got != 42 {
+		t.Fatalf("nftpolicy_source_resource_version{pods} = %v after the first apply, want 42", got)
+	}
 
 	// Two failed applies: /healthz fails; the retry goes through a resync that repairs.
 	dp.mu.Lock()
 	dp.failNext = 2
 	dp.mu.Unlock()
-	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "y"}}}
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "y"}}, model.SourceVersion{Resource: "pods", ResourceVersion: "50"}}
 	wait(t, dp.applied, "failing apply 1")
 	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "z"}}}
 	wait(t, dp.applied, "failing apply 2")
@@ -155,6 +159,16 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.DriftRepairs); got < 1 {
 		t.Fatalf("nftpolicy_drift_repairs_total = %v, want ≥ 1", got)
+	}
+	if got := podsVersion(); got != 50 {
+		t.Fatalf("nftpolicy_source_resource_version{pods} = %v after the repairing resync, want 50", got)
+	}
+	// a version whose batch changes nothing is published at once
+	updates <- []model.Update{model.SourceVersion{Resource: "pods", ResourceVersion: "51"}}
+	for deadline := time.Now().Add(10 * time.Second); podsVersion() != 51; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nftpolicy_source_resource_version{pods} = %v after a batch with nothing to apply, want 51", podsVersion())
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -20,6 +20,7 @@ type Metrics struct {
 	Transactions      prometheus.Counter
 	GraphUpdates      prometheus.Counter
 	DataplaneMessages prometheus.Counter
+	SourceVersion     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -54,6 +55,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		DataplaneMessages: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftpolicy_dataplane_messages_total", Help: "Messages the calculation graph emitted to the dataplane."}),
 	}
+	m.SourceVersion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nftpolicy_source_resource_version",
+		Help: "Newest resourceVersion of each watched API resource whose changes the programmed table reflects " +
+			"(compare with an object's metadata.resourceVersion to tell whether the table has caught up with it).",
+	}, []string{"resource"})
+	reg.MustRegister(m.SourceVersion)
 	reg.MustRegister(m.ApplyDuration, m.ApplyErrors, m.EventToCommit, m.InSync, m.Resyncs, m.DriftRepairs,
 		m.Sets, m.SetElements, m.Chains, m.Rules, m.Transactions, m.GraphUpdates, m.DataplaneMessages)
 	return m

@@ -29,6 +29,11 @@ type RouteDeleted struct{ Dst netip.Prefix }
 type HostAddrSet struct{ Addr netip.Addr }
 type HostAddrDeleted struct{ Addr netip.Addr }
 
+// SourceVersion says that a source has delivered every change of one resource up to its
+// ResourceVersion (the API server's list/watch position: etcd's revision). It changes no state;
+// the agent publishes, after each commit, the versions the programmed table reflects.
+type SourceVersion struct{ Resource, ResourceVersion string }
+
 // SyncStatus reports the progress of a source.
 type SyncStatus uint8
 
@@ -65,3 +70,4 @@ func (RouteDeleted) isUpdate()          {}
 func (HostAddrSet) isUpdate()           {}
 func (HostAddrDeleted) isUpdate()       {}
 func (SyncStatusUpdate) isUpdate()      {}
+func (SourceVersion) isUpdate()         {}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strconv"
 	"strings"
 	gosync "sync"
 	"testing"
@@ -95,6 +96,11 @@ func (s state) String() string {
 }
 
 // collector runs a Watcher and folds its stream into a state.
+type versionAt struct {
+	rv string
+	st state
+}
+
 type collector struct {
 	mu     gosync.Mutex
 	st     state
@@ -102,14 +108,17 @@ type collector struct {
 	atSync *state // the state when in-sync arrived
 	// firstBatch is the first batch received.
 	firstBatch []model.Update
-	changed    chan struct{}
-	done       chan error
+	// versions are the SourceVersions received (kept out of log), each with the state when it
+	// arrived
+	versions map[string]versionAt
+	changed  chan struct{}
+	done     chan error
 }
 
 func startCollector(t *testing.T, w *sync.Watcher) *collector {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{st: newState(), changed: make(chan struct{}, 1), done: make(chan error, 1)}
+	c := &collector{st: newState(), versions: map[string]versionAt{}, changed: make(chan struct{}, 1), done: make(chan error, 1)}
 	out := make(chan []model.Update)
 	go func() { c.done <- w.Run(ctx, out) }()
 	go func() {
@@ -123,6 +132,10 @@ func startCollector(t *testing.T, w *sync.Watcher) *collector {
 					c.firstBatch = batch
 				}
 				for _, u := range batch {
+					if v, ok := u.(model.SourceVersion); ok {
+						c.versions[v.Resource] = versionAt{v.ResourceVersion, c.st.clone()}
+						continue
+					}
 					c.st.apply(u)
 					c.log = append(c.log, u)
 					if s, ok := u.(model.SyncStatusUpdate); ok && s.Status == model.InSync && c.atSync == nil {
@@ -150,6 +163,30 @@ func startCollector(t *testing.T, w *sync.Watcher) *collector {
 		}
 	})
 	return c
+}
+
+// waitVersion waits until the watcher vouches for resourceVersion rv (or a newer one) of
+// resource, and returns the state delivered when it did.
+func (c *collector) waitVersion(t *testing.T, resource, rv string) state {
+	t.Helper()
+	want, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q: %v", rv, err)
+	}
+	deadline := time.After(60 * time.Second)
+	for {
+		c.mu.Lock()
+		at, ok := c.versions[resource]
+		c.mu.Unlock()
+		if got, err := strconv.ParseUint(at.rv, 10, 64); ok && err == nil && got >= want {
+			return at.st
+		}
+		select {
+		case <-c.changed:
+		case <-deadline:
+			t.Fatalf("no SourceVersion of %s at or after %s (last %q)", resource, rv, at.rv)
+		}
+	}
 }
 
 // mark returns the position in the update log, for since.

@@ -42,7 +42,9 @@ type Watcher struct {
 
 	mu      gosync.Mutex
 	pending []model.Update
-	kick    chan struct{} // capacity 1: "pending is not empty"
+	// versions: resource → resourceVersion of its latest event since the last batch
+	versions map[string]string
+	kick     chan struct{} // capacity 1: "pending or versions is not empty"
 
 	// What was last emitted per namespace and policy, to emit only changes (resyncs and
 	// relists re-deliver unchanged objects) and the matching delete when an object stops being
@@ -75,6 +77,7 @@ func New(cfg Config) *Watcher {
 		log:        log,
 		kick:       make(chan struct{}, 1),
 		namespaces: map[string]model.Namespace{},
+		versions:   map[string]string{},
 		policies:   map[model.PolicyKey]model.Policy{},
 		invalid:    map[objectKey]string{},
 	}
@@ -97,21 +100,24 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 
 	type source struct {
 		name     string
+		resource string // as SourceVersion names it
 		informer cache.SharedIndexInformer
 		change   func(oldObj, newObj any) // oldObj nil for an add
 		del      func(obj any)
 	}
 	sources := []source{
-		{"Namespace", factory.Core().V1().Namespaces().Informer(), ignoreOld(w.setNamespace), w.deleteNamespace},
-		{"Pod", factory.Core().V1().Pods().Informer(), w.podChanged, w.deletePod},
-		{"NetworkPolicy", factory.Networking().V1().NetworkPolicies().Informer(), ignoreOld(w.setPolicy), w.deletePolicy},
+		{"Namespace", "namespaces", factory.Core().V1().Namespaces().Informer(), ignoreOld(w.setNamespace), w.deleteNamespace},
+		{"Pod", "pods", factory.Core().V1().Pods().Informer(), w.podChanged, w.deletePod},
+		{"NetworkPolicy", "networkpolicies", factory.Networking().V1().NetworkPolicies().Informer(), ignoreOld(w.setPolicy), w.deletePolicy},
 	}
 	var synced []cache.InformerSynced
 	for _, s := range sources {
+		// each event's version is noted after its updates are queued: a SourceVersion never
+		// precedes the changes it vouches for
 		reg, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { s.change(nil, obj) },
-			UpdateFunc: s.change,
-			DeleteFunc: s.del,
+			AddFunc:    func(obj any) { s.change(nil, obj); w.observe(s.resource, obj) },
+			UpdateFunc: func(oldObj, newObj any) { s.change(oldObj, newObj); w.observe(s.resource, newObj) },
+			DeleteFunc: func(obj any) { s.del(obj); w.observe(s.resource, obj) },
 		})
 		if err != nil {
 			return fmt.Errorf("sync: adding the %s event handler: %w", s.name, err)
@@ -145,6 +151,10 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		w.mu.Lock()
 		batch := w.pending
 		w.pending = nil
+		for res, rv := range w.versions {
+			batch = append(batch, model.SourceVersion{Resource: res, ResourceVersion: rv})
+		}
+		clear(w.versions)
 		w.mu.Unlock()
 		if len(batch) == 0 {
 			continue
@@ -158,6 +168,22 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 }
 
 func ignoreOld(f func(obj any)) func(_, obj any) { return func(_, obj any) { f(obj) } }
+
+// observe notes the resourceVersion of an event's object (a tombstone has none) for the next
+// batch's SourceVersion of its resource.
+func (w *Watcher) observe(resource string, obj any) {
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetResourceVersion() == "" {
+		return
+	}
+	w.mu.Lock()
+	w.versions[resource] = m.GetResourceVersion()
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
 
 // push queues updates for the sender.
 func (w *Watcher) push(ups ...model.Update) {

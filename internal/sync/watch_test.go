@@ -216,6 +216,21 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 		c.waitFor(t, st.name, view, want)
 	}
 
+	// A SourceVersion vouches for what was delivered before it: once the watcher reports a
+	// pod's new resourceVersion, the pod's change is already in the stream (the agent publishes
+	// these after committing, and the e2e harness waits for them).
+	for i, tier := range []string{"back", "front", "back"} {
+		p, err := s.Client.CoreV1().Pods(nsA).Patch(ctx, "web", types.MergePatchType,
+			mergePatch(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": tier}}}), metav1.PatchOptions{})
+		must(err)
+		st := c.waitVersion(t, "pods", p.ResourceVersion)
+		if got := st.Endpoints[web.Key].Labels["tier"]; got != tier {
+			t.Fatalf("relabel %d: SourceVersion %s of pods arrived with tier=%q delivered, want %q", i, p.ResourceVersion, got, tier)
+		}
+	}
+	web.Labels = map[string]string{"app": "web", "tier": "back"}
+	want.Endpoints[web.Key] = web
+
 	// API server outage: nothing is withdrawn meanwhile, and afterwards the watcher follows
 	// changes again without re-sending what did not change.
 	mark := c.mark()

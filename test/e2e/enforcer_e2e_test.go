@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,11 +16,12 @@ import (
 // agentProcesses runs the agent as the product runs it: the nftpolicy binary, one process per
 // node namespace (internal/testenv/agentproc).
 type agentProcesses struct {
-	t   *testing.T
-	s   *kube.Server
-	cl  *netns.Cluster
-	bin string
-	dir string
+	t     *testing.T
+	s     *kube.Server
+	cl    *netns.Cluster
+	bin   string
+	dir   string
+	procs []*agentproc.Process // the started agents
 }
 
 // newEnforcer builds the agent binary once for the test.
@@ -53,5 +57,47 @@ func (e *agentProcesses) Start(ctx context.Context, node string) (func(), error)
 		stop()
 		return nil, err
 	}
+	e.procs = append(e.procs, p)
 	return stop, nil
+}
+
+// CaughtUp polls each agent's nftpolicy_source_resource_version until it reaches versions.
+func (e *agentProcesses) CaughtUp(ctx context.Context, versions map[string]uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, p := range e.procs {
+		for {
+			_, body, err := p.Get(agentproc.MetricsURL)
+			behind := ""
+			for res, want := range versions {
+				if got := sourceVersion(body, res); got < want {
+					behind += fmt.Sprintf(" %s at %d, want %d;", res, got, want)
+				}
+			}
+			if err == nil && behind == "" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("agent of node %s:%s (%v)", p.Node, behind, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// sourceVersion reads nftpolicy_source_resource_version{resource="res"} from a metrics page
+// (0 when absent).
+func sourceVersion(metrics, res string) uint64 {
+	prefix := `nftpolicy_source_resource_version{resource="` + res + `"} `
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return uint64(f)
+			}
+		}
+	}
+	return 0
 }

@@ -58,6 +58,26 @@ type harness struct {
 	srv   *kube.Server
 	fab   fabric
 	addrs map[string][]netip.Addr
+	// enf, when set, is waited for after every step's writes (caughtUp): the oracle fabric
+	// reads the API server itself and needs no barrier.
+	enf      Enforcer
+	barriers int
+}
+
+// caughtUp waits until the enforcer has committed every write made so far (barrier_test.go).
+func (h *harness) caughtUp(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	if h.enf == nil {
+		return
+	}
+	h.barriers++
+	versions, err := barrier(ctx, h.srv, h.barriers)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if err := h.enf.CaughtUp(ctx, versions); err != nil {
+		t.Fatalf("%s: the agents did not commit the step: %v", what, err)
+	}
 }
 
 // newHarness makes the namespaces and the 9 pods on fab and in the API server. Objects left by
@@ -152,6 +172,7 @@ func (h *harness) run(t *testing.T, c Case, v familyView) {
 		if err := h.apply(ctx, s, v); err != nil {
 			t.Fatalf("step %d (%s): %v", i+1, s.By, err)
 		}
+		h.caughtUp(t, ctx, fmt.Sprintf("step %d (%s)", i+1, s.By))
 		for _, p := range s.Probes {
 			h.validate(t, ctx, fmt.Sprintf("step %d (%s)", i+1, s.By), v, p.Protocol, p.Port, expected(p, modelPods(), true))
 		}
@@ -215,6 +236,7 @@ func (h *harness) reset(t *testing.T, ctx context.Context, v familyView) {
 			}
 		}
 	}
+	h.caughtUp(t, ctx, "reset")
 	h.validate(t, ctx, "reset (no policy)", v, protocolTCP, 80, NewReachability(modelPods(), true))
 }
 
