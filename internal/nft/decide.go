@@ -2,6 +2,7 @@ package nft
 
 import (
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"sort"
@@ -171,35 +172,58 @@ func (s *State) Evaluate(dir model.Direction, tiers []graph.TierPolicies, local,
 	return s.eval(dir, tiers, packet{peer: peer.Unmap(), local: local.Unmap(), known: true, proto: proto, port: port})
 }
 
-func (s *State) eval(dir model.Direction, tiers []graph.TierPolicies, p packet) Outcome {
-tiers:
-	for _, t := range tiers {
+// policyRule is one rule of a tier's policies in one direction.
+type policyRule struct {
+	*graph.Rule
+	policy model.PolicyKey
+	dir    model.Direction
+	index  int // among the policy's rules of the direction
+}
+
+// reason names the rule in outcomes and comments: its comment, else policy, direction and index.
+func (r policyRule) reason() string {
+	if r.Comment != "" {
+		return r.Comment
+	}
+	return fmt.Sprintf("%s %s rule %d", r.policy, r.dir, r.index)
+}
+
+// tierRules yields the rules of a tier's policies in one direction, in evaluation order; a
+// policy the State does not hold (yet) contributes none.
+func (s *State) tierRules(dir model.Direction, t graph.TierPolicies) iter.Seq[policyRule] {
+	return func(yield func(policyRule) bool) {
 		for _, key := range t.Policies {
 			pol := s.Policies[key]
 			if pol == nil {
-				continue // not (yet) known: contributes no rule
+				continue
 			}
 			rules := pol.Ingress
 			if dir == model.Egress {
 				rules = pol.Egress
 			}
 			for i := range rules {
-				r := &rules[i]
-				if !s.matches(dir, r, p) {
-					continue
+				if !yield(policyRule{Rule: &rules[i], policy: key, dir: dir, index: i}) {
+					return
 				}
-				reason := r.Comment
-				if reason == "" {
-					reason = fmt.Sprintf("%s %s rule %d", key, dir, i)
-				}
-				switch r.Action {
-				case model.ActionAllow:
-					return Outcome{Allow, reason + " (allow)"}
-				case model.ActionDeny:
-					return Outcome{Deny, reason + " (deny)"}
-				case model.ActionPass:
-					continue tiers
-				}
+			}
+		}
+	}
+}
+
+func (s *State) eval(dir model.Direction, tiers []graph.TierPolicies, p packet) Outcome {
+tiers:
+	for _, t := range tiers {
+		for r := range s.tierRules(dir, t) {
+			if !s.matches(dir, r.Rule, p) {
+				continue
+			}
+			switch r.Action {
+			case model.ActionAllow:
+				return Outcome{Allow, r.reason() + " (allow)"}
+			case model.ActionDeny:
+				return Outcome{Deny, r.reason() + " (deny)"}
+			case model.ActionPass:
+				continue tiers
 			}
 		}
 		if o := tierDefault(t); o.Verdict != 0 {
@@ -525,33 +549,18 @@ func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 
 		}
 	}
 	for _, t := range tiers {
-		for _, key := range t.Policies {
-			pol := s.Policies[key]
-			if pol == nil {
-				continue
-			}
-			rules := pol.Ingress
+		for r := range s.tierRules(dir, t) {
+			m := &r.Src
 			if dir == model.Egress {
-				rules = pol.Egress
+				m = &r.Dst
+				add(m.NamedPortSets)
+				add(m.NotNamedPortSets)
 			}
-			for i := range rules {
-				m := &rules[i].Src
-				if dir == model.Egress {
-					m = &rules[i].Dst
-					add(m.NamedPortSets)
-					add(m.NotNamedPortSets)
-				}
-				add(m.Sets)
-				add(m.NotSets)
-				for _, n := range m.Nets {
-					if n.Addr().Is4() == is4 {
-						nets = append(nets, n)
-					}
-				}
-				for _, n := range m.NotNets {
-					if n.Addr().Is4() == is4 {
-						nets = append(nets, n)
-					}
+			add(m.Sets)
+			add(m.NotSets)
+			for _, n := range slices.Concat(m.Nets, m.NotNets) {
+				if n.Addr().Is4() == is4 {
+					nets = append(nets, n)
 				}
 			}
 		}

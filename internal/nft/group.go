@@ -30,36 +30,26 @@ func (s *State) GroupKey(dir model.Direction, tiers []graph.TierPolicies, local 
 	}
 	facts := map[string]bool{}
 	for _, t := range tiers {
-		for _, key := range t.Policies {
-			pol := s.Policies[key]
-			if pol == nil {
-				continue
-			}
-			rules := pol.Ingress
+		for r := range s.tierRules(dir, t) {
+			m := &r.Dst // local side of an ingress rule
 			if dir == model.Egress {
-				rules = pol.Egress
+				m = &r.Src
 			}
-			for i := range rules {
-				m := &rules[i].Dst // local side of an ingress rule
-				if dir == model.Egress {
-					m = &rules[i].Src
+			for _, id := range append(append([]graph.SetID(nil), m.Sets...), m.NotSets...) {
+				if s.member(id, local) {
+					facts["s:"+string(id)] = true
 				}
-				for _, id := range append(append([]graph.SetID(nil), m.Sets...), m.NotSets...) {
-					if s.member(id, local) {
-						facts["s:"+string(id)] = true
-					}
+			}
+			for _, n := range append(append([]netip.Prefix(nil), m.Nets...), m.NotNets...) {
+				if n.Contains(local) {
+					facts["n:"+n.String()] = true
 				}
-				for _, n := range append(append([]netip.Prefix(nil), m.Nets...), m.NotNets...) {
-					if n.Contains(local) {
-						facts["n:"+n.String()] = true
-					}
-				}
-				if dir == model.Ingress {
-					for _, id := range append(append([]graph.SetID(nil), m.NamedPortSets...), m.NotNamedPortSets...) {
-						if set := s.Sets[id]; set != nil {
-							for _, mb := range set.ports[local] {
-								facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
-							}
+			}
+			if dir == model.Ingress {
+				for _, id := range append(append([]graph.SetID(nil), m.NamedPortSets...), m.NotNamedPortSets...) {
+					if set := s.Sets[id]; set != nil {
+						for _, mb := range set.ports[local] {
+							facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
 						}
 					}
 				}

@@ -64,39 +64,24 @@ func (s *State) compileList(dir model.Direction, tiers []graph.TierPolicies, loc
 	}
 tiers:
 	for _, t := range tiers {
-		for _, key := range t.Policies {
-			pol := s.Policies[key]
-			if pol == nil {
+		for r := range s.tierRules(dir, t) {
+			if neverMatches(r.Rule, is4) || r.Action == model.ActionLog {
 				continue
 			}
-			rules := pol.Ingress
-			if dir == model.Egress {
-				rules = pol.Egress
+			if r.Action != model.ActionAllow {
+				return nil, false
 			}
-			for i := range rules {
-				r := &rules[i]
-				if neverMatches(r, is4) || r.Action == model.ActionLog {
-					continue
-				}
-				if r.Action != model.ActionAllow {
+			lrs, ok := s.listRules(dir, r.Rule, local, is4, r.reason()+" (allow)")
+			if !ok {
+				return nil, false
+			}
+			for _, lr := range lrs {
+				rl.rules = append(rl.rules, lr)
+				if len(rl.rules) > maxListRules {
 					return nil, false
 				}
-				reason := r.Comment
-				if reason == "" {
-					reason = fmt.Sprintf("%s %s rule %d", key, dir, i)
-				}
-				lrs, ok := s.listRules(dir, r, local, is4, reason+" (allow)")
-				if !ok {
-					return nil, false
-				}
-				for _, lr := range lrs {
-					rl.rules = append(rl.rules, lr)
-					if len(rl.rules) > maxListRules {
-						return nil, false
-					}
-					if lr.matchesAll() {
-						return rl, true // later rules and defaults are never reached
-					}
+				if lr.matchesAll() {
+					return rl, true // later rules and defaults are never reached
 				}
 			}
 		}

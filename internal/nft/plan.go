@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
@@ -42,44 +41,30 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
 	seenProto := map[model.Protocol]bool{}
 	for ti, t := range tiers {
 		pl.defaults = append(pl.defaults, tierDefault(t))
-		for _, key := range t.Policies {
-			pol := s.Policies[key]
-			if pol == nil {
-				continue // not (yet) known: contributes no rule
+		for r := range s.tierRules(dir, t) {
+			reason := r.reason()
+			pos := len(pl.rules)
+			fr := flatRule{tier: ti, r: r.Rule}
+			switch r.Action {
+			case model.ActionAllow:
+				fr.outcome = Outcome{Allow, reason + " (allow)"}
+			case model.ActionDeny:
+				fr.outcome = Outcome{Deny, reason + " (deny)"}
 			}
-			rules := pol.Ingress
+			pl.rules = append(pl.rules, fr)
+			peer := &r.Src
 			if dir == model.Egress {
-				rules = pol.Egress
+				peer = &r.Dst
 			}
-			for i := range rules {
-				r := &rules[i]
-				reason := r.Comment
-				if reason == "" {
-					reason = fmt.Sprintf("%s %s rule %d", key, dir, i)
-				}
-				pos := len(pl.rules)
-				fr := flatRule{tier: ti, r: r}
-				switch r.Action {
-				case model.ActionAllow:
-					fr.outcome = Outcome{Allow, reason + " (allow)"}
-				case model.ActionDeny:
-					fr.outcome = Outcome{Deny, reason + " (deny)"}
-				}
-				pl.rules = append(pl.rules, fr)
-				peer := &r.Src
-				if dir == model.Egress {
-					peer = &r.Dst
-				}
-				if len(peer.Sets) > 0 {
-					pl.gated[peer.Sets[0]] = append(pl.gated[peer.Sets[0]], pos)
-				} else {
-					pl.ungated = append(pl.ungated, pos)
-				}
-				for _, pr := range []model.Protocol{r.Protocol, r.NotProtocol} {
-					if pr != model.ProtocolAny && !hasPorts(pr) && !seenProto[pr] {
-						seenProto[pr] = true
-						pl.protos = append(pl.protos, pr)
-					}
+			if len(peer.Sets) > 0 {
+				pl.gated[peer.Sets[0]] = append(pl.gated[peer.Sets[0]], pos)
+			} else {
+				pl.ungated = append(pl.ungated, pos)
+			}
+			for _, pr := range []model.Protocol{r.Protocol, r.NotProtocol} {
+				if pr != model.ProtocolAny && !hasPorts(pr) && !seenProto[pr] {
+					seenProto[pr] = true
+					pl.protos = append(pl.protos, pr)
 				}
 			}
 		}

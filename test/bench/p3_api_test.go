@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -294,26 +293,13 @@ type agentChildConfig struct {
 // childAgentColdStart runs TestColdStartAgentChild against srv, programming namespace netns.
 func childAgentColdStart(b *testing.B, srv *kube.Server, netns string) agentResult {
 	cfg, _ := json.Marshal(agentChildConfig{URL: srv.URL, Token: srv.Token, CA: srv.CAData, NetNS: netns, Node: coldSpec.Node})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestColdStartAgentChild$", "-test.bench=^$", "-test.count=1", "-test.v")
+	var args []string
 	if prof := os.Getenv("NFTP_BENCH_AGENT_CPUPROFILE"); prof != "" { // where the agent's time goes
-		cmd.Args = append(cmd.Args, "-test.cpuprofile="+prof)
+		args = append(args, "-test.cpuprofile="+prof)
 	}
-	cmd.Env = append(os.Environ(), agentChildEnv+"="+string(cfg))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.Fatalf("P3 agent child: %v\n%s", err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "P3AGENT "); ok {
-			var r agentResult
-			if err := json.Unmarshal([]byte(v), &r); err != nil {
-				b.Fatalf("P3 agent child result %q: %v", v, err)
-			}
-			return r
-		}
-	}
-	b.Fatalf("P3 agent child printed no result:\n%s", out)
-	return agentResult{}
+	var r agentResult
+	runChild(b, "TestColdStartAgentChild", agentChildEnv+"="+string(cfg), "P3AGENT", &r, args...)
+	return r
 }
 
 // TestColdStartAgentChild is BenchmarkColdStartAPI's agent process; it does nothing unless

@@ -107,26 +107,32 @@ const childEnv = "NFTP_BENCH_P4_NETNS"
 // childColdStartMemory runs TestColdStartMemoryChild in a child process on a fresh namespace.
 func childColdStartMemory(b *testing.B) childMemory {
 	node := newNetns(b, "bm")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestColdStartMemoryChild$", "-test.bench=^$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), childEnv+"="+node.name)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.Fatalf("P4 child: %v\n%s", err, out)
+	var m childMemory
+	runChild(b, "TestColdStartMemoryChild", childEnv+"="+node.name, "P4RESULT", &m)
+	if m.Transactions != 1 || m.Elements == 0 {
+		b.Fatalf("P4 child committed %d elements in %d transactions", m.Elements, m.Transactions)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "P4RESULT "); ok {
-			var m childMemory
-			if err := json.Unmarshal([]byte(v), &m); err != nil {
-				b.Fatalf("P4 child result %q: %v", v, err)
+	return m
+}
+
+// runChild runs test (one of this package's child tests) in a process of its own with env set,
+// and decodes the JSON it prints on the line starting with prefix into out.
+func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...string) {
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^" + test + "$", "-test.bench=^$", "-test.count=1", "-test.v"}, extraArgs...)...)
+	cmd.Env = append(os.Environ(), env)
+	text, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", test, err, text)
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix+" "); ok {
+			if err := json.Unmarshal([]byte(v), out); err != nil {
+				b.Fatalf("%s: result %q: %v", test, v, err)
 			}
-			if m.Transactions != 1 || m.Elements == 0 {
-				b.Fatalf("P4 child committed %d elements in %d transactions", m.Elements, m.Transactions)
-			}
-			return m
+			return
 		}
 	}
-	b.Fatalf("P4 child printed no result:\n%s", out)
-	return childMemory{}
+	b.Fatalf("%s printed no %s line:\n%s", test, prefix, text)
 }
 
 // TestColdStartMemoryChild is BenchmarkColdStart's P4 child; it does nothing unless started by
