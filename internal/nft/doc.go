@@ -89,9 +89,9 @@
 //   - Listed shape: no element per group; each selector's members once per table (P3's cluster:
 //     the map shape copied namespace-wide selectors into hundreds of groups). A pod joining or
 //     leaving a selector is one plain element of its sel_ set, whatever the number of groups.
-//   - Elements per group and family: known peers + ipBlock intervals; per class: its port
-//     segments. Class chains are content-addressed and shared by all groups.
-//   - A pod joining or leaving a selector (SetMembersChanged): in each group whose rules
+//   - Map shape, elements per group and family: known peers + ipBlock intervals; per class: its
+//     port segments. Class chains are content-addressed and shared by all groups.
+//   - Map shape, a pod joining or leaving a selector (SetMembersChanged): in each group whose rules
 //     reference the set, only that address's class is recomputed (compiled.recompilePeer, with
 //     the group's plan kept from its last full compile) and its elements changed; a local
 //     endpoint is regrouped only if its own address changed membership. The commit names the
@@ -101,8 +101,11 @@
 //     0.5 ms at 10,000 elements, against ≈ 34 µs for a plain element) — hence the fast path.
 //   - A policy change, a new set or a regrouped endpoint: the groups concerned are recompiled
 //     in full; their unchanged elements are not sent.
-//   - Memory: per group the decision (peer → interned class key) and, for plans with more than
-//     16 gate sets, an index of peer → gate sets; per set a member count per address.
+//   - Memory: per map-shaped group the decision (peer → interned class key) and, for plans with
+//     more than 16 gate sets, an index of peer → gate sets; per set a member count per address;
+//     the desired table, and the committer's copy of what it committed.
+//   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, 0.7–0.9 s
+//     from the graph's first flush; one pod joining a selector p50 ≈ 60 µs.
 //
 // # Invariants
 //
