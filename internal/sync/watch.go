@@ -97,6 +97,11 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(w.cfg.Client, 0, // no periodic resync: the informers relist after a watch error
 		informers.WithTransform(Transform))
 	w.push(model.SyncStatusUpdate{Status: model.ResyncInProgress})
+	// pods are listed by podListWatch (podlist.go), the rest by the factory's informers
+	pods := cache.NewSharedIndexInformer(podListWatch(w.cfg.Client), &corev1.Pod{}, 0, cache.Indexers{})
+	if err := pods.SetTransform(Transform); err != nil {
+		return fmt.Errorf("sync: pod informer: %w", err)
+	}
 
 	type source struct {
 		name     string
@@ -107,7 +112,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	}
 	sources := []source{
 		{"Namespace", "namespaces", factory.Core().V1().Namespaces().Informer(), ignoreOld(w.setNamespace), w.deleteNamespace},
-		{"Pod", "pods", factory.Core().V1().Pods().Informer(), w.podChanged, w.deletePod},
+		{"Pod", "pods", pods, w.podChanged, w.deletePod},
 		{"NetworkPolicy", "networkpolicies", factory.Networking().V1().NetworkPolicies().Informer(), ignoreOld(w.setPolicy), w.deletePolicy},
 	}
 	var synced []cache.InformerSynced
@@ -126,6 +131,9 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
+	podsDone := make(chan struct{})
+	go func() { defer close(podsDone); pods.RunWithContext(ctx) }()
+	defer func() { <-podsDone }()
 
 	started := time.Now()
 	go func() {

@@ -1,0 +1,57 @@
+package sync
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// TestDecodePodList: a PodList as the API server encodes it (protobuf, in its envelope) decodes
+// into the slimmed pods Transform makes of the typed decode, in order, with the list's metadata.
+func TestDecodePodList(t *testing.T) {
+	want := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "4711", Continue: "next"}}
+	for i := range 50 {
+		p := corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprint("ns", i%3), Name: fmt.Sprint("p", i), ResourceVersion: fmt.Sprint(100 + i),
+				Labels: map[string]string{"app": fmt.Sprint("a", i%4)}, Annotations: map[string]string{"big": "dropped"}},
+			Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "sa", HostNetwork: i%7 == 0,
+				Containers: []corev1.Container{{Name: "c", Image: "img", Env: []corev1.EnvVar{{Name: "X", Value: "y"}},
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 9}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.0.%d", i+1),
+				PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.0.0.%d", i+1)}, {IP: fmt.Sprintf("fd00::%x", i+1)}}},
+		}
+		want.Items = append(want.Items, p)
+	}
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(want, &buf); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
+	if !bytes.HasPrefix(raw, protobufMagic) {
+		t.Fatalf("encoded list starts with %q", raw[:4])
+	}
+	got, err := decodePodList(raw[len(protobufMagic):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != "4711" || got.Continue != "next" {
+		t.Errorf("list metadata %+v", got.ListMeta)
+	}
+	if len(got.Items) != len(want.Items) {
+		t.Fatalf("%d pods decoded, want %d", len(got.Items), len(want.Items))
+	}
+	for i := range want.Items {
+		if w := slimPod(&want.Items[i]); !reflect.DeepEqual(got.Items[i], w) {
+			t.Fatalf("pod %d:\n got %+v\nwant %+v", i, got.Items[i], w)
+		}
+	}
+	if _, err := decodePodList(raw[len(protobufMagic) : len(raw)-3]); err == nil {
+		t.Error("a truncated list decoded without error")
+	}
+}
