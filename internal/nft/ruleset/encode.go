@@ -15,62 +15,13 @@ import (
 // `nft --debug=netlink` shows nft 1.0.6 sending for the same rule text, so that `nft list`
 // prints the rules back as Render writes them.
 
-var (
-	l4ProtoDportType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
-	ifnameIPType     = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIPAddr)
-	ifnameIP6Type    = nftables.MustConcatSetType(nftables.TypeIFName, nftables.TypeIP6Addr)
-	ipProtoPortType  = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
-	ip6ProtoPortType = nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
-)
-
-// addrProtoPort tells the address . protocol . port keys apart: IPv4 or not, and the payload
-// offset of the address in the network header.
-func addrProtoPort(k Key) (is4 bool, off uint32, ok bool) {
-	switch k {
-	case KeyIPSaddrL4ProtoDport:
-		return true, 12, true
-	case KeyIPDaddrL4ProtoDport:
-		return true, 16, true
-	case KeyIP6SaddrL4ProtoDport:
-		return false, 8, true
-	case KeyIP6DaddrL4ProtoDport:
-		return false, 24, true
-	}
-	return false, 0, false
-}
-
-func setKeyType(k Key) (nftables.SetDatatype, bool, error) {
-	switch k {
-	case KeyIPSaddr, KeyIPDaddr:
-		return nftables.TypeIPAddr, false, nil
-	case KeyIP6Saddr, KeyIP6Daddr:
-		return nftables.TypeIP6Addr, false, nil
-	case KeyL4Proto:
-		return nftables.TypeInetProto, false, nil
-	case KeyL4ProtoDport:
-		return l4ProtoDportType, true, nil
-	case KeyIifname:
-		return nftables.TypeIFName, false, nil
-	case KeyIifnameIPSaddr:
-		return ifnameIPType, true, nil
-	case KeyIifnameIP6Saddr:
-		return ifnameIP6Type, true, nil
-	}
-	if is4, _, ok := addrProtoPort(k); ok {
-		if is4 {
-			return ipProtoPortType, true, nil
-		}
-		return ip6ProtoPortType, true, nil
-	}
-	return nftables.SetDatatype{}, false, fmt.Errorf("set key %d: unknown key", k)
-}
-
 // nfSet returns the google/nftables set for s (no elements).
 func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
-	kt, concat, err := setKeyType(s.Key)
+	d, err := describeKey(s.Key)
 	if err != nil {
 		return nil, fmt.Errorf("set %s: %w", s.Name, err)
 	}
+	kt, concat := d.setType()
 	ns := &nftables.Set{
 		Table:    t,
 		Name:     s.Name,
@@ -87,7 +38,7 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 	if s.Map {
 		ns.DataType = nftables.TypeVerdict
 	}
-	if s.Key == KeyIifname {
+	if d.shape == shapeIfname {
 		// ifname is a host-byte-order string type: without this userdata nft lists its
 		// elements as "".
 		ns.KeyByteOrder = binaryutil.NativeEndian
@@ -109,9 +60,13 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 		}
 		el.VerdictData = v
 	}
-	switch s.Key {
-	case KeyIPSaddr, KeyIPDaddr, KeyIP6Saddr, KeyIP6Daddr:
-		want4 := s.Key == KeyIPSaddr || s.Key == KeyIPDaddr
+	d, err := describeKey(s.Key)
+	if err != nil {
+		return dst, fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	want4 := d.is4()
+	switch d.shape {
+	case shapeAddr:
 		end := rangeEnd(k)
 		if !k.Addr.IsValid() || k.Addr.Is4() != want4 || end.Is4() != want4 || k.Addr.Is4In6() || end.Compare(k.Addr) < 0 {
 			return dst, fmt.Errorf("set %s: bad address element %s", s.Name, k)
@@ -128,13 +83,13 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 			dst = append(dst, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
 		}
 		return dst, nil
-	case KeyL4Proto:
+	case shapeProto:
 		if s.Interval {
 			return dst, fmt.Errorf("set %s: interval inet_proto sets are not supported", s.Name)
 		}
 		el.Key = []byte{k.Proto}
 		return append(dst, el), nil
-	case KeyL4ProtoDport:
+	case shapeProtoPort:
 		el.Key = l4ProtoDportKey(k.Proto, k.Port)
 		if s.Interval {
 			end := k.PortEnd
@@ -146,22 +101,20 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 			return dst, fmt.Errorf("set %s: port range %s in a set without flags interval", s.Name, k)
 		}
 		return append(dst, el), nil
-	case KeyIifname:
+	case shapeIfname:
 		if s.Interval || k.Ifname == "" || len(k.Ifname) >= unix.IFNAMSIZ {
 			return dst, fmt.Errorf("set %s: bad interface element %q", s.Name, k.Ifname)
 		}
 		el.Key = ifnameBytes(k.Ifname)
 		return append(dst, el), nil
-	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
-		want4 := s.Key == KeyIifnameIPSaddr
+	case shapeIfnameAddr:
 		if s.Interval || k.Ifname == "" || len(k.Ifname) >= unix.IFNAMSIZ || !k.Addr.IsValid() ||
 			k.Addr.Is4() != want4 || k.Addr.Is4In6() || rangeEnd(k) != k.Addr {
 			return dst, fmt.Errorf("set %s: bad interface . address element %s", s.Name, k)
 		}
 		el.Key = append(ifnameBytes(k.Ifname), k.Addr.AsSlice()...)
 		return append(dst, el), nil
-	}
-	if want4, _, ok := addrProtoPort(s.Key); ok {
+	case shapeAddrProtoPort:
 		if s.Interval || !k.Addr.IsValid() || k.Addr.Is4() != want4 || k.Addr.Is4In6() || rangeEnd(k) != k.Addr ||
 			(k.PortEnd != 0 && k.PortEnd != k.Port) {
 			return dst, fmt.Errorf("set %s: bad address . protocol . port element %s", s.Name, k)
@@ -255,11 +208,12 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		if l.Map && i != len(r.Lookups)-1 {
 			return nil, fmt.Errorf("lookup of map %s: a verdict map must be the rule's last lookup", l.Set)
 		}
-		load, err := keyLoad(l.Key)
+		d, err := describeKey(l.Key)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("lookup of set %s: %w", l.Set, err)
 		}
-		if fam := keyFamily(l.Key); fam != 0 {
+		load := keyLoad(d)
+		if fam := d.fam; fam != 0 {
 			// nft guards a rule's first address load only: later loads of the same family
 			// would list as an explicit `meta nfproto` match
 			if fam == guarded {
@@ -296,69 +250,42 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 	return ex, nil
 }
 
-// keyFamily is the `meta nfproto` value guarding a key's load (0: none).
-func keyFamily(k Key) byte {
-	switch k {
-	case KeyIPSaddr, KeyIPDaddr, KeyIPSaddrL4ProtoDport, KeyIPDaddrL4ProtoDport, KeyIifnameIPSaddr:
-		return unix.NFPROTO_IPV4
-	case KeyIP6Saddr, KeyIP6Daddr, KeyIP6SaddrL4ProtoDport, KeyIP6DaddrL4ProtoDport, KeyIifnameIP6Saddr:
-		return unix.NFPROTO_IPV6
+// keyLoad loads a lookup key into register 1 (and the following registers for the fields of a
+// concatenation), a key with an address after its two-expression `meta nfproto` guard.
+func keyLoad(d keyDesc) []expr.Any {
+	var ex []expr.Any
+	if d.fam != 0 {
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{d.fam}})
 	}
-	return 0
-}
-
-// keyLoad loads a lookup key into register 1 (and 9 for the second field of a concatenation),
-// a family's keys after their two-expression `meta nfproto` guard (keyFamily).
-func keyLoad(k Key) ([]expr.Any, error) {
-	nfproto := func(p byte) []expr.Any {
-		return []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}
+	addr := func(reg uint32) expr.Any {
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: d.off, Len: d.addrLen()}
 	}
-	payload := func(off, n uint32) expr.Any {
-		return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}
+	dport := func(reg uint32) expr.Any {
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
 	}
-	switch k {
-	case KeyIPSaddr:
-		return append(nfproto(unix.NFPROTO_IPV4), payload(12, 4)), nil
-	case KeyIPDaddr:
-		return append(nfproto(unix.NFPROTO_IPV4), payload(16, 4)), nil
-	case KeyIP6Saddr:
-		return append(nfproto(unix.NFPROTO_IPV6), payload(8, 16)), nil
-	case KeyIP6Daddr:
-		return append(nfproto(unix.NFPROTO_IPV6), payload(24, 16)), nil
-	case KeyL4Proto:
-		return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}}, nil
-	case KeyL4ProtoDport:
-		return []expr.Any{
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+	switch d.shape {
+	case shapeAddr:
+		return append(ex, addr(1))
+	case shapeProto:
+		return append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1})
+	case shapeProtoPort:
+		return append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 			// nft pads the 1-byte protocol to its 4-byte concatenation field this way.
 			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 1, Size: 2},
-			&expr.Payload{DestRegister: 9, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		}, nil
-	case KeyIifname:
-		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}}, nil
-	}
-	if is4, off, ok := addrProtoPort(k); ok {
-		// as nft 1.0.6 loads it: the address in register 1, then the protocol and the port in
-		// the next 32-bit registers (nft names the one after a 16-byte address "reg 2")
-		p, n, protoReg, portReg := byte(unix.NFPROTO_IPV4), uint32(4), uint32(9), uint32(10)
-		if !is4 {
-			p, n, protoReg, portReg = unix.NFPROTO_IPV6, 16, 2, 13
-		}
-		return append(nfproto(p), payload(off, n),
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
-			&expr.Payload{DestRegister: portReg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}), nil
-	}
-	switch k {
-	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
+			dport(9))
+	case shapeIfname:
+		return append(ex, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1})
+	case shapeIfnameAddr:
 		// the 16-byte ifname fills register 1; the address follows in register 2
-		p, off, n := byte(unix.NFPROTO_IPV4), uint32(12), uint32(4)
-		if k == KeyIifnameIP6Saddr {
-			p, off, n = unix.NFPROTO_IPV6, 8, 16
-		}
-		return append(nfproto(p), &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-			&expr.Payload{DestRegister: 2, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}), nil
+		return append(ex, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, addr(2))
 	}
-	return nil, fmt.Errorf("unknown lookup key %d", k)
+	// as nft 1.0.6 loads it: the address in register 1, then the protocol and the port in the
+	// next 32-bit registers (nft names the one after a 16-byte address "reg 2")
+	protoReg, portReg := uint32(9), uint32(10)
+	if !d.is4() {
+		protoReg, portReg = 2, 13
+	}
+	return append(ex, addr(1), &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg}, dport(portReg))
 }
 
 // ruleUserData is the rule's userdata: its comment TLV (what `nft list` prints as comment "…").

@@ -188,21 +188,21 @@ func renderElement(s *Set, e Element) string {
 // renderKey prints a key the way nft lists it: a single address, a prefix when the range is one,
 // else first-last; a protocol by name; ports as numbers.
 func renderKey(k Key, e ElementKey) string {
-	switch k {
-	case KeyIPSaddr, KeyIPDaddr, KeyIP6Saddr, KeyIP6Daddr:
+	switch keyDescs[k].shape {
+	case shapeAddr:
 		return renderRange(e.Addr, rangeEnd(e))
-	case KeyL4Proto:
+	case shapeProto:
 		return protoName(e.Proto)
-	case KeyL4ProtoDport:
+	case shapeProtoPort:
 		if e.PortEnd > e.Port {
 			return fmt.Sprintf("%s . %d-%d", protoName(e.Proto), e.Port, e.PortEnd)
 		}
 		return fmt.Sprintf("%s . %d", protoName(e.Proto), e.Port)
-	case KeyIifname:
+	case shapeIfname:
 		return fmt.Sprintf("%q", e.Ifname)
-	case KeyIifnameIPSaddr, KeyIifnameIP6Saddr:
+	case shapeIfnameAddr:
 		return fmt.Sprintf("%q . %s", e.Ifname, e.Addr)
-	case KeyIPSaddrL4ProtoDport, KeyIPDaddrL4ProtoDport, KeyIP6SaddrL4ProtoDport, KeyIP6DaddrL4ProtoDport:
+	case shapeAddrProtoPort:
 		return fmt.Sprintf("%s . %s . %d", e.Addr, protoName(e.Proto), e.Port)
 	}
 	return e.String()
@@ -262,59 +262,19 @@ func protoName(p uint8) string {
 }
 
 func keyType(k Key) string {
-	switch k {
-	case KeyIPSaddr, KeyIPDaddr:
-		return "ipv4_addr"
-	case KeyIP6Saddr, KeyIP6Daddr:
-		return "ipv6_addr"
-	case KeyL4Proto:
-		return "inet_proto"
-	case KeyL4ProtoDport:
-		return "inet_proto . inet_service"
-	case KeyIifname:
-		return "ifname"
-	case KeyIifnameIPSaddr:
-		return "ifname . ipv4_addr"
-	case KeyIifnameIP6Saddr:
-		return "ifname . ipv6_addr"
-	case KeyIPSaddrL4ProtoDport, KeyIPDaddrL4ProtoDport:
-		return "ipv4_addr . inet_proto . inet_service"
-	case KeyIP6SaddrL4ProtoDport, KeyIP6DaddrL4ProtoDport:
-		return "ipv6_addr . inet_proto . inet_service"
+	d, err := describeKey(k)
+	if err != nil {
+		return fmt.Sprintf("invalid_key_%d", k)
 	}
-	return fmt.Sprintf("invalid_key_%d", k)
+	return d.typeName()
 }
 
 func keyExpr(k Key) string {
-	switch k {
-	case KeyIPSaddr:
-		return "ip saddr"
-	case KeyIPDaddr:
-		return "ip daddr"
-	case KeyIP6Saddr:
-		return "ip6 saddr"
-	case KeyIP6Daddr:
-		return "ip6 daddr"
-	case KeyL4Proto:
-		return "meta l4proto"
-	case KeyL4ProtoDport:
-		return "meta l4proto . th dport"
-	case KeyIifname:
-		return "iifname"
-	case KeyIifnameIPSaddr:
-		return "iifname . ip saddr"
-	case KeyIifnameIP6Saddr:
-		return "iifname . ip6 saddr"
-	case KeyIPSaddrL4ProtoDport:
-		return "ip saddr . meta l4proto . th dport"
-	case KeyIPDaddrL4ProtoDport:
-		return "ip daddr . meta l4proto . th dport"
-	case KeyIP6SaddrL4ProtoDport:
-		return "ip6 saddr . meta l4proto . th dport"
-	case KeyIP6DaddrL4ProtoDport:
-		return "ip6 daddr . meta l4proto . th dport"
+	d, err := describeKey(k)
+	if err != nil {
+		return fmt.Sprintf("invalid_key_%d", k)
 	}
-	return fmt.Sprintf("invalid_key_%d", k)
+	return d.expr
 }
 
 // priorityString prints a base chain priority as nft 1.0.6 lists it: relative to a standard
