@@ -6,6 +6,7 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/selector"
+	"github.com/nftpolicy/nftpolicy/internal/setmap"
 )
 
 // This file is the label index: which endpoints each matcher (a scoped selector tuple) matches,
@@ -178,24 +179,6 @@ func newIndex() index {
 	}
 }
 
-func addTo[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
-	s := m[k]
-	if s == nil {
-		s = map[V]struct{}{}
-		m[k] = s
-	}
-	s[v] = struct{}{}
-}
-
-func removeFrom[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
-	if s := m[k]; s != nil {
-		delete(s, v)
-		if len(s) == 0 {
-			delete(m, k)
-		}
-	}
-}
-
 func chooseAnchor(s spec) anchor {
 	if s.scope != "" {
 		// a namespaced selector with a required label equality is filed under both, so that a
@@ -242,7 +225,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1,
 		members: map[*endpoint]struct{}{}, policies: map[*policy]struct{}{}}
 	g.idx.matchers[k] = m
-	addTo(g.idx.byAnchor, m.anchor, m)
+	setmap.Add(g.idx.byAnchor, m.anchor, m)
 	if kind := m.anchor.kind; (kind == anchorEpEq || kind == anchorEpKey) && g.idx.epByAnchor[m.anchor] == nil {
 		eps := map[*endpoint]struct{}{}
 		for _, e := range g.endpoints {
@@ -296,7 +279,7 @@ func (g *Graph) releaseMatcher(m *matcher) {
 		return
 	}
 	delete(g.idx.matchers, m.key)
-	removeFrom(g.idx.byAnchor, m.anchor, m)
+	setmap.Remove(g.idx.byAnchor, m.anchor, m)
 	if _, ok := g.idx.byAnchor[m.anchor]; !ok {
 		delete(g.idx.epByAnchor, m.anchor)
 	}
@@ -402,11 +385,11 @@ func (g *Graph) fileEndpoint(e *endpoint, add bool) {
 func (g *Graph) fileNamespace(ns *namespace, add bool) {
 	for k, v := range ns.labels {
 		if add {
-			addTo(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			addTo(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			setmap.Add(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			setmap.Add(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		} else {
-			removeFrom(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			removeFrom(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			setmap.Remove(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			setmap.Remove(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		}
 	}
 }

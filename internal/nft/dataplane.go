@@ -14,6 +14,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
+	"github.com/nftpolicy/nftpolicy/internal/setmap"
 )
 
 // DefaultTable is the name of the one table nftpolicy owns.
@@ -392,9 +393,9 @@ func (d *Dataplane) indexLocalAddrs(k model.EndpointKey, m *graph.EndpointUpdate
 func (d *Dataplane) indexPolicySets(p *graph.PolicyUpdated, add bool) {
 	for _, id := range policySets(p) {
 		if add {
-			addTo(d.setPolicies, id, p.Key)
+			setmap.Add(d.setPolicies, id, p.Key)
 		} else {
-			removeFrom(d.setPolicies, id, p.Key)
+			setmap.Remove(d.setPolicies, id, p.Key)
 		}
 	}
 }
@@ -404,9 +405,9 @@ func (d *Dataplane) indexEndpointPolicies(k model.EndpointKey, m *graph.Endpoint
 		for _, t := range tiers {
 			for _, p := range t.Policies {
 				if add {
-					addTo(d.policyEndpoint, p, k)
+					setmap.Add(d.policyEndpoint, p, k)
 				} else {
-					removeFrom(d.policyEndpoint, p, k)
+					setmap.Remove(d.policyEndpoint, p, k)
 				}
 			}
 		}
@@ -509,7 +510,7 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 			d.pendingGroups[name] = struct{}{}
 			for _, t := range g.tiers {
 				for _, p := range t.Policies {
-					addTo(d.policyGroups, p, name)
+					setmap.Add(d.policyGroups, p, name)
 				}
 			}
 		}
@@ -603,7 +604,7 @@ func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
 	// unused: remove its chain and maps, release its classes
 	for _, t := range g.tiers {
 		for _, p := range t.Policies {
-			removeFrom(d.policyGroups, p, name)
+			setmap.Remove(d.policyGroups, p, name)
 		}
 	}
 	for c := range g.classUse {
@@ -698,24 +699,6 @@ func groupName(dir model.Direction, key string) string {
 func shortHash(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:6])
-}
-
-func addTo[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
-	s := m[k]
-	if s == nil {
-		s = map[V]struct{}{}
-		m[k] = s
-	}
-	s[v] = struct{}{}
-}
-
-func removeFrom[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
-	if s := m[k]; s != nil {
-		delete(s, v)
-		if len(s) == 0 {
-			delete(m, k)
-		}
-	}
 }
 
 // DeniedPackets reads the kernel's counters of the deny chains: packets dropped per reason.
