@@ -634,7 +634,7 @@ func dispatchMap(dk dispatchKey) string {
 
 func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
 	name := dispatchMap(dk)
-	ek := ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr}
+	ek := ruleset.AddrKey(dk.addr)
 	d.table.Sets[name].Elements[ek] = ruleset.Element{
 		ElementKey: ek,
 		Verdict:    ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
@@ -645,7 +645,7 @@ func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKe
 
 func (d *Dataplane) deleteDispatch(dk dispatchKey) {
 	name := dispatchMap(dk)
-	ek := ruleset.ElementKey{Addr: dk.addr, AddrEnd: dk.addr}
+	ek := ruleset.AddrKey(dk.addr)
 	delete(d.table.Sets[name].Elements, ek)
 	d.touchElement(name, ek)
 }

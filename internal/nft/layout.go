@@ -231,7 +231,7 @@ func (d *Dataplane) compilePeers(g *group) {
 					d.touchElement(allow.Name, e.ElementKey)
 				}
 			} else {
-				ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+				ek := ruleset.AddrKey(a)
 				delete(set.Elements, ek)
 				d.touchElement(set.Name, ek)
 				name := classChain(old)

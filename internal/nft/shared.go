@@ -147,7 +147,7 @@ func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
 	if set != nil {
 		for a := range set.addrs {
 			if a.Is4() == is4 {
-				ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+				ek := ruleset.AddrKey(a)
 				s.Elements[ek] = ruleset.Element{ElementKey: ek}
 			}
 		}
@@ -207,7 +207,7 @@ func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
 	}
 	name := selSetName(id, a.Is4())
 	if s := d.table.Sets[name]; s != nil {
-		ek := ruleset.ElementKey{Addr: a, AddrEnd: a}
+		ek := ruleset.AddrKey(a)
 		if d.state.member(id, a) {
 			s.Elements[ek] = ruleset.Element{ElementKey: ek}
 		} else {

@@ -529,7 +529,9 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		}
 	}
 	for _, s := range newSets {
-		m.Sets[s.Name] = s.Clone()
+		ms := *s // its elements arrive with the diffs below
+		ms.Elements = make(map[ElementKey]Element, len(s.Elements))
+		m.Sets[s.Name] = &ms
 	}
 	for _, s := range goneSets {
 		delete(m.Sets, s.Name)

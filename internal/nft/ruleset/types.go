@@ -160,6 +160,10 @@ type ElementKey struct {
 	Ifname        string
 }
 
+// AddrKey is the key of a single address: AddrEnd equal to Addr, the one spelling the package
+// and its users write (an unset AddrEnd is read the same way, but is a different map key).
+func AddrKey(a netip.Addr) ElementKey { return ElementKey{Addr: a, AddrEnd: a} }
+
 // Element is a set element; Verdict is set in verdict maps.
 type Element struct {
 	ElementKey
