@@ -146,10 +146,8 @@ func TestCompareReport(t *testing.T) {
 		t.Fatalf("wrong = %d, want 1 (y/a->x/a); report:\n%s", wrong, report)
 	}
 	for _, want := range []string{
-		"incorrect: 1",
-		"expected:\n\n-\tx/a\tx/b\ty/a\nx/a\t- \t. \t. \nx/b\tX \t- \t. \ny/a\tX \t. \t- \n",
-		"observed:\n\n-\tx/a\tx/b\ty/a\nx/a\t- \t. \t. \nx/b\tX \t- \t. \ny/a\t. \t. \t- \n",
-		"comparison (X = wrong):\n\n-\tx/a\tx/b\ty/a\nx/a\t- \t. \t. \nx/b\t. \t- \t. \ny/a\tX \t. \t- \n",
+		"1 wrong",
+		"  y/a -> x/a: expected blocked, observed connected",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
