@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
 // The benchmarks build their own minimal topology (a node namespace and pod namespaces joined by
@@ -60,18 +60,7 @@ func newNetns(tb testing.TB, tag string) *netnsHandle {
 
 // do runs fn on a fresh OS thread that has entered the namespace: sockets fn creates belong to
 // it, and processes it starts run in it. The thread is discarded afterwards.
-func (h *netnsHandle) do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Setns(h.fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("entering netns %s: %w", h.name, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
+func (h *netnsHandle) do(fn func() error) error { return netns.DoFD(h.fd, fn) }
 
 // run executes a command and fails tb with its output if it fails.
 func run(tb testing.TB, argv ...string) string {

@@ -16,11 +16,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net/netip"
-	"runtime"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
 const protoSCTP = 132
@@ -74,40 +75,18 @@ func parseSCTPInit(b []byte) (dstPort uint16, tag uint32, ok bool) {
 // Only when switching back fails is the thread left locked, so it dies instead of serving other
 // goroutines in the wrong namespace.
 func rawSocketIn(netnsFD int, is6 bool) (int, error) {
-	type result struct {
-		fd  int
-		err error
+	family := unix.AF_INET
+	if is6 {
+		family = unix.AF_INET6
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{-1, fmt.Errorf("opening the current network namespace: %w", err)}
-			return
+	fd := -1
+	err := netns.DoFD(netnsFD, func() (err error) {
+		if fd, err = unix.Socket(family, unix.SOCK_RAW|unix.SOCK_CLOEXEC, protoSCTP); err != nil {
+			return fmt.Errorf("raw SCTP socket: %w", err)
 		}
-		defer unix.Close(orig)
-		if err := unix.Setns(netnsFD, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{-1, fmt.Errorf("entering network namespace: %w", err)}
-			return
-		}
-		family := unix.AF_INET
-		if is6 {
-			family = unix.AF_INET6
-		}
-		fd, err := unix.Socket(family, unix.SOCK_RAW|unix.SOCK_CLOEXEC, protoSCTP)
-		if err != nil {
-			err = fmt.Errorf("raw SCTP socket: %w", err)
-		}
-		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- result{fd, err}
-	}()
-	r := <-ch
-	return r.fd, r.err
+		return nil
+	})
+	return fd, err
 }
 
 func sockaddr(ip netip.Addr) unix.Sockaddr {

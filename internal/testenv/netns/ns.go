@@ -22,36 +22,32 @@ const runDir = "/run/netns"
 
 func nsPath(name string) string { return filepath.Join(runDir, name) }
 
-// Do runs f on a goroutine locked to its OS thread after switching that thread into the named
-// network namespace, then switches it back. Sockets f creates belong to the namespace for their
-// whole life, wherever they are used afterwards. Goroutines f starts run on other threads, in the
-// root namespace. If the thread cannot be switched back it stays locked, so the Go runtime ends it
-// when f's goroutine returns rather than reuse a thread in the wrong namespace.
+// Do runs f in the named network namespace (DoFD). Sockets f creates belong to the namespace for
+// their whole life, wherever they are used afterwards. Goroutines f starts run on other threads,
+// in the root namespace.
 func Do(netnsName string, f func() error) error {
 	fd, err := unix.Open(nsPath(netnsName), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("opening network namespace %s: %w", netnsName, err)
 	}
 	defer unix.Close(fd)
+	return DoFD(fd, f)
+}
 
-	runtime.LockOSThread()
-	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("opening the current network namespace: %w", err)
-	}
-	defer unix.Close(orig)
-	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("entering network namespace %s: %w", netnsName, err)
-	}
-	defer func() {
-		if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
-			return // keep the thread locked: it dies with this goroutine
+// DoFD runs f on a fresh OS thread that has entered the network namespace fd refers to. The
+// thread is never returned to the scheduler (it ends with its goroutine), so no goroutine of
+// the caller's ever runs in the namespace, even if leaving it would fail.
+func DoFD(fd int, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering network namespace: %w", err)
+			return
 		}
-		runtime.UnlockOSThread()
+		errc <- f()
 	}()
-	return f()
+	return <-errc
 }
 
 // Exec runs `ip netns exec NS argv...` and returns its combined output; the error carries the
