@@ -34,18 +34,33 @@ func Do(netnsName string, f func() error) error {
 	return DoFD(fd, f)
 }
 
-// DoFD runs f on a fresh OS thread that has entered the network namespace fd refers to. The
-// thread is never returned to the scheduler (it ends with its goroutine), so no goroutine of
-// the caller's ever runs in the namespace, even if leaving it would fail.
+// DoFD runs f on a goroutine of its own, locked to its OS thread while that thread is in the
+// network namespace fd refers to, and switches the thread back before unlocking it. Threads are
+// not thrown away: a child process started with Pdeathsig (the API server's) dies with the thread
+// that forked it, whichever goroutine later ran there. If switching back fails, the thread stays
+// locked and ends with the goroutine — only then — rather than serve other goroutines in the
+// wrong namespace; the caller's goroutine never runs in the namespace either way.
 func DoFD(fd int, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("opening the current network namespace: %w", err)
+			return
+		}
+		defer unix.Close(orig)
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("entering network namespace: %w", err)
 			return
 		}
-		errc <- f()
+		err = f()
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }
