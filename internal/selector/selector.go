@@ -309,7 +309,13 @@ func FromLabelSelector(ls *metav1.LabelSelector) (*Selector, error) {
 			return nil, fmt.Errorf("selector: empty key")
 		}
 	}
-	return build(normalize(&node{op: opAnd, kids: kids})), nil
+	sel := build(normalize(&node{op: opAnd, kids: kids}))
+	// the result's text must parse back (the graph and the dataplane's comments read it): the
+	// grammar has no escapes, so some keys and values cannot be written
+	if _, err := Parse(sel.String()); err != nil {
+		return nil, fmt.Errorf("selector: label keys or values the selector language cannot express: %w", err)
+	}
+	return sel, nil
 }
 
 func sortedSet(vs []string) []string {

@@ -80,4 +80,9 @@ func TestFromLabelSelector(t *testing.T) {
 	if _, err := FromLabelSelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}); err == nil {
 		t.Error("bad operator accepted")
 	}
+	// a value with both quote characters has no spelling in the grammar (no escapes): refused,
+	// never handed on as a selector that does not parse back
+	if s, err := FromLabelSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"k": `a'b"c`}}); err == nil {
+		t.Errorf("unexpressible value accepted as %s", s)
+	}
 }

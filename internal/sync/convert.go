@@ -189,15 +189,11 @@ func ConvertNetworkPolicy(np *networkingv1.NetworkPolicy) (model.Policy, error) 
 }
 
 // convertSelector converts a LabelSelector (nil and {} select everything) into the selector
-// language and checks that the result parses back, so that no selector the graph cannot read
-// leaves this package.
+// language (FromLabelSelector refuses what would not parse back).
 func convertSelector(ls *metav1.LabelSelector) (string, error) {
 	s, err := selector.FromLabelSelector(ls)
 	if err != nil {
 		return "", err
-	}
-	if _, err := selector.Parse(s.String()); err != nil {
-		return "", fmt.Errorf("label keys or values the selector language cannot express: %w", err)
 	}
 	return s.String(), nil
 }
