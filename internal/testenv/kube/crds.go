@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,22 +63,17 @@ func (s *Server) InstallCRD(ctx context.Context, manifest []byte) error {
 	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	err = poll(ctx, 50*time.Millisecond, nil, "CRD "+name+" to be served", func() (error, error) {
 		ok, err := s.crdServed(ctx, crds, name, group, plural, versions)
-		if err != nil {
-			return fmt.Errorf("install CRD %s: %w", name, err)
+		if err != nil || ok {
+			return nil, err
 		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("install CRD %s: waiting until served: %w", name, ctx.Err())
-		case <-tick.C:
-		}
+		return errors.New("not established or not in discovery yet"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("install CRD %s: %w", name, err)
 	}
+	return nil
 }
 
 // crdServed reports whether the CRD is Established and discovery lists plural in every served

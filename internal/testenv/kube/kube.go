@@ -348,32 +348,43 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 // the system namespaces and the system priority classes. Tests, and manifests naming
 // kube-system or system-node-critical, may rely on them as soon as Start returns.
 func (s *Server) waitBootstrap(ctx context.Context, p *process) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		missing := ""
+	return poll(ctx, 50*time.Millisecond, p, "bootstrap objects", func() (error, error) {
 		for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 			if _, err := s.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
-				missing = "namespace " + ns + ": " + err.Error()
-				break
+				return fmt.Errorf("namespace %s: %w", ns, err), nil
 			}
 		}
-		if missing == "" {
-			for _, pc := range []string{"system-node-critical", "system-cluster-critical"} {
-				if _, err := s.Client.SchedulingV1().PriorityClasses().Get(ctx, pc, metav1.GetOptions{}); err != nil {
-					missing = "priority class " + pc + ": " + err.Error()
-					break
-				}
+		for _, pc := range []string{"system-node-critical", "system-cluster-critical"} {
+			if _, err := s.Client.SchedulingV1().PriorityClasses().Get(ctx, pc, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("priority class %s: %w", pc, err), nil
 			}
 		}
-		if missing == "" {
+		return nil, nil
+	})
+}
+
+// poll calls check every interval until it reports neither "not yet" nor a failure, it fails,
+// process p (nil: none) exits, or ctx ends; the last "not yet" goes into the timeout's error.
+func poll(ctx context.Context, interval time.Duration, p *process, what string, check func() (notYet, failed error)) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var exited <-chan struct{}
+	if p != nil {
+		exited = p.done
+	}
+	for {
+		notYet, failed := check()
+		if failed != nil {
+			return failed
+		}
+		if notYet == nil {
 			return nil
 		}
 		select {
-		case <-p.done:
+		case <-exited:
 			return fmt.Errorf("%w (%s: %v)", errExited, p.name, p.err)
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for bootstrap objects: %w (last: %s)", ctx.Err(), missing)
+			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), notYet)
 		case <-tick.C:
 		}
 	}
@@ -546,35 +557,25 @@ func (s *Server) spawn(name, bin string, args ...string) (*process, error) {
 
 // waitHTTP polls url until it answers 200, the process exits, or ctx ends.
 func waitHTTP(ctx context.Context, p *process, hc *http.Client, url, token string) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
+	return poll(ctx, 100*time.Millisecond, p, url, func() (error, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err := hc.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
+		if err != nil {
+			return err, nil
 		}
-		last = err
-		select {
-		case <-p.done:
-			return fmt.Errorf("%w (%s: %v)", errExited, p.name, p.err)
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v)", url, ctx.Err(), last)
-		case <-tick.C:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s: %s", url, resp.Status, bytes.TrimSpace(body)), nil
 		}
-	}
+		return nil, nil
+	})
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
