@@ -158,8 +158,19 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 	}
 	namespaces := map[string]model.Namespace{}
 	endpoints := map[model.EndpointKey]model.Endpoint{}
-	pods := map[model.EndpointKey]bool{}
 	policies := map[model.PolicyKey]model.Policy{}
+	// taken: every object named so far, valid or not, so that a later duplicate is skipped
+	// rather than silently replacing it
+	taken := map[string]bool{}
+	take := func(it sourced, obj runtime.Object) bool {
+		id := objectName(obj)
+		if taken[id] {
+			fail(it, errors.New("duplicate, skipped"))
+			return false
+		}
+		taken[id] = true
+		return true
+	}
 	for _, it := range items {
 		if it.err != nil {
 			errs = append(errs, it.err)
@@ -171,8 +182,7 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				fail(it, errors.New("metadata.name is empty"))
 				continue
 			}
-			if _, dup := namespaces[o.Name]; dup {
-				fail(it, errors.New("duplicate, skipped"))
+			if !take(it, o) {
 				continue
 			}
 			namespaces[o.Name] = ConvertNamespace(o)
@@ -186,11 +196,9 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				fail(it, errors.New("metadata.name is empty"))
 				continue
 			}
-			if pods[key] {
-				fail(it, errors.New("duplicate, skipped"))
+			if !take(it, o) {
 				continue
 			}
-			pods[key] = true
 			ep, ok, err := ConvertPod(o)
 			if err != nil {
 				fail(it, err)
@@ -208,19 +216,15 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				fail(it, errors.New("metadata.name is empty"))
 				continue
 			}
-			key := model.PolicyKey{Kind: KindNetworkPolicy, Namespace: o.Namespace, Name: o.Name}
-			if _, dup := policies[key]; dup {
-				fail(it, errors.New("duplicate, skipped"))
+			if !take(it, o) {
 				continue
 			}
 			p, err := ConvertNetworkPolicy(o)
 			if err != nil {
 				fail(it, err)
-				// Keep the key taken, so a later duplicate does not silently replace it.
-				policies[key] = model.Policy{}
 				continue
 			}
-			policies[key] = p
+			policies[p.Key] = p
 		default:
 			fail(it, errors.New("kind not used by nftpolicy, ignored"))
 		}
@@ -243,9 +247,7 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 		ups = append(ups, model.EndpointSet{Endpoint: endpoints[k]})
 	}
 	for _, k := range sortedKeys(policies, func(a, b model.PolicyKey) bool { return a.String() < b.String() }) {
-		if p := policies[k]; p.Key == k {
-			ups = append(ups, model.PolicySet{Policy: p})
-		}
+		ups = append(ups, model.PolicySet{Policy: policies[k]})
 	}
 	ups = append(ups, model.SyncStatusUpdate{Status: model.InSync})
 	return ups, errs
