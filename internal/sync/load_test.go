@@ -164,6 +164,11 @@ func TestConvertObjects(t *testing.T) {
 		pod("a", "bad", "not-an-ip"),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm"}},
+		// an invalid policy keeps its name: a later one of the same name is a duplicate
+		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "q"},
+			Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "not-a-cidr"}}}}}}},
+		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "q"}},
 	}
 	ups, errs := sync.ConvertObjects(objs)
 	var got []string
@@ -174,7 +179,8 @@ func TestConvertObjects(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	wantErrs := []string{"Pod a/a: duplicate", "Pod a/bad: pod IP", "ConfigMap a/cm: kind not used"}
+	wantErrs := []string{"Pod a/a: duplicate", "Pod a/bad: pod IP", "ConfigMap a/cm: kind not used",
+		"NetworkPolicy a/q: ", "NetworkPolicy a/q: duplicate"}
 	if len(errs) != len(wantErrs) {
 		t.Fatalf("errors %v, want %d", errs, len(wantErrs))
 	}
