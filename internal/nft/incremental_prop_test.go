@@ -15,9 +15,10 @@ import (
 )
 
 // TestIncrementalMatchesFresh: a random sequence of cluster changes (relabels, pods coming and
-// going, policies written and deleted) applied one flush at a time gives, after every step, the
-// same table as a fresh dataplane fed the resulting cluster in one apply — so peer-by-peer
-// recompiles, group moves and chain reference counts never drift from a full compile.
+// going, policies written and deleted — some with more rules than the listed shape takes)
+// applied one flush at a time gives, after every step, the same table as a fresh dataplane fed
+// the resulting cluster in one apply — so peer-by-peer recompiles, group moves, shape changes
+// and the reference counts of chains and shared sets never drift from a full compile.
 func TestIncrementalMatchesFresh(t *testing.T) {
 	for seed := int64(1); seed <= 6; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { incrementalMatchesFresh(t, seed) })
@@ -68,6 +69,19 @@ func incrementalMatchesFresh(t *testing.T, seed int64) {
 			peer.Ports = ports
 			r.Destination = peer
 			p.ApplyEgress, p.EgressRules = true, []model.Rule{r}
+		}
+		if rng.Intn(5) == 0 {
+			// more rules than a listed group may have: writing it over the same key moves its
+			// groups between the listed and the map shape
+			rules := &p.IngressRules
+			if p.ApplyEgress {
+				rules = &p.EgressRules
+			}
+			for j := range 9 {
+				r := (*rules)[0]
+				r.Destination.Ports = []model.Port{{First: uint16(1000 + j), Last: uint16(1000 + j)}}
+				*rules = append(*rules, r)
+			}
 		}
 		if rng.Intn(5) == 0 {
 			p.Tier, p.Namespace, p.Selector = model.TierAdmin, "", "all()"
