@@ -10,11 +10,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
@@ -31,10 +33,10 @@ import (
 func main() {
 	agentBin := flag.String("agent", "bin/nftpolicy", "the nftpolicy binary to run on each node")
 	examples := flag.String("examples", "examples", "directory of sample NetworkPolicies, applied in name order")
-	settle := flag.Duration("settle", 2*time.Second, "longest wait for the agents to converge after each change")
+	settle := flag.Duration("settle", 30*time.Second, "longest wait for the agents to commit each change")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := demo(ctx, *agentBin, *examples, *settle)
+	err := demo(ctx, *agentBin, *examples, *settle, os.Stdout)
 	stop()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -46,7 +48,7 @@ type demoPod struct{ ns, name, node string }
 
 var pods = []demoPod{{"x", "a", "a"}, {"x", "b", "b"}, {"y", "a", "a"}, {"y", "b", "b"}}
 
-func demo(ctx context.Context, agentBin, examples string, settle time.Duration) (err error) {
+func demo(ctx context.Context, agentBin, examples string, settle time.Duration, out io.Writer) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("the demo needs root (network namespaces and nftables)")
 	}
@@ -60,14 +62,14 @@ func demo(ctx context.Context, agentBin, examples string, settle time.Duration) 
 	}
 	defer os.RemoveAll(work)
 
-	step("starting etcd and kube-apiserver on loopback")
+	step(out, "starting etcd and kube-apiserver on loopback")
 	srv, err := kube.Start(ctx, kube.Config{Dir: filepath.Join(work, "kube")})
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
 
-	step("creating nodes a and b and pods x/a, x/b, y/a, y/b as network namespaces")
+	step(out, "creating nodes a and b and pods x/a, x/b, y/a, y/b as network namespaces")
 	cluster, err := netns.New(ctx, netns.Config{Nodes: []string{"a", "b"}})
 	if err != nil {
 		return err
@@ -94,7 +96,8 @@ func demo(ctx context.Context, agentBin, examples string, settle time.Duration) 
 		probed = append(probed, np)
 	}
 
-	step("starting one nftpolicy agent inside each node's namespace")
+	step(out, "starting one nftpolicy agent inside each node's namespace")
+	var agents []*agentproc.Process
 	for _, n := range cluster.Nodes() {
 		if err := agentproc.ForwardAPI(cluster, n.NetNS, srv); err != nil {
 			return err
@@ -109,11 +112,11 @@ func demo(ctx context.Context, agentBin, examples string, settle time.Duration) 
 		if err := p.WaitReady(ctx, 30*time.Second); err != nil {
 			return err
 		}
-		fmt.Printf("   node %s: agent ready (pid %d)\n", n.Name, p.Pid())
+		agents = append(agents, p)
+		fmt.Fprintf(out, "   node %s: agent ready (pid %d)\n", n.Name, p.Pid())
 	}
 
-	prev, err := printMatrix(ctx, cluster, probed, "no policy", nil, 0)
-	if err != nil {
+	if err := printMatrix(ctx, out, cluster, probed, "no policy"); err != nil {
 		return err
 	}
 	files, _ := filepath.Glob(filepath.Join(examples, "*.yaml"))
@@ -123,25 +126,36 @@ func demo(ctx context.Context, agentBin, examples string, settle time.Duration) 
 		if err != nil {
 			return err
 		}
-		step(fmt.Sprintf("applying %s: %s", filepath.Base(f), desc))
-		if _, err := srv.Client.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		step(out, fmt.Sprintf("applying %s: %s", filepath.Base(f), desc))
+		created, err := srv.Client.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{})
+		if err != nil {
 			return fmt.Errorf("creating %s: %w", f, err)
 		}
-		if prev, err = printMatrix(ctx, cluster, probed, "after "+filepath.Base(f), prev, settle); err != nil {
+		// probe once both agents have committed the policy (their tables reflect its version)
+		rv, err := strconv.ParseUint(created.ResourceVersion, 10, 64)
+		if err != nil {
+			return fmt.Errorf("resourceVersion of %s: %w", f, err)
+		}
+		for _, a := range agents {
+			if err := a.WaitCaughtUp(ctx, map[string]uint64{"networkpolicies": rv}, settle); err != nil {
+				return err
+			}
+		}
+		if err := printMatrix(ctx, out, cluster, probed, "after "+filepath.Base(f)); err != nil {
 			return err
 		}
 	}
-	step("the ruleset of node a (nft list ruleset)")
-	out, err := netns.Exec(ctx, cluster.Node("a").NetNS, "nft", "list", "ruleset")
+	step(out, "the ruleset of node a (nft list ruleset)")
+	rules, err := netns.Exec(ctx, cluster.Node("a").NetNS, "nft", "list", "ruleset")
 	if err != nil {
 		return err
 	}
-	os.Stdout.Write(out)
-	step("done: removing agents, namespaces, the API server and etcd")
+	out.Write(rules)
+	step(out, "done: removing agents, namespaces, the API server and etcd")
 	return nil
 }
 
-func step(s string) { fmt.Printf("\n== %s\n", s) }
+func step(out io.Writer, s string) { fmt.Fprintf(out, "\n== %s\n", s) }
 
 // readPolicy reads one example NetworkPolicy and its leading comment.
 func readPolicy(path string) (*networkingv1.NetworkPolicy, string, error) {
@@ -163,54 +177,32 @@ func readPolicy(path string) (*networkingv1.NetworkPolicy, string, error) {
 	return np, strings.Join(desc, " "), nil
 }
 
-// printMatrix probes TCP 80 between all pods (IPv4) and prints the truth table; after a change it
-// re-probes until the table changes or settle passes (the agents converge in milliseconds, the
-// probe of a denied connection takes its timeout).
-func printMatrix(ctx context.Context, c *netns.Cluster, pods []*netns.Pod, title string, prev map[[2]string]bool, settle time.Duration) (map[[2]string]bool, error) {
-	deadline := time.Now().Add(settle)
-	var got map[[2]string]bool
-	for {
-		var err error
-		got, err = c.ProbeMatrix(ctx, pods, "TCP", 80, false, 300*time.Millisecond)
-		if err != nil {
-			return nil, err
-		}
-		if prev == nil || !sameMatrix(prev, got) || time.Now().After(deadline) {
-			break
-		}
+// printMatrix probes TCP 80 between all pods (IPv4) once and prints the truth table.
+func printMatrix(ctx context.Context, out io.Writer, c *netns.Cluster, pods []*netns.Pod, title string) error {
+	got, err := c.ProbeMatrix(ctx, pods, "TCP", 80, false, 300*time.Millisecond)
+	if err != nil {
+		return err
 	}
 	keys := make([]string, len(pods))
 	for i, p := range pods {
 		keys[i] = p.Namespace + "/" + p.Name
 	}
-	fmt.Printf("\n   %s — TCP 80, IPv4 ('.' connects, 'X' blocked; rows: from, columns: to)\n", title)
-	fmt.Printf("   %-6s", "")
+	fmt.Fprintf(out, "\n   %s — TCP 80, IPv4 ('.' connects, 'X' blocked; rows: from, columns: to)\n", title)
+	fmt.Fprintf(out, "   %-6s", "")
 	for _, k := range keys {
-		fmt.Printf(" %-5s", k)
+		fmt.Fprintf(out, " %-5s", k)
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	for _, from := range keys {
-		fmt.Printf("   %-6s", from)
+		fmt.Fprintf(out, "   %-6s", from)
 		for _, to := range keys {
 			mark := "X"
 			if got[[2]string{from, to}] {
 				mark = "."
 			}
-			fmt.Printf(" %-5s", mark)
+			fmt.Fprintf(out, " %-5s", mark)
 		}
-		fmt.Println()
+		fmt.Fprintln(out)
 	}
-	return got, nil
-}
-
-func sameMatrix(a, b map[[2]string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
+	return nil
 }

@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,43 +58,12 @@ func (e *agentProcesses) Start(ctx context.Context, node string) (func(), error)
 	return stop, nil
 }
 
-// CaughtUp polls each agent's nftpolicy_source_resource_version until it reaches versions.
+// CaughtUp waits until each agent's table reflects versions (agentproc.Process.WaitCaughtUp).
 func (e *agentProcesses) CaughtUp(ctx context.Context, versions map[string]uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	for _, p := range e.procs {
-		for {
-			_, body, err := p.Get(agentproc.MetricsURL)
-			behind := ""
-			for res, want := range versions {
-				if got := sourceVersion(body, res); got < want {
-					behind += fmt.Sprintf(" %s at %d, want %d;", res, got, want)
-				}
-			}
-			if err == nil && behind == "" {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("agent of node %s:%s (%v)", p.Node, behind, err)
-			case <-time.After(20 * time.Millisecond):
-			}
+		if err := p.WaitCaughtUp(ctx, versions, 30*time.Second); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// sourceVersion reads nftpolicy_source_resource_version{resource="res"} from a metrics page
-// (0 when absent).
-func sourceVersion(metrics, res string) uint64 {
-	prefix := `nftpolicy_source_resource_version{resource="` + res + `"} `
-	for _, line := range strings.Split(metrics, "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return uint64(f)
-			}
-		}
-	}
-	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -102,6 +103,45 @@ func (p *Process) Get(url string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
+}
+
+// WaitCaughtUp polls the agent's nftpolicy_source_resource_version until its table reflects
+// each resource ("pods", "namespaces", "networkpolicies") at least up to the given
+// resourceVersion — the version of a write the caller made — or timeout passes.
+func (p *Process) WaitCaughtUp(ctx context.Context, versions map[string]uint64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		_, body, err := p.Get(MetricsURL)
+		behind := ""
+		for res, want := range versions {
+			if got := sourceVersion(body, res); got < want {
+				behind += fmt.Sprintf(" %s at %d, want %d;", res, got, want)
+			}
+		}
+		if err == nil && behind == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent of node %s has not committed:%s (%v)", p.Node, behind, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sourceVersion reads nftpolicy_source_resource_version{resource="res"} from a metrics page
+// (0 when absent).
+func sourceVersion(metrics, res string) uint64 {
+	prefix := `nftpolicy_source_resource_version{resource="` + res + `"} `
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return uint64(f)
+			}
+		}
+	}
+	return 0
 }
 
 // WaitReady polls /readyz until the agent is ready (in sync and applied), it exits, ctx ends or
