@@ -13,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nftpolicy/nftpolicy/internal/agent"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -105,26 +102,10 @@ func createFanout(b *testing.B, srv *kube.Server, f scale.Fanout) {
 			pols = append(pols, u.Policy)
 		}
 	}
-	tcp, port80 := corev1.ProtocolTCP, intstr.FromInt32(80)
 	parallel(b, len(pols), func(i int) error {
-		p := pols[i]
-		// Fanout's selectors are single key == 'value' terms: matchLabels.
-		sel := func(s string) metav1.LabelSelector {
-			k, v, _ := strings.Cut(s, " == ")
-			return metav1.LabelSelector{MatchLabels: map[string]string{k: strings.Trim(v, "'")}}
-		}
-		np := &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Key.Name, Namespace: p.Namespace},
-			Spec: networkingv1.NetworkPolicySpec{
-				PodSelector: sel(p.Selector),
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-				Ingress: []networkingv1.NetworkPolicyIngressRule{{
-					From:  []networkingv1.NetworkPolicyPeer{{PodSelector: ptr(sel(p.IngressRules[0].Source.Selector))}},
-					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port80}},
-				}},
-			},
-		}
-		_, err := srv.Client.NetworkingV1().NetworkPolicies(p.Namespace).Create(ctx, np, metav1.CreateOptions{})
+		np := networkPolicy(pols[i]) // p3_api_test.go
+		np.Name, np.Namespace = pols[i].Key.Name, pols[i].Namespace
+		_, err := srv.Client.NetworkingV1().NetworkPolicies(np.Namespace).Create(ctx, np, metav1.CreateOptions{})
 		return err
 	})
 	parallel(b, len(pods), func(i int) error {
