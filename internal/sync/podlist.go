@@ -21,7 +21,8 @@ import (
 // array of full Pod values grown item by item, all alive until the informer has transformed
 // them. At 100,000 pods that was ≈ 2 s of copying and most of the agent's peak memory
 // (BenchmarkColdStartAPI). Here the protobuf response is walked item by item, each pod decoded
-// by its generated code and slimmed by Transform at once, into a list of pointers. It matters
+// by its generated code and turned into what the cache keeps of it (Transform's podRecord) at
+// once, into a list of pointers. It matters
 // when the API server answers the initial list in one response — the watch cache ignores
 // `limit` at resourceVersion 0, and client-go's streaming list (WatchListClient), which would
 // replace it, needs an etcd with progress notifications.
@@ -60,8 +61,8 @@ func listPods(ctx context.Context, client kubernetes.Interface, o metav1.ListOpt
 	return decodePodList(raw[len(protobufMagic):])
 }
 
-// decodePodList decodes a protobuf runtime.Unknown holding a v1.PodList into a list of slimmed
-// pods (Transform).
+// decodePodList decodes a protobuf runtime.Unknown holding a v1.PodList into a list of pod
+// records (Transform).
 func decodePodList(b []byte) (*metainternalversion.List, error) {
 	var u runtime.Unknown
 	if err := u.Unmarshal(b); err != nil {
@@ -99,7 +100,7 @@ func decodePodList(b []byte) (*metainternalversion.List, error) {
 		if err := p.Unmarshal(v); err != nil {
 			return nil, fmt.Errorf("decoding pod %d of the list: %w", len(list.Items), err)
 		}
-		list.Items = append(list.Items, slimPod(p))
+		list.Items = append(list.Items, recordPod(p))
 	}
 	return list, nil
 }

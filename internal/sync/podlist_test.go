@@ -13,7 +13,7 @@ import (
 )
 
 // TestDecodePodList: a PodList as the API server encodes it (protobuf, in its envelope) decodes
-// into the slimmed pods Transform makes of the typed decode, in order, with the list's metadata.
+// into the records Transform makes of the typed decode, in order, with the list's metadata.
 func TestDecodePodList(t *testing.T) {
 	want := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "4711", Continue: "next"}}
 	for i := range 50 {
@@ -47,7 +47,7 @@ func TestDecodePodList(t *testing.T) {
 		t.Fatalf("%d pods decoded, want %d", len(got.Items), len(want.Items))
 	}
 	for i := range want.Items {
-		if w := slimPod(&want.Items[i]); !reflect.DeepEqual(got.Items[i], w) {
+		if w := recordPod(&want.Items[i]); !reflect.DeepEqual(got.Items[i], w) {
 			t.Fatalf("pod %d:\n got %+v\nwant %+v", i, got.Items[i], w)
 		}
 	}

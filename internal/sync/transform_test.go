@@ -6,13 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
 
 // TestTransformKeepsMeaning: the cached (transformed) objects convert exactly like the full
-// ones, the transform is idempotent (client-go may apply it to an object twice), and what it
-// drops is really gone.
+// ones — a pod is cached as its conversion — the transform is idempotent (client-go may apply it
+// to an object twice), and what it drops is really gone.
 func TestTransformKeepsMeaning(t *testing.T) {
 	sidecar := realisticPod(7)
 	sidecar.Spec.InitContainers = []corev1.Container{
@@ -33,14 +34,18 @@ func TestTransformKeepsMeaning(t *testing.T) {
 		if !reflect.DeepEqual(once, twice) {
 			t.Errorf("%s: transform is not idempotent", p.Name)
 		}
-		slim := once.(*corev1.Pod)
-		got, ok, err := sync.ConvertPod(slim)
-		if !reflect.DeepEqual(got, full) || ok != fullOK || (err == nil) != (fullErr == nil) {
-			t.Errorf("%s: slim pod converts to %+v %v %v, full pod to %+v %v %v", p.Name, got, ok, err, full, fullOK, fullErr)
+		got, ok, err, key, isRecord := sync.CachedPod(once)
+		if !isRecord {
+			t.Fatalf("%s: a pod is cached as %T", p.Name, once)
 		}
-		if len(slim.ManagedFields) != 0 || len(slim.Annotations) != 0 || len(slim.OwnerReferences) != 0 ||
-			len(slim.Status.Conditions) != 0 || len(slim.Status.ContainerStatuses) != 0 || len(slim.Spec.Volumes) != 0 {
-			t.Errorf("%s: transform kept fields nobody reads: %+v", p.Name, slim)
+		if !reflect.DeepEqual(got, full) || ok != fullOK || (err == nil) != (fullErr == nil) {
+			t.Errorf("%s: cached as %+v %v %v, the full pod converts to %+v %v %v", p.Name, got, ok, err, full, fullOK, fullErr)
+		}
+		if want := p.Namespace + "/" + p.Name + "@" + p.ResourceVersion; key != want {
+			t.Errorf("%s: cached under %q, want %q", p.Name, key, want)
+		}
+		if c := once.(runtime.Object).DeepCopyObject(); !reflect.DeepEqual(c, once) {
+			t.Errorf("%s: the deep copy of a cached pod differs", p.Name)
 		}
 	}
 	np := realisticPolicy(3)

@@ -248,38 +248,34 @@ func (w *Watcher) validLocked(k objectKey) {
 }
 
 // podChanged emits the change of one pod. Pods are many, so the Watcher keeps no record of
-// them: what was emitted for a pod is the conversion of its previous cached version (old; nil
-// for an add), which conversion makes deterministic.
+// them: what was emitted for a pod is the conversion cached with its previous version (old; nil
+// for an add).
 func (w *Watcher) podChanged(oldObj, newObj any) {
-	p, ok := newObj.(*corev1.Pod)
+	r, ok := newObj.(*podRecord)
 	if !ok {
 		return
 	}
-	var (
-		before    model.Endpoint
-		hadBefore bool
-	)
-	if o, ok := oldObj.(*corev1.Pod); ok {
-		before, hadBefore, _ = ConvertPod(o)
+	before, hadBefore := model.Endpoint{}, false
+	if o, ok := oldObj.(*podRecord); ok {
+		before, hadBefore = o.endpoint, o.isEndpoint
 	}
-	key := model.EndpointKey{Namespace: p.Namespace, Name: p.Name}
-	okey := objectKey{"Pod", p.Namespace, p.Name}
-	ep, isEndpoint, err := ConvertPod(p)
+	key := model.EndpointKey{Namespace: r.namespace, Name: r.name}
+	okey := objectKey{"Pod", r.namespace, r.name}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err != nil {
-		w.invalidLocked(okey, p.ResourceVersion, err)
+	if r.err != nil {
+		w.invalidLocked(okey, r.resourceVersion, r.err)
 	} else {
 		w.validLocked(okey)
 	}
 	switch {
-	case isEndpoint && hadBefore && reflect.DeepEqual(before, ep):
-	case isEndpoint:
+	case r.isEndpoint && hadBefore && reflect.DeepEqual(before, r.endpoint):
+	case r.isEndpoint:
 		w.endpoints++
 		if hadBefore {
 			w.endpoints--
 		}
-		w.pushLocked(model.EndpointSet{Endpoint: ep})
+		w.pushLocked(model.EndpointSet{Endpoint: r.endpoint})
 	case hadBefore:
 		w.endpoints--
 		w.pushLocked(model.EndpointDeleted{Key: key})
@@ -298,8 +294,8 @@ func (w *Watcher) deletePod(obj any) {
 	// A pod whose last known version was no endpoint was never emitted (or already withdrawn).
 	// A tombstone without a readable pod gets a delete anyway; the graph ignores unknown keys.
 	wasEndpoint := true
-	if p, isPod := last.(*corev1.Pod); isPod {
-		_, wasEndpoint, _ = ConvertPod(p)
+	if r, isPod := last.(*podRecord); isPod {
+		wasEndpoint = r.isEndpoint
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -398,13 +394,13 @@ func keyOf(obj any) (namespace, name string, ok bool) {
 	return m.GetNamespace(), m.GetName(), true
 }
 
-// Transform is the informers' transform: it keeps only the fields the converters read, so the
-// caches hold small objects (no managedFields, annotations, container specs, conditions, …).
-// It is idempotent and returns other objects unchanged.
+// Transform is the informers' transform: pods are cached as their conversion (podRecord),
+// namespaces and policies keep only the fields the converters read (no managedFields,
+// annotations, …). It is idempotent and returns other objects unchanged.
 func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return slimPod(o), nil
+		return recordPod(o), nil
 	case *corev1.Namespace:
 		return &corev1.Namespace{ObjectMeta: slimMeta(&o.ObjectMeta)}, nil
 	case *networkingv1.NetworkPolicy:
@@ -415,45 +411,6 @@ func Transform(obj any) (any, error) {
 
 func slimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Labels: m.Labels}
-}
-
-func slimPod(p *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{
-		ObjectMeta: slimMeta(&p.ObjectMeta),
-		Spec: corev1.PodSpec{
-			NodeName:           p.Spec.NodeName,
-			HostNetwork:        p.Spec.HostNetwork,
-			ServiceAccountName: p.Spec.ServiceAccountName,
-			Containers:         namedPortsContainer(p),
-		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
-	}
-	if len(out.Status.PodIPs) > 0 && out.Status.PodIPs[0].IP == out.Status.PodIP {
-		out.Status.PodIP = out.Status.PodIPs[0].IP // one string, not two
-	}
-	return out
-}
-
-// namedPortsContainer gathers the named ports of the containers and of the restartable init
-// containers (whose ports are served) into one container named "named-ports", in the order
-// ConvertPod reads them; nil when there are none. One container instead of several keeps the
-// cached pod small (a Container is ~400 bytes before its ports).
-func namedPortsContainer(p *corev1.Pod) []corev1.Container {
-	var ports []corev1.ContainerPort
-	add := func(c *corev1.Container) {
-		for _, cp := range c.Ports {
-			if cp.Name != "" {
-				ports = append(ports, corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cp.Protocol})
-			}
-		}
-	}
-	for c := range servingContainers(p) {
-		add(c)
-	}
-	if len(ports) == 0 {
-		return nil
-	}
-	return []corev1.Container{{Name: "named-ports", Ports: ports}}
 }
 
 // ClientConfig returns the agent's API client configuration made from rc: protobuf on the wire,

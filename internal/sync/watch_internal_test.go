@@ -20,14 +20,14 @@ func TestDeleteTombstones(t *testing.T) {
 			Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: ip}}}}
 	}
 	w := New(Config{})
-	w.podChanged(nil, pod("a", "10.0.0.1"))
+	w.podChanged(nil, recordPod(pod("a", "10.0.0.1")))
 	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "p"}}
 	w.setPolicy(np)
 	w.setNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}})
 	w.pending = nil
 
-	w.deletePod(cache.DeletedFinalStateUnknown{Key: "x/a", Obj: pod("a", "10.0.0.1")})
-	w.deletePod(cache.DeletedFinalStateUnknown{Key: "x/noip", Obj: pod("noip", "")}) // never an endpoint: nothing
+	w.deletePod(cache.DeletedFinalStateUnknown{Key: "x/a", Obj: recordPod(pod("a", "10.0.0.1"))})
+	w.deletePod(cache.DeletedFinalStateUnknown{Key: "x/noip", Obj: recordPod(pod("noip", ""))}) // never an endpoint: nothing
 	w.deletePolicy(cache.DeletedFinalStateUnknown{Key: "x/p", Obj: np})
 	w.deletePolicy(cache.DeletedFinalStateUnknown{Key: "x/unknown"}) // never emitted: nothing
 	w.deleteNamespace(cache.DeletedFinalStateUnknown{Key: "x"})
@@ -41,22 +41,23 @@ func TestDeleteTombstones(t *testing.T) {
 	}
 }
 
-// TestUnchangedEmitsNothing: a resync or relist re-delivers objects; nothing is emitted for
-// them, and a pod that stops being an endpoint is withdrawn once.
+// TestUnchangedEmitsNothing: a resync or relist re-delivers objects (pods as the informer
+// caches them, podRecord); nothing is emitted for them, and a pod that stops being an endpoint
+// is withdrawn once.
 func TestUnchangedEmitsNothing(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a", ResourceVersion: "1"}, Spec: corev1.PodSpec{NodeName: "n"},
 		Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}}}
 	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "p"}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
 	w := New(Config{})
-	w.podChanged(nil, p)
+	w.podChanged(nil, recordPod(p))
 	w.setPolicy(np)
 	w.setNamespace(ns)
 	if len(w.pending) != 3 {
 		t.Fatalf("initial: %+v", w.pending)
 	}
 	w.pending = nil
-	w.podChanged(p, p.DeepCopy())
+	w.podChanged(recordPod(p), recordPod(p.DeepCopy()))
 	w.setPolicy(np.DeepCopy())
 	w.setNamespace(ns.DeepCopy())
 	if len(w.pending) != 0 {
@@ -64,8 +65,8 @@ func TestUnchangedEmitsNothing(t *testing.T) {
 	}
 	done := p.DeepCopy()
 	done.Status.Phase = corev1.PodFailed
-	w.podChanged(p, done)
-	w.podChanged(done, done.DeepCopy())
+	w.podChanged(recordPod(p), recordPod(done))
+	w.podChanged(recordPod(done), recordPod(done.DeepCopy()))
 	if want := []model.Update{model.EndpointDeleted{Key: model.EndpointKey{Namespace: "x", Name: "a"}}}; !reflect.DeepEqual(w.pending, want) {
 		t.Errorf("got %+v, want %+v", w.pending, want)
 	}
