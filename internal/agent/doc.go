@@ -7,5 +7,8 @@
 // retried by a full resync with exponential backoff; a periodic resync repairs drift. The loop
 // also drives the agent's metrics (Metrics) and health (Health): /healthz fails after
 // FailureThreshold consecutive failures, /readyz turns ready once the first full apply after
-// in-sync has committed.
+// in-sync has committed. The model.SourceVersion updates of a batch are not fed to the graph:
+// once the batch is committed (or changed nothing, and no apply is failing), their versions are
+// published as nftpolicy_source_resource_version — the table reflects every change of that
+// resource up to it.
 package agent
