@@ -8,8 +8,8 @@
 //   - Watcher (watch.go): client-go shared informers for Namespaces, Pods (all pods of the
 //     cluster: remote pods are members of the sets that local policies use; the graph tells
 //     local ones by Endpoint.Node) and NetworkPolicies, over protobuf (ClientConfig). The pod
-//     informer lists through podlist.go, which decodes the list pod by pod instead of as one
-//     PodList (client-go falls back to one unpaginated list when the API server cannot stream
+//     informer lists through podlist.go, which decodes the response pod by pod as it arrives
+//     instead of reading it whole and decoding one PodList (client-go falls back to one unpaginated list when the API server cannot stream
 //     it). After the updates of each event, the next batch carries a model.SourceVersion of its
 //     resource: the agent publishes, once committed, the versions its table reflects. ServiceAccounts and Nodes are not
 //     watched: NetworkPolicy v1 does not use their labels and the model has no Node.

@@ -1,9 +1,13 @@
 package sync
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -43,64 +47,222 @@ func podListWatch(client kubernetes.Interface) cache.ListerWatcher {
 // protobufMagic starts every protobuf-encoded Kubernetes object (runtime.Unknown follows).
 var protobufMagic = []byte("k8s\x00")
 
-// listPods lists the pods of all namespaces; a client without a REST client (a fake) or an
-// answer that is not protobuf takes the typed path.
+// listPods lists the pods of all namespaces, decoding the response as it arrives; a client
+// without a REST client (a fake) or an answer that is not protobuf takes the typed path.
 func listPods(ctx context.Context, client kubernetes.Interface, o metav1.ListOptions) (runtime.Object, error) {
 	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
 	if !ok || rc == nil {
 		return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 	}
-	raw, err := rc.Get().Resource("pods").VersionedParams(&o, scheme.ParameterCodec).
-		SetHeader("Accept", runtime.ContentTypeProtobuf).Do(ctx).Raw()
+	body, err := rc.Get().Resource("pods").VersionedParams(&o, scheme.ParameterCodec).
+		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if !bytes.HasPrefix(raw, protobufMagic) {
+	defer body.Close()
+	r := bufio.NewReaderSize(body, 64<<10)
+	if magic, err := r.Peek(len(protobufMagic)); err != nil || !bytes.Equal(magic, protobufMagic) {
 		return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 	}
-	return decodePodList(raw[len(protobufMagic):])
+	_, _ = r.Discard(len(protobufMagic))
+	return decodePodList(r)
 }
 
-// decodePodList decodes a protobuf runtime.Unknown holding a v1.PodList into a list of pod
-// records (Transform).
-func decodePodList(b []byte) (*metainternalversion.List, error) {
-	var u runtime.Unknown
-	if err := u.Unmarshal(b); err != nil {
-		return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
-	}
-	if u.Kind != "" && u.Kind != "PodList" {
-		return nil, fmt.Errorf("decoding the pod list: got a %s", u.Kind)
-	}
+// decodePodList reads a protobuf runtime.Unknown holding a v1.PodList (after the magic) into a
+// list of pod records (Transform), one pod at a time: neither the response nor the list's raw
+// bytes are held whole.
+func decodePodList(r *bufio.Reader) (*metainternalversion.List, error) {
+	d := pbReader{r: r}
 	list := &metainternalversion.List{}
-	for b := u.Raw; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, fmt.Errorf("decoding the pod list: %w", protowire.ParseError(n))
+	var raw bool // the envelope's Raw field was read
+	for {
+		num, typ, err := d.tag()
+		if err == io.EOF {
+			break
 		}
-		b = b[n:]
-		if typ != protowire.BytesType || (num != 1 && num != 2) {
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil, fmt.Errorf("decoding the pod list: %w", protowire.ParseError(n))
+		if err != nil {
+			return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType: // typeMeta
+			b, err := d.bytes()
+			if err != nil {
+				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
 			}
-			b = b[n:]
+			var tm runtime.TypeMeta
+			if err := tm.Unmarshal(b); err != nil {
+				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
+			}
+			if tm.Kind != "" && tm.Kind != "PodList" {
+				return nil, fmt.Errorf("decoding the pod list: got a %s", tm.Kind)
+			}
+		case num == 2 && typ == protowire.BytesType: // raw: the PodList
+			n, err := d.length()
+			if err != nil {
+				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
+			}
+			if err := d.podList(n, list); err != nil {
+				return nil, err
+			}
+			raw = true
+		case num == 3 && typ == protowire.BytesType: // contentEncoding
+			b, err := d.bytes()
+			if err != nil {
+				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
+			}
+			if len(b) > 0 {
+				return nil, fmt.Errorf("decoding the pod list: content encoding %q", b)
+			}
+		default: // contentType, or fields of a later version
+			if err := d.skip(typ); err != nil {
+				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
+			}
+		}
+	}
+	if !raw {
+		return nil, errors.New("decoding the pod list: the envelope holds no list")
+	}
+	return list, nil
+}
+
+// pbReader reads protobuf fields from a stream; buf is reused for each field's bytes (the
+// generated decoders copy what they keep).
+type pbReader struct {
+	r   *bufio.Reader
+	buf []byte
+	n   int64 // bytes consumed
+}
+
+func (d *pbReader) varint() (uint64, error) {
+	v, err := binary.ReadUvarint(byteCounter{d})
+	if err == io.EOF && d.n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return v, err
+}
+
+// tag reads a field's tag; io.EOF when the stream ends between fields.
+func (d *pbReader) tag() (protowire.Number, protowire.Type, error) {
+	start := d.n
+	v, err := binary.ReadUvarint(byteCounter{d})
+	if err == io.EOF && d.n != start {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	num, typ := protowire.DecodeTag(v)
+	if num < protowire.MinValidNumber {
+		return 0, 0, errors.New("invalid field number")
+	}
+	return num, typ, nil
+}
+
+func (d *pbReader) length() (int64, error) {
+	v, err := d.varint()
+	if err != nil {
+		return 0, err
+	}
+	if v > 1<<31 {
+		return 0, fmt.Errorf("field of %d bytes", v)
+	}
+	return int64(v), nil
+}
+
+// bytes reads a length-delimited field's value into the reused buffer.
+func (d *pbReader) bytes() ([]byte, error) {
+	n, err := d.length()
+	if err != nil {
+		return nil, err
+	}
+	if int64(cap(d.buf)) < n {
+		d.buf = make([]byte, n)
+	}
+	b := d.buf[:n]
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		return nil, noEOF(err)
+	}
+	d.n += n
+	return b, nil
+}
+
+func (d *pbReader) discard(n int64) error {
+	got, err := d.r.Discard(int(n))
+	d.n += int64(got)
+	return noEOF(err)
+}
+
+// skip reads past a field's value.
+func (d *pbReader) skip(typ protowire.Type) error {
+	switch typ {
+	case protowire.VarintType:
+		_, err := d.varint()
+		return err
+	case protowire.Fixed32Type:
+		return d.discard(4)
+	case protowire.Fixed64Type:
+		return d.discard(8)
+	case protowire.BytesType:
+		n, err := d.length()
+		if err != nil {
+			return err
+		}
+		return d.discard(n)
+	}
+	return fmt.Errorf("unsupported wire type %d", typ)
+}
+
+// podList reads a v1.PodList of size bytes: its metadata and its items, each pod decoded by its
+// generated code and turned into its record at once.
+func (d *pbReader) podList(size int64, list *metainternalversion.List) error {
+	end := d.n + size
+	for d.n < end {
+		num, typ, err := d.tag()
+		if err != nil {
+			return fmt.Errorf("decoding the pod list: %w", noEOF(err))
+		}
+		if typ != protowire.BytesType || (num != 1 && num != 2) {
+			if err := d.skip(typ); err != nil {
+				return fmt.Errorf("decoding the pod list: %w", err)
+			}
 			continue
 		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return nil, fmt.Errorf("decoding the pod list: %w", protowire.ParseError(n))
+		b, err := d.bytes()
+		if err != nil {
+			return fmt.Errorf("decoding the pod list: %w", err)
 		}
-		b = b[n:]
 		if num == 1 { // metadata
-			if err := list.ListMeta.Unmarshal(v); err != nil {
-				return nil, fmt.Errorf("decoding the pod list's metadata: %w", err)
+			if err := list.ListMeta.Unmarshal(b); err != nil {
+				return fmt.Errorf("decoding the pod list's metadata: %w", err)
 			}
 			continue
 		}
 		p := &corev1.Pod{} // items
-		if err := p.Unmarshal(v); err != nil {
-			return nil, fmt.Errorf("decoding pod %d of the list: %w", len(list.Items), err)
+		if err := p.Unmarshal(b); err != nil {
+			return fmt.Errorf("decoding pod %d of the list: %w", len(list.Items), err)
 		}
 		list.Items = append(list.Items, recordPod(p))
 	}
-	return list, nil
+	if d.n != end {
+		return errors.New("decoding the pod list: a field overruns the list")
+	}
+	return nil
+}
+
+// byteCounter counts the bytes binary.ReadUvarint takes.
+type byteCounter struct{ d *pbReader }
+
+func (c byteCounter) ReadByte() (byte, error) {
+	b, err := c.d.r.ReadByte()
+	if err == nil {
+		c.d.n++
+	}
+	return b, err
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }

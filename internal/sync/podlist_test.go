@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"reflect"
@@ -36,7 +37,7 @@ func TestDecodePodList(t *testing.T) {
 	if !bytes.HasPrefix(raw, protobufMagic) {
 		t.Fatalf("encoded list starts with %q", raw[:4])
 	}
-	got, err := decodePodList(raw[len(protobufMagic):])
+	got, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic):])))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,9 @@ func TestDecodePodList(t *testing.T) {
 			t.Fatalf("pod %d:\n got %+v\nwant %+v", i, got.Items[i], w)
 		}
 	}
-	if _, err := decodePodList(raw[len(protobufMagic) : len(raw)-3]); err == nil {
-		t.Error("a truncated list decoded without error")
+	for _, cut := range []int{3, len(raw) / 2, len(raw) - len(protobufMagic) - 1} {
+		if _, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic) : len(raw)-cut]))); err == nil {
+			t.Errorf("a list truncated by %d bytes decoded without error", cut)
+		}
 	}
 }
