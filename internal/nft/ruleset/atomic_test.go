@@ -165,3 +165,44 @@ func TestFailedCommitChangesNothing(t *testing.T) {
 	}
 	assertKernel(t, ns, bad)
 }
+
+// TestUnencodableCommitSendsNothing: an object the batch cannot encode (an IPv6 address in an
+// IPv4 set), met after other changes were already queued, fails the Commit or Replace before
+// anything is sent; the kernel table and the mirror stay as they were, and what was queued does
+// not leak into the next batch.
+func TestUnencodableCommitSendsNothing(t *testing.T) {
+	c, ns := openConn(t)
+	before := sampleTable("unencodable")
+	if err := c.Replace(before); err != nil {
+		t.Fatal(err)
+	}
+	bad := before.Clone()
+	bad.Chains["pod_new"] = &Chain{Name: "pod_new", Rules: []Rule{{Verdict: Verdict{Kind: Accept}}}}
+	put(bad.Sets["ingress_v4"], addrKey("10.0.0.9"), goTo("pod_new"), "queued before the bad one")
+	put(bad.Sets["ingress_v4"], addrKey("fd00::9"), goTo("pod_a"), "wrong family")
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{{"Commit", func() error { return c.Commit(bad, nil) }}, {"Replace", func() error { return c.Replace(bad) }}} {
+		batches := c.Batches()
+		if err := op.do(); err == nil {
+			t.Fatalf("%s with an IPv6 element in an IPv4 set succeeded", op.name)
+		} else {
+			t.Logf("%s: expected error: %v", op.name, err)
+		}
+		if c.Batches() != batches {
+			t.Errorf("%s sent a batch", op.name)
+		}
+		assertKernel(t, ns, before)
+		if Render(c.Committed()) != Render(before) {
+			t.Errorf("mirror changed by a failed %s", op.name)
+		}
+	}
+	// the next Commit carries only its own changes
+	delete(bad.Sets["ingress_v4"].Elements, addrKey("fd00::9"))
+	delete(bad.Sets["ingress_v4"].Elements, addrKey("10.0.0.9"))
+	if err := c.Commit(bad, nil); err != nil {
+		t.Fatalf("Commit after a failure: %v", err)
+	}
+	assertKernel(t, ns, bad)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"sort"
@@ -184,15 +185,16 @@ func (c *Conn) flush() error {
 	return err
 }
 
-// batch queues operations on the google/nftables Conn. Everything is encoded and validated
-// before anything is queued, so that a bad object never leaves a half-built batch (v0.3.0 keeps a
-// marshal error sticky on the Conn).
+// batch queues operations on the google/nftables Conn as they are encoded, elements chunk by
+// chunk, so that no encoded form of a whole table is held besides the batch's own bytes (at
+// P3's scale the collected elements and their encodings were ≈ 100 MB more). An error part-way
+// leaves a half-built batch: the caller abandons it (Conn.abandon), which also drops v0.3.0's
+// sticky marshal error.
 type batch struct {
 	nft   *nftables.Conn
 	table *nftables.Table
 	setID uint32
 	sets  map[string]*nftables.Set
-	ops   []func() error
 }
 
 func newBatch(nc *nftables.Conn, name string) *batch {
@@ -218,14 +220,10 @@ func (b *batch) addChain(c *Chain) error {
 	if err != nil {
 		return err
 	}
-	comment := Comment(c.Comment)
-	b.ops = append(b.ops, func() error {
-		b.nft.AddChain(nc)
-		if !addChainComment(b.nft, comment) {
-			return fmt.Errorf("chain %s: cannot attach its comment (google/nftables layout changed)", c.Name)
-		}
-		return nil
-	})
+	b.nft.AddChain(nc)
+	if !addChainComment(b.nft, Comment(c.Comment)) {
+		return fmt.Errorf("chain %s: cannot attach its comment (google/nftables layout changed)", c.Name)
+	}
 	return nil
 }
 
@@ -236,20 +234,17 @@ func (b *batch) addRules(c *Chain) error {
 		if err != nil {
 			return fmt.Errorf("chain %s rule %d (%s): %w", c.Name, i, RenderRule(r), err)
 		}
-		nr := &nftables.Rule{Table: b.table, Chain: nc, Exprs: ex, UserData: ruleUserData(r)}
-		b.ops = append(b.ops, func() error { b.nft.AddRule(nr); return nil })
+		b.nft.AddRule(&nftables.Rule{Table: b.table, Chain: nc, Exprs: ex, UserData: ruleUserData(r)})
 	}
 	return nil
 }
 
 func (b *batch) flushChain(name string) {
-	nc := &nftables.Chain{Table: b.table, Name: name}
-	b.ops = append(b.ops, func() error { b.nft.FlushChain(nc); return nil })
+	b.nft.FlushChain(&nftables.Chain{Table: b.table, Name: name})
 }
 
 func (b *batch) delChain(name string) {
-	nc := &nftables.Chain{Table: b.table, Name: name}
-	b.ops = append(b.ops, func() error { b.nft.DelChain(nc); return nil })
+	b.nft.DelChain(&nftables.Chain{Table: b.table, Name: name})
 }
 
 func (b *batch) addSet(s *Set) error {
@@ -257,8 +252,7 @@ func (b *batch) addSet(s *Set) error {
 	if err != nil {
 		return err
 	}
-	b.ops = append(b.ops, func() error { return b.nft.AddSet(ns, nil) })
-	return nil
+	return b.nft.AddSet(ns, nil)
 }
 
 func (b *batch) delSet(s *Set) error {
@@ -266,60 +260,60 @@ func (b *batch) delSet(s *Set) error {
 	if err != nil {
 		return err
 	}
-	b.ops = append(b.ops, func() error { b.nft.FlushSet(ns); b.nft.DelSet(ns); return nil })
+	b.nft.FlushSet(ns)
+	b.nft.DelSet(ns)
 	return nil
 }
 
-// elements queues adds (del=false) or deletes of elements of s, in chunks.
-func (b *batch) elements(s *Set, es []Element, del bool) error {
-	if len(es) == 0 {
-		return nil
-	}
+// elements queues adds (del=false) or deletes of the elements es of s, in chunks.
+func (b *batch) elements(s *Set, es iter.Seq[Element], del bool) error {
 	ns, err := b.nfSet(s)
 	if err != nil {
 		return err
 	}
-	var all []nftables.SetElement
-	for _, e := range es {
-		if all, err = encodeElements(s, e, all); err != nil {
+	chunk := make([]nftables.SetElement, 0, chunkElements+1) // marshalled by each call, then reused
+	size := 0
+	send := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		var err error
+		if del {
+			err = b.nft.SetDeleteElements(ns, chunk)
+		} else {
+			err = b.nft.SetAddElements(ns, chunk)
+		}
+		clear(chunk)
+		chunk, size = chunk[:0], 0
+		return err
+	}
+	for e := range es {
+		n := len(chunk)
+		if chunk, err = encodeElements(s, e, chunk); err != nil {
 			return err
 		}
-	}
-	if del {
-		for i := range all { // a delete names keys only
-			all[i].VerdictData, all[i].Comment = nil, ""
-		}
-	}
-	for len(all) > 0 {
-		n, size := 0, 0
-		for n < len(all) && n < chunkElements && size < chunkBytes {
-			e := all[n]
-			size += 64 + len(e.Key) + len(e.KeyEnd) + len(e.Comment)
-			if e.VerdictData != nil {
-				size += len(e.VerdictData.Chain)
+		for i := n; i < len(chunk); i++ {
+			el := &chunk[i]
+			if del { // a delete names keys only
+				el.VerdictData, el.Comment = nil, ""
 			}
-			n++
+			size += 64 + len(el.Key) + len(el.KeyEnd) + len(el.Comment)
+			if el.VerdictData != nil {
+				size += len(el.VerdictData.Chain)
+			}
 		}
-		chunk := all[:n:n]
-		all = all[n:]
-		if del {
-			b.ops = append(b.ops, func() error { return b.nft.SetDeleteElements(ns, chunk) })
-		} else {
-			b.ops = append(b.ops, func() error { return b.nft.SetAddElements(ns, chunk) })
+		if len(chunk) >= chunkElements || size >= chunkBytes {
+			if err := send(); err != nil {
+				return err
+			}
 		}
 	}
-	return nil
+	return send()
 }
 
-// queue hands the operations to the google/nftables Conn.
-func (b *batch) queue() error {
-	for _, op := range b.ops {
-		if err := op(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// abandon drops a batch that could not be completed: the netlink connection is replaced, so
+// that neither its queued messages nor v0.3.0's sticky marshal error reach the next batch.
+func (c *Conn) abandon() { _ = c.dial() }
 
 // Replace replaces the table with desired in one batch: add table (so the delete cannot fail),
 // delete table, add table, then chains, sets, elements and rules. A table of that name stays in
@@ -330,31 +324,11 @@ func (c *Conn) Replace(desired *Table) error {
 	}
 	c.name = desired.Name
 	b := newBatch(c.nft, desired.Name)
-	chains, sets := desired.sortedChains(), desired.sortedSets()
-	for _, ch := range chains {
-		if err := b.addChain(ch); err != nil {
-			return fmt.Errorf("replace table %s: %w", desired.Name, err)
-		}
-	}
-	for _, s := range sets {
-		if err := b.addSet(s); err != nil {
-			return fmt.Errorf("replace table %s: %w", desired.Name, err)
-		}
-		// in map order: the kernel needs none, and sorting P3's 364k elements cost ≈ 60 ms
-		if err := b.elements(s, slices.Collect(maps.Values(s.Elements)), false); err != nil {
-			return fmt.Errorf("replace table %s: %w", desired.Name, err)
-		}
-	}
-	for _, ch := range chains {
-		if err := b.addRules(ch); err != nil {
-			return fmt.Errorf("replace table %s: %w", desired.Name, err)
-		}
-	}
 	c.nft.AddTable(b.table)
 	c.nft.DelTable(b.table)
 	c.nft.AddTable(b.table)
-	if err := b.queue(); err != nil {
-		_ = c.dial()
+	if err := b.replace(desired); err != nil {
+		c.abandon()
 		return fmt.Errorf("replace table %s: %w", desired.Name, err)
 	}
 	if err := c.flush(); err != nil {
@@ -362,6 +336,32 @@ func (c *Conn) Replace(desired *Table) error {
 	}
 	c.mirror = desired.Clone()
 	c.replaces++
+	return nil
+}
+
+// replace queues desired's chains, sets, elements and rules into a batch that starts with the
+// table's deletion.
+func (b *batch) replace(desired *Table) error {
+	chains, sets := desired.sortedChains(), desired.sortedSets()
+	for _, ch := range chains {
+		if err := b.addChain(ch); err != nil {
+			return err
+		}
+	}
+	for _, s := range sets {
+		if err := b.addSet(s); err != nil {
+			return err
+		}
+		// in map order: the kernel needs none, and sorting P3's 364k elements cost ≈ 60 ms
+		if err := b.elements(s, maps.Values(s.Elements), false); err != nil {
+			return err
+		}
+	}
+	for _, ch := range chains {
+		if err := b.addRules(ch); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -461,59 +461,10 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		return nil
 	}
 
-	b := newBatch(c.nft, desired.Name)
 	wrap := func(err error) error { return fmt.Errorf("commit table %s: %w", desired.Name, err) }
-	// 1. new chains, empty (elements and rules may jump to them)
-	for _, ch := range newChains {
-		if err := b.addChain(ch); err != nil {
-			return wrap(err)
-		}
-	}
-	// 2. new sets, empty (rules may look them up)
-	for _, s := range newSets {
-		if err := b.addSet(s); err != nil {
-			return wrap(err)
-		}
-	}
-	// 3. elements: per set, deletes (removed and changed) before adds, so a re-partitioned
-	// interval set never overlaps its old self
-	for _, d := range diffs {
-		s := desired.Sets[d.name]
-		if err := b.elements(s, d.dels, true); err != nil {
-			return wrap(err)
-		}
-		if err := b.elements(s, d.adds, false); err != nil {
-			return wrap(err)
-		}
-	}
-	// 4. rules of new chains; changed chains are flushed and refilled
-	for _, ch := range newChains {
-		if err := b.addRules(ch); err != nil {
-			return wrap(err)
-		}
-	}
-	for _, ch := range changedChains {
-		b.flushChain(ch.Name)
-		if err := b.addRules(ch); err != nil {
-			return wrap(err)
-		}
-	}
-	// 5. removed objects: every removed chain flushed before any is deleted (jumps between
-	// them), removed sets emptied and deleted (their elements may reference removed chains),
-	// then the chains deleted
-	for _, ch := range goneChains {
-		b.flushChain(ch.Name)
-	}
-	for _, s := range goneSets {
-		if err := b.delSet(s); err != nil {
-			return wrap(err)
-		}
-	}
-	for _, ch := range goneChains {
-		b.delChain(ch.Name)
-	}
-	if err := b.queue(); err != nil {
-		_ = c.dial()
+	p := commitPlan{newChains, changedChains, goneChains, newSets, goneSets, diffs}
+	if err := p.queue(newBatch(c.nft, desired.Name), desired); err != nil {
+		c.abandon()
 		return wrap(err)
 	}
 	if err := c.flush(); err != nil {
@@ -544,6 +495,67 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		for _, e := range d.adds {
 			ms.Elements[e.ElementKey] = e
 		}
+	}
+	return nil
+}
+
+// commitPlan is what a Commit sends.
+type commitPlan struct {
+	newChains, changedChains, goneChains []*Chain
+	newSets, goneSets                    []*Set
+	diffs                                []setDiff
+}
+
+// queue queues the plan into b in the order the kernel needs (see the package documentation).
+func (p commitPlan) queue(b *batch, desired *Table) error {
+	// 1. new chains, empty (elements and rules may jump to them)
+	for _, ch := range p.newChains {
+		if err := b.addChain(ch); err != nil {
+			return err
+		}
+	}
+	// 2. new sets, empty (rules may look them up)
+	for _, s := range p.newSets {
+		if err := b.addSet(s); err != nil {
+			return err
+		}
+	}
+	// 3. elements: per set, deletes (removed and changed) before adds, so a re-partitioned
+	// interval set never overlaps its old self
+	for _, d := range p.diffs {
+		s := desired.Sets[d.name]
+		if err := b.elements(s, slices.Values(d.dels), true); err != nil {
+			return err
+		}
+		if err := b.elements(s, slices.Values(d.adds), false); err != nil {
+			return err
+		}
+	}
+	// 4. rules of new chains; changed chains are flushed and refilled
+	for _, ch := range p.newChains {
+		if err := b.addRules(ch); err != nil {
+			return err
+		}
+	}
+	for _, ch := range p.changedChains {
+		b.flushChain(ch.Name)
+		if err := b.addRules(ch); err != nil {
+			return err
+		}
+	}
+	// 5. removed objects: every removed chain flushed before any is deleted (jumps between
+	// them), removed sets emptied and deleted (their elements may reference removed chains),
+	// then the chains deleted
+	for _, ch := range p.goneChains {
+		b.flushChain(ch.Name)
+	}
+	for _, s := range p.goneSets {
+		if err := b.delSet(s); err != nil {
+			return err
+		}
+	}
+	for _, ch := range p.goneChains {
+		b.delChain(ch.Name)
 	}
 	return nil
 }

@@ -21,9 +21,11 @@
 //   - Render(t) is what `nft list table inet NAME` prints for t once committed, modulo
 //     whitespace, counter values and the order of blocks and elements (the kernel lists objects
 //     in creation order and elements in its own order). The tests hold this for every step.
-//   - Everything is encoded and validated before anything is queued, so a bad object (a verdict
-//     without chain, an address of the wrong family, a range in a set without flags interval)
-//     fails the call with an error naming it and queues nothing.
+//   - A bad object (a verdict without chain, an address of the wrong family, a range in a set
+//     without flags interval) fails the call with an error naming it and sends nothing: objects
+//     are queued as they are encoded (elements in chunks, so no encoded copy of a whole table is
+//     held besides the batch's bytes), and an error part-way abandons the batch with its
+//     connection.
 //
 // # Render
 //
