@@ -124,6 +124,9 @@ func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...stri
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", test, err, text)
 	}
+	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" {
+		b.Log(string(text))
+	}
 	for _, line := range strings.Split(string(text), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix+" "); ok {
 			if err := json.Unmarshal([]byte(v), out); err != nil {
