@@ -4,6 +4,8 @@
 //
 // API: New(Config{NodeName}) → OnUpdate(model.Update) for every change → Flush() []Message to
 // get the dataplane messages of messages.go; Problems() lists diagnostics about bad input.
+// Updates are handed over (model.Update): an endpoint's labels, addresses and named ports are
+// kept as they arrive, never copied and never modified.
 //
 // # Stages
 //

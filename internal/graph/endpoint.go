@@ -8,7 +8,7 @@ import (
 )
 
 func (g *Graph) setEndpoint(in model.Endpoint) {
-	m := copyEndpoint(in)
+	m := keepEndpoint(in)
 	local := m.Node == g.cfg.NodeName
 	e := g.endpoints[m.Key]
 	if e != nil && e.local != local {
@@ -100,15 +100,18 @@ func (g *Graph) deleteEndpoint(k model.EndpointKey) {
 	}
 }
 
-func copyEndpoint(in model.Endpoint) model.Endpoint {
+// keepEndpoint is the endpoint as the graph keeps it: the update's labels, addresses and named
+// ports are kept as they are (updates are handed over, see model.Update); addresses are copied
+// only when they need normalising (invalid ones dropped, IPv4-mapped ones unmapped).
+func keepEndpoint(in model.Endpoint) model.Endpoint {
 	m := in
-	m.Labels = copyLabels(in.Labels)
-	m.Addrs = make([]netip.Addr, 0, len(in.Addrs))
-	for _, a := range in.Addrs {
-		if a.IsValid() {
-			m.Addrs = append(m.Addrs, a.Unmap())
+	if slices.ContainsFunc(in.Addrs, func(a netip.Addr) bool { return !a.IsValid() || a.Is4In6() }) {
+		m.Addrs = make([]netip.Addr, 0, len(in.Addrs))
+		for _, a := range in.Addrs {
+			if a.IsValid() {
+				m.Addrs = append(m.Addrs, a.Unmap())
+			}
 		}
 	}
-	m.NamedPorts = slices.Clone(in.NamedPorts)
 	return m
 }

@@ -3,7 +3,10 @@ package model
 import "net/netip"
 
 // Update is one change of the cluster or host state, fed to internal/graph. Set updates are
-// whole-object upserts; Deleted updates name the object.
+// whole-object upserts; Deleted updates name the object. An update is handed over: once sent,
+// neither its sender nor its receiver modifies the maps and slices it holds, so the receiver
+// keeps them without copying (at 100,000 pods a copy of every label map was 39 MB of the
+// agent's heap).
 type Update interface{ isUpdate() }
 
 type EndpointSet struct{ Endpoint Endpoint }
