@@ -613,9 +613,14 @@ func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
 	d.releaseShared(g, nil)
 	delete(d.groups, name)
 	d.dropChain(name)
+	d.dropMapSets(g)
+}
+
+// dropMapSets drops the sets of a group's map shape (layout.go) that the table holds.
+func (d *Dataplane) dropMapSets(g *group) {
 	for _, suffix := range []string{"_allow", "_peers", "_nets"} {
-		if _, ok := d.table.Sets[name+suffix]; ok {
-			d.dropSet(name + suffix)
+		if _, ok := d.table.Sets[g.name+suffix]; ok {
+			d.dropSet(g.name + suffix)
 		}
 	}
 }

@@ -155,19 +155,7 @@ func (d *Dataplane) compileGroup(g *group) {
 		nets = append(nets, peerElement(iv.From, iv.To, iv.Class, dec.Classes[iv.Class]))
 	}
 	use[classChain(dec.Default)]++
-	// reference counts of the class chains, taken before the old ones are released so a chain
-	// both use is never dropped and re-added
-	for key, c := range dec.Classes {
-		if name := classChain(key); use[name] > 0 && g.classUse[name] == 0 {
-			d.acquireClass(c)
-		}
-	}
-	for name := range g.classUse {
-		if use[name] == 0 {
-			d.releaseClass(name)
-		}
-	}
-	g.classUse = use
+	d.setClassUse(g, use, dec.Classes)
 	d.releaseShared(g, nil) // when the group was listed
 	g.listed = false
 
@@ -186,6 +174,24 @@ func (d *Dataplane) compileGroup(g *group) {
 	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		d.putChain(chain)
 	}
+}
+
+// setClassUse makes use (class chain → references) the group's class references: it acquires
+// each class of classes (by class key) that use counts and the group does not hold yet, then
+// releases each chain the group held that use does not count, so a chain both use is never
+// dropped and re-added.
+func (d *Dataplane) setClassUse(g *group, use map[string]int, classes map[string]*Class) {
+	for key, c := range classes {
+		if name := classChain(key); use[name] > 0 && g.classUse[name] == 0 {
+			d.acquireClass(c)
+		}
+	}
+	for name := range g.classUse {
+		if use[name] == 0 {
+			d.releaseClass(name)
+		}
+	}
+	g.classUse = use
 }
 
 // putPeerMap writes (want) or drops one of a group's address → class maps, adding its lookup

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -35,15 +36,21 @@ func addrKey(is4 bool) ruleset.Key {
 	return ruleset.KeyIP6Saddr
 }
 
+// namedPortSetKey is the key type of a named-port set of a family: destination address .
+// protocol . destination port.
+func namedPortSetKey(is4 bool) ruleset.Key {
+	if is4 {
+		return ruleset.KeyIPDaddrL4ProtoDport
+	}
+	return ruleset.KeyIP6DaddrL4ProtoDport
+}
+
 // putListGroup writes a listed group's chain: one accepting rule per list rule, then the final
 // outcome's class chain. It takes its references before releasing the previous compile's, so an
 // object both use is never dropped and re-added.
 func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 	addr, _ := peerKeys(g.dir, g.is4)
-	namedKey := ruleset.KeyIPDaddrL4ProtoDport
-	if !g.is4 {
-		namedKey = ruleset.KeyIP6DaddrL4ProtoDport
-	}
+	namedKey := namedPortSetKey(g.is4)
 	builders := map[string]func() *ruleset.Set{}
 	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
 	for _, lr := range rl.rules {
@@ -78,27 +85,9 @@ func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 
 	// the map shape's objects, when the group had it
 	g.compiled = nil
-	for _, suffix := range []string{"_allow", "_peers", "_nets"} {
-		if _, ok := d.table.Sets[g.name+suffix]; ok {
-			d.dropSet(g.name + suffix)
-		}
-	}
-	if name := classChain(final.Key); g.classUse[name] == 0 {
-		d.acquireClass(final)
-	}
-	for name := range g.classUse {
-		if name != classChain(final.Key) {
-			d.releaseClass(name)
-		}
-	}
-	g.classUse = map[string]int{classChain(final.Key): 1}
-	shared := slices.Sorted(func(yield func(string) bool) {
-		for name := range builders {
-			if !yield(name) {
-				return
-			}
-		}
-	})
+	d.dropMapSets(g)
+	d.setClassUse(g, map[string]int{classChain(final.Key): 1}, map[string]*Class{final.Key: final})
+	shared := slices.Sorted(maps.Keys(builders))
 	for _, name := range shared {
 		if !slices.Contains(g.shared, name) {
 			d.acquireShared(name, builders[name])
@@ -157,11 +146,7 @@ func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
 
 // namedPortSet is the shared set of a named port's address . protocol . port members.
 func (d *Dataplane) namedPortSet(id graph.SetID, is4 bool) *ruleset.Set {
-	key := ruleset.KeyIPDaddrL4ProtoDport
-	if !is4 {
-		key = ruleset.KeyIP6DaddrL4ProtoDport
-	}
-	s := &ruleset.Set{Name: npSetName(id, is4), Key: key, Comment: ruleset.Comment(d.setComment(id)),
+	s := &ruleset.Set{Name: npSetName(id, is4), Key: namedPortSetKey(is4), Comment: ruleset.Comment(d.setComment(id)),
 		Elements: map[ruleset.ElementKey]ruleset.Element{}}
 	if set := d.state.Sets[id]; set != nil {
 		for a, ms := range set.ports {
@@ -193,28 +178,25 @@ func (d *Dataplane) setComment(id graph.SetID) string {
 func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
 	a := m.Addr.Unmap()
 	if set := d.state.Sets[id]; set != nil && set.Kind == graph.SetNamedPorts {
-		name := npSetName(id, a.Is4())
-		if s := d.table.Sets[name]; s != nil {
-			ek := namedPortKey(m)
-			if d.state.namedPort(id, a, m.Protocol, m.Port) {
-				s.Elements[ek] = ruleset.Element{ElementKey: ek}
-			} else {
-				delete(s.Elements, ek)
-			}
-			d.touchElement(name, ek)
+		if s := d.table.Sets[npSetName(id, a.Is4())]; s != nil {
+			d.setSharedElement(s, namedPortKey(m), d.state.namedPort(id, a, m.Protocol, m.Port))
 		}
 		return
 	}
-	name := selSetName(id, a.Is4())
-	if s := d.table.Sets[name]; s != nil {
-		ek := ruleset.AddrKey(a)
-		if d.state.member(id, a) {
-			s.Elements[ek] = ruleset.Element{ElementKey: ek}
-		} else {
-			delete(s.Elements, ek)
-		}
-		d.touchElement(name, ek)
+	if s := d.table.Sets[selSetName(id, a.Is4())]; s != nil {
+		d.setSharedElement(s, ruleset.AddrKey(a), d.state.member(id, a))
 	}
+}
+
+// setSharedElement adds (present) or removes one element of a shared set the table holds and
+// records the change for the commit.
+func (d *Dataplane) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, present bool) {
+	if present {
+		s.Elements[ek] = ruleset.Element{ElementKey: ek}
+	} else {
+		delete(s.Elements, ek)
+	}
+	d.touchElement(s.Name, ek)
 }
 
 // sharedSetReplaced rebuilds the shared sets of a set replaced or removed as a whole.

@@ -25,21 +25,17 @@ import (
 
 const barrierNamespace = "nftp-barrier"
 
-// barrier writes the sentinels and returns their resourceVersions by resource.
+// barrier writes the sentinels and returns their resourceVersions by resource. n counts the
+// harness's barriers from 1: the first creates the sentinels (or finds those of an earlier
+// harness; nothing deletes them), and every call patches their annotation to n, a value the
+// harness's previous barrier did not write, so each sentinel gets a new resourceVersion,
+// newer than the step's writes.
 func barrier(ctx context.Context, s *kube.Server, n int) (map[string]uint64, error) {
 	c := s.Client
-	if err := s.CreateNamespace(ctx, barrierNamespace, nil); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: barrierNamespace, Name: "barrier"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: kube.PauseImage}}}} // on no node
-	if _, err := c.CoreV1().Pods(barrierNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
-	}
-	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: barrierNamespace, Name: "barrier"},
-		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"nftp-barrier": "none"}}}}
-	if _, err := c.NetworkingV1().NetworkPolicies(barrierNamespace).Create(ctx, np, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, err
+	if n == 1 {
+		if err := createSentinels(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"nftpolicy.test/barrier":"%d"}}}`, n))
 	var objs = map[string]func() (metav1.Object, error){
@@ -66,4 +62,23 @@ func barrier(ctx context.Context, s *kube.Server, n int) (map[string]uint64, err
 		out[res] = rv
 	}
 	return out, nil
+}
+
+// createSentinels creates the barrier's namespace, pod and policy, unless they exist.
+func createSentinels(ctx context.Context, s *kube.Server) error {
+	c := s.Client
+	if err := s.CreateNamespace(ctx, barrierNamespace, nil); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: barrierNamespace, Name: "barrier"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: kube.PauseImage}}}} // on no node
+	if _, err := c.CoreV1().Pods(barrierNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: barrierNamespace, Name: "barrier"},
+		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"nftp-barrier": "none"}}}}
+	if _, err := c.NetworkingV1().NetworkPolicies(barrierNamespace).Create(ctx, np, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
