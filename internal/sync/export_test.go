@@ -2,13 +2,22 @@ package sync
 
 import "github.com/nftpolicy/nftpolicy/internal/model"
 
-// CachedPod reports what the pod informer caches of obj (a Transform result): the endpoint, whether
-// the pod is one, the conversion error and the key, or ok=false when obj is no pod record.
-func CachedPod(obj any) (ep model.Endpoint, isEndpoint bool, convErr error, key string, ok bool) {
+// CachedPodRecord is what the pod informer caches of a pod, as tests see it.
+type CachedPodRecord struct {
+	Endpoint   model.Endpoint
+	IsEndpoint bool
+	Err        error  // the conversion error
+	Key        string // namespace/name@resourceVersion
+}
+
+// CachedPod reports what the pod informer caches of obj (a Transform result), or ok=false when
+// obj is no pod record.
+func CachedPod(obj any) (rec CachedPodRecord, ok bool) {
 	r, ok := obj.(*podRecord)
 	if !ok {
-		return model.Endpoint{}, false, nil, "", false
+		return CachedPodRecord{}, false
 	}
 	m := r.GetObjectMeta()
-	return r.endpoint, r.isEndpoint, r.err, m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion(), true
+	return CachedPodRecord{Endpoint: r.endpoint, IsEndpoint: r.isEndpoint, Err: r.err,
+		Key: m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion()}, true
 }

@@ -34,15 +34,15 @@ func TestTransformKeepsMeaning(t *testing.T) {
 		if !reflect.DeepEqual(once, twice) {
 			t.Errorf("%s: transform is not idempotent", p.Name)
 		}
-		got, ok, err, key, isRecord := sync.CachedPod(once)
+		rec, isRecord := sync.CachedPod(once)
 		if !isRecord {
 			t.Fatalf("%s: a pod is cached as %T", p.Name, once)
 		}
-		if !reflect.DeepEqual(got, full) || ok != fullOK || (err == nil) != (fullErr == nil) {
-			t.Errorf("%s: cached as %+v %v %v, the full pod converts to %+v %v %v", p.Name, got, ok, err, full, fullOK, fullErr)
+		if !reflect.DeepEqual(rec.Endpoint, full) || rec.IsEndpoint != fullOK || (rec.Err == nil) != (fullErr == nil) {
+			t.Errorf("%s: cached as %+v %v %v, the full pod converts to %+v %v %v", p.Name, rec.Endpoint, rec.IsEndpoint, rec.Err, full, fullOK, fullErr)
 		}
-		if want := p.Namespace + "/" + p.Name + "@" + p.ResourceVersion; key != want {
-			t.Errorf("%s: cached under %q, want %q", p.Name, key, want)
+		if want := p.Namespace + "/" + p.Name + "@" + p.ResourceVersion; rec.Key != want {
+			t.Errorf("%s: cached under %q, want %q", p.Name, rec.Key, want)
 		}
 		if c := once.(runtime.Object).DeepCopyObject(); !reflect.DeepEqual(c, once) {
 			t.Errorf("%s: the deep copy of a cached pod differs", p.Name)
