@@ -548,7 +548,7 @@ func (d *Dataplane) updateSources(e *endpoint, removed bool) {
 	}
 	for _, k := range want {
 		set := sourcesSet(k.Addr)
-		d.table.Sets[set].Elements[k] = ruleset.Element{ElementKey: k, Comment: ruleset.Comment(e.msg.Key.String())}
+		d.table.Sets[set].Elements[k] = ruleset.Value{Comment: ruleset.Comment(e.msg.Key.String())}
 		d.touchElement(set, k)
 	}
 	e.sources = want
@@ -640,10 +640,9 @@ func dispatchMap(dk dispatchKey) string {
 func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
 	name := dispatchMap(dk)
 	ek := ruleset.AddrKey(dk.addr)
-	d.table.Sets[name].Elements[ek] = ruleset.Element{
-		ElementKey: ek,
-		Verdict:    ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
-		Comment:    ruleset.Comment(k.String()),
+	d.table.Sets[name].Elements[ek] = ruleset.Value{
+		Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
+		Comment: ruleset.Comment(k.String()),
 	}
 	d.touchElement(name, ek)
 }

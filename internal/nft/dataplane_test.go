@@ -282,7 +282,7 @@ func TestDriftRepair(t *testing.T) {
 	}
 	xa := tc.addrs["x/a"][0]
 	group := ""
-	for _, e := range dp.Table().Sets["ingress_v4"].Elements {
+	for e := range dp.Table().Sets["ingress_v4"].All() {
 		if e.Addr == xa {
 			group = e.Verdict.Chain
 		}

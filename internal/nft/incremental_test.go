@@ -18,12 +18,12 @@ import (
 type recorder struct {
 	commits  []ruleset.Changes
 	replaces int
-	elements map[string]map[ruleset.ElementKey]ruleset.Element
+	elements map[string]map[ruleset.ElementKey]ruleset.Value
 	chains   map[string]int
 }
 
 func (r *recorder) snapshot(t *ruleset.Table) {
-	r.elements = map[string]map[ruleset.ElementKey]ruleset.Element{}
+	r.elements = map[string]map[ruleset.ElementKey]ruleset.Value{}
 	r.chains = map[string]int{}
 	for n, s := range t.Sets {
 		r.elements[n] = maps.Clone(s.Elements)
@@ -44,7 +44,7 @@ func (r *recorder) Close() error                                  { return nil }
 func (r *recorder) Counters() (map[string]ruleset.Counter, error) { return nil, nil }
 
 // elementDiff counts elements added, removed or changed between the snapshot and the table.
-func elementDiff(before map[string]map[ruleset.ElementKey]ruleset.Element, t *ruleset.Table) (n int, where []string) {
+func elementDiff(before map[string]map[ruleset.ElementKey]ruleset.Value, t *ruleset.Table) (n int, where []string) {
 	seen := map[string]bool{}
 	for name, set := range t.Sets {
 		seen[name] = true

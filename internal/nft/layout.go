@@ -64,7 +64,7 @@ func (d *Dataplane) addSkeleton() {
 		{mapEgressV4, ruleset.KeyIPSaddr, "local pod address → its egress decision chain"},
 		{mapEgressV6, ruleset.KeyIP6Saddr, "local pod address → its egress decision chain"},
 	} {
-		d.putSet(&ruleset.Set{Name: m.name, Key: m.key, Map: true, Comment: m.c, Elements: map[ruleset.ElementKey]ruleset.Element{}})
+		d.putSet(&ruleset.Set{Name: m.name, Key: m.key, Map: true, Comment: m.c, Elements: map[ruleset.ElementKey]ruleset.Value{}})
 	}
 	for _, s := range []struct {
 		name string
@@ -74,7 +74,7 @@ func (d *Dataplane) addSkeleton() {
 			break
 		}
 		d.putSet(&ruleset.Set{Name: s.name, Key: s.key, Comment: "workload interface . address of its pod (anti-spoofing)",
-			Elements: map[ruleset.ElementKey]ruleset.Element{}})
+			Elements: map[ruleset.ElementKey]ruleset.Value{}})
 	}
 }
 
@@ -205,9 +205,9 @@ func (d *Dataplane) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Ke
 		return
 	}
 	set := &ruleset.Set{Name: name, Key: key, Map: true, Interval: interval, Comment: setComment,
-		Elements: make(map[ruleset.ElementKey]ruleset.Element, len(elements))}
+		Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
 	for _, e := range elements {
-		set.Elements[e.ElementKey] = e
+		set.Put(e)
 	}
 	d.putSet(set)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name, Map: true}}, Comment: ruleComment})
@@ -252,7 +252,7 @@ func (d *Dataplane) compilePeers(g *group) {
 		}
 		if r := cp.fast(cur, fk); r.ok {
 			for _, e := range allowElements(a, r.ports) {
-				allow.Elements[e.ElementKey] = e
+				allow.Put(e)
 				d.touchElement(allow.Name, e.ElementKey)
 			}
 			continue
@@ -263,7 +263,7 @@ func (d *Dataplane) compilePeers(g *group) {
 		}
 		g.classUse[name]++
 		e := peerElement(a, a, cur, cp.Classes[cur])
-		set.Elements[e.ElementKey] = e
+		set.Put(e)
 		d.touchElement(set.Name, e.ElementKey)
 	}
 }
@@ -273,7 +273,7 @@ func allowElements(a netip.Addr, ports []protoPort) []ruleset.Element {
 	out := make([]ruleset.Element, 0, len(ports))
 	for _, p := range ports {
 		ek := ruleset.ElementKey{Addr: a, AddrEnd: a, Proto: uint8(p.proto), Port: p.port, PortEnd: p.port}
-		out = append(out, ruleset.Element{ElementKey: ek, Comment: ruleset.Comment(p.reason)})
+		out = append(out, ruleset.Element{ElementKey: ek, Value: ruleset.Value{Comment: ruleset.Comment(p.reason)}})
 	}
 	return out
 }
@@ -289,9 +289,9 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 	}
 	_, key := peerKeys(g.dir, g.is4)
 	set := &ruleset.Set{Name: name, Key: key, Comment: "peer . protocol . port that its rules allow (peers of the fast path)",
-		Elements: make(map[ruleset.ElementKey]ruleset.Element, len(elements))}
+		Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
 	for _, e := range elements {
-		set.Elements[e.ElementKey] = e
+		set.Put(e)
 	}
 	d.putSet(set)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name}},
@@ -301,8 +301,8 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 // peerElement is a peers or nets element leading to a class chain.
 func peerElement(from, to netip.Addr, classKey string, c *Class) ruleset.Element {
 	ek := ruleset.ElementKey{Addr: from, AddrEnd: to}
-	return ruleset.Element{ElementKey: ek, Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(classKey)},
-		Comment: c.summary()}
+	return ruleset.Element{ElementKey: ek, Value: ruleset.Value{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(classKey)},
+		Comment: c.summary()}}
 }
 
 // classChain names the chain of a class: a hash of its key, so equal classes of different
@@ -373,21 +373,21 @@ func (d *Dataplane) acquireClass(c *Class) {
 	chain := &ruleset.Chain{Name: name, Comment: c.summary()}
 	if len(c.Protos) > 0 {
 		set := &ruleset.Set{Name: name + "_l4", Key: ruleset.KeyL4Proto, Map: true, Comment: "protocols without ports",
-			Elements: map[ruleset.ElementKey]ruleset.Element{}}
+			Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, p := range sortedProtos(c.Protos) {
 			o := c.Protos[p]
 			ek := ruleset.ElementKey{Proto: uint8(p)}
-			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(o), Comment: ruleset.Comment(o.Reason)}
+			set.Elements[ek] = ruleset.Value{Verdict: d.verdict(o), Comment: ruleset.Comment(o.Reason)}
 		}
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}}})
 	}
 	if len(c.Ports) > 0 {
 		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: true,
-			Comment: "protocol . destination port → verdict", Elements: map[ruleset.ElementKey]ruleset.Element{}}
+			Comment: "protocol . destination port → verdict", Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, s := range c.Ports {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
-			set.Elements[ek] = ruleset.Element{ElementKey: ek, Verdict: d.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
+			set.Elements[ek] = ruleset.Value{Verdict: d.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
 		}
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}}})

@@ -132,12 +132,12 @@ func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
 			}
 		}
 	}
-	s.Elements = make(map[ruleset.ElementKey]ruleset.Element, n)
+	s.Elements = make(map[ruleset.ElementKey]ruleset.Value, n)
 	if set != nil {
 		for a := range set.addrs {
 			if a.Is4() == is4 {
 				ek := ruleset.AddrKey(a)
-				s.Elements[ek] = ruleset.Element{ElementKey: ek}
+				s.Elements[ek] = ruleset.Value{}
 			}
 		}
 	}
@@ -147,13 +147,13 @@ func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
 // namedPortSet is the shared set of a named port's address . protocol . port members.
 func (d *Dataplane) namedPortSet(id graph.SetID, is4 bool) *ruleset.Set {
 	s := &ruleset.Set{Name: npSetName(id, is4), Key: namedPortSetKey(is4), Comment: ruleset.Comment(d.setComment(id)),
-		Elements: map[ruleset.ElementKey]ruleset.Element{}}
+		Elements: map[ruleset.ElementKey]ruleset.Value{}}
 	if set := d.state.Sets[id]; set != nil {
 		for a, ms := range set.ports {
 			if a.Is4() == is4 {
 				for _, m := range ms {
 					ek := namedPortKey(m)
-					s.Elements[ek] = ruleset.Element{ElementKey: ek}
+					s.Elements[ek] = ruleset.Value{}
 				}
 			}
 		}
@@ -192,7 +192,7 @@ func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
 // records the change for the commit.
 func (d *Dataplane) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, present bool) {
 	if present {
-		s.Elements[ek] = ruleset.Element{ElementKey: ek}
+		s.Elements[ek] = ruleset.Value{}
 	} else {
 		delete(s.Elements, ek)
 	}
@@ -221,10 +221,10 @@ func netsSet(rs []addrRange, is4 bool) (string, func() *ruleset.Set) {
 	name := "nets_" + shortHash(text) + famSuffix(is4)
 	return name, func() *ruleset.Set {
 		s := &ruleset.Set{Name: name, Key: addrKey(is4), Interval: true, Comment: ruleset.Comment("ipBlock " + text),
-			Elements: map[ruleset.ElementKey]ruleset.Element{}}
+			Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, r := range rs {
 			ek := ruleset.ElementKey{Addr: r.from, AddrEnd: r.to}
-			s.Elements[ek] = ruleset.Element{ElementKey: ek}
+			s.Elements[ek] = ruleset.Value{}
 		}
 		return s
 	}
@@ -236,10 +236,10 @@ func portsSet(ps []portRange) (string, func() *ruleset.Set) {
 	name := "ports_" + shortHash(text)
 	return name, func() *ruleset.Set {
 		s := &ruleset.Set{Name: name, Key: ruleset.KeyL4ProtoDport, Interval: true, Comment: ruleset.Comment(text),
-			Elements: map[ruleset.ElementKey]ruleset.Element{}}
+			Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, p := range ps {
 			ek := ruleset.ElementKey{Proto: uint8(p.proto), Port: p.first, PortEnd: p.last}
-			s.Elements[ek] = ruleset.Element{ElementKey: ek}
+			s.Elements[ek] = ruleset.Value{}
 		}
 		return s
 	}

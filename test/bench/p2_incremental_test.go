@@ -46,7 +46,7 @@ func locate(t *ruleset.Table, addr netip.Addr) (located, bool) {
 	for name, s := range t.Sets {
 		for k, e := range s.Elements {
 			if k.Addr == addr && k.AddrEnd == addr {
-				return located{set: name, elem: e}, true
+				return located{set: name, elem: ruleset.Element{ElementKey: k, Value: e}}, true
 			}
 		}
 	}

@@ -47,7 +47,7 @@ func benchOneElement(b *testing.B, bare bool, sets, elements int, narrow ...bool
 		if err != nil {
 			b.Fatal(err)
 		}
-		el, err := encodeElements(set, Element{ElementKey: k, Verdict: goTo("pod"), Comment: "joined"}, nil)
+		el, err := encodeElements(set, Element{k, Value{Verdict: goTo("pod"), Comment: "joined"}}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
 	"slices"
 	"sort"
 
@@ -353,7 +352,7 @@ func (b *batch) replace(desired *Table) error {
 			return err
 		}
 		// in map order: the kernel needs none, and sorting P3's 364k elements cost ≈ 60 ms
-		if err := b.elements(s, maps.Values(s.Elements), false); err != nil {
+		if err := b.elements(s, s.All(), false); err != nil {
 			return err
 		}
 	}
@@ -427,12 +426,12 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 				switch {
 				case inOld && inCur && o == e:
 				case inOld && inCur:
-					d.dels = append(d.dels, o)
-					d.adds = append(d.adds, e)
+					d.dels = append(d.dels, Element{k, o})
+					d.adds = append(d.adds, Element{k, e})
 				case inOld:
-					d.dels = append(d.dels, o)
+					d.dels = append(d.dels, Element{k, o})
 				case inCur:
-					d.adds = append(d.adds, e)
+					d.adds = append(d.adds, Element{k, e})
 				}
 			}
 			if len(d.adds)+len(d.dels) > 0 {
@@ -442,15 +441,15 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		}
 		for k, e := range cur.Elements {
 			if o, ok := old.Elements[k]; !ok {
-				d.adds = append(d.adds, e)
+				d.adds = append(d.adds, Element{k, e})
 			} else if o != e {
-				d.dels = append(d.dels, o)
-				d.adds = append(d.adds, e)
+				d.dels = append(d.dels, Element{k, o})
+				d.adds = append(d.adds, Element{k, e})
 			}
 		}
 		for k, o := range old.Elements {
 			if _, ok := cur.Elements[k]; !ok {
-				d.dels = append(d.dels, o)
+				d.dels = append(d.dels, Element{k, o})
 			}
 		}
 		if len(d.adds)+len(d.dels) > 0 {
@@ -481,7 +480,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	}
 	for _, s := range newSets {
 		ms := *s // its elements arrive with the diffs below
-		ms.Elements = make(map[ElementKey]Element, len(s.Elements))
+		ms.Elements = make(map[ElementKey]Value, len(s.Elements))
 		m.Sets[s.Name] = &ms
 	}
 	for _, s := range goneSets {
@@ -493,7 +492,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 			delete(ms.Elements, e.ElementKey)
 		}
 		for _, e := range d.adds {
-			ms.Elements[e.ElementKey] = e
+			ms.Elements[e.ElementKey] = e.Value
 		}
 	}
 	return nil

@@ -162,11 +162,11 @@ func prefixKey(p string) ElementKey {
 func goTo(c string) Verdict { return Verdict{Kind: Goto, Chain: c} }
 
 func put(s *Set, k ElementKey, v Verdict, comment string) {
-	s.Elements[k] = Element{ElementKey: k, Verdict: v, Comment: comment}
+	s.Elements[k] = Value{Verdict: v, Comment: comment}
 }
 
 func newSet(name string, k Key, isMap, interval bool, comment string) *Set {
-	return &Set{Name: name, Key: k, Map: isMap, Interval: interval, Comment: comment, Elements: map[ElementKey]Element{}}
+	return &Set{Name: name, Key: k, Map: isMap, Interval: interval, Comment: comment, Elements: map[ElementKey]Value{}}
 }
 
 // sampleTable is a representative table: the layout internal/nft builds (three base chains with

@@ -181,7 +181,7 @@ func (e readElem) String() string {
 func expectedElements(s *Set) ([]string, error) {
 	var all []nftables.SetElement
 	var err error
-	for _, e := range s.Elements {
+	for e := range s.All() {
 		if all, err = encodeElements(s, e, all); err != nil {
 			return nil, err
 		}

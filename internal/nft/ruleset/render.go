@@ -91,7 +91,7 @@ func (t *Table) sortedSets() []*Set {
 // interface name).
 func (s *Set) SortedElements() []Element {
 	es := make([]Element, 0, len(s.Elements))
-	for _, e := range s.Elements {
+	for e := range s.All() {
 		es = append(es, e)
 	}
 	slices.SortFunc(es, func(a, b Element) int { return compareKeys(a.ElementKey, b.ElementKey) })
@@ -414,7 +414,7 @@ func (s *Set) Clone() *Set {
 	n := *s
 	n.Elements = maps.Clone(s.Elements) // copies the table wholesale: ≈ 4× faster than inserting
 	if n.Elements == nil {
-		n.Elements = map[ElementKey]Element{}
+		n.Elements = map[ElementKey]Value{}
 	}
 	return &n
 }
