@@ -184,4 +184,20 @@ func TestAntiSpoofing(t *testing.T) {
 	if !strings.Contains(listed, `"`+late.HostIface+`" . `+late.IP(false).String()) {
 		t.Errorf("sources_v4 lacks the new pod's interface . address:\n%s", listed)
 	}
+
+	// the pod goes: its interface . address leaves the kernel's set
+	g.OnUpdate(model.EndpointDeleted{Key: model.EndpointKey{Namespace: late.Namespace, Name: late.Name}})
+	for _, a := range late.Addrs {
+		g.OnUpdate(model.RouteDeleted{Dst: netip.PrefixFrom(a, a.BitLen())})
+	}
+	if err := dp.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	listed = nftIn(t, nodeA.NetNS, "list", "set", "inet", nft.DefaultTable, "sources_v4")
+	if strings.Contains(listed, late.IP(false).String()) {
+		t.Errorf("sources_v4 still holds the deleted pod's address:\n%s", listed)
+	}
+	if drift, err := dp.Resync(); err != nil || drift {
+		t.Errorf("after the pod's deletion: drift=%v err=%v, want none", drift, err)
+	}
 }

@@ -192,8 +192,7 @@ func (d *Dataplane) resetPending() {
 	d.dirtyPolicies = map[model.PolicyKey]struct{}{}
 	d.dirtyEndpoints = map[model.EndpointKey]struct{}{}
 	d.pendingGroups = map[string]struct{}{}
-	d.changes = ruleset.Changes{Sets: map[string]struct{}{}, Chains: map[string]struct{}{},
-		Elements: map[string]map[ruleset.ElementKey]struct{}{}}
+	d.changes = ruleset.Changes{Sets: map[string]struct{}{}, Chains: map[string]struct{}{}}
 }
 
 // Table returns the desired table (read-only for the caller).
@@ -543,13 +542,13 @@ func (d *Dataplane) updateSources(e *endpoint, removed bool) {
 	}
 	for _, k := range e.sources {
 		set := sourcesSet(k.Addr)
-		delete(d.table.Sets[set].Elements, k)
-		d.touchElement(set, k)
+		d.table.Sets[set].Delete(k)
+		d.touchSet(set)
 	}
 	for _, k := range want {
 		set := sourcesSet(k.Addr)
-		d.table.Sets[set].Elements[k] = ruleset.Value{Comment: ruleset.Comment(e.msg.Key.String())}
-		d.touchElement(set, k)
+		d.table.Sets[set].Put(ruleset.Element{ElementKey: k, Value: ruleset.Value{Comment: ruleset.Comment(e.msg.Key.String())}})
+		d.touchSet(set)
 	}
 	e.sources = want
 }
@@ -640,32 +639,24 @@ func dispatchMap(dk dispatchKey) string {
 func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
 	name := dispatchMap(dk)
 	ek := ruleset.AddrKey(dk.addr)
-	d.table.Sets[name].Elements[ek] = ruleset.Value{
+	d.table.Sets[name].Put(ruleset.Element{ElementKey: ek, Value: ruleset.Value{
 		Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
 		Comment: ruleset.Comment(k.String()),
-	}
-	d.touchElement(name, ek)
+	}})
+	d.touchSet(name)
 }
 
 func (d *Dataplane) deleteDispatch(dk dispatchKey) {
 	name := dispatchMap(dk)
 	ek := ruleset.AddrKey(dk.addr)
-	delete(d.table.Sets[name].Elements, ek)
-	d.touchElement(name, ek)
+	d.table.Sets[name].Delete(ek)
+	d.touchSet(name)
 }
 
-// touchElement records one changed element of a set, so the commit compares only the touched
-// elements of it — unless the set is already to be compared whole.
-func (d *Dataplane) touchElement(set string, ek ruleset.ElementKey) {
-	keys, narrowed := d.changes.Elements[set]
-	if _, touched := d.changes.Sets[set]; touched && !narrowed {
-		return
-	}
-	if keys == nil {
-		keys = map[ruleset.ElementKey]struct{}{}
-		d.changes.Elements[set] = keys
-	}
-	keys[ek] = struct{}{}
+// touchSet names a set whose elements changed in place, for the commit. Elements of a set in the
+// table change only through its Put and Delete: once committed, the set's journal records what
+// they changed, and the commit sends only that (ruleset.Set.Put).
+func (d *Dataplane) touchSet(set string) {
 	d.changes.Sets[set] = struct{}{}
 }
 
@@ -677,7 +668,6 @@ func (d *Dataplane) dropChain(name string) {
 func (d *Dataplane) dropSet(name string) {
 	delete(d.table.Sets, name)
 	d.changes.Sets[name] = struct{}{}
-	delete(d.changes.Elements, name)
 }
 
 func (d *Dataplane) putChain(c *ruleset.Chain) {
@@ -688,7 +678,6 @@ func (d *Dataplane) putChain(c *ruleset.Chain) {
 func (d *Dataplane) putSet(s *ruleset.Set) {
 	d.table.Sets[s.Name] = s
 	d.changes.Sets[s.Name] = struct{}{}
-	delete(d.changes.Elements, s.Name)
 }
 
 // groupName is a group chain's name: direction and a hash of the group key.

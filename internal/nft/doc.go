@@ -94,8 +94,9 @@
 //   - Map shape, a pod joining or leaving a selector (SetMembersChanged): in each group whose rules
 //     reference the set, only that address's class is recomputed (compiled.recompilePeer, with
 //     the group's plan kept from its last full compile) and its elements changed; a local
-//     endpoint is regrouped only if its own address changed membership. The commit names the
-//     touched elements (ruleset.Changes.Elements), so its cost does not grow with the set. A
+//     endpoint is regrouped only if its own address changed membership. Elements change in place
+//     through Set.Put and Delete, whose journal gives the commit exactly the changed keys and
+//     their committed values, so its cost does not grow with the set. A
 //     fast peer's elements are plain (allow set); a goto element (peers map) makes the kernel
 //     validate the table's whole jump graph in the commit, ≈ 50 ns per verdict-map element (≈
 //     0.5 ms at 10,000 elements, against ≈ 34 µs for a plain element) — hence the fast path.

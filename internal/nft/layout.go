@@ -233,13 +233,13 @@ func (d *Dataplane) compilePeers(g *group) {
 		if old != "" {
 			if r := cp.fast(old, fk); r.ok {
 				for _, e := range allowElements(a, r.ports) {
-					delete(allow.Elements, e.ElementKey)
-					d.touchElement(allow.Name, e.ElementKey)
+					allow.Delete(e.ElementKey)
+					d.touchSet(allow.Name)
 				}
 			} else {
 				ek := ruleset.AddrKey(a)
-				delete(set.Elements, ek)
-				d.touchElement(set.Name, ek)
+				set.Delete(ek)
+				d.touchSet(set.Name)
 				name := classChain(old)
 				if g.classUse[name]--; g.classUse[name] == 0 {
 					delete(g.classUse, name)
@@ -253,7 +253,7 @@ func (d *Dataplane) compilePeers(g *group) {
 		if r := cp.fast(cur, fk); r.ok {
 			for _, e := range allowElements(a, r.ports) {
 				allow.Put(e)
-				d.touchElement(allow.Name, e.ElementKey)
+				d.touchSet(allow.Name)
 			}
 			continue
 		}
@@ -264,7 +264,7 @@ func (d *Dataplane) compilePeers(g *group) {
 		g.classUse[name]++
 		e := peerElement(a, a, cur, cp.Classes[cur])
 		set.Put(e)
-		d.touchElement(set.Name, e.ElementKey)
+		d.touchSet(set.Name)
 	}
 }
 

@@ -192,11 +192,11 @@ func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
 // records the change for the commit.
 func (d *Dataplane) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, present bool) {
 	if present {
-		s.Elements[ek] = ruleset.Value{}
+		s.Put(ruleset.Element{ElementKey: ek})
 	} else {
-		delete(s.Elements, ek)
+		s.Delete(ek)
 	}
-	d.touchElement(s.Name, ek)
+	d.touchSet(s.Name)
 }
 
 // sharedSetReplaced rebuilds the shared sets of a set replaced or removed as a whole.

@@ -147,7 +147,7 @@ func TestFailedCommitChangesNothing(t *testing.T) {
 	bad := before.Clone()
 	put(bad.Sets["ingress_v4"], addrKey("10.0.0.9"), goTo("pod_a"), "fine on its own")
 	bad.Chains["pod_new"] = &Chain{Name: "pod_new", Rules: []Rule{{Verdict: Verdict{Kind: Accept}}}}
-	delete(bad.Sets["peers_a"].Elements, addrKey("10.0.1.6"))
+	bad.Sets["peers_a"].Delete(addrKey("10.0.1.6"))
 	put(bad.Sets["ingress_v6"], addrKey("fd00::7"), goTo("no_such_chain"), "broken")
 	err := c.Commit(bad, nil)
 	if err == nil {
@@ -159,7 +159,7 @@ func TestFailedCommitChangesNothing(t *testing.T) {
 		t.Errorf("mirror changed by a failed commit")
 	}
 	// the connection still works, and the good part of it commits
-	delete(bad.Sets["ingress_v6"].Elements, addrKey("fd00::7"))
+	bad.Sets["ingress_v6"].Delete(addrKey("fd00::7"))
 	if err := c.Commit(bad, nil); err != nil {
 		t.Fatalf("Commit after a failure: %v", err)
 	}
@@ -199,8 +199,8 @@ func TestUnencodableCommitSendsNothing(t *testing.T) {
 		}
 	}
 	// the next Commit carries only its own changes
-	delete(bad.Sets["ingress_v4"].Elements, addrKey("fd00::9"))
-	delete(bad.Sets["ingress_v4"].Elements, addrKey("10.0.0.9"))
+	bad.Sets["ingress_v4"].Delete(addrKey("fd00::9"))
+	bad.Sets["ingress_v4"].Delete(addrKey("10.0.0.9"))
 	if err := c.Commit(bad, nil); err != nil {
 		t.Fatalf("Commit after a failure: %v", err)
 	}

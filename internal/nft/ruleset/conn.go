@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
+	"reflect"
 	"slices"
 	"sort"
 
@@ -161,7 +163,48 @@ func (c *Conn) Close() error {
 
 // Committed returns the mirror: the table as last committed (nil before the first commit). The
 // caller must not modify it.
-func (c *Conn) Committed() *Table { return c.mirror }
+func (c *Conn) Committed() *Table {
+	m := c.mirror
+	if m == nil {
+		return nil
+	}
+	t := &Table{Name: m.Name, Chains: m.Chains, Sets: make(map[string]*Set, len(m.Sets))}
+	for n, ms := range m.Sets {
+		s := *ms
+		s.journal = nil
+		s.Elements = maps.Collect(ms.committedElements())
+		t.Sets[n] = &s
+	}
+	return t
+}
+
+// share makes the mirror of desired once committed: its chains copied, its sets sharing
+// desired's elements (see shareSet).
+func share(desired *Table) *Table {
+	m := &Table{Name: desired.Name, Chains: make(map[string]*Chain, len(desired.Chains)),
+		Sets: make(map[string]*Set, len(desired.Sets))}
+	for n, ch := range desired.Chains {
+		m.Chains[n] = ch.Clone()
+	}
+	for n, s := range desired.Sets {
+		m.Sets[n] = shareSet(s)
+	}
+	return m
+}
+
+// shareSet starts a new journal on committed set s and returns the mirror's view of it: its
+// properties as committed, its elements map and journal shared with s. The mirror's elements
+// are s's with the journal's changes undone.
+func shareSet(s *Set) *Set {
+	s.journal = &journal{prior: map[ElementKey]prior{}}
+	ms := *s
+	return &ms
+}
+
+// sameMap reports whether a and b are one map.
+func sameMap(a, b map[ElementKey]Value) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
 
 // Batches returns the number of batches (transactions) sent so far.
 func (c *Conn) Batches() uint64 { return c.batches }
@@ -337,7 +380,7 @@ func (c *Conn) Replace(desired *Table) error {
 	if err := c.flush(); err != nil {
 		return fmt.Errorf("replace table %s: netlink batch: %w", desired.Name, err)
 	}
-	c.mirror = desired.Clone()
+	c.mirror = share(desired)
 	c.replaces++
 	return nil
 }
@@ -415,7 +458,6 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 			continue
 		case old == nil:
 			newSets = append(newSets, cur)
-			old = &Set{}
 		case cur == nil:
 			goneSets = append(goneSets, old)
 			continue
@@ -423,37 +465,44 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 			return c.Replace(desired)
 		}
 		d := setDiff{name: n}
-		if keys, ok := changes.elementKeys(n); ok && len(old.Elements) > 0 {
-			for k := range keys {
-				o, inOld := old.Elements[k]
+		add := func(k ElementKey, v Value) { d.adds = append(d.adds, Element{k, v}) }
+		del := func(k ElementKey, v Value) { d.dels = append(d.dels, Element{k, v}) }
+		switch {
+		case old == nil:
+			for k, v := range cur.Elements {
+				add(k, v)
+			}
+		case old.journal != nil && old.journal == cur.journal:
+			// changed in place: only what the journal recorded
+			if !sameMap(old.Elements, cur.Elements) {
+				return c.Replace(desired) // its elements map was swapped behind the journal
+			}
+			for k, p := range cur.journal.prior {
 				e, inCur := cur.Elements[k]
 				switch {
-				case inOld && inCur && o == e:
-				case inOld && inCur:
-					d.dels = append(d.dels, Element{k, o})
-					d.adds = append(d.adds, Element{k, e})
-				case inOld:
-					d.dels = append(d.dels, Element{k, o})
+				case p.present && inCur && p.v == e:
+				case p.present && inCur:
+					del(k, p.v)
+					add(k, e)
+				case p.present:
+					del(k, p.v)
 				case inCur:
-					d.adds = append(d.adds, Element{k, e})
+					add(k, e)
 				}
 			}
-			if len(d.adds)+len(d.dels) > 0 {
-				diffs = append(diffs, d)
+		default: // another object: compared whole
+			for k, e := range cur.Elements {
+				if o, ok := old.committedElement(k); !ok {
+					add(k, e)
+				} else if o != e {
+					del(k, o)
+					add(k, e)
+				}
 			}
-			continue
-		}
-		for k, e := range cur.Elements {
-			if o, ok := old.Elements[k]; !ok {
-				d.adds = append(d.adds, Element{k, e})
-			} else if o != e {
-				d.dels = append(d.dels, Element{k, o})
-				d.adds = append(d.adds, Element{k, e})
-			}
-		}
-		for k, o := range old.Elements {
-			if _, ok := cur.Elements[k]; !ok {
-				d.dels = append(d.dels, Element{k, o})
+			for k, o := range old.committedElements() {
+				if _, ok := cur.Elements[k]; !ok {
+					del(k, o)
+				}
 			}
 		}
 		if len(d.adds)+len(d.dels) > 0 {
@@ -482,21 +531,11 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 			delete(m.Chains, n)
 		}
 	}
-	for _, s := range newSets {
-		ms := *s // its elements arrive with the diffs below
-		ms.Elements = make(map[ElementKey]Value, len(s.Elements))
-		m.Sets[s.Name] = &ms
-	}
-	for _, s := range goneSets {
-		delete(m.Sets, s.Name)
-	}
-	for _, d := range diffs {
-		ms := m.Sets[d.name]
-		for _, e := range d.dels {
-			delete(ms.Elements, e.ElementKey)
-		}
-		for _, e := range d.adds {
-			ms.Elements[e.ElementKey] = e.Value
+	for _, n := range setNames {
+		if cur := desired.Sets[n]; cur != nil {
+			m.Sets[n] = shareSet(cur)
+		} else {
+			delete(m.Sets, n)
 		}
 	}
 	return nil
@@ -563,15 +602,6 @@ func (p commitPlan) queue(b *batch, desired *Table) error {
 	return nil
 }
 
-// elementKeys returns the keys Changes narrows set n's diff to, if any.
-func (ch *Changes) elementKeys(n string) (map[ElementKey]struct{}, bool) {
-	if ch == nil || ch.Elements == nil {
-		return nil, false
-	}
-	keys, ok := ch.Elements[n]
-	return keys, ok
-}
-
 // changedNames returns the set and chain names a commit looks at, sorted.
 func changedNames(m, desired *Table, changes *Changes) (sets, chains []string) {
 	if changes != nil {
@@ -596,6 +626,12 @@ func changedNames(m, desired *Table, changes *Changes) (sets, chains []string) {
 					chains = append(chains, n)
 				}
 			}
+		}
+	}
+	// committed sets changed in place, named or not
+	for n, ms := range m.Sets {
+		if ms.journal != nil && len(ms.journal.prior) > 0 && !slices.Contains(sets, n) {
+			sets = append(sets, n)
 		}
 	}
 	sort.Strings(sets)

@@ -57,7 +57,7 @@ func TestCommitIncremental(t *testing.T) {
 		}, &Changes{Sets: names("ingress_v4"), Chains: names("pod_c")}, false},
 		{"remove the element and the chain it pointed to", func(t *Table) {
 			delete(t.Chains, "pod_c")
-			delete(t.Sets["ingress_v4"].Elements, addrKey("10.0.0.3"))
+			t.Sets["ingress_v4"].Delete(addrKey("10.0.0.3"))
 		}, &Changes{Sets: names("ingress_v4"), Chains: names("pod_c")}, false},
 		{"change a rule", func(t *Table) {
 			t.Chains["class_x"].Rules[2] = Rule{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "changed"}
@@ -67,15 +67,15 @@ func TestCommitIncremental(t *testing.T) {
 		}, &Changes{Sets: names("peers_a")}, false},
 		{"repartition an interval map", func(t *Table) {
 			s := t.Sets["nets_v4"]
-			delete(s.Elements, prefixKey("10.1.0.0/16"))
+			s.Delete(prefixKey("10.1.0.0/16"))
 			put(s, prefixKey("10.1.0.0/17"), goTo("class_x"), "lower half")
 			put(s, rangeKey("10.1.128.0", "10.1.200.255"), Verdict{Kind: Drop}, "upper part")
-			delete(s.Elements, prefixKey("240.0.0.0/4"))
+			s.Delete(prefixKey("240.0.0.0/4"))
 			put(s, prefixKey("240.0.0.0/5"), Verdict{Kind: Return}, "")
 		}, &Changes{Sets: names("nets_v4")}, false},
 		{"change port intervals", func(t *Table) {
 			s := t.Sets["class_x_ports"]
-			delete(s.Elements, ElementKey{Proto: 6, Port: 8000, PortEnd: 8100})
+			s.Delete(ElementKey{Proto: 6, Port: 8000, PortEnd: 8100})
 			put(s, ElementKey{Proto: 6, Port: 8000, PortEnd: 8049}, Verdict{Kind: Accept}, "")
 			put(s, ElementKey{Proto: 6, Port: 8050, PortEnd: 8100}, goTo("deny_x"), "split")
 		}, &Changes{Sets: names("class_x_ports")}, false},
@@ -91,15 +91,19 @@ func TestCommitIncremental(t *testing.T) {
 			delete(t.Sets, "class_x_l4") // its elements may point at chains: emptied before deletion
 			t.Chains["class_x"].Rules = slicesDelete(t.Chains["class_x"].Rules, 1)
 		}, &Changes{Sets: names("extra_v6", "class_x_l4"), Chains: names("deny_x", "class_x")}, false},
-		{"element changes narrowed to their keys", func(t *Table) {
+		{"elements changed in place in sets the changes do not name", func(t *Table) {
 			put(t.Sets["ingress_v4"], addrKey("10.0.0.4"), goTo("pod_a"), "default/d")
-			delete(t.Sets["peers_a"].Elements, addrKey("10.0.1.5"))
+			put(t.Sets["ingress_v4"], addrKey("10.9.9.9"), goTo("pod_a"), "added and removed again")
+			t.Sets["ingress_v4"].Delete(addrKey("10.9.9.9"))
+			t.Sets["peers_a"].Delete(addrKey("10.0.1.5"))
 			put(t.Sets["nets_v6"], prefixKey("fd00:1::/64"), Verdict{Kind: Accept}, "changed")
-		}, &Changes{Sets: names("ingress_v4", "peers_a", "nets_v6"), Elements: map[string]map[ElementKey]struct{}{
-			"ingress_v4": {addrKey("10.0.0.4"): {}, addrKey("10.9.9.9"): {}}, // a key in neither table is ignored
-			"peers_a":    {addrKey("10.0.1.5"): {}},
-			"nets_v6":    {prefixKey("fd00:1::/64"): {}},
-		}}, false},
+		}, &Changes{}, false},
+		{"a set replaced by another object is compared whole", func(t *Table) {
+			s := t.Sets["peers_a"].Clone()
+			put(s, addrKey("10.0.1.7"), goTo("class_x"), "in the new object")
+			t.Sets["peers_a"].Delete(addrKey("10.0.1.6")) // on the old object: not in the table any more
+			t.Sets["peers_a"] = s
+		}, &Changes{Sets: names("peers_a")}, false},
 		{"a chain comment changes (a Replace)", func(t *Table) {
 			t.Chains["pod_a"].Comment = "renamed"
 		}, &Changes{Chains: names("pod_a")}, true},
@@ -107,7 +111,7 @@ func TestCommitIncremental(t *testing.T) {
 			t.Chains["pod_b"] = &Chain{Name: "pod_b", Rules: []Rule{{Verdict: goTo("deny_x")}}}
 			put(t.Sets["ingress_v4"], addrKey("10.0.0.2"), goTo("pod_b"), "default/b")
 			put(t.Sets["ingress_v6"], addrKey("fd00::2"), goTo("pod_b"), "default/b")
-			delete(t.Sets["local_v4"].Elements, addrKey("10.0.0.1"))
+			t.Sets["local_v4"].Delete(addrKey("10.0.0.1"))
 		}, nil, false},
 	}
 	for _, st := range steps {
@@ -130,25 +134,37 @@ func TestCommitIncremental(t *testing.T) {
 			t.Fatalf("%s: Verify = %v, %v; want no drift", st.name, drift, err)
 		}
 	}
-	// Changes.Elements really narrows: an element changed without being named is not looked at
+	// A committed set changed in place sends what Put and Delete recorded, whether Changes
+	// names it or not.
 	put(desired.Sets["ingress_v4"], addrKey("10.0.0.5"), goTo("pod_a"), "named")
-	put(desired.Sets["ingress_v4"], addrKey("10.0.0.6"), goTo("pod_a"), "not named")
-	if err := c.Commit(desired, &Changes{Sets: names("ingress_v4"), Elements: map[string]map[ElementKey]struct{}{
-		"ingress_v4": {addrKey("10.0.0.5"): {}}}}); err != nil {
+	put(desired.Sets["ingress_v6"], addrKey("fd00::5"), goTo("pod_a"), "not named")
+	desired.Sets["peers_a"].Delete(addrKey("10.0.1.5"))
+	if err := c.Commit(desired, &Changes{Sets: names("ingress_v4")}); err != nil {
 		t.Fatal(err)
 	}
+	assertKernel(t, ns, desired)
+	// The mirror shares the caller's elements, but Committed and Verify see what the kernel
+	// holds, not the caller's later edits.
+	desired.Sets["ingress_v4"].Delete(addrKey("10.0.0.5"))
+	put(desired.Sets["ingress_v4"], addrKey("10.0.0.7"), goTo("pod_a"), "not yet")
+	put(desired.Sets["ingress_v4"], addrKey("10.0.0.1"), goTo("pod_b"), "changed, not yet")
 	m := c.Committed().Sets["ingress_v4"].Elements
-	if _, ok := m[addrKey("10.0.0.5")]; !ok {
-		t.Errorf("named element not committed")
+	if v, ok := m[addrKey("10.0.0.5")]; !ok || v.Comment != "named" {
+		t.Errorf("an uncommitted delete reached the mirror")
 	}
-	if _, ok := m[addrKey("10.0.0.6")]; ok {
-		t.Errorf("element outside Changes.Elements committed: the diff was not narrowed")
+	if _, ok := m[addrKey("10.0.0.7")]; ok {
+		t.Errorf("an uncommitted add reached the mirror")
 	}
-	// the caller's later edits do not reach the mirror
-	delete(desired.Sets["ingress_v4"].Elements, addrKey("10.0.0.1"))
-	if _, ok := c.Committed().Sets["ingress_v4"].Elements[addrKey("10.0.0.1")]; !ok {
-		t.Errorf("mirror shares storage with the caller's table")
+	if v := m[addrKey("10.0.0.1")]; v.Verdict != goTo("pod_a") {
+		t.Errorf("an uncommitted change reached the mirror: %v", v)
 	}
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("Verify with uncommitted edits = %v, %v; want no drift", drift, err)
+	}
+	if err := c.Commit(desired, &Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, desired)
 }
 
 func slicesDelete(r []Rule, i int) []Rule { return append(r[:i:i], r[i+1:]...) }

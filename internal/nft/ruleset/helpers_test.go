@@ -162,7 +162,7 @@ func prefixKey(p string) ElementKey {
 func goTo(c string) Verdict { return Verdict{Kind: Goto, Chain: c} }
 
 func put(s *Set, k ElementKey, v Verdict, comment string) {
-	s.Elements[k] = Value{Verdict: v, Comment: comment}
+	s.Put(Element{k, Value{Verdict: v, Comment: comment}})
 }
 
 func newSet(name string, k Key, isMap, interval bool, comment string) *Set {

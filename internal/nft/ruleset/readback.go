@@ -177,12 +177,12 @@ func (e readElem) String() string {
 	return s
 }
 
-// expectedElements returns what readElements should return for s.
+// expectedElements returns what readElements should return for s as last committed.
 func expectedElements(s *Set) ([]string, error) {
 	var all []nftables.SetElement
 	var err error
-	for e := range s.All() {
-		if all, err = encodeElements(s, e, all); err != nil {
+	for k, v := range s.committedElements() {
+		if all, err = encodeElements(s, Element{k, v}, all); err != nil {
 			return nil, err
 		}
 	}

@@ -412,6 +412,7 @@ func (s *Set) Clone() *Set {
 		return nil
 	}
 	n := *s
+	n.journal = nil
 	n.Elements = maps.Clone(s.Elements) // copies the table wholesale: ≈ 4× faster than inserting
 	if n.Elements == nil {
 		n.Elements = map[ElementKey]Value{}
