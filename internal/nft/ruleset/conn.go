@@ -161,8 +161,9 @@ func (c *Conn) Close() error {
 	return err
 }
 
-// Committed returns the mirror: the table as last committed (nil before the first commit). The
-// caller must not modify it.
+// Committed returns the table as last committed (nil before the first commit): the mirror, with
+// its sets' elements copied out of the shared storage (for tests and diagnostics; it costs a
+// copy of every element). The caller must not modify its chains.
 func (c *Conn) Committed() *Table {
 	m := c.mirror
 	if m == nil {
