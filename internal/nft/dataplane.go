@@ -618,9 +618,7 @@ func (d *Dataplane) leaveGroup(name string, dk dispatchKey) {
 // dropMapSets drops the sets of a group's map shape (layout.go) that the table holds.
 func (d *Dataplane) dropMapSets(g *group) {
 	for _, suffix := range []string{"_allow", "_peers", "_nets"} {
-		if _, ok := d.table.Sets[g.name+suffix]; ok {
-			d.dropSet(g.name + suffix)
-		}
+		d.dropSet(g.name + suffix)
 	}
 }
 
@@ -665,7 +663,11 @@ func (d *Dataplane) dropChain(name string) {
 	d.changes.Chains[name] = struct{}{}
 }
 
+// dropSet removes a set from the table, if the table holds it.
 func (d *Dataplane) dropSet(name string) {
+	if _, ok := d.table.Sets[name]; !ok {
+		return
+	}
 	delete(d.table.Sets, name)
 	d.changes.Sets[name] = struct{}{}
 }

@@ -199,9 +199,7 @@ func (d *Dataplane) setClassUse(g *group, use map[string]int, classes map[string
 func (d *Dataplane) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Key, interval, want bool,
 	elements []ruleset.Element, setComment, ruleComment string) {
 	if !want {
-		if _, ok := d.table.Sets[name]; ok {
-			d.dropSet(name)
-		}
+		d.dropSet(name)
 		return
 	}
 	set := &ruleset.Set{Name: name, Key: key, Map: true, Interval: interval, Comment: setComment,
@@ -282,9 +280,7 @@ func allowElements(a netip.Addr, ports []protoPort) []ruleset.Element {
 func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, elements []ruleset.Element) {
 	name := g.name + "_allow"
 	if !want {
-		if _, ok := d.table.Sets[name]; ok {
-			d.dropSet(name)
-		}
+		d.dropSet(name)
 		return
 	}
 	_, key := peerKeys(g.dir, g.is4)

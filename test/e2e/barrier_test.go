@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -27,9 +28,10 @@ const barrierNamespace = "nftp-barrier"
 
 // barrier writes the sentinels and returns their resourceVersions by resource. n counts the
 // harness's barriers from 1: the first creates the sentinels (or finds those of an earlier
-// harness; nothing deletes them), and every call patches their annotation to n, a value the
-// harness's previous barrier did not write, so each sentinel gets a new resourceVersion,
-// newer than the step's writes.
+// harness; nothing deletes them), and every call patches their annotation to n and the time, a
+// value no barrier wrote before (n alone would repeat an earlier harness's on the same API
+// server, and a patch that changes nothing keeps the old resourceVersion), so each sentinel gets
+// a new resourceVersion, newer than the step's writes.
 func barrier(ctx context.Context, s *kube.Server, n int) (map[string]uint64, error) {
 	c := s.Client
 	if n == 1 {
@@ -37,7 +39,7 @@ func barrier(ctx context.Context, s *kube.Server, n int) (map[string]uint64, err
 			return nil, err
 		}
 	}
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"nftpolicy.test/barrier":"%d"}}}`, n))
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"nftpolicy.test/barrier":"%d@%d"}}}`, n, time.Now().UnixNano()))
 	var objs = map[string]func() (metav1.Object, error){
 		"namespaces": func() (metav1.Object, error) {
 			return c.CoreV1().Namespaces().Patch(ctx, barrierNamespace, types.MergePatchType, patch, metav1.PatchOptions{})
