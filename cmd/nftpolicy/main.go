@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -70,6 +71,12 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	if getenv("GOMEMLIMIT") == "" {
+		if lim, ok := cgroupMemoryLimit(os.ReadFile); ok {
+			debug.SetMemoryLimit(goMemoryLimit(lim))
+			log.Info("Go memory limit set from the container's", "container_limit_bytes", lim, "go_limit_bytes", goMemoryLimit(lim))
+		}
+	}
 	var rc *rest.Config
 	if cfg.Kubeconfig != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
