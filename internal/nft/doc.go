@@ -104,9 +104,10 @@
 //     in full; their unchanged elements are not sent.
 //   - Memory: per map-shaped group the decision (peer → interned class key) and, for plans with
 //     more than 16 gate sets, an index of peer → gate sets; per set a member count per address;
-//     the desired table, and the committer's copy of what it committed.
+//     the desired table (shared selector sets as plain address sets, ruleset.NewAddrSet: 24
+//     bytes an address), whose elements the committer's mirror shares (ruleset's journal).
 //   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, 0.7–0.9 s
-//     from the graph's first flush; one pod joining a selector p50 ≈ 60 µs.
+//     from the graph's first flush; one pod joining a selector p50 ≈ 30–45 µs.
 //
 // # Invariants
 //

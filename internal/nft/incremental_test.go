@@ -26,7 +26,7 @@ func (r *recorder) snapshot(t *ruleset.Table) {
 	r.elements = map[string]map[ruleset.ElementKey]ruleset.Value{}
 	r.chains = map[string]int{}
 	for n, s := range t.Sets {
-		r.elements[n] = maps.Clone(s.Elements)
+		r.elements[n] = maps.Collect(s.Entries())
 	}
 	for n, c := range t.Chains {
 		r.chains[n] = len(c.Rules)
@@ -49,14 +49,14 @@ func elementDiff(before map[string]map[ruleset.ElementKey]ruleset.Value, t *rule
 	for name, set := range t.Sets {
 		seen[name] = true
 		old := before[name]
-		for k, e := range set.Elements {
+		for k, e := range set.Entries() {
 			if o, ok := old[k]; !ok || o != e {
 				n++
 				where = append(where, name)
 			}
 		}
 		for k := range old {
-			if _, ok := set.Elements[k]; !ok {
+			if _, ok := set.Get(k); !ok {
 				n++
 				where = append(where, name)
 			}
@@ -130,8 +130,8 @@ func TestIncrementalApply(t *testing.T) {
 		}
 	}
 	for name, s := range dp.Table().Sets {
-		if len(s.Elements) > 0 {
-			t.Errorf("set %s keeps %d elements after the last policy was deleted", name, len(s.Elements))
+		if s.Len() > 0 {
+			t.Errorf("set %s keeps %d elements after the last policy was deleted", name, s.Len())
 		}
 	}
 }

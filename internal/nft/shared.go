@@ -122,7 +122,6 @@ func (d *Dataplane) acquireShared(name string, build func() *ruleset.Set) {
 
 // selSet is the shared set of a selector's addresses of one family.
 func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
-	s := &ruleset.Set{Name: selSetName(id, is4), Key: addrKey(is4), Comment: ruleset.Comment(d.setComment(id))}
 	set := d.state.Sets[id]
 	n := 0
 	if set != nil {
@@ -132,12 +131,11 @@ func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
 			}
 		}
 	}
-	s.Elements = make(map[ruleset.ElementKey]ruleset.Value, n)
+	s := ruleset.NewAddrSet(selSetName(id, is4), addrKey(is4), ruleset.Comment(d.setComment(id)), n)
 	if set != nil {
 		for a := range set.addrs {
 			if a.Is4() == is4 {
-				ek := ruleset.AddrKey(a)
-				s.Elements[ek] = ruleset.Value{}
+				s.Addrs[a] = struct{}{}
 			}
 		}
 	}

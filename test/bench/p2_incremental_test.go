@@ -44,7 +44,7 @@ type located struct {
 // table.
 func locate(t *ruleset.Table, addr netip.Addr) (located, bool) {
 	for name, s := range t.Sets {
-		for k, e := range s.Elements {
+		for k, e := range s.Entries() {
 			if k.Addr == addr && k.AddrEnd == addr {
 				return located{set: name, elem: ruleset.Element{ElementKey: k, Value: e}}, true
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"maps"
-	"reflect"
 	"slices"
 	"sort"
 
@@ -172,7 +171,7 @@ func (c *Conn) Committed() *Table {
 	t := &Table{Name: m.Name, Chains: m.Chains, Sets: make(map[string]*Set, len(m.Sets))}
 	for n, ms := range m.Sets {
 		s := *ms
-		s.journal = nil
+		s.journal, s.Addrs = nil, nil
 		s.Elements = maps.Collect(ms.committedElements())
 		t.Sets[n] = &s
 	}
@@ -200,11 +199,6 @@ func shareSet(s *Set) *Set {
 	s.journal = &journal{prior: map[ElementKey]prior{}}
 	ms := *s
 	return &ms
-}
-
-// sameMap reports whether a and b are one map.
-func sameMap(a, b map[ElementKey]Value) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // Batches returns the number of batches (transactions) sent so far.
@@ -400,7 +394,7 @@ func (b *batch) replace(desired *Table) error {
 			return err
 		}
 		// in map order: the kernel needs none, and sorting P3's 364k elements cost ≈ 60 ms
-		if err := b.elements(s, s.All(), len(s.Elements), false); err != nil {
+		if err := b.elements(s, s.All(), s.Len(), false); err != nil {
 			return err
 		}
 	}
@@ -470,16 +464,16 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		del := func(k ElementKey, v Value) { d.dels = append(d.dels, Element{k, v}) }
 		switch {
 		case old == nil:
-			for k, v := range cur.Elements {
+			for k, v := range cur.Entries() {
 				add(k, v)
 			}
 		case old.journal != nil && old.journal == cur.journal:
 			// changed in place: only what the journal recorded
-			if !sameMap(old.Elements, cur.Elements) {
-				return c.Replace(desired) // its elements map was swapped behind the journal
+			if !old.sameStorage(cur) {
+				return c.Replace(desired) // its elements' maps were swapped behind the journal
 			}
 			for k, p := range cur.journal.prior {
-				e, inCur := cur.Elements[k]
+				e, inCur := cur.Get(k)
 				switch {
 				case p.present && inCur && p.v == e:
 				case p.present && inCur:
@@ -492,7 +486,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 				}
 			}
 		default: // another object: compared whole
-			for k, e := range cur.Elements {
+			for k, e := range cur.Entries() {
 				if o, ok := old.committedElement(k); !ok {
 					add(k, e)
 				} else if o != e {
@@ -501,7 +495,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 				}
 			}
 			for k, o := range old.committedElements() {
-				if _, ok := cur.Elements[k]; !ok {
+				if _, ok := cur.Get(k); !ok {
 					del(k, o)
 				}
 			}

@@ -207,3 +207,54 @@ func TestEdgeKeys(t *testing.T) {
 		t.Fatalf("Verify = %v, %v", drift, err)
 	}
 }
+
+// TestAddrSet: a set of plain addresses held in Addrs (NewAddrSet) is programmed, changed in
+// place (one transaction, no Replace), read back and rendered like the same set held in Elements;
+// an element Addrs cannot hold moves the set to Elements, and the commit still lands.
+func TestAddrSet(t *testing.T) {
+	c, ns := openConn(t)
+	tb := NewTable("addrs")
+	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{{Lookups: []Lookup{{Key: KeyIPSaddr, Set: "sel_v4"}}, Verdict: Verdict{Kind: Accept}}}}
+	s := NewAddrSet("sel_v4", KeyIPSaddr, "app == 'a'", 3)
+	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		s.Put(Element{ElementKey: addrKey(a)})
+	}
+	tb.Sets[s.Name] = s
+	if s.Len() != 3 || len(s.Elements) != 0 {
+		t.Fatalf("addresses held as %d in Addrs, %d in Elements", len(s.Addrs), len(s.Elements))
+	}
+	if got, want := Render(tb), Render(tb.Clone()); got != want {
+		t.Fatalf("a clone renders differently:\n%s\nwant\n%s", got, want)
+	}
+	if err := c.Replace(tb); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+
+	s.Delete(addrKey("10.0.0.2"))
+	s.Put(Element{ElementKey: addrKey("10.0.0.4")})
+	s.Delete(rangeKey("10.0.0.1", "10.0.0.3")) // no such element: nothing
+	replaces := c.replaces
+	if err := c.Commit(tb, &Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+	if c.replaces != replaces {
+		t.Errorf("an in-place change of an address set replaced the table")
+	}
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("Verify = %v, %v; want no drift", drift, err)
+	}
+
+	s.Put(Element{ElementKey: addrKey("10.0.0.9"), Value: Value{Comment: "with a comment"}})
+	if len(s.Addrs) != 0 || len(s.Elements) != 4 {
+		t.Fatalf("after a commented element: %d in Addrs, %d in Elements; want all in Elements", len(s.Addrs), len(s.Elements))
+	}
+	if err := c.Commit(tb, &Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("Verify = %v, %v; want no drift", drift, err)
+	}
+}

@@ -90,7 +90,7 @@ func (t *Table) sortedSets() []*Set {
 // SortedElements returns the set's elements ordered by key (addresses, then protocol, port,
 // interface name).
 func (s *Set) SortedElements() []Element {
-	es := make([]Element, 0, len(s.Elements))
+	es := make([]Element, 0, s.Len())
 	for e := range s.All() {
 		es = append(es, e)
 	}
@@ -159,7 +159,7 @@ func renderSet(b *strings.Builder, s *Set) {
 	if c := Comment(s.Comment); c != "" {
 		fmt.Fprintf(b, "\t\tcomment %q\n", c)
 	}
-	if len(s.Elements) > 0 {
+	if s.Len() > 0 {
 		b.WriteString("\t\telements = { ")
 		for i, e := range s.SortedElements() {
 			if i > 0 {
@@ -364,7 +364,7 @@ func (t *Table) Stats() Stats {
 		s.Rules += len(c.Rules)
 	}
 	for _, st := range t.Sets {
-		s.Elements += len(st.Elements)
+		s.Elements += st.Len()
 	}
 	return s
 }
@@ -414,7 +414,8 @@ func (s *Set) Clone() *Set {
 	n := *s
 	n.journal = nil
 	n.Elements = maps.Clone(s.Elements) // copies the table wholesale: ≈ 4× faster than inserting
-	if n.Elements == nil {
+	n.Addrs = maps.Clone(s.Addrs)
+	if n.Elements == nil && n.Addrs == nil {
 		n.Elements = map[ElementKey]Value{}
 	}
 	return &n
