@@ -102,14 +102,15 @@ func (g *Graph) deleteEndpoint(k model.EndpointKey) {
 
 // keepEndpoint is the endpoint as the graph keeps it: the update's labels, addresses and named
 // ports are kept as they are (updates are handed over, see model.Update); addresses are copied
-// only when they need normalising (invalid ones dropped, IPv4-mapped ones unmapped).
+// only when they need normalising (invalid ones dropped, IPv4-mapped ones unmapped, zones
+// dropped: set members are plain addresses).
 func keepEndpoint(in model.Endpoint) model.Endpoint {
 	m := in
-	if slices.ContainsFunc(in.Addrs, func(a netip.Addr) bool { return !a.IsValid() || a.Is4In6() }) {
+	if slices.ContainsFunc(in.Addrs, func(a netip.Addr) bool { return !a.IsValid() || a.Is4In6() || a.Zone() != "" }) {
 		m.Addrs = make([]netip.Addr, 0, len(in.Addrs))
 		for _, a := range in.Addrs {
 			if a.IsValid() {
-				m.Addrs = append(m.Addrs, a.Unmap())
+				m.Addrs = append(m.Addrs, a.Unmap().WithZone(""))
 			}
 		}
 	}

@@ -198,13 +198,13 @@ func sortPolicyKeys(ks []model.PolicyKey) {
 	})
 }
 
-func memberList(m map[Member]int) []Member {
+func memberList(m map[memberKey]int32) []Member {
 	if len(m) == 0 {
 		return nil
 	}
 	out := make([]Member, 0, len(m))
-	for mb := range m {
-		out = append(out, mb)
+	for k := range m {
+		out = append(out, k.member())
 	}
 	sortMembers(out)
 	return out

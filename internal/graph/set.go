@@ -3,6 +3,7 @@ package graph
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -21,11 +22,33 @@ type set struct {
 	refs  int            // compiled rules of active policies referring to it
 	// members counts, per member, the contributions of matched endpoints (two endpoints may
 	// transiently share an address).
-	members map[Member]int
+	members map[memberKey]int32
 	// fresh: created since the last flush (emitted as SetReplaced); otherwise delta holds the
 	// members added (true) or removed (false) since the last flush.
 	fresh bool
 	delta map[Member]bool
+}
+
+// memberKey is a Member as set.members holds it: 20 bytes without pointers (a netip.Addr is 24
+// with one), so a member costs 24 bytes of map instead of 40 and the collector skips the map (at
+// 100,000 pods the graph's member counts were 25 MB).
+type memberKey struct {
+	addr  [16]byte
+	is4   bool
+	proto model.Protocol
+	port  uint16
+}
+
+func keyOf(mb Member) memberKey {
+	return memberKey{addr: mb.Addr.As16(), is4: mb.Addr.Is4(), proto: mb.Protocol, port: mb.Port}
+}
+
+func (k memberKey) member() Member {
+	a := netip.AddrFrom16(k.addr)
+	if k.is4 {
+		a = a.Unmap()
+	}
+	return Member{Addr: a, Protocol: k.proto, Port: k.port}
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -58,7 +81,7 @@ func (g *Graph) acquireSet(sp spec, kind SetKind, port string, proto model.Proto
 		}
 	}
 	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1,
-		members: map[Member]int{}, fresh: true}
+		members: map[memberKey]int32{}, fresh: true}
 	m.sets = append(m.sets, s)
 	for e := range m.members {
 		g.contribute(s, e, true)
@@ -104,18 +127,19 @@ func (g *Graph) contribute(s *set, e *endpoint, in bool) {
 }
 
 func (g *Graph) count(s *set, mb Member, in bool) {
-	n := s.members[mb]
+	k := keyOf(mb)
+	n := s.members[k]
 	if in {
-		s.members[mb] = n + 1
+		s.members[k] = n + 1
 		if n > 0 {
 			return
 		}
 	} else {
 		if n > 1 {
-			s.members[mb] = n - 1
+			s.members[k] = n - 1
 			return
 		}
-		delete(s.members, mb)
+		delete(s.members, k)
 	}
 	if s.fresh {
 		return
