@@ -17,7 +17,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		e = nil
 	}
 	if e == nil {
-		e = &endpoint{key: m.Key, m: m, labels: m.Labels, local: local, matches: map[*matcher]struct{}{}}
+		e = &endpoint{key: m.Key, m: m, labels: m.Labels, local: local}
 		e.ns = g.namespaceOf(m.Key.Namespace)
 		e.ns.endpoints[e] = struct{}{}
 		if m.ServiceAccount != "" {
@@ -38,13 +38,13 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 	}
 	// Addresses and named ports: withdraw the old contributions to sets, add the new ones.
 	if !slices.Equal(e.m.Addrs, m.Addrs) || !slices.Equal(e.m.NamedPorts, m.NamedPorts) {
-		for mt := range e.matches {
+		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, false)
 			}
 		}
 		e.m.Addrs, e.m.NamedPorts = m.Addrs, m.NamedPorts
-		for mt := range e.matches {
+		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, true)
 			}
@@ -79,10 +79,7 @@ func (g *Graph) deleteEndpoint(k model.EndpointKey) {
 	if e == nil {
 		return
 	}
-	ms := make([]*matcher, 0, len(e.matches))
-	for m := range e.matches {
-		ms = append(ms, m)
-	}
+	ms := slices.Clone(e.matches.all())
 	for _, m := range ms {
 		g.setMember(m, e, false)
 	}

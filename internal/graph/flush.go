@@ -140,7 +140,7 @@ func (g *Graph) resolve(e *endpoint) *EndpointUpdated {
 		}
 	}
 	var ps []*policy
-	for m := range e.matches {
+	for _, m := range e.matches.all() {
 		for p := range m.policies {
 			if p.active {
 				ps = append(ps, p)

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,8 +21,72 @@ type endpoint struct {
 	sa     *account
 	local  bool
 	// matches holds every live matcher that matches the endpoint.
-	matches map[*matcher]struct{}
+	matches matchSet
 }
+
+// matchSet is a set of matchers: a slice, as most endpoints match a few (a map each was 20 MB
+// of the agent's heap at 100,000 pods), indexed once it grows past matchSetIndexed so that
+// adding and removing stay O(1) for an endpoint that many selectors match.
+type matchSet struct {
+	list []*matcher
+	pos  map[*matcher]int // index in list; nil while list is short
+}
+
+const matchSetIndexed = 16
+
+func (s *matchSet) has(m *matcher) bool {
+	if s.pos != nil {
+		_, ok := s.pos[m]
+		return ok
+	}
+	return slices.Contains(s.list, m)
+}
+
+func (s *matchSet) add(m *matcher) {
+	if s.has(m) {
+		return
+	}
+	s.list = append(s.list, m)
+	switch {
+	case s.pos != nil:
+		s.pos[m] = len(s.list) - 1
+	case len(s.list) > matchSetIndexed:
+		s.pos = make(map[*matcher]int, len(s.list))
+		for i, x := range s.list {
+			s.pos[x] = i
+		}
+	}
+}
+
+func (s *matchSet) remove(m *matcher) {
+	i := -1
+	if s.pos != nil {
+		if j, ok := s.pos[m]; ok {
+			i = j
+			delete(s.pos, m)
+		}
+	} else {
+		i = slices.Index(s.list, m)
+	}
+	if i < 0 {
+		return
+	}
+	last := len(s.list) - 1
+	if i != last {
+		s.list[i] = s.list[last]
+		if s.pos != nil {
+			s.pos[s.list[i]] = i
+		}
+	}
+	s.list[last] = nil
+	s.list = s.list[:last]
+	if len(s.list) == 0 {
+		s.list, s.pos = nil, nil
+	}
+}
+
+// all yields the matchers; the set must not change while it is walked.
+func (s *matchSet) all() []*matcher { return s.list }
 
 type namespace struct {
 	name      string
@@ -238,7 +303,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	try := func(e *endpoint) {
 		if m.match(e) {
 			m.members[e] = struct{}{}
-			e.matches[m] = struct{}{}
+			e.matches.add(m)
 			if e.local {
 				m.local++
 			}
@@ -284,7 +349,7 @@ func (g *Graph) releaseMatcher(m *matcher) {
 		delete(g.idx.epByAnchor, m.anchor)
 	}
 	for e := range m.members {
-		delete(e.matches, m)
+		e.matches.remove(m)
 	}
 	m.members = nil
 }
@@ -293,10 +358,10 @@ func (g *Graph) releaseMatcher(m *matcher) {
 func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
 	if in {
 		m.members[e] = struct{}{}
-		e.matches[m] = struct{}{}
+		e.matches.add(m)
 	} else {
 		delete(m.members, e)
-		delete(e.matches, m)
+		e.matches.remove(m)
 	}
 	if e.local {
 		if in {
@@ -346,13 +411,13 @@ func (g *Graph) reevaluate(e *endpoint) {
 	g.candidates(e, func(m *matcher) {
 		if m.match(e) {
 			m.mark = gen
-			if _, ok := e.matches[m]; !ok {
+			if !e.matches.has(m) {
 				added = append(added, m)
 			}
 		}
 	})
 	var removed []*matcher
-	for m := range e.matches {
+	for _, m := range e.matches.all() {
 		if m.mark != gen {
 			removed = append(removed, m)
 		}
