@@ -73,8 +73,9 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	if getenv("GOMEMLIMIT") == "" {
 		if lim, ok := cgroupMemoryLimit(os.ReadFile); ok {
-			debug.SetMemoryLimit(goMemoryLimit(lim))
-			log.Info("Go memory limit set from the container's", "container_limit_bytes", lim, "go_limit_bytes", goMemoryLimit(lim))
+			goLim := goMemoryLimit(lim)
+			debug.SetMemoryLimit(goLim)
+			log.Info("Go memory limit set from the container's", "container_limit_bytes", lim, "go_limit_bytes", goLim)
 		}
 	}
 	var rc *rest.Config

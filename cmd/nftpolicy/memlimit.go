@@ -12,13 +12,10 @@ import (
 // the container's (cgroup v2 memory.max, or v1 memory.limit_in_bytes): it collects harder as it
 // nears the limit instead.
 
-// cgroupMemoryFiles are where the container's memory limit is read, cgroup v2 first.
-var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
-
 // cgroupMemoryLimit returns the memory limit of the cgroup the process runs in, read with
 // readFile; ok is false without one ("max", a v1 value near 2^63, or no readable file).
 func cgroupMemoryLimit(readFile func(string) ([]byte, error)) (limit int64, ok bool) {
-	for _, f := range cgroupMemoryFiles {
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} { // v2 first
 		b, err := readFile(f)
 		if err != nil {
 			continue

@@ -543,12 +543,10 @@ func (d *Dataplane) updateSources(e *endpoint, removed bool) {
 	for _, k := range e.sources {
 		set := sourcesSet(k.Addr)
 		d.table.Sets[set].Delete(k)
-		d.touchSet(set)
 	}
 	for _, k := range want {
 		set := sourcesSet(k.Addr)
 		d.table.Sets[set].Put(ruleset.Element{ElementKey: k, Value: ruleset.Value{Comment: ruleset.Comment(e.msg.Key.String())}})
-		d.touchSet(set)
 	}
 	e.sources = want
 }
@@ -641,21 +639,12 @@ func (d *Dataplane) setDispatch(dk dispatchKey, chain string, k model.EndpointKe
 		Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
 		Comment: ruleset.Comment(k.String()),
 	}})
-	d.touchSet(name)
 }
 
 func (d *Dataplane) deleteDispatch(dk dispatchKey) {
 	name := dispatchMap(dk)
 	ek := ruleset.AddrKey(dk.addr)
 	d.table.Sets[name].Delete(ek)
-	d.touchSet(name)
-}
-
-// touchSet names a set whose elements changed in place, for the commit. Elements of a set in the
-// table change only through its Put and Delete: once committed, the set's journal records what
-// they changed, and the commit sends only that (ruleset.Set.Put).
-func (d *Dataplane) touchSet(set string) {
-	d.changes.Sets[set] = struct{}{}
 }
 
 func (d *Dataplane) dropChain(name string) {

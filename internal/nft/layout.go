@@ -232,12 +232,10 @@ func (d *Dataplane) compilePeers(g *group) {
 			if r := cp.fast(old, fk); r.ok {
 				for _, e := range allowElements(a, r.ports) {
 					allow.Delete(e.ElementKey)
-					d.touchSet(allow.Name)
 				}
 			} else {
 				ek := ruleset.AddrKey(a)
 				set.Delete(ek)
-				d.touchSet(set.Name)
 				name := classChain(old)
 				if g.classUse[name]--; g.classUse[name] == 0 {
 					delete(g.classUse, name)
@@ -251,7 +249,6 @@ func (d *Dataplane) compilePeers(g *group) {
 		if r := cp.fast(cur, fk); r.ok {
 			for _, e := range allowElements(a, r.ports) {
 				allow.Put(e)
-				d.touchSet(allow.Name)
 			}
 			continue
 		}
@@ -262,7 +259,6 @@ func (d *Dataplane) compilePeers(g *group) {
 		g.classUse[name]++
 		e := peerElement(a, a, cur, cp.Classes[cur])
 		set.Put(e)
-		d.touchSet(set.Name)
 	}
 }
 

@@ -186,15 +186,14 @@ func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
 	}
 }
 
-// setSharedElement adds (present) or removes one element of a shared set the table holds and
-// records the change for the commit.
+// setSharedElement adds (present) or removes one element of a shared set the table holds (its
+// journal records the change for the commit).
 func (d *Dataplane) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, present bool) {
 	if present {
 		s.Put(ruleset.Element{ElementKey: ek})
 	} else {
 		s.Delete(ek)
 	}
-	d.touchSet(s.Name)
 }
 
 // sharedSetReplaced rebuilds the shared sets of a set replaced or removed as a whole.

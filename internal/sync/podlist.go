@@ -74,55 +74,62 @@ func listPods(ctx context.Context, client kubernetes.Interface, o metav1.ListOpt
 func decodePodList(r *bufio.Reader) (*metainternalversion.List, error) {
 	d := pbReader{r: r}
 	list := &metainternalversion.List{}
-	var raw bool // the envelope's Raw field was read
-	for {
-		num, typ, err := d.tag()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType: // typeMeta
-			b, err := d.bytes()
-			if err != nil {
-				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
-			}
-			var tm runtime.TypeMeta
-			if err := tm.Unmarshal(b); err != nil {
-				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
-			}
-			if tm.Kind != "" && tm.Kind != "PodList" {
-				return nil, fmt.Errorf("decoding the pod list: got a %s", tm.Kind)
-			}
-		case num == 2 && typ == protowire.BytesType: // raw: the PodList
-			n, err := d.length()
-			if err != nil {
-				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
-			}
-			if err := d.podList(n, list); err != nil {
-				return nil, err
-			}
-			raw = true
-		case num == 3 && typ == protowire.BytesType: // contentEncoding
-			b, err := d.bytes()
-			if err != nil {
-				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
-			}
-			if len(b) > 0 {
-				return nil, fmt.Errorf("decoding the pod list: content encoding %q", b)
-			}
-		default: // contentType, or fields of a later version
-			if err := d.skip(typ); err != nil {
-				return nil, fmt.Errorf("decoding the pod list envelope: %w", err)
-			}
-		}
+	raw, err := d.envelope(list)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the pod list: %w", err)
 	}
 	if !raw {
 		return nil, errors.New("decoding the pod list: the envelope holds no list")
 	}
 	return list, nil
+}
+
+// envelope reads the runtime.Unknown around the list; raw reports that it held one.
+func (d *pbReader) envelope(list *metainternalversion.List) (raw bool, err error) {
+	for {
+		num, typ, err := d.tag()
+		if err == io.EOF {
+			return raw, nil
+		}
+		if err != nil {
+			return raw, err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType: // typeMeta
+			b, err := d.bytes()
+			if err != nil {
+				return raw, err
+			}
+			var tm runtime.TypeMeta
+			if err := tm.Unmarshal(b); err != nil {
+				return raw, err
+			}
+			if tm.Kind != "" && tm.Kind != "PodList" {
+				return raw, fmt.Errorf("got a %s", tm.Kind)
+			}
+		case num == 2 && typ == protowire.BytesType: // raw: the PodList
+			n, err := d.length()
+			if err != nil {
+				return raw, err
+			}
+			if err := d.podList(n, list); err != nil {
+				return raw, err
+			}
+			raw = true
+		case num == 3 && typ == protowire.BytesType: // contentEncoding
+			b, err := d.bytes()
+			if err != nil {
+				return raw, err
+			}
+			if len(b) > 0 {
+				return raw, fmt.Errorf("content encoding %q", b)
+			}
+		default: // contentType, or fields of a later version
+			if err := d.skip(typ); err != nil {
+				return raw, err
+			}
+		}
+	}
 }
 
 // pbReader reads protobuf fields from a stream; buf is reused for each field's bytes (the
@@ -133,21 +140,16 @@ type pbReader struct {
 	n   int64 // bytes consumed
 }
 
+// varint reads a varint inside a field: the stream may not end there.
 func (d *pbReader) varint() (uint64, error) {
 	v, err := binary.ReadUvarint(byteCounter{d})
-	if err == io.EOF && d.n > 0 {
-		err = io.ErrUnexpectedEOF
-	}
-	return v, err
+	return v, noEOF(err)
 }
 
-// tag reads a field's tag; io.EOF when the stream ends between fields.
+// tag reads a field's tag; io.EOF when the stream ends between fields (ReadUvarint reports an
+// end inside the varint as io.ErrUnexpectedEOF).
 func (d *pbReader) tag() (protowire.Number, protowire.Type, error) {
-	start := d.n
 	v, err := binary.ReadUvarint(byteCounter{d})
-	if err == io.EOF && d.n != start {
-		err = io.ErrUnexpectedEOF
-	}
 	if err != nil {
 		return 0, 0, err
 	}
@@ -219,32 +221,32 @@ func (d *pbReader) podList(size int64, list *metainternalversion.List) error {
 	for d.n < end {
 		num, typ, err := d.tag()
 		if err != nil {
-			return fmt.Errorf("decoding the pod list: %w", noEOF(err))
+			return noEOF(err)
 		}
 		if typ != protowire.BytesType || (num != 1 && num != 2) {
 			if err := d.skip(typ); err != nil {
-				return fmt.Errorf("decoding the pod list: %w", err)
+				return err
 			}
 			continue
 		}
 		b, err := d.bytes()
 		if err != nil {
-			return fmt.Errorf("decoding the pod list: %w", err)
+			return err
 		}
 		if num == 1 { // metadata
 			if err := list.ListMeta.Unmarshal(b); err != nil {
-				return fmt.Errorf("decoding the pod list's metadata: %w", err)
+				return fmt.Errorf("its metadata: %w", err)
 			}
 			continue
 		}
 		p := &corev1.Pod{} // items
 		if err := p.Unmarshal(b); err != nil {
-			return fmt.Errorf("decoding pod %d of the list: %w", len(list.Items), err)
+			return fmt.Errorf("pod %d: %w", len(list.Items), err)
 		}
 		list.Items = append(list.Items, recordPod(p))
 	}
 	if d.n != end {
-		return errors.New("decoding the pod list: a field overruns the list")
+		return errors.New("a field overruns the list")
 	}
 	return nil
 }

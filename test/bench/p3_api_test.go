@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/nftpolicy/nftpolicy/internal/agent"
@@ -157,10 +156,7 @@ type listTiming struct {
 // resourceVersion 0, in protobuf — with its answer read and thrown away: the part of the
 // agent's cold start that is the API server's (best of two).
 func serverListTime(b *testing.B, srv *kube.Server) listTiming {
-	rc, err := rest.RESTClientFor(nsync.ClientConfig(srvConfig(srv)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	rc := srv.Client.CoreV1().RESTClient()
 	best := listTiming{took: time.Hour}
 	for range 2 {
 		t0 := time.Now()
@@ -179,14 +175,6 @@ func serverListTime(b *testing.B, srv *kube.Server) listTiming {
 		}
 	}
 	return best
-}
-
-func srvConfig(srv *kube.Server) *rest.Config {
-	c := rest.CopyConfig(srv.Config)
-	c.GroupVersion = &corev1.SchemeGroupVersion
-	c.APIPath = "/api"
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return c
 }
 
 // podObject is a scheduled, running pod as the kubelet would leave it.

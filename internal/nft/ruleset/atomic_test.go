@@ -139,11 +139,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // does not exist) fails as a whole; the kernel table and the mirror stay as they were, and the
 // next Commit works.
 func TestFailedCommitChangesNothing(t *testing.T) {
-	c, ns := openConn(t)
-	before := sampleTable("failing")
-	if err := c.Replace(before); err != nil {
-		t.Fatal(err)
-	}
+	c, ns, before := committedSample(t, "failing")
 	bad := before.Clone()
 	put(bad.Sets["ingress_v4"], addrKey("10.0.0.9"), goTo("pod_a"), "fine on its own")
 	bad.Chains["pod_new"] = &Chain{Name: "pod_new", Rules: []Rule{{Verdict: Verdict{Kind: Accept}}}}
@@ -171,11 +167,7 @@ func TestFailedCommitChangesNothing(t *testing.T) {
 // anything is sent; the kernel table and the mirror stay as they were, and what was queued does
 // not leak into the next batch.
 func TestUnencodableCommitSendsNothing(t *testing.T) {
-	c, ns := openConn(t)
-	before := sampleTable("unencodable")
-	if err := c.Replace(before); err != nil {
-		t.Fatal(err)
-	}
+	c, ns, before := committedSample(t, "unencodable")
 	bad := before.Clone()
 	bad.Chains["pod_new"] = &Chain{Name: "pod_new", Rules: []Rule{{Verdict: Verdict{Kind: Accept}}}}
 	put(bad.Sets["ingress_v4"], addrKey("10.0.0.9"), goTo("pod_new"), "queued before the bad one")

@@ -7,7 +7,6 @@ import (
 	"iter"
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -406,9 +405,9 @@ func (b *batch) replace(desired *Table) error {
 	return nil
 }
 
-// setDiff is the element work on one set.
+// setDiff is the element work on one set of the desired table.
 type setDiff struct {
-	name       string
+	set        *Set
 	adds, dels []Element
 }
 
@@ -459,7 +458,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		case !old.sameProps(cur):
 			return c.Replace(desired)
 		}
-		d := setDiff{name: n}
+		d := setDiff{set: cur}
 		add := func(k ElementKey, v Value) { d.adds = append(d.adds, Element{k, v}) }
 		del := func(k ElementKey, v Value) { d.dels = append(d.dels, Element{k, v}) }
 		switch {
@@ -510,7 +509,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 
 	wrap := func(err error) error { return fmt.Errorf("commit table %s: %w", desired.Name, err) }
 	p := commitPlan{newChains, changedChains, goneChains, newSets, goneSets, diffs}
-	if err := p.queue(newBatch(c.nft, desired.Name), desired); err != nil {
+	if err := p.queue(newBatch(c.nft, desired.Name)); err != nil {
 		c.abandon()
 		return wrap(err)
 	}
@@ -544,7 +543,7 @@ type commitPlan struct {
 }
 
 // queue queues the plan into b in the order the kernel needs (see the package documentation).
-func (p commitPlan) queue(b *batch, desired *Table) error {
+func (p commitPlan) queue(b *batch) error {
 	// 1. new chains, empty (elements and rules may jump to them)
 	for _, ch := range p.newChains {
 		if err := b.addChain(ch); err != nil {
@@ -560,11 +559,10 @@ func (p commitPlan) queue(b *batch, desired *Table) error {
 	// 3. elements: per set, deletes (removed and changed) before adds, so a re-partitioned
 	// interval set never overlaps its old self
 	for _, d := range p.diffs {
-		s := desired.Sets[d.name]
-		if err := b.elements(s, slices.Values(d.dels), len(d.dels), true); err != nil {
+		if err := b.elements(d.set, slices.Values(d.dels), len(d.dels), true); err != nil {
 			return err
 		}
-		if err := b.elements(s, slices.Values(d.adds), len(d.adds), false); err != nil {
+		if err := b.elements(d.set, slices.Values(d.adds), len(d.adds), false); err != nil {
 			return err
 		}
 	}
@@ -599,39 +597,27 @@ func (p commitPlan) queue(b *batch, desired *Table) error {
 
 // changedNames returns the set and chain names a commit looks at, sorted.
 func changedNames(m, desired *Table, changes *Changes) (sets, chains []string) {
+	setNames, chainNames := map[string]struct{}{}, map[string]struct{}{}
 	if changes != nil {
-		for n := range changes.Sets {
-			sets = append(sets, n)
-		}
-		for n := range changes.Chains {
-			chains = append(chains, n)
-		}
+		maps.Copy(setNames, changes.Sets)
+		maps.Copy(chainNames, changes.Chains)
 	} else {
-		seen := map[string]bool{}
 		for _, t := range []*Table{m, desired} {
 			for n := range t.Sets {
-				if !seen["s"+n] {
-					seen["s"+n] = true
-					sets = append(sets, n)
-				}
+				setNames[n] = struct{}{}
 			}
 			for n := range t.Chains {
-				if !seen["c"+n] {
-					seen["c"+n] = true
-					chains = append(chains, n)
-				}
+				chainNames[n] = struct{}{}
 			}
 		}
 	}
 	// committed sets changed in place, named or not
 	for n, ms := range m.Sets {
-		if ms.journal != nil && len(ms.journal.prior) > 0 && !slices.Contains(sets, n) {
-			sets = append(sets, n)
+		if ms.journal != nil && len(ms.journal.prior) > 0 {
+			setNames[n] = struct{}{}
 		}
 	}
-	sort.Strings(sets)
-	sort.Strings(chains)
-	return sets, chains
+	return slices.Sorted(maps.Keys(setNames)), slices.Sorted(maps.Keys(chainNames))
 }
 
 // Delete removes the table last given to Commit or Replace from the kernel, if it is there, and

@@ -7,8 +7,9 @@
 //
 // DESIGN.md: graph → internal/nft (compiler: decisions, layout) → ruleset (this package) →
 // netlink → kernel. internal/nft owns the desired Table and mutates it in place; for every apply it
-// calls Conn.Commit with the Changes it touched, and Conn.Replace at start-up and after a failure or
-// drift. The product never executes nft; the tests do, to read back what the kernel holds.
+// calls Conn.Commit with the Changes it made (sets added, replaced or removed, chains; sets changed
+// in place name themselves through their journals), and Conn.Replace at start-up and after a
+// failure or drift. The product never executes nft; the tests do, to read back what the kernel holds.
 //
 // # Invariants
 //
@@ -45,7 +46,8 @@
 //
 // # Commit: the diff and the batch order
 //
-// Commit looks at the objects Changes names (nil: every object of both tables). A set or chain
+// Commit looks at the objects Changes names (nil: every object of both tables) and at every
+// committed set whose journal recorded a change. A set or chain
 // present on both sides whose properties differ (key, map, interval, comment; hook, priority,
 // comment) cannot be changed in place — the kernel silently ignores a new chain comment and a set
 // cannot be retyped while rules reference it — so Commit then does a Replace instead. Otherwise

@@ -159,6 +159,17 @@ func prefixKey(p string) ElementKey {
 	return ElementKey{Addr: pp.Addr(), AddrEnd: lastAddr(pp)}
 }
 
+// committedSample opens a Conn on a fresh namespace and replaces its table with sampleTable(name).
+func committedSample(t *testing.T, name string) (*Conn, string, *Table) {
+	t.Helper()
+	c, ns := openConn(t)
+	tb := sampleTable(name)
+	if err := c.Replace(tb); err != nil {
+		t.Fatal(err)
+	}
+	return c, ns, tb
+}
+
 func goTo(c string) Verdict { return Verdict{Kind: Goto, Chain: c} }
 
 func put(s *Set, k ElementKey, v Verdict, comment string) {

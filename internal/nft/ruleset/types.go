@@ -362,12 +362,13 @@ func (k ElementKey) String() string {
 	}
 }
 
-// Changes names the objects a Commit must look at: sets (elements and properties) and chains
-// (rules and properties) that may differ between the committed and the desired table. Objects
-// named here but absent from the desired table are deleted. A nil *Changes means "everything".
-// A committed set changed in place (Put, Delete) is looked at whether named or not, and costs
-// O(keys changed); a set replaced by another object is compared whole, O(elements of the set):
-// ≈1.6 ms for a set of 10,000 and ≈60 ms for one of 100,000 here.
+// Changes names the objects a Commit must look at besides the committed sets changed in place
+// (Put, Delete), which their journals name: sets added, replaced by another object or removed,
+// and chains (rules and properties) that may differ between the committed and the desired
+// table. Objects named here but absent from the desired table are deleted. A nil *Changes means
+// "everything". A set changed in place costs O(keys changed); a set replaced by another object
+// is compared whole, O(elements of the set): ≈1.6 ms for a set of 10,000 and ≈60 ms for one of
+// 100,000 here.
 type Changes struct {
 	Sets   map[string]struct{}
 	Chains map[string]struct{}
