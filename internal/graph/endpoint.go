@@ -17,7 +17,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		e = nil
 	}
 	if e == nil {
-		e = &endpoint{key: m.Key, m: m, labels: m.Labels, local: local}
+		e = &endpoint{m: m, local: local}
 		e.ns = g.namespaceOf(m.Key.Namespace)
 		e.ns.endpoints[e] = struct{}{}
 		if m.ServiceAccount != "" {
@@ -50,7 +50,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 			}
 		}
 	}
-	relabel := !sameLabels(e.labels, m.Labels)
+	relabel := e.m.Labels != m.Labels
 	if m.ServiceAccount != e.m.ServiceAccount {
 		if e.sa != nil {
 			delete(e.sa.endpoints, e)
@@ -65,7 +65,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 	}
 	if relabel {
 		g.fileEndpoint(e, false)
-		e.labels = m.Labels
+		e.m.Labels = m.Labels
 		g.fileEndpoint(e, true)
 	}
 	e.m = m

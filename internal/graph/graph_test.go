@@ -13,7 +13,7 @@ const node = "node-a"
 
 func pod(ns, name, nodeName, addr string, labels map[string]string, ports ...model.NamedPort) model.Update {
 	return model.EndpointSet{Endpoint: model.Endpoint{
-		Key: model.EndpointKey{Namespace: ns, Name: name}, Node: nodeName, Labels: labels,
+		Key: model.EndpointKey{Namespace: ns, Name: name}, Node: nodeName, Labels: model.LabelsOf(labels),
 		Addrs: []netip.Addr{netip.MustParseAddr(addr)}, NamedPorts: ports,
 	}}
 }

@@ -14,12 +14,10 @@ import (
 // maintained incrementally.
 
 type endpoint struct {
-	key    model.EndpointKey
-	m      model.Endpoint
-	labels selector.Map
-	ns     *namespace
-	sa     *account
-	local  bool
+	m     model.Endpoint // its key, labels, addresses and named ports as the update handed them over
+	ns    *namespace
+	sa    *account
+	local bool
 	// matches holds every live matcher that matches the endpoint.
 	matches matchSet
 }
@@ -200,10 +198,10 @@ type matcher struct {
 
 func (m *matcher) match(e *endpoint) bool {
 	s := &m.spec
-	if s.scope != "" && e.key.Namespace != s.scope {
+	if s.scope != "" && e.m.Key.Namespace != s.scope {
 		return false
 	}
-	if s.ep != nil && !s.ep.Evaluate(e.labels) {
+	if s.ep != nil && !s.ep.Evaluate(&e.m.Labels) {
 		return false
 	}
 	if s.ns != nil && !s.ns.Evaluate(e.ns.labels) {
@@ -294,7 +292,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	if kind := m.anchor.kind; (kind == anchorEpEq || kind == anchorEpKey) && g.idx.epByAnchor[m.anchor] == nil {
 		eps := map[*endpoint]struct{}{}
 		for _, e := range g.endpoints {
-			if v, ok := e.labels.Get(m.anchor.key); ok && (kind == anchorEpKey || v == m.anchor.value) {
+			if v, ok := e.m.Labels.Get(m.anchor.key); ok && (kind == anchorEpKey || v == m.anchor.value) {
 				eps[e] = struct{}{}
 			}
 		}
@@ -370,7 +368,7 @@ func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
 			m.local--
 		}
 		if len(m.policies) > 0 {
-			g.dirtyEndpoints[e.key] = struct{}{}
+			g.dirtyEndpoints[e.m.Key] = struct{}{}
 			for p := range m.policies {
 				g.enqueue(p)
 			}
@@ -390,9 +388,9 @@ func (g *Graph) candidates(e *endpoint, f func(*matcher)) {
 		}
 	}
 	visit(anchor{kind: anchorNone})
-	visit(anchor{kind: anchorScope, key: e.key.Namespace})
-	for k, v := range e.labels {
-		visit(scopeEq(e.key.Namespace, k, v))
+	visit(anchor{kind: anchorScope, key: e.m.Key.Namespace})
+	for k, v := range e.m.Labels.All() {
+		visit(scopeEq(e.m.Key.Namespace, k, v))
 		visit(anchor{kind: anchorEpEq, key: k, value: v})
 		visit(anchor{kind: anchorEpKey, key: k})
 	}
@@ -434,7 +432,7 @@ func (g *Graph) fileEndpoint(e *endpoint, add bool) {
 	if len(g.idx.epByAnchor) == 0 {
 		return
 	}
-	for k, v := range e.labels {
+	for k, v := range e.m.Labels.All() {
 		for _, a := range [2]anchor{{kind: anchorEpEq, key: k, value: v}, {kind: anchorEpKey, key: k}} {
 			if eps := g.idx.epByAnchor[a]; eps != nil { // only the anchors matchers use
 				if add {

@@ -73,7 +73,7 @@ func genScenario(r *rand.Rand) scenario {
 			if r.IntN(4) == 0 {
 				ports = append(ports, model.NamedPort{Name: "dns", Protocol: model.ProtocolUDP, Port: 53})
 			}
-			seq = append(seq, model.EndpointSet{Endpoint: model.Endpoint{Key: key, Node: nodeName, Labels: labels(),
+			seq = append(seq, model.EndpointSet{Endpoint: model.Endpoint{Key: key, Node: nodeName, Labels: model.LabelsOf(labels()),
 				Addrs: addrs, NamedPorts: ports}})
 		}
 		sc.keys = append(sc.keys, seq)

@@ -98,7 +98,7 @@ func TestActivePoliciesAndSets(t *testing.T) {
 		pod("x", "a", node, "10.0.0.1", lbl("app", "a")),
 		pod("x", "b", "node-b", "10.0.0.2", lbl("app", "b")),
 		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "b6"}, Node: "node-c",
-			Labels: lbl("app", "b"), Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.3"), netip.MustParseAddr("fd00::3")}}},
+			Labels: model.LabelsOf(lbl("app", "b")), Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.3"), netip.MustParseAddr("fd00::3")}}},
 		pol(pk("NetworkPolicy", "x", "on-a"), model.TierNetworkPolicy, 0, "app == 'a'", true, false, allowFrom("app == 'b'")),
 		pol(pk("NetworkPolicy", "x", "on-b"), model.TierNetworkPolicy, 0, "app == 'b'", true, false, allowFrom("app == 'c'")),
 	)

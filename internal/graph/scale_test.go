@@ -27,7 +27,7 @@ func (c cluster) endpoint(i int, app string) model.Endpoint {
 	return model.Endpoint{
 		Key:    model.EndpointKey{Namespace: c.nsName(i % c.namespaces), Name: fmt.Sprintf("pod%05d", i)},
 		Node:   nodeName,
-		Labels: map[string]string{"app": app, "pod-template-hash": fmt.Sprintf("h%d", i%7)},
+		Labels: model.LabelsOf(map[string]string{"app": app, "pod-template-hash": fmt.Sprintf("h%d", i%7)}),
 		Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}),
 			netip.AddrFrom16([16]byte{0xfd, 0, 15: byte(i), 14: byte(i >> 8)})},
 		NamedPorts: []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: uint16(8000 + i%3)}},

@@ -70,7 +70,7 @@ type NamedPort struct {
 type Endpoint struct {
 	Key            EndpointKey
 	Node           string
-	Labels         map[string]string
+	Labels         Labels
 	ServiceAccount string
 	// Addrs holds the pod's IPv4 and IPv6 addresses (status.podIPs), unmapped.
 	Addrs      []netip.Addr

@@ -62,7 +62,7 @@ func TestAntiSpoofing(t *testing.T) {
 	endpoint := func(p *netns.Pod, node string) []model.Update {
 		us := []model.Update{model.EndpointSet{Endpoint: model.Endpoint{
 			Key: model.EndpointKey{Namespace: p.Namespace, Name: p.Name}, Node: node,
-			Labels: map[string]string{"pod": p.Name}, Addrs: p.Addrs}}}
+			Labels: model.LabelsOf(map[string]string{"pod": p.Name}), Addrs: p.Addrs}}}
 		if node == "a" {
 			for _, a := range p.Addrs {
 				us = append(us, model.RouteSet{Dst: netip.PrefixFrom(a, a.BitLen()), Interface: p.HostIface})

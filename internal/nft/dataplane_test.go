@@ -32,7 +32,7 @@ func modelUpdates(addrs map[string][]netip.Addr, policies []model.Policy) []mode
 	for _, p := range testPods {
 		us = append(us, model.EndpointSet{Endpoint: model.Endpoint{
 			Key: model.EndpointKey{Namespace: p.ns, Name: p.name}, Node: p.node,
-			Labels: map[string]string{"pod": p.name}, Addrs: addrs[p.key()], NamedPorts: p.namedPorts,
+			Labels: model.LabelsOf(map[string]string{"pod": p.name}), Addrs: addrs[p.key()], NamedPorts: p.namedPorts,
 		}})
 	}
 	for _, pol := range policies {

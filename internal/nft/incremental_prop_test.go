@@ -50,7 +50,7 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
 		node := []string{"a", "b"}[rng.Intn(2)]
 		return model.Endpoint{
 			Key: model.EndpointKey{Namespace: nss[rng.Intn(2)], Name: fmt.Sprint("p", podN)}, Node: node,
-			Labels:     map[string]string{"pod": labels[rng.Intn(3)]},
+			Labels:     model.LabelsOf(map[string]string{"pod": labels[rng.Intn(3)]}),
 			Addrs:      []netip.Addr{netip.AddrFrom4([4]byte{10, 0, byte(podN / 250), byte(podN%250 + 1)}), netip.AddrFrom16([16]byte{0xfd, 15: byte(podN)})},
 			NamedPorts: []model.NamedPort{{Name: "web", Protocol: model.ProtocolTCP, Port: uint16(80 + rng.Intn(2))}},
 		}
@@ -156,7 +156,7 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
 		case op == 0 && len(pods) > 0: // relabel
 			k := anyKey()
 			e := pods[k]
-			e.Labels = map[string]string{"pod": labels[rng.Intn(3)]}
+			e.Labels = model.LabelsOf(map[string]string{"pod": labels[rng.Intn(3)]})
 			pods[k] = e
 			desc = "relabel " + k.String()
 			step(model.EndpointSet{Endpoint: e})

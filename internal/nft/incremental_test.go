@@ -98,14 +98,14 @@ func TestIncrementalApply(t *testing.T) {
 	// y/b gets pod=a — but it is in namespace y, so the selector (scoped to x) still excludes it:
 	// nothing changes in the kernel
 	feed(model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "y", Name: "b"}, Node: "b",
-		Labels: map[string]string{"pod": "a"}, Addrs: []netip.Addr{testPods[3].v4, testPods[3].v6}}})
+		Labels: model.LabelsOf(map[string]string{"pod": "a"}), Addrs: []netip.Addr{testPods[3].v4, testPods[3].v6}}})
 	if n, where := elementDiff(rec.elements, dp.Table()); n != 0 {
 		t.Errorf("relabel outside the selector's namespace changed %d elements: %v", n, where)
 	}
 
 	// a new pod x/c with pod=a on node b joins the selector: one element per family
 	feed(model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "c"}, Node: "b",
-		Labels: map[string]string{"pod": "a"}, Addrs: []netip.Addr{netip.MustParseAddr("10.244.1.20"), netip.MustParseAddr("fd00:10:244:1::20")}}})
+		Labels: model.LabelsOf(map[string]string{"pod": "a"}), Addrs: []netip.Addr{netip.MustParseAddr("10.244.1.20"), netip.MustParseAddr("fd00:10:244:1::20")}}})
 	n, where := elementDiff(rec.elements, dp.Table())
 	if n != 2 {
 		t.Errorf("a pod joining the selector changed %d elements (%v), want 2 (one per family)", n, where)

@@ -29,7 +29,7 @@ func (f Fanout) Updates() []model.Update {
 		ups = append(ups, model.EndpointSet{Endpoint: model.Endpoint{
 			Key:    model.EndpointKey{Namespace: FanoutNamespace, Name: fmt.Sprintf("local-%04d", j)},
 			Node:   f.Node,
-			Labels: map[string]string{"srv": fmt.Sprintf("s%d", j)},
+			Labels: model.LabelsOf(map[string]string{"srv": fmt.Sprintf("s%d", j)}),
 			Addrs:  []netip.Addr{netip.AddrFrom4([4]byte{10, 99, byte(j >> 8), byte(j)})},
 		}})
 	}
@@ -70,7 +70,7 @@ func (f Fanout) remote(i int, labels map[string]string) model.Endpoint {
 	return model.Endpoint{
 		Key:    model.EndpointKey{Namespace: FanoutNamespace, Name: fmt.Sprintf("pod-%06d", i)},
 		Node:   "node-remote",
-		Labels: labels,
+		Labels: model.LabelsOf(labels),
 		Addrs:  []netip.Addr{f.SpareAddr(i - f.Pods)},
 	}
 }

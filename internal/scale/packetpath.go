@@ -30,12 +30,12 @@ func PacketPathPolicies(n int, server model.Endpoint, clients ...model.Endpoint)
 	pp.Updates = append(pp.Updates, model.NamespaceSet{Namespace: model.Namespace{Name: PacketPathNamespace,
 		Labels: map[string]string{"kubernetes.io/metadata.name": PacketPathNamespace}}})
 	server.Key.Namespace = PacketPathNamespace
-	server.Labels = map[string]string{"role": "server"}
+	server.Labels = model.LabelsOf(map[string]string{"role": "server"})
 	pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: server})
 	var clientAddrs []netip.Addr
 	for _, c := range clients {
 		c.Key.Namespace = PacketPathNamespace
-		c.Labels = map[string]string{"role": "client"}
+		c.Labels = model.LabelsOf(map[string]string{"role": "client"})
 		pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: c})
 		clientAddrs = append(clientAddrs, c.Addrs...)
 	}
@@ -50,7 +50,7 @@ func PacketPathPolicies(n int, server model.Endpoint, clients ...model.Endpoint)
 			pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: model.Endpoint{
 				Key:    model.EndpointKey{Namespace: PacketPathNamespace, Name: fmt.Sprintf("peer-%05d", i)},
 				Node:   "node-remote",
-				Labels: map[string]string{"peer": fmt.Sprintf("p%d", i)},
+				Labels: model.LabelsOf(map[string]string{"peer": fmt.Sprintf("p%d", i)}),
 				Addrs:  addrs,
 			}})
 		}

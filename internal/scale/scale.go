@@ -58,11 +58,11 @@ func pod(s Spec, i int, node string) model.Endpoint {
 	e := model.Endpoint{
 		Key:  model.EndpointKey{Namespace: NamespaceName(i % s.Namespaces), Name: fmt.Sprintf("pod-%06d", i)},
 		Node: node,
-		Labels: map[string]string{
+		Labels: model.LabelsOf(map[string]string{
 			"app":               fmt.Sprintf("app-%d", app),
 			"tier":              tiers[i%len(tiers)],
 			"pod-template-hash": fmt.Sprintf("h%04x", (i*2654435761)&0xffff),
-		},
+		}),
 		ServiceAccount: "default",
 		Addrs:          PodAddrs(i),
 		NamedPorts:     []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}},

@@ -195,7 +195,7 @@ func TestFanout(t *testing.T) {
 	member := map[string]int{}
 	for _, u := range ups {
 		if e, ok := u.(model.EndpointSet); ok {
-			for k := range e.Endpoint.Labels {
+			for k := range e.Endpoint.Labels.All() {
 				member[k]++
 			}
 		}

@@ -92,14 +92,10 @@ func ConvertPod(p *corev1.Pod) (model.Endpoint, bool, error) {
 			return model.Endpoint{}, false, err
 		}
 	}
-	var labels map[string]string
-	if len(p.Labels) > 0 {
-		labels = maps.Clone(p.Labels)
-	}
 	return model.Endpoint{
 		Key:            model.EndpointKey{Namespace: p.Namespace, Name: p.Name},
 		Node:           p.Spec.NodeName,
-		Labels:         labels,
+		Labels:         model.LabelsOf(p.Labels),
 		ServiceAccount: p.Spec.ServiceAccountName,
 		Addrs:          addrs,
 		NamedPorts:     named,

@@ -367,7 +367,7 @@ func TestConvertPod(t *testing.T) {
 	}
 	want := func(mod func(e *model.Endpoint)) model.Endpoint {
 		e := model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "a"}, Node: "node-1",
-			Labels: map[string]string{"app": "a"}, ServiceAccount: "sa", Addrs: addrs("10.0.0.1")}
+			Labels: model.LabelsOf(map[string]string{"app": "a"}), ServiceAccount: "sa", Addrs: addrs("10.0.0.1")}
 		if mod != nil {
 			mod(&e)
 		}
@@ -418,7 +418,7 @@ func TestConvertPod(t *testing.T) {
 		}), want(func(e *model.Endpoint) {
 			e.NamedPorts = []model.NamedPort{{Name: "admin", Protocol: model.ProtocolTCP, Port: 15000}}
 		}), true, false},
-		{"pod without labels", base(func(p *corev1.Pod) { p.Labels = nil }), want(func(e *model.Endpoint) { e.Labels = nil }), true, false},
+		{"pod without labels", base(func(p *corev1.Pod) { p.Labels = nil }), want(func(e *model.Endpoint) { e.Labels = model.Labels{} }), true, false},
 		{"unparseable IP", base(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.300"}} }), model.Endpoint{}, false, true},
 		{"bad port protocol", base(func(p *corev1.Pod) {
 			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "x", ContainerPort: 1, Protocol: "ICMP"}}
@@ -442,7 +442,7 @@ func TestConvertPod(t *testing.T) {
 		p := base(nil)
 		got, _, _ := sync.ConvertPod(p)
 		p.Labels["app"] = "changed"
-		if got.Labels["app"] != "a" {
+		if v, _ := got.Labels.Get("app"); v != "a" {
 			t.Error("endpoint labels alias the pod's map")
 		}
 	})

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,10 +31,10 @@ func recordPod(p *corev1.Pod) *podRecord {
 // GetObjectKind makes a podRecord a runtime.Object (the informer's store holds those).
 func (r *podRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject copies the record; its endpoint's labels, addresses and ports are new slices.
+// DeepCopyObject copies the record; its endpoint's addresses and ports are new slices (labels
+// are immutable).
 func (r *podRecord) DeepCopyObject() runtime.Object {
 	c := *r
-	c.endpoint.Labels = maps.Clone(r.endpoint.Labels)
 	c.endpoint.Addrs = slices.Clone(r.endpoint.Addrs)
 	c.endpoint.NamedPorts = slices.Clone(r.endpoint.NamedPorts)
 	return &c

@@ -101,10 +101,10 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	setNS(nsA, map[string]string{"team": "red"})
 	setNS(nsB, nil)
 	web := model.Endpoint{Key: model.EndpointKey{Namespace: nsA, Name: "web"}, Node: "node-1",
-		Labels: map[string]string{"app": "web"}, ServiceAccount: p1.Spec.ServiceAccountName, Addrs: addrs("10.1.0.1", "fd00::1:1"),
+		Labels: model.LabelsOf(map[string]string{"app": "web"}), ServiceAccount: p1.Spec.ServiceAccountName, Addrs: addrs("10.1.0.1", "fd00::1:1"),
 		NamedPorts: []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}, {Name: "dns", Protocol: model.ProtocolUDP, Port: 53}}}
 	client := model.Endpoint{Key: model.EndpointKey{Namespace: nsB, Name: "client"}, Node: "node-2",
-		Labels: map[string]string{"app": "client"}, ServiceAccount: p2.Spec.ServiceAccountName, Addrs: addrs("10.2.0.1")}
+		Labels: model.LabelsOf(map[string]string{"app": "client"}), ServiceAccount: p2.Spec.ServiceAccountName, Addrs: addrs("10.2.0.1")}
 	want.Endpoints[web.Key] = web
 	want.Endpoints[client.Key] = client
 	want.Policies[mustPolicy(t, np1).Key] = mustPolicy(t, np1)
@@ -139,7 +139,7 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 				must(err)
 			},
 			func() {
-				web.Labels = map[string]string{"app": "web", "tier": "front"}
+				web.Labels = model.LabelsOf(map[string]string{"app": "web", "tier": "front"})
 				want.Endpoints[web.Key] = web
 			}},
 		{"relabel a namespace",
@@ -180,7 +180,7 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 			func() {
 				want.Endpoints[model.EndpointKey{Namespace: nsB, Name: "late"}] = model.Endpoint{
 					Key: model.EndpointKey{Namespace: nsB, Name: "late"}, Node: "node-1",
-					Labels: map[string]string{"app": "late"}, Addrs: addrs("10.1.0.7")}
+					Labels: model.LabelsOf(map[string]string{"app": "late"}), Addrs: addrs("10.1.0.7")}
 			}},
 		{"a pod that succeeds stops being an endpoint",
 			func() {
@@ -224,11 +224,11 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 			mergePatch(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": tier}}}), metav1.PatchOptions{})
 		must(err)
 		st := c.waitVersion(t, "pods", p.ResourceVersion)
-		if got := st.Endpoints[web.Key].Labels["tier"]; got != tier {
+		if got, _ := st.Endpoints[web.Key].Labels.Get("tier"); got != tier {
 			t.Fatalf("relabel %d: SourceVersion %s of pods arrived with tier=%q delivered, want %q", i, p.ResourceVersion, got, tier)
 		}
 	}
-	web.Labels = map[string]string{"app": "web", "tier": "back"}
+	web.Labels = model.LabelsOf(map[string]string{"app": "web", "tier": "back"})
 	want.Endpoints[web.Key] = web
 
 	// API server outage: nothing is withdrawn meanwhile, and afterwards the watcher follows
@@ -244,8 +244,8 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	must(err)
 	want.Endpoints[model.EndpointKey{Namespace: nsA, Name: "after"}] = model.Endpoint{
 		Key: model.EndpointKey{Namespace: nsA, Name: "after"}, Node: "node-1",
-		Labels: map[string]string{"app": "after"}, Addrs: addrs("10.1.0.9")}
-	web.Labels = map[string]string{"app": "web", "tier": "back"}
+		Labels: model.LabelsOf(map[string]string{"app": "after"}), Addrs: addrs("10.1.0.9")}
+	web.Labels = model.LabelsOf(map[string]string{"app": "web", "tier": "back"})
 	want.Endpoints[web.Key] = web
 	c.waitFor(t, "changes after an API server restart", view, want)
 	updatesAfterRestart := c.since(mark)

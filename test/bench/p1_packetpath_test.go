@@ -297,7 +297,7 @@ func (o *ourTable) program(b *testing.B, n int) {
 func (o *ourTable) judge(b *testing.B, on bool) {
 	e := o.server
 	if !on {
-		e.Labels = map[string]string{"role": "server-off"}
+		e.Labels = model.LabelsOf(map[string]string{"role": "server-off"})
 	}
 	o.g.OnUpdate(model.EndpointSet{Endpoint: e})
 	if err := o.dp.Apply(o.g.Flush()); err != nil {

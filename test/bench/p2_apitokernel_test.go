@@ -110,7 +110,7 @@ func createFanout(b *testing.B, srv *kube.Server, f scale.Fanout) {
 	})
 	parallel(b, len(pods), func(i int) error {
 		e := pods[i]
-		_, err := srv.CreatePod(ctx, e.Key.Namespace, e.Key.Name, e.Node, e.Labels, nil, e.Addrs)
+		_, err := srv.CreatePod(ctx, e.Key.Namespace, e.Key.Name, e.Node, e.Labels.Map(), nil, e.Addrs)
 		return err
 	})
 }
