@@ -3,7 +3,7 @@
 //	internal/sync → internal/graph → internal/nft, with internal/ifmon beside
 //
 // It owns configuration (flags and environment), logging (slog with tint on a terminal, JSON
-// otherwise), metrics (client_golang) and health endpoints, and sets the Go runtime's soft memory
-// limit to 90% of its container's unless GOMEMLIMIT is set (memlimit.go). Subcommands: run
-// (default), render, cleanup, version.
+// otherwise), metrics (client_golang) and health endpoints, and tunes the Go runtime for the agent
+// (agent.TuneGoRuntime: GOGC 40 and a soft memory limit of 90% of its container's unless GOGC or
+// GOMEMLIMIT is set). Subcommands: run (default), render, cleanup, version.
 package main

@@ -7,9 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -71,12 +71,8 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-	if getenv("GOMEMLIMIT") == "" {
-		if lim, ok := cgroupMemoryLimit(os.ReadFile); ok {
-			goLim := goMemoryLimit(lim)
-			debug.SetMemoryLimit(goLim)
-			log.Info("Go memory limit set from the container's", "container_limit_bytes", lim, "go_limit_bytes", goLim)
-		}
+	if set := agent.TuneGoRuntime(getenv, os.ReadFile); len(set) > 0 {
+		log.LogAttrs(ctx, slog.LevelInfo, "Go runtime tuned (GOGC and GOMEMLIMIT override)", set...)
 	}
 	var rc *rest.Config
 	if cfg.Kubeconfig != "" {

@@ -1,7 +1,9 @@
-package main
+package agent
 
 import (
 	"io/fs"
+	"math"
+	"runtime/debug"
 	"testing"
 )
 
@@ -37,5 +39,40 @@ func TestCgroupMemoryLimit(t *testing.T) {
 	}
 	if got := goMemoryLimit(512 << 20); got != 483183819 {
 		t.Errorf("goMemoryLimit(512 MiB) = %d, want 90%%", got)
+	}
+}
+
+// TestTuneGoRuntime: GOGC 40 and 90% of the container's limit, unless the environment sets them.
+func TestTuneGoRuntime(t *testing.T) {
+	oldGC := debug.SetGCPercent(100)
+	oldLim := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(oldGC); debug.SetMemoryLimit(oldLim) })
+	limited := func(name string) ([]byte, error) {
+		if name == "/sys/fs/cgroup/memory.max" {
+			return []byte("536870912\n"), nil
+		}
+		return nil, fs.ErrNotExist
+	}
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		wantGC    int
+		wantLimit int64
+	}{
+		{"defaults", nil, GCPercent, 483183819},
+		{"operator's GOGC", map[string]string{"GOGC": "100"}, 100, 483183819},
+		{"operator's GOMEMLIMIT", map[string]string{"GOMEMLIMIT": "1GiB"}, GCPercent, math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			debug.SetMemoryLimit(math.MaxInt64)
+			TuneGoRuntime(func(k string) string { return tc.env[k] }, limited)
+			if got := debug.SetGCPercent(100); got != tc.wantGC {
+				t.Errorf("GC percent %d, want %d", got, tc.wantGC)
+			}
+			if got := debug.SetMemoryLimit(-1); got != tc.wantLimit {
+				t.Errorf("memory limit %d, want %d", got, tc.wantLimit)
+			}
+		})
 	}
 }

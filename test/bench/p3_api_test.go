@@ -181,7 +181,7 @@ func serverListTime(b *testing.B, srv *kube.Server) listTiming {
 func podObject(e model.Endpoint, meta func(ns, name string, labels map[string]string) metav1.ObjectMeta) *corev1.Pod {
 	p := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: meta(e.Key.Namespace, e.Key.Name, e.Labels),
+		ObjectMeta: meta(e.Key.Namespace, e.Key.Name, e.Labels.Map()),
 		Spec: corev1.PodSpec{NodeName: e.Node, ServiceAccountName: e.ServiceAccount,
 			Containers: []corev1.Container{{Name: "c", Image: kube.PauseImage}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning,
@@ -372,6 +372,7 @@ func TestColdStartAgentChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent.TuneGoRuntime(os.Getenv, os.ReadFile) // as cmd/nftpolicy does: the product's GC settings
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -120,8 +120,11 @@ func childColdStartMemory(b *testing.B) childMemory {
 func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...string) {
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^" + test + "$", "-test.bench=^$", "-test.count=1", "-test.v"}, extraArgs...)...)
 	cmd.Env = append(os.Environ(), env)
-	if v := os.Getenv("NFTP_BENCH_CHILD_GOMEMLIMIT"); v != "" { // the child's alone, not the API server's
-		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+v)
+	// the child's alone, not the API server's
+	for _, v := range []string{"GOMEMLIMIT", "GOGC"} {
+		if s := os.Getenv("NFTP_BENCH_CHILD_" + v); s != "" {
+			cmd.Env = append(cmd.Env, v+"="+s)
+		}
 	}
 	text, err := cmd.CombinedOutput()
 	if err != nil {
