@@ -10,6 +10,7 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
 // Verdict is what the kernel does with the first packet of a connection.
@@ -47,19 +48,84 @@ type State struct {
 type Set struct {
 	Kind        graph.SetKind
 	Description string
-	// addrs counts the members of each address (an address set: 1; a named-port set: one per
-	// protocol and port).
+	// v4 and v6 hold an address set's members, one family each, as the table's shared selector
+	// sets (sel_…, shared.go): a listed group puts these very objects in the table, so a member is
+	// held once, and their Put and Delete journal what the next commit sends (at P3's scale the
+	// copy the table used to hold was ≈ 20 MB). Nil for a named-port set.
+	v4, v6 *ruleset.Set
+	// addrs counts the named-port members of each address (named-port sets only).
 	addrs map[netip.Addr]uint32
 	// ports lists the named-port members of each address (named-port sets only).
 	ports map[netip.Addr][]graph.Member
 }
 
-func newSet(kind graph.SetKind, description string, size int) *Set {
-	s := &Set{Kind: kind, Description: description, addrs: make(map[netip.Addr]uint32, size)}
+func newSet(id graph.SetID, kind graph.SetKind, description string, members []graph.Member) *Set {
+	s := &Set{Kind: kind, Description: description}
 	if kind == graph.SetNamedPorts {
+		s.addrs = make(map[netip.Addr]uint32, len(members))
 		s.ports = map[netip.Addr][]graph.Member{}
+		return s
 	}
+	n4 := 0
+	for _, m := range members {
+		if m.Addr.Unmap().Is4() {
+			n4++
+		}
+	}
+	comment := description
+	if comment == "" {
+		comment = string(id)
+	}
+	s.v4 = ruleset.NewAddrSet(selSetName(id, true), addrKey(true), ruleset.Comment(comment), n4)
+	s.v6 = ruleset.NewAddrSet(selSetName(id, false), addrKey(false), ruleset.Comment(comment), len(members)-n4)
 	return s
+}
+
+// family is an address set's members of one family.
+func (s *Set) family(is4 bool) *ruleset.Set {
+	if is4 {
+		return s.v4
+	}
+	return s.v6
+}
+
+// has reports whether address a (unmapped) is a member (of a named-port set: has a member).
+func (s *Set) has(a netip.Addr) bool {
+	if s.addrs != nil {
+		_, ok := s.addrs[a]
+		return ok
+	}
+	_, ok := s.family(a.Is4()).Get(ruleset.AddrKey(a))
+	return ok
+}
+
+// addresses yields the addresses that are members (or, of a named-port set, have members) of
+// family is4.
+func (s *Set) addresses(is4 bool) iter.Seq[netip.Addr] {
+	return func(yield func(netip.Addr) bool) {
+		if s.addrs != nil {
+			for a := range s.addrs {
+				if a.Is4() == is4 && !yield(a) {
+					return
+				}
+			}
+			return
+		}
+		f := s.family(is4)
+		if f.Addrs != nil {
+			for a := range f.Addrs {
+				if !yield(a) {
+					return
+				}
+			}
+			return
+		}
+		for k := range f.Entries() {
+			if !yield(k.Addr) {
+				return
+			}
+		}
+	}
 }
 
 // NewState returns an empty State.
@@ -71,7 +137,7 @@ func NewState() *State {
 func (s *State) Apply(m graph.Message) {
 	switch m := m.(type) {
 	case graph.SetReplaced:
-		set := newSet(m.Kind, m.Description, len(m.Members))
+		set := newSet(m.ID, m.Kind, m.Description, m.Members)
 		for _, mb := range m.Members {
 			set.add(mb)
 		}
@@ -85,7 +151,7 @@ func (s *State) Apply(m graph.Message) {
 					kind = graph.SetNamedPorts
 				}
 			}
-			set = newSet(kind, "", 0)
+			set = newSet(m.ID, kind, "", nil)
 			s.Sets[m.ID] = set
 		}
 		for _, mb := range m.Removed {
@@ -106,32 +172,36 @@ func (s *State) Apply(m graph.Message) {
 
 func (s *Set) add(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
-	if s.ports != nil {
-		if slices.Contains(s.ports[m.Addr], m) {
-			return
+	if s.ports == nil {
+		if !s.has(m.Addr) { // a Put of a member would journal a key that did not change
+			s.family(m.Addr.Is4()).Put(ruleset.Element{ElementKey: ruleset.AddrKey(m.Addr)})
 		}
-		s.ports[m.Addr] = append(s.ports[m.Addr], m)
-	} else if s.addrs[m.Addr] > 0 {
 		return
 	}
+	if slices.Contains(s.ports[m.Addr], m) {
+		return
+	}
+	s.ports[m.Addr] = append(s.ports[m.Addr], m)
 	s.addrs[m.Addr]++
 }
 
 func (s *Set) remove(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
-	if s.ports != nil {
-		ms := s.ports[m.Addr]
-		i := slices.Index(ms, m)
-		if i < 0 {
-			return
+	if s.ports == nil {
+		if s.has(m.Addr) {
+			s.family(m.Addr.Is4()).Delete(ruleset.AddrKey(m.Addr))
 		}
-		if ms = slices.Delete(ms, i, i+1); len(ms) == 0 {
-			delete(s.ports, m.Addr)
-		} else {
-			s.ports[m.Addr] = ms
-		}
-	} else if s.addrs[m.Addr] == 0 {
 		return
+	}
+	ms := s.ports[m.Addr]
+	i := slices.Index(ms, m)
+	if i < 0 {
+		return
+	}
+	if ms = slices.Delete(ms, i, i+1); len(ms) == 0 {
+		delete(s.ports, m.Addr)
+	} else {
+		s.ports[m.Addr] = ms
 	}
 	if s.addrs[m.Addr]--; s.addrs[m.Addr] == 0 {
 		delete(s.addrs, m.Addr)
@@ -143,8 +213,7 @@ func (s *State) member(id graph.SetID, a netip.Addr) bool {
 	if set == nil {
 		return false // a missing set has no members: bad input never widens an allow
 	}
-	_, ok := set.addrs[a]
-	return ok
+	return set.has(a)
 }
 
 func (s *State) namedPort(id graph.SetID, a netip.Addr, proto model.Protocol, port uint16) bool {
@@ -423,10 +492,8 @@ func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local n
 			cp.extraRefs = append(cp.extraRefs, id)
 		}
 		if set := s.Sets[id]; set != nil {
-			for a := range set.addrs {
-				if a.Is4() == is4 {
-					known[a] = struct{}{}
-				}
+			for a := range set.addresses(is4) {
+				known[a] = struct{}{}
 			}
 		}
 	}

@@ -78,8 +78,10 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
 		pl.gates = map[netip.Addr][]graph.SetID{}
 		for _, id := range pl.gateIDs {
 			if set := s.Sets[id]; set != nil {
-				for a := range set.addrs {
-					pl.gates[a] = append(pl.gates[a], id)
+				for _, is4 := range []bool{true, false} {
+					for a := range set.addresses(is4) {
+						pl.gates[a] = append(pl.gates[a], id)
+					}
 				}
 			}
 		}

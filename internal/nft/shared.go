@@ -120,26 +120,30 @@ func (d *Dataplane) acquireShared(name string, build func() *ruleset.Set) {
 	}
 }
 
-// selSet is the shared set of a selector's addresses of one family.
+// selSet is the shared set of a selector's addresses of one family: the State's own storage of
+// the set's members (State.Set), or, for a set the State lacks or that is not an address set
+// (bad input), a set of its own.
 func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
-	set := d.state.Sets[id]
-	n := 0
-	if set != nil {
-		for a := range set.addrs {
-			if a.Is4() == is4 {
-				n++
-			}
-		}
+	if own := d.stateFamily(id, is4); own != nil {
+		return own
 	}
-	s := ruleset.NewAddrSet(selSetName(id, is4), addrKey(is4), ruleset.Comment(d.setComment(id)), n)
+	set := d.state.Sets[id]
+	s := ruleset.NewAddrSet(selSetName(id, is4), addrKey(is4), ruleset.Comment(d.setComment(id)), 0)
 	if set != nil {
-		for a := range set.addrs {
-			if a.Is4() == is4 {
-				s.Addrs[a] = struct{}{}
-			}
+		for a := range set.addresses(is4) {
+			s.Addrs[a] = struct{}{}
 		}
 	}
 	return s
+}
+
+// stateFamily is the State's storage of address set id's members of one family; nil when the
+// State has no such address set.
+func (d *Dataplane) stateFamily(id graph.SetID, is4 bool) *ruleset.Set {
+	if set := d.state.Sets[id]; set != nil && set.Kind == graph.SetAddrs {
+		return set.family(is4)
+	}
+	return nil
 }
 
 // namedPortSet is the shared set of a named port's address . protocol . port members.
@@ -181,7 +185,8 @@ func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
 		}
 		return
 	}
-	if s := d.table.Sets[selSetName(id, a.Is4())]; s != nil {
+	// the table holds the State's own storage, changed in place already, or a set of its own
+	if s := d.table.Sets[selSetName(id, a.Is4())]; s != nil && s != d.stateFamily(id, a.Is4()) {
 		d.setSharedElement(s, ruleset.AddrKey(a), d.state.member(id, a))
 	}
 }

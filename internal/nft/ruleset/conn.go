@@ -177,6 +177,17 @@ func (c *Conn) Committed() *Table {
 	return t
 }
 
+// forget drops the mirror. Its sets' owners may keep and change them: their journals end.
+func (c *Conn) forget() {
+	if c.mirror == nil {
+		return
+	}
+	for _, ms := range c.mirror.Sets {
+		ms.journal.end()
+	}
+	c.mirror = nil
+}
+
 // share makes the mirror of desired once committed: its chains copied, its sets sharing
 // desired's elements (see shareSet).
 func share(desired *Table) *Table {
@@ -374,6 +385,7 @@ func (c *Conn) Replace(desired *Table) error {
 	if err := c.flush(); err != nil {
 		return fmt.Errorf("replace table %s: netlink batch: %w", desired.Name, err)
 	}
+	c.forget() // sets that stay get new journals from share
 	c.mirror = share(desired)
 	c.replaces++
 	return nil
@@ -526,6 +538,9 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		}
 	}
 	for _, n := range setNames {
+		if old := m.Sets[n]; old != nil {
+			old.journal.end() // a set that stays gets a new journal from shareSet
+		}
 		if cur := desired.Sets[n]; cur != nil {
 			m.Sets[n] = shareSet(cur)
 		} else {
@@ -629,7 +644,7 @@ func (c *Conn) Delete() error {
 	if err := c.DeleteTable(c.name); err != nil {
 		return err
 	}
-	c.mirror = nil
+	c.forget()
 	return nil
 }
 
@@ -647,7 +662,7 @@ func (c *Conn) DeleteTable(name string) error {
 		}
 	}
 	if c.mirror != nil && c.mirror.Name == name {
-		c.mirror = nil
+		c.forget()
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -250,6 +251,57 @@ func TestAddrSet(t *testing.T) {
 	if len(s.Addrs) != 0 || len(s.Elements) != 4 {
 		t.Fatalf("after a commented element: %d in Addrs, %d in Elements; want all in Elements", len(s.Addrs), len(s.Elements))
 	}
+	if err := c.Commit(tb, &Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("Verify = %v, %v; want no drift", drift, err)
+	}
+}
+
+// TestSetKeptOutsideTable: a set's owner may keep a set that has left the table and go on
+// changing it (nft's State owns its selector sets and puts them in the table only while a group
+// uses them). Once out of the committed table the set records nothing; put back, it is committed
+// whole with what it holds then.
+func TestSetKeptOutsideTable(t *testing.T) {
+	c, ns := openConn(t)
+	tb := NewTable("kept")
+	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{{Lookups: []Lookup{{Key: KeyIPSaddr, Set: "sel_v4"}}, Verdict: Verdict{Kind: Accept}}}}
+	s := NewAddrSet("sel_v4", KeyIPSaddr, "app == 'a'", 0)
+	s.Put(Element{ElementKey: addrKey("10.0.0.1")})
+	tb.Sets[s.Name] = s
+	if err := c.Replace(tb); err != nil {
+		t.Fatal(err)
+	}
+	s.Put(Element{ElementKey: addrKey("10.0.0.2")}) // journaled: the set is committed
+	if len(s.journal.prior) != 1 {
+		t.Fatalf("journal of a committed set holds %d keys, want 1", len(s.journal.prior))
+	}
+
+	// out of the table, then changed by its owner
+	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{{Verdict: Verdict{Kind: Accept}}}}
+	delete(tb.Sets, s.Name)
+	if err := c.Commit(tb, &Changes{Sets: names(s.Name), Chains: names("c")}); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+	for i := 3; i < 50; i++ {
+		s.Put(Element{ElementKey: addrKey(fmt.Sprintf("10.0.0.%d", i))})
+	}
+	s.Delete(addrKey("10.0.0.1"))
+	if s.journal.prior != nil {
+		t.Errorf("a set out of the table journals %d keys", len(s.journal.prior))
+	}
+
+	// back in: committed whole, then journaled again
+	tb.Chains["c"] = &Chain{Name: "c", Rules: []Rule{{Lookups: []Lookup{{Key: KeyIPSaddr, Set: "sel_v4"}}, Verdict: Verdict{Kind: Accept}}}}
+	tb.Sets[s.Name] = s
+	if err := c.Commit(tb, &Changes{Sets: names(s.Name), Chains: names("c")}); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+	s.Delete(addrKey("10.0.0.2"))
 	if err := c.Commit(tb, &Changes{}); err != nil {
 		t.Fatal(err)
 	}

@@ -172,9 +172,18 @@ func NewAddrSet(name string, key Key, comment string, n int) *Set {
 	return &Set{Name: name, Key: key, Comment: comment, Addrs: make(map[netip.Addr]struct{}, n)}
 }
 
-// journal holds the committed state of the keys changed since a set's last commit.
+// journal holds the committed state of the keys changed since a set's last commit. Its prior
+// is nil once the set has left the committed table (end): its owner may keep and change the
+// set (nft's State does), which records nothing then.
 type journal struct {
 	prior map[ElementKey]prior
+}
+
+// end stops the journal of a set that has left the committed table.
+func (j *journal) end() {
+	if j != nil {
+		j.prior = nil
+	}
 }
 
 // prior is a key's committed state: its value, or absent.
@@ -272,7 +281,7 @@ func (s *Set) Delete(k ElementKey) {
 }
 
 func (s *Set) record(k ElementKey) {
-	if s.journal == nil {
+	if s.journal == nil || s.journal.prior == nil {
 		return
 	}
 	if _, ok := s.journal.prior[k]; ok {
