@@ -102,26 +102,12 @@ func (s *Set) has(a netip.Addr) bool {
 // addresses yields the addresses that are members (or, of a named-port set, have members) of
 // family is4.
 func (s *Set) addresses(is4 bool) iter.Seq[netip.Addr] {
+	if s.addrs == nil {
+		return s.family(is4).Addresses()
+	}
 	return func(yield func(netip.Addr) bool) {
-		if s.addrs != nil {
-			for a := range s.addrs {
-				if a.Is4() == is4 && !yield(a) {
-					return
-				}
-			}
-			return
-		}
-		f := s.family(is4)
-		if f.Addrs != nil {
-			for a := range f.Addrs {
-				if !yield(a) {
-					return
-				}
-			}
-			return
-		}
-		for k := range f.Entries() {
-			if !yield(k.Addr) {
+		for a := range s.addrs {
+			if a.Is4() == is4 && !yield(a) {
 				return
 			}
 		}

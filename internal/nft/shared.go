@@ -131,7 +131,7 @@ func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
 	s := ruleset.NewAddrSet(selSetName(id, is4), addrKey(is4), ruleset.Comment(d.setComment(id)), 0)
 	if set != nil {
 		for a := range set.addresses(is4) {
-			s.Addrs[a] = struct{}{}
+			s.Put(ruleset.Element{ElementKey: ruleset.AddrKey(a)})
 		}
 	}
 	return s

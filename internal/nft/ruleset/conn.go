@@ -170,7 +170,7 @@ func (c *Conn) Committed() *Table {
 	t := &Table{Name: m.Name, Chains: m.Chains, Sets: make(map[string]*Set, len(m.Sets))}
 	for n, ms := range m.Sets {
 		s := *ms
-		s.journal, s.Addrs = nil, nil
+		s.journal, s.addrs = nil, nil
 		s.Elements = maps.Collect(ms.committedElements())
 		t.Sets[n] = &s
 	}

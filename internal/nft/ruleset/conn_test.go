@@ -2,6 +2,8 @@ package ruleset
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -222,7 +224,7 @@ func TestAddrSet(t *testing.T) {
 	}
 	tb.Sets[s.Name] = s
 	if s.Len() != 3 || len(s.Elements) != 0 {
-		t.Fatalf("addresses held as %d in Addrs, %d in Elements", len(s.Addrs), len(s.Elements))
+		t.Fatalf("addresses held as %d in addrs, %d in Elements", len(s.addrs), len(s.Elements))
 	}
 	if got, want := Render(tb), Render(tb.Clone()); got != want {
 		t.Fatalf("a clone renders differently:\n%s\nwant\n%s", got, want)
@@ -248,8 +250,8 @@ func TestAddrSet(t *testing.T) {
 	}
 
 	s.Put(Element{ElementKey: addrKey("10.0.0.9"), Value: Value{Comment: "with a comment"}})
-	if len(s.Addrs) != 0 || len(s.Elements) != 4 {
-		t.Fatalf("after a commented element: %d in Addrs, %d in Elements; want all in Elements", len(s.Addrs), len(s.Elements))
+	if len(s.addrs) != 0 || len(s.Elements) != 4 {
+		t.Fatalf("after a commented element: %d in addrs, %d in Elements; want all in Elements", len(s.addrs), len(s.Elements))
 	}
 	if err := c.Commit(tb, &Changes{}); err != nil {
 		t.Fatal(err)
@@ -308,5 +310,39 @@ func TestSetKeptOutsideTable(t *testing.T) {
 	assertKernel(t, ns, tb)
 	if drift, err := c.Verify(); err != nil || drift {
 		t.Fatalf("Verify = %v, %v; want no drift", drift, err)
+	}
+}
+
+// TestAddrSetKeys: a set of plain addresses gives back each address as it was put (IPv4, IPv6,
+// an IPv4-mapped IPv6 address, which is another address), and keeps a zoned one in Elements.
+func TestAddrSetKeys(t *testing.T) {
+	s := NewAddrSet("s", KeyIP6Saddr, "", 0)
+	plain := []netip.Addr{ip("10.1.2.3"), ip("fd00::1"), ip("::ffff:10.1.2.3"), ip("::"), ip("0.0.0.0")}
+	for _, a := range plain {
+		s.Put(Element{ElementKey: AddrKey(a)})
+	}
+	if len(s.addrs) != len(plain) || len(s.Elements) != 0 {
+		t.Fatalf("%d in addrs, %d in Elements; want %d, 0", len(s.addrs), len(s.Elements), len(plain))
+	}
+	got := slices.SortedFunc(s.Addresses(), netip.Addr.Compare)
+	want := slices.SortedFunc(slices.Values(plain), netip.Addr.Compare)
+	if !slices.Equal(got, want) {
+		t.Errorf("Addresses() = %v, want %v", got, want)
+	}
+	for _, a := range plain {
+		if _, ok := s.Get(AddrKey(a)); !ok {
+			t.Errorf("Get(%s) = absent", a)
+		}
+	}
+	if _, ok := s.Get(AddrKey(ip("10.1.2.4"))); ok {
+		t.Error("Get of an address never put = present")
+	}
+	zoned := ip("fe80::1%eth0")
+	if _, ok := s.Get(AddrKey(zoned.WithZone(""))); ok {
+		t.Error("the zone-less form of an address never put is present")
+	}
+	s.Put(Element{ElementKey: AddrKey(zoned)})
+	if _, ok := s.Get(AddrKey(zoned)); !ok || len(s.addrs) != 0 {
+		t.Errorf("a zoned address: present %v, %d left in addrs; want present, all moved to Elements", ok, len(s.addrs))
 	}
 }

@@ -145,8 +145,8 @@ type Lookup struct {
 
 // Set is a named set or, with Map, a verdict map (`typeof KEY : verdict`). Interval sets
 // (`flags interval`) hold ranges; their elements must be disjoint (the kernel rejects overlaps).
-// A set holds its elements in Elements, or, made by NewAddrSet, in Addrs; its methods (Len, Get,
-// All, Entries, Put, Delete) read and write either.
+// A set holds its elements in Elements, or, made by NewAddrSet, in a compact map of addresses;
+// its methods (Len, Get, All, Entries, Addresses, Put, Delete) read and write either.
 type Set struct {
 	Name     string
 	Key      Key
@@ -156,20 +156,36 @@ type Set struct {
 	// Elements maps each element's key to its value: the key is held once (with the key in the
 	// value too, the map was 184 bytes an element instead of 112; P3's table has 364,359).
 	Elements map[ElementKey]Value
-	// Addrs holds the elements of a set of plain addresses (NewAddrSet: an address key, no map,
-	// no interval, elements without comments) instead of Elements: 24 bytes an element instead
-	// of 112 (P3's shared selector sets, 61 MB of the agent's heap). A Put of anything else
-	// moves them to Elements.
-	Addrs map[netip.Addr]struct{}
+	// addrs holds the elements of a set of plain addresses (NewAddrSet: an address key, no map,
+	// no interval, elements without comments) instead of Elements: 17 bytes an element without
+	// pointers instead of 112 (P3's shared selector sets, 61 MB of the agent's heap, then 25 MB
+	// as netip.Addr keys, which the collector had to scan). A Put of anything else moves them to
+	// Elements.
+	addrs map[packedAddr]struct{}
 	// journal, once the set is committed, records the committed state of each key that Put or
 	// Delete changed since: the Conn's mirror shares this set's elements instead of copying
 	// them. Nil for a set not (yet) committed, and for clones.
 	journal *journal
 }
 
-// NewAddrSet returns an empty set of plain addresses (Set.Addrs) with room for n.
+// NewAddrSet returns an empty set of plain addresses with room for n (see Set.addrs).
 func NewAddrSet(name string, key Key, comment string, n int) *Set {
-	return &Set{Name: name, Key: key, Comment: comment, Addrs: make(map[netip.Addr]struct{}, n)}
+	return &Set{Name: name, Key: key, Comment: comment, addrs: make(map[packedAddr]struct{}, n)}
+}
+
+// packedAddr is an address as a set of plain addresses holds it: no zone, no pointer.
+type packedAddr struct {
+	b   [16]byte
+	is4 bool
+}
+
+func pack(a netip.Addr) packedAddr { return packedAddr{a.As16(), a.Is4()} }
+
+func (p packedAddr) addr() netip.Addr {
+	if p.is4 {
+		return netip.AddrFrom16(p.b).Unmap()
+	}
+	return netip.AddrFrom16(p.b)
 }
 
 // journal holds the committed state of the keys changed since a set's last commit. Its prior
@@ -194,19 +210,19 @@ type prior struct {
 
 // plainAddr reports whether e can live in Addrs: a single address without a value.
 func plainAddr(e Element) bool {
-	return e.Value == Value{} && e.Addr.IsValid() && e.ElementKey == AddrKey(e.Addr)
+	return e.Value == Value{} && e.Addr.IsValid() && e.Addr.Zone() == "" && e.ElementKey == AddrKey(e.Addr)
 }
 
 // Len returns the number of elements.
-func (s *Set) Len() int { return len(s.Elements) + len(s.Addrs) }
+func (s *Set) Len() int { return len(s.Elements) + len(s.addrs) }
 
 // Get returns the value of key k's element, if the set has one.
 func (s *Set) Get(k ElementKey) (Value, bool) {
-	if s.Addrs != nil {
-		if k != AddrKey(k.Addr) {
+	if s.addrs != nil {
+		if k != AddrKey(k.Addr) || k.Addr.Zone() != "" {
 			return Value{}, false
 		}
-		_, ok := s.Addrs[k.Addr]
+		_, ok := s.addrs[pack(k.Addr)]
 		return Value{}, ok
 	}
 	v, ok := s.Elements[k]
@@ -216,13 +232,30 @@ func (s *Set) Get(k ElementKey) (Value, bool) {
 // Entries yields the set's elements as key and value, in map order.
 func (s *Set) Entries() iter.Seq2[ElementKey, Value] {
 	return func(yield func(ElementKey, Value) bool) {
-		for a := range s.Addrs {
-			if !yield(AddrKey(a), Value{}) {
+		for p := range s.addrs {
+			if !yield(AddrKey(p.addr()), Value{}) {
 				return
 			}
 		}
 		for k, v := range s.Elements {
 			if !yield(k, v) {
+				return
+			}
+		}
+	}
+}
+
+// Addresses yields the addresses of a set's single-address elements, in map order (all its
+// elements for a set of plain addresses).
+func (s *Set) Addresses() iter.Seq[netip.Addr] {
+	return func(yield func(netip.Addr) bool) {
+		for p := range s.addrs {
+			if !yield(p.addr()) {
+				return
+			}
+		}
+		for k := range s.Elements {
+			if k.Addr.IsValid() && k == AddrKey(k.Addr) && !yield(k.Addr) {
 				return
 			}
 		}
@@ -245,9 +278,9 @@ func (s *Set) All() iter.Seq[Element] {
 // write to Elements or Addrs would be missed (until Verify repairs it).
 func (s *Set) Put(e Element) {
 	s.record(e.ElementKey)
-	if s.Addrs != nil {
+	if s.addrs != nil {
 		if plainAddr(e) {
-			s.Addrs[e.Addr] = struct{}{}
+			s.addrs[pack(e.Addr)] = struct{}{}
 			return
 		}
 		s.spill()
@@ -261,19 +294,19 @@ func (s *Set) Put(e Element) {
 // spill moves the elements of Addrs to Elements (a Put that Addrs cannot hold). The journal
 // keeps its meaning: it records keys, whatever holds them.
 func (s *Set) spill() {
-	es := make(map[ElementKey]Value, len(s.Addrs)+1)
-	for a := range s.Addrs {
-		es[AddrKey(a)] = Value{}
+	es := make(map[ElementKey]Value, len(s.addrs)+1)
+	for p := range s.addrs {
+		es[AddrKey(p.addr())] = Value{}
 	}
-	s.Elements, s.Addrs = es, nil
+	s.Elements, s.addrs = es, nil
 }
 
 // Delete removes the element of key k, if any (see Put).
 func (s *Set) Delete(k ElementKey) {
 	s.record(k)
-	if s.Addrs != nil {
-		if k == AddrKey(k.Addr) {
-			delete(s.Addrs, k.Addr)
+	if s.addrs != nil {
+		if k == AddrKey(k.Addr) && k.Addr.Zone() == "" {
+			delete(s.addrs, pack(k.Addr))
 		}
 		return
 	}
@@ -328,7 +361,7 @@ func (s *Set) committedElement(k ElementKey) (Value, bool) {
 // sameStorage reports whether s and o hold their elements in the same maps.
 func (s *Set) sameStorage(o *Set) bool {
 	ptr := func(m any) uintptr { return uintptr(reflect.ValueOf(m).UnsafePointer()) }
-	return ptr(s.Elements) == ptr(o.Elements) && ptr(s.Addrs) == ptr(o.Addrs)
+	return ptr(s.Elements) == ptr(o.Elements) && ptr(s.addrs) == ptr(o.addrs)
 }
 
 // ElementKey identifies an element within its set.
