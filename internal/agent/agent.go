@@ -20,7 +20,7 @@ type Calculator interface {
 type Dataplane interface {
 	// Apply folds the messages into the desired state and, once in sync, commits the difference
 	// in one transaction.
-	Apply(msgs []graph.Message) error
+	Apply(msgs []graph.Message) error // consumes msgs (may clear its entries)
 	// Resync reads the table back and repairs any drift in one transaction; it reports whether
 	// drift was found. It is also how a failed apply is retried.
 	Resync() (drift bool, err error)

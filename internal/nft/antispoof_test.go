@@ -3,6 +3,7 @@ package nft_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,7 +128,7 @@ func TestAntiSpoofing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := off.Apply(msgs); err != nil {
+	if err := off.Apply(slices.Clone(msgs)); err != nil { // Apply consumes its messages; dp gets them below
 		t.Fatal(err)
 	}
 	off.Close()

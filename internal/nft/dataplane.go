@@ -205,12 +205,15 @@ func (d *Dataplane) Render() string { return ruleset.Render(d.table) }
 func (d *Dataplane) Stats() (ruleset.Stats, uint64) { return d.table.Stats(), d.transactions }
 
 // Apply folds messages into the desired table and, once in sync, commits the difference in one
-// transaction. On error the desired state is kept; Resync retries it.
+// transaction. On error the desired state is kept; Resync retries it. Apply consumes msgs: it
+// clears each entry once folded, so that the member lists of a first flush (≈ 20 MB at 100,000
+// pods) are not held through the compile and the commit.
 func (d *Dataplane) Apply(msgs []graph.Message) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, m := range msgs {
+	for i, m := range msgs {
 		d.fold(m)
+		msgs[i] = nil
 	}
 	if !d.inSync {
 		return nil

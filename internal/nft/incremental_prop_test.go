@@ -135,7 +135,7 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
 			g.OnUpdate(u)
 		}
 		lastMsgs = g.Flush()
-		if err := dp.Apply(lastMsgs); err != nil {
+		if err := dp.Apply(slices.Clone(lastMsgs)); err != nil { // kept for the failure message
 			t.Fatal(err)
 		}
 		if !kernel {

@@ -18,8 +18,14 @@ func TestSharedSelectorSetsAreStateStorage(t *testing.T) {
 	for _, u := range ups {
 		g.OnUpdate(u)
 	}
-	if err := d.Apply(g.Flush()); err != nil {
+	msgs := g.Flush()
+	if err := d.Apply(msgs); err != nil {
 		t.Fatal(err)
+	}
+	for i, m := range msgs { // consumed: the first flush's member lists are not held to the commit
+		if m != nil {
+			t.Fatalf("message %d (%T) still held after Apply", i, m)
+		}
 	}
 	check := func(when string) {
 		t.Helper()
