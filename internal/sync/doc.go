@@ -44,9 +44,9 @@
 //   - Only changes are emitted: resyncs and relists after an outage re-deliver objects without
 //     producing updates, and an object that stops being an endpoint or a valid policy produces
 //     the matching *Deleted update. For namespaces and policies the Watcher records what it
-//     last emitted; for pods (10,000s) it records nothing and compares the conversions the
-//     informer cached with the old and the new version (podRecord). An API outage
-//     emits nothing: the consumer keeps the last state; client-go relists on return.
+//     last emitted; for pods (10,000s) it records nothing and compares the fingerprints of the
+//     conversions the informer cached with the old and the new version (podRecord). An API
+//     outage emits nothing: the consumer keeps the last state; client-go relists on return.
 //   - Bad input never stops anything else: an object the converters reject is skipped, logged
 //     once per version (kind, namespace, name, reason) and counted in
 //     nftpolicy_invalid_objects_total{kind}; a later valid version is picked up. A policy whose
@@ -55,12 +55,14 @@
 //     new version cannot be converted is withdrawn (EndpointDeleted).
 //   - Event handlers never block on the consumer: updates queue in the Watcher and each send
 //     carries everything queued (one batch per burst).
-//   - The informer caches hold small objects (Transform): a pod as its conversion (podRecord:
-//     the endpoint, or why it is none, with namespace, name and resourceVersion), converted once
-//     per version; namespaces and policies with metadata name/namespace/labels/resourceVersion
-//     only. Measured by TestInformerCacheMemory: 10,000 realistic pods, 500 namespaces and 2,000
-//     policies add ~19 MiB of heap (caches and the Watcher's records; the budget is
-//     50 MiB; a slimmed *corev1.Pod instead made it ~34 MiB).
+//   - The informer caches hold small objects (Transform): a pod as the outcome of its
+//     conversion, converted once per version (podRecord: namespace, name and resourceVersion,
+//     whether it is an endpoint or why it is none, and a 64-bit fingerprint of the endpoint; the
+//     endpoint itself only until the pod's event handler hands it to the graph, which keeps it);
+//     namespaces and policies with metadata name/namespace/labels/resourceVersion only. Measured
+//     by TestInformerCacheMemory: 10,000 realistic pods, 500 namespaces and 2,000 policies add
+//     ~14 MiB of heap (caches and the Watcher's records; the budget is 50 MiB; records
+//     keeping the endpoint made it ~17 MiB, a slimmed *corev1.Pod instead ~34 MiB).
 //
 // # Tests
 //

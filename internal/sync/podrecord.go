@@ -1,7 +1,10 @@
 package sync
 
 import (
+	"encoding/binary"
+	"hash/maphash"
 	"slices"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,36 +14,106 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
-// podRecord is what the pod informer caches of a pod (Transform): its conversion, made once when
-// the pod version arrives, and the name and version the cache keys it by. A slimmed corev1.Pod
-// was ≈ 1.7 KB (174 MB of the agent's heap at 100,000 pods), and every event converted both
-// the old and the new version again.
+// podRecord is what the pod informer caches of a pod (Transform): the outcome of its conversion,
+// made once when the pod version arrives, and the name and version the cache keys it by. A
+// slimmed corev1.Pod was ≈ 1.7 KB (174 MB of the agent's heap at 100,000 pods), and every event
+// converted both the old and the new version again. It does not keep the endpoint past its
+// event: the graph keeps every endpoint emitted, and the Watcher then only needs to tell whether
+// the next version converts to the same endpoint (fingerprint) and whether this one was an
+// endpoint (for deletes). A record with the endpoint took 208 B, this one 96 B, and the
+// endpoint's labels, addresses and ports are no longer held after the graph drops them.
 type podRecord struct {
 	namespace, name, resourceVersion string
-	endpoint                         model.Endpoint // when isEndpoint
 	isEndpoint                       bool
-	err                              error // why the pod cannot be converted (it is skipped)
+	err                              error  // why the pod cannot be converted (it is skipped)
+	fingerprint                      uint64 // of the endpoint, when isEndpoint (fingerprint)
+	// pending is the endpoint (when isEndpoint) until the pod informer's one event handler
+	// takes it (podChanged swaps it out) to hand it to the graph. Atomic: the handler runs on
+	// the informer's listener goroutine while the cache already holds the record. Taking it
+	// mutates a cached object, which client-go's cache mutation detector (a debugging aid,
+	// KUBE_CACHE_MUTATION_DETECTOR=true) would report.
+	pending atomic.Pointer[model.Endpoint]
 }
 
 func recordPod(p *corev1.Pod) *podRecord {
 	ep, ok, err := ConvertPod(p)
-	return &podRecord{namespace: p.Namespace, name: p.Name, resourceVersion: p.ResourceVersion,
-		endpoint: ep, isEndpoint: ok, err: err}
+	r := &podRecord{namespace: p.Namespace, name: p.Name, resourceVersion: p.ResourceVersion, isEndpoint: ok, err: err}
+	if ok {
+		r.fingerprint = fingerprint(&ep)
+		r.pending.Store(&ep)
+	}
+	return r
 }
 
 // GetObjectKind makes a podRecord a runtime.Object (the informer's store holds those).
 func (r *podRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject copies the record; its endpoint's addresses and ports are new slices (labels
-// are immutable).
+// DeepCopyObject copies the record field by field (its atomic is not copied by value); a pending
+// endpoint is copied too, with new address and port slices (labels are immutable), so either
+// record can hand its own to the graph.
 func (r *podRecord) DeepCopyObject() runtime.Object {
-	c := *r
-	c.endpoint.Addrs = slices.Clone(r.endpoint.Addrs)
-	c.endpoint.NamedPorts = slices.Clone(r.endpoint.NamedPorts)
-	return &c
+	c := &podRecord{namespace: r.namespace, name: r.name, resourceVersion: r.resourceVersion,
+		isEndpoint: r.isEndpoint, err: r.err, fingerprint: r.fingerprint}
+	if ep := r.pending.Load(); ep != nil {
+		e := *ep
+		e.Addrs = slices.Clone(ep.Addrs)
+		e.NamedPorts = slices.Clone(ep.NamedPorts)
+		c.pending.Store(&e)
+	}
+	return c
 }
 
 // GetObjectMeta gives the cache's key function (meta.Accessor) the namespace, name and version.
 func (r *podRecord) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, ResourceVersion: r.resourceVersion}
+}
+
+// fingerprintSeed seeds every fingerprint. It is made once per process and never changed, so all
+// records of the process compare; being random and unknown outside it, it keeps anyone who can
+// set a pod's labels from crafting a change whose fingerprint equals the old one, which FNV-1a's
+// fixed, public function would allow.
+var fingerprintSeed = maphash.MakeSeed()
+
+// fingerprint hashes every field of ep, each string with its length and each list with its
+// count, so that no two different endpoints have the same input (e.g. labels {"a":"bc"} and
+// {"ab":"c"}, or an address's IPv4 and IPv4-mapped IPv6 forms). Two different endpoints then get
+// the same fingerprint with probability ≈ 2⁻⁶⁴: a pod changed 10¹² times in the agent's life
+// would have its change missed once with probability ≈ 5·10⁻⁸.
+func fingerprint(ep *model.Endpoint) uint64 {
+	var h maphash.Hash
+	h.SetSeed(fingerprintSeed)
+	hashString(&h, ep.Key.Namespace)
+	hashString(&h, ep.Key.Name)
+	hashString(&h, ep.Node)
+	hashUint(&h, uint64(ep.Labels.Len()))
+	for k, v := range ep.Labels.All() {
+		hashString(&h, k)
+		hashString(&h, v)
+	}
+	hashString(&h, ep.ServiceAccount)
+	hashUint(&h, uint64(len(ep.Addrs)))
+	for _, a := range ep.Addrs {
+		b := a.As16()
+		_, _ = h.Write(b[:])
+		_ = h.WriteByte(byte(a.BitLen() / 8)) // 0 (invalid), 4 or 16: tells 1.2.3.4 from ::ffff:1.2.3.4
+		hashString(&h, a.Zone())
+	}
+	hashUint(&h, uint64(len(ep.NamedPorts)))
+	for _, p := range ep.NamedPorts {
+		hashString(&h, p.Name)
+		_ = h.WriteByte(byte(p.Protocol))
+		hashUint(&h, uint64(p.Port))
+	}
+	return h.Sum64()
+}
+
+func hashString(h *maphash.Hash, s string) {
+	hashUint(h, uint64(len(s)))
+	_, _ = h.WriteString(s)
+}
+
+func hashUint(h *maphash.Hash, n uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	_, _ = h.Write(b[:])
 }

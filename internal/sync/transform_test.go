@@ -38,14 +38,28 @@ func TestTransformKeepsMeaning(t *testing.T) {
 		if !isRecord {
 			t.Fatalf("%s: a pod is cached as %T", p.Name, once)
 		}
-		if !reflect.DeepEqual(rec.Endpoint, full) || rec.IsEndpoint != fullOK || (rec.Err == nil) != (fullErr == nil) {
-			t.Errorf("%s: cached as %+v %v %v, the full pod converts to %+v %v %v", p.Name, rec.Endpoint, rec.IsEndpoint, rec.Err, full, fullOK, fullErr)
+		if rec.IsEndpoint != fullOK || (rec.Err == nil) != (fullErr == nil) {
+			t.Errorf("%s: cached as endpoint=%v err=%v, the full pod converts to %v %v", p.Name, rec.IsEndpoint, rec.Err, fullOK, fullErr)
+		}
+		// until the event handler takes it, the record holds the full pod's endpoint, and its
+		// fingerprint for later versions to compare with
+		switch {
+		case !fullOK && rec.Pending != nil:
+			t.Errorf("%s: no endpoint, but %+v is cached", p.Name, *rec.Pending)
+		case fullOK && (rec.Pending == nil || !reflect.DeepEqual(*rec.Pending, full)):
+			t.Errorf("%s: cached endpoint %+v, the full pod converts to %+v", p.Name, rec.Pending, full)
+		case fullOK && rec.Fingerprint != sync.Fingerprint(full):
+			t.Errorf("%s: cached fingerprint %x, the full pod's endpoint has %x", p.Name, rec.Fingerprint, sync.Fingerprint(full))
 		}
 		if want := p.Namespace + "/" + p.Name + "@" + p.ResourceVersion; rec.Key != want {
 			t.Errorf("%s: cached under %q, want %q", p.Name, rec.Key, want)
 		}
-		if c := once.(runtime.Object).DeepCopyObject(); !reflect.DeepEqual(c, once) {
-			t.Errorf("%s: the deep copy of a cached pod differs", p.Name)
+		c, _ := sync.CachedPod(once.(runtime.Object).DeepCopyObject())
+		if !reflect.DeepEqual(c, rec) {
+			t.Errorf("%s: the deep copy of a cached pod differs: %+v, want %+v", p.Name, c, rec)
+		}
+		if fullOK && c.Pending == rec.Pending {
+			t.Errorf("%s: the deep copy of a cached pod shares its endpoint", p.Name)
 		}
 	}
 	np := realisticPolicy(3)

@@ -248,16 +248,19 @@ func (w *Watcher) validLocked(k objectKey) {
 }
 
 // podChanged emits the change of one pod. Pods are many, so the Watcher keeps no record of
-// them: what was emitted for a pod is the conversion cached with its previous version (old; nil
-// for an add).
+// them: what was emitted for a pod is told by the record cached with its previous version (old;
+// nil for an add), whose fingerprint is compared with the new one's. The new record's endpoint
+// leaves the cache here, emitted or not: the graph keeps what was emitted.
 func (w *Watcher) podChanged(oldObj, newObj any) {
 	r, ok := newObj.(*podRecord)
 	if !ok {
 		return
 	}
-	before, hadBefore := model.Endpoint{}, false
+	ep := r.pending.Swap(nil)
+	hadBefore, same := false, false
 	if o, ok := oldObj.(*podRecord); ok {
-		before, hadBefore = o.endpoint, o.isEndpoint
+		hadBefore = o.isEndpoint
+		same = hadBefore && r.isEndpoint && o.fingerprint == r.fingerprint
 	}
 	key := model.EndpointKey{Namespace: r.namespace, Name: r.name}
 	okey := objectKey{"Pod", r.namespace, r.name}
@@ -269,13 +272,19 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 		w.validLocked(okey)
 	}
 	switch {
-	case r.isEndpoint && hadBefore && reflect.DeepEqual(before, r.endpoint):
+	case same:
+	case r.isEndpoint && ep == nil:
+		// The record was handed over before (client-go re-delivers a cached record only with
+		// itself as old, which is the case above; relists bring new records). Emitting nothing
+		// leaves the graph with the pod's previous state, but a panic would stop every pod.
+		w.log.Error("pod record delivered again after its endpoint was taken; change not emitted",
+			"namespace", r.namespace, "name", r.name, "resourceVersion", r.resourceVersion)
 	case r.isEndpoint:
 		w.endpoints++
 		if hadBefore {
 			w.endpoints--
 		}
-		w.pushLocked(model.EndpointSet{Endpoint: r.endpoint})
+		w.pushLocked(model.EndpointSet{Endpoint: *ep})
 	case hadBefore:
 		w.endpoints--
 		w.pushLocked(model.EndpointDeleted{Key: key})

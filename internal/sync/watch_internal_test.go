@@ -1,7 +1,10 @@
 package sync
 
 import (
+	"bytes"
+	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,5 +72,41 @@ func TestUnchangedEmitsNothing(t *testing.T) {
 	w.podChanged(recordPod(done), recordPod(done.DeepCopy()))
 	if want := []model.Update{model.EndpointDeleted{Key: model.EndpointKey{Namespace: "x", Name: "a"}}}; !reflect.DeepEqual(w.pending, want) {
 		t.Errorf("got %+v, want %+v", w.pending, want)
+	}
+}
+
+// TestPodEndpointLeavesCache: the event handler takes a record's endpoint out of the cache,
+// whether it emits it or (unchanged) not; a record delivered again after that is an error that
+// is logged and emits nothing.
+func TestPodEndpointLeavesCache(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a", ResourceVersion: "1"}, Spec: corev1.PodSpec{NodeName: "n"},
+		Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}}}
+	var logs bytes.Buffer
+	w := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	first := recordPod(p)
+	want := *first.pending.Load()
+	w.podChanged(nil, first)
+	if got := []model.Update{model.EndpointSet{Endpoint: want}}; !reflect.DeepEqual(w.pending, got) {
+		t.Fatalf("got %+v, want %+v", w.pending, got)
+	}
+	unchanged := p.DeepCopy()
+	unchanged.ResourceVersion = "2"
+	second := recordPod(unchanged)
+	w.pending = nil
+	w.podChanged(first, second)
+	if first.pending.Load() != nil || second.pending.Load() != nil || len(w.pending) != 0 {
+		t.Errorf("after the events, endpoints still cached: %v %v; emitted %+v", first.pending.Load(), second.pending.Load(), w.pending)
+	}
+
+	relabeled := p.DeepCopy()
+	relabeled.ResourceVersion = "3"
+	relabeled.Labels = map[string]string{"app": "web"}
+	third := recordPod(relabeled)
+	w.podChanged(second, third)
+	w.pending = nil
+	logs.Reset()
+	w.podChanged(second, third) // delivered again: its endpoint is gone
+	if len(w.pending) != 0 || !strings.Contains(logs.String(), "level=ERROR") || w.endpoints != 1 {
+		t.Errorf("a record delivered twice emitted %+v, logged %q, counts %d endpoints", w.pending, logs.String(), w.endpoints)
 	}
 }
