@@ -419,6 +419,11 @@ func TestColdStartAgentChild(t *testing.T) {
 	first := time.Since(start)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" { // where the resident memory is
+		t.Logf("memory at the first commit, MiB: VmRSS %d = RssAnon %d + RssFile %d (the binary); Go heap: spans %d, in use %d, idle %d (released %d)",
+			procStatus("VmRSS")>>20, procStatus("RssAnon")>>20, procStatus("RssFile")>>20,
+			ms.HeapSys>>20, ms.HeapInuse>>20, ms.HeapIdle>>20, ms.HeapReleased>>20)
+	}
 	if f := os.Getenv("NFTP_BENCH_AGENT_HEAPPROFILE"); f != "" { // what is live at the first commit
 		writeHeapProfile(t, f)
 	}
