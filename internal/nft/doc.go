@@ -103,9 +103,12 @@
 //   - A policy change, a new set or a regrouped endpoint: the groups concerned are recompiled
 //     in full; their unchanged elements are not sent.
 //   - Memory: per map-shaped group the decision (peer → interned class key) and, for plans with
-//     more than 16 gate sets, an index of peer → gate sets; per set a member count per address;
-//     the desired table (shared selector sets as plain address sets, ruleset.NewAddrSet: 24
-//     bytes an address), whose elements the committer's mirror shares (ruleset's journal).
+//     more than 16 gate sets, an index of peer → gate sets. Each address set's members are held
+//     once: the State keeps them in two per-family plain address sets (ruleset.NewAddrSet, 17
+//     bytes an address, no pointers), which are the table's shared selector sets themselves
+//     when a listed group uses them, and whose elements the committer's mirror shares
+//     (ruleset's journal); named-port sets keep a member count per address. Apply consumes its
+//     messages (a first flush's member lists are dropped once folded, not held to the commit).
 //   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, 0.7–0.9 s
 //     from the graph's first flush; one pod joining a selector p50 ≈ 30–45 µs.
 //
@@ -115,7 +118,9 @@
 //     messages (TestIncrementalMatchesFresh), and the compiled structure, of either shape, gives
 //     every packet the model's outcome (TestCompileMatchesModel).
 //   - A shared set exists exactly while a listed group's chain looks it up, and holds the
-//     State's members of its set and family.
+//     State's members of its set and family: for an address set the table holds the State's own
+//     storage (TestSharedSelectorSetsAreStateStorage), which keeps living, unjournaled, when the
+//     table drops it.
 //   - All endpoints of a group have equal local-side facts (GroupKey), so its compile may read
 //     any one of them (the lowest address, replaced when it leaves).
 //

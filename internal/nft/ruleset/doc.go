@@ -20,7 +20,9 @@
 //     the mirror reads the set's elements with those changes undone. Elements of a committed set
 //     therefore change only through Put and Delete (a direct write to Set.Elements would be
 //     missed by the next Commit, and repaired by the next Verify); a set may be replaced by
-//     another object at any time (compared whole). Chains are copied.
+//     another object at any time (compared whole). A set that leaves the committed table (or
+//     the mirror, on Replace and Delete) may live on with its owner: its journal ends and it
+//     records nothing until committed again, whole (TestSetKeptOutsideTable). Chains are copied.
 //   - One Commit or Replace is at most one batch (one Conn.Flush): the kernel applies all of it
 //     or none. A Commit with nothing to change sends nothing. On failure the mirror is unchanged
 //     and the netlink connection is replaced (v0.3.0 keeps a marshal error sticky on its Conn and
