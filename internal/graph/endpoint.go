@@ -17,7 +17,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		e = nil
 	}
 	if e == nil {
-		e = &endpoint{m: m, local: local}
+		e = &endpoint{key: m.Key, labels: m.Labels, addrs: m.Addrs, namedPorts: m.NamedPorts, local: local}
 		e.ns = g.namespaceOf(m.Key.Namespace)
 		e.ns.endpoints[e] = struct{}{}
 		if m.ServiceAccount != "" {
@@ -37,21 +37,21 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		g.dirtyEndpoints[m.Key] = struct{}{}
 	}
 	// Addresses and named ports: withdraw the old contributions to sets, add the new ones.
-	if !slices.Equal(e.m.Addrs, m.Addrs) || !slices.Equal(e.m.NamedPorts, m.NamedPorts) {
+	if !slices.Equal(e.addrs, m.Addrs) || !slices.Equal(e.namedPorts, m.NamedPorts) {
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, false)
 			}
 		}
-		e.m.Addrs, e.m.NamedPorts = m.Addrs, m.NamedPorts
+		e.addrs, e.namedPorts = m.Addrs, m.NamedPorts
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, true)
 			}
 		}
 	}
-	relabel := e.m.Labels != m.Labels
-	if m.ServiceAccount != e.m.ServiceAccount {
+	relabel := e.labels != m.Labels
+	if m.ServiceAccount != e.account() {
 		if e.sa != nil {
 			delete(e.sa.endpoints, e)
 			g.gcAccount(e.sa)
@@ -65,13 +65,20 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 	}
 	if relabel {
 		g.fileEndpoint(e, false)
-		e.m.Labels = m.Labels
+		e.labels = m.Labels
 		g.fileEndpoint(e, true)
 	}
-	e.m = m
 	if relabel {
 		g.reevaluate(e)
 	}
+}
+
+// account is the name of e's service account ("" for none).
+func (e *endpoint) account() string {
+	if e.sa == nil {
+		return ""
+	}
+	return e.sa.key.name
 }
 
 func (g *Graph) deleteEndpoint(k model.EndpointKey) {

@@ -129,11 +129,11 @@ func (g *Graph) Flush() []Message {
 // resolve is the policy resolver: the endpoint's message with, per direction, the tiers in
 // order holding the active policies that select it, in (Order, Key) order.
 func (g *Graph) resolve(e *endpoint) *EndpointUpdated {
-	msg := &EndpointUpdated{Key: e.m.Key, Addrs: slices.Clone(e.m.Addrs)}
+	msg := &EndpointUpdated{Key: e.key, Addrs: slices.Clone(e.addrs)}
 	if len(msg.Addrs) == 0 {
 		msg.Addrs = nil
 	}
-	for _, a := range e.m.Addrs {
+	for _, a := range e.addrs {
 		if ifc, ok := g.routes[a]; ok {
 			msg.Interface = ifc
 			break

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,11 +14,17 @@ import (
 // This file is the label index: which endpoints each matcher (a scoped selector tuple) matches,
 // maintained incrementally.
 
+// endpoint is what the graph keeps of a model.Endpoint: its labels, addresses and named ports as
+// the update handed them over (not its node, which local says, nor its service account's name,
+// which sa's key holds).
 type endpoint struct {
-	m     model.Endpoint // its key, labels, addresses and named ports as the update handed them over
-	ns    *namespace
-	sa    *account
-	local bool
+	key        model.EndpointKey
+	labels     model.Labels
+	addrs      []netip.Addr
+	namedPorts []model.NamedPort
+	ns         *namespace
+	sa         *account // nil without a service account
+	local      bool
 	// matches holds every live matcher that matches the endpoint.
 	matches matchSet
 }
@@ -198,10 +205,10 @@ type matcher struct {
 
 func (m *matcher) match(e *endpoint) bool {
 	s := &m.spec
-	if s.scope != "" && e.m.Key.Namespace != s.scope {
+	if s.scope != "" && e.key.Namespace != s.scope {
 		return false
 	}
-	if s.ep != nil && !s.ep.Evaluate(&e.m.Labels) {
+	if s.ep != nil && !s.ep.Evaluate(&e.labels) {
 		return false
 	}
 	if s.ns != nil && !s.ns.Evaluate(e.ns.labels) {
@@ -292,7 +299,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	if kind := m.anchor.kind; (kind == anchorEpEq || kind == anchorEpKey) && g.idx.epByAnchor[m.anchor] == nil {
 		eps := map[*endpoint]struct{}{}
 		for _, e := range g.endpoints {
-			if v, ok := e.m.Labels.Get(m.anchor.key); ok && (kind == anchorEpKey || v == m.anchor.value) {
+			if v, ok := e.labels.Get(m.anchor.key); ok && (kind == anchorEpKey || v == m.anchor.value) {
 				eps[e] = struct{}{}
 			}
 		}
@@ -368,7 +375,7 @@ func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
 			m.local--
 		}
 		if len(m.policies) > 0 {
-			g.dirtyEndpoints[e.m.Key] = struct{}{}
+			g.dirtyEndpoints[e.key] = struct{}{}
 			for p := range m.policies {
 				g.enqueue(p)
 			}
@@ -388,9 +395,9 @@ func (g *Graph) candidates(e *endpoint, f func(*matcher)) {
 		}
 	}
 	visit(anchor{kind: anchorNone})
-	visit(anchor{kind: anchorScope, key: e.m.Key.Namespace})
-	for k, v := range e.m.Labels.All() {
-		visit(scopeEq(e.m.Key.Namespace, k, v))
+	visit(anchor{kind: anchorScope, key: e.key.Namespace})
+	for k, v := range e.labels.All() {
+		visit(scopeEq(e.key.Namespace, k, v))
 		visit(anchor{kind: anchorEpEq, key: k, value: v})
 		visit(anchor{kind: anchorEpKey, key: k})
 	}
@@ -432,7 +439,7 @@ func (g *Graph) fileEndpoint(e *endpoint, add bool) {
 	if len(g.idx.epByAnchor) == 0 {
 		return
 	}
-	for k, v := range e.m.Labels.All() {
+	for k, v := range e.labels.All() {
 		for _, a := range [2]anchor{{kind: anchorEpEq, key: k, value: v}, {kind: anchorEpKey, key: k}} {
 			if eps := g.idx.epByAnchor[a]; eps != nil { // only the anchors matchers use
 				if add {

@@ -111,16 +111,16 @@ func (g *Graph) releaseSet(s *set) {
 // contribute adds (in) or withdraws e's members of s.
 func (g *Graph) contribute(s *set, e *endpoint, in bool) {
 	if s.kind == SetAddrs {
-		for _, a := range e.m.Addrs {
+		for _, a := range e.addrs {
 			g.count(s, Member{Addr: a}, in)
 		}
 		return
 	}
-	for _, np := range e.m.NamedPorts {
+	for _, np := range e.namedPorts {
 		if np.Name != s.port || (s.proto != model.ProtocolAny && np.Protocol != s.proto) {
 			continue
 		}
-		for _, a := range e.m.Addrs {
+		for _, a := range e.addrs {
 			g.count(s, Member{Addr: a, Protocol: np.Protocol, Port: np.Port}, in)
 		}
 	}
