@@ -2,6 +2,9 @@ package sync
 
 import "github.com/nftpolicy/nftpolicy/internal/model"
 
+// Transform is the informers' transform, for tests.
+func (w *Watcher) Transform(obj any) (any, error) { return w.transform(obj) }
+
 // CachedPodRecord is what the pod informer caches of a pod, as tests see it.
 type CachedPodRecord struct {
 	// Pending is the endpoint until the event handler has taken it (nil after, or when the pod
@@ -25,5 +28,28 @@ func CachedPod(obj any) (rec CachedPodRecord, ok bool) {
 		Key: m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion()}, true
 }
 
+// CachedPolicyRecord is what the policy informer caches of a NetworkPolicy, as tests see it.
+type CachedPolicyRecord struct {
+	Pending     *model.Policy // until the event handler has taken it; nil when invalid
+	Fingerprint uint64        // of the policy, when Err is nil
+	Err         error         // the conversion error
+	Key         string        // namespace/name@resourceVersion
+}
+
+// CachedPolicy reports what the policy informer caches of obj (a Transform result), or ok=false
+// when obj is no policy record.
+func CachedPolicy(obj any) (rec CachedPolicyRecord, ok bool) {
+	r, ok := obj.(*policyRecord)
+	if !ok {
+		return CachedPolicyRecord{}, false
+	}
+	m := r.GetObjectMeta()
+	return CachedPolicyRecord{Pending: r.pending.Load(), Fingerprint: r.fingerprint, Err: r.err,
+		Key: m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion()}, true
+}
+
 // Fingerprint is the fingerprint a pod record keeps of ep.
 func Fingerprint(ep model.Endpoint) uint64 { return fingerprint(&ep) }
+
+// PolicyFingerprint is the fingerprint a policy record keeps of p.
+func PolicyFingerprint(p model.Policy) uint64 { return policyFingerprint(&p) }

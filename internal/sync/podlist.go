@@ -25,18 +25,19 @@ import (
 // array of full Pod values grown item by item, all alive until the informer has transformed
 // them. At 100,000 pods that was ≈ 2 s of copying and most of the agent's peak memory
 // (BenchmarkColdStartAPI). Here the protobuf response is walked item by item, each pod decoded
-// by its generated code and turned into what the cache keeps of it (Transform's podRecord) at
+// by its generated code and turned into what the cache keeps of it (its podRecord) at
 // once, into a list of pointers. It matters
 // when the API server answers the initial list in one response — the watch cache ignores
 // `limit` at resourceVersion 0, and client-go's streaming list (WatchListClient), which would
 // replace it, needs an etcd with progress notifications.
 
 // podListWatch is the pod informer's source; it keeps client-go's streaming list (WatchListClient)
-// where the client supports it, as the factory's informers do.
-func podListWatch(client kubernetes.Interface) cache.ListerWatcher {
+// where the client supports it, as the factory's informers do. record makes the record of each
+// listed pod (Watcher.recordPod).
+func podListWatch(client kubernetes.Interface, record func(*corev1.Pod) *podRecord) cache.ListerWatcher {
 	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return listPods(ctx, client, o)
+			return listPods(ctx, client, o, record)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
@@ -49,7 +50,7 @@ var protobufMagic = []byte("k8s\x00")
 
 // listPods lists the pods of all namespaces, decoding the response as it arrives; a client
 // without a REST client (a fake) or an answer that is not protobuf takes the typed path.
-func listPods(ctx context.Context, client kubernetes.Interface, o metav1.ListOptions) (runtime.Object, error) {
+func listPods(ctx context.Context, client kubernetes.Interface, o metav1.ListOptions, record func(*corev1.Pod) *podRecord) (runtime.Object, error) {
 	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
 	if !ok || rc == nil {
 		return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
@@ -65,14 +66,14 @@ func listPods(ctx context.Context, client kubernetes.Interface, o metav1.ListOpt
 		return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 	}
 	_, _ = r.Discard(len(protobufMagic))
-	return decodePodList(r)
+	return decodePodList(r, record)
 }
 
 // decodePodList reads a protobuf runtime.Unknown holding a v1.PodList (after the magic) into a
-// list of pod records (Transform), one pod at a time: neither the response nor the list's raw
-// bytes are held whole.
-func decodePodList(r *bufio.Reader) (*metainternalversion.List, error) {
-	d := pbReader{r: r}
+// list of pod records (made by record), one pod at a time: neither the response nor the list's
+// raw bytes are held whole.
+func decodePodList(r *bufio.Reader, record func(*corev1.Pod) *podRecord) (*metainternalversion.List, error) {
+	d := pbReader{r: r, record: record}
 	list := &metainternalversion.List{}
 	raw, err := d.envelope(list)
 	if err != nil {
@@ -135,9 +136,10 @@ func (d *pbReader) envelope(list *metainternalversion.List) (raw bool, err error
 // pbReader reads protobuf fields from a stream; buf is reused for each field's bytes (the
 // generated decoders copy what they keep).
 type pbReader struct {
-	r   *bufio.Reader
-	buf []byte
-	n   int64 // bytes consumed
+	r      *bufio.Reader
+	buf    []byte
+	n      int64                        // bytes consumed
+	record func(*corev1.Pod) *podRecord // what podList keeps of each pod
 }
 
 // varint reads a varint inside a field: the stream may not end there.
@@ -243,7 +245,7 @@ func (d *pbReader) podList(size int64, list *metainternalversion.List) error {
 		if err := p.Unmarshal(b); err != nil {
 			return fmt.Errorf("pod %d: %w", len(list.Items), err)
 		}
-		list.Items = append(list.Items, recordPod(p))
+		list.Items = append(list.Items, d.record(p))
 	}
 	if d.n != end {
 		return errors.New("a field overruns the list")

@@ -14,7 +14,7 @@ import (
 )
 
 // TestDecodePodList: a PodList as the API server encodes it (protobuf, in its envelope) decodes
-// into the records Transform makes of the typed decode, in order, with the list's metadata.
+// into the records the transform makes of the typed decode, in order, with the list's metadata.
 func TestDecodePodList(t *testing.T) {
 	want := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "4711", Continue: "next"}}
 	for i := range 50 {
@@ -34,10 +34,11 @@ func TestDecodePodList(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := buf.Bytes()
+	w := New(Config{})
 	if !bytes.HasPrefix(raw, protobufMagic) {
 		t.Fatalf("encoded list starts with %q", raw[:4])
 	}
-	got, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic):])))
+	got, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic):])), w.recordPod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,13 +50,13 @@ func TestDecodePodList(t *testing.T) {
 	}
 	for i := range want.Items {
 		g, _ := CachedPod(got.Items[i])
-		w, _ := CachedPod(recordPod(&want.Items[i]))
-		if !reflect.DeepEqual(g, w) {
-			t.Fatalf("pod %d:\n got %+v\nwant %+v", i, g, w)
+		r, _ := CachedPod(w.recordPod(&want.Items[i]))
+		if !reflect.DeepEqual(g, r) {
+			t.Fatalf("pod %d:\n got %+v\nwant %+v", i, g, r)
 		}
 	}
 	for _, cut := range []int{3, len(raw) / 2, len(raw) - len(protobufMagic) - 1} {
-		if _, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic) : len(raw)-cut]))); err == nil {
+		if _, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic):len(raw)-cut])), w.recordPod); err == nil {
 			t.Errorf("a list truncated by %d bytes decoded without error", cut)
 		}
 	}

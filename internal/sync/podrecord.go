@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
-// podRecord is what the pod informer caches of a pod (Transform): the outcome of its conversion,
+// podRecord is what the pod informer caches of a pod (transform): the outcome of its conversion,
 // made once when the pod version arrives, and the name and version the cache keys it by. A
 // slimmed corev1.Pod was ≈ 1.7 KB (174 MB of the agent's heap at 100,000 pods), and every event
 // converted both the old and the new version again. It does not keep the endpoint past its
@@ -35,10 +36,20 @@ type podRecord struct {
 	pending atomic.Pointer[model.Endpoint]
 }
 
-func recordPod(p *corev1.Pod) *podRecord {
+// recordPod converts p into its record. The strings that repeat across pods are interned (the
+// name and resourceVersion are the pod's own): the graph keeps the endpoint's for as long as the
+// pod lives.
+func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 	ep, ok, err := ConvertPod(p)
-	r := &podRecord{namespace: p.Namespace, name: p.Name, resourceVersion: p.ResourceVersion, isEndpoint: ok, err: err}
+	ns := w.names.intern(p.Namespace)
+	r := &podRecord{namespace: ns, name: p.Name, resourceVersion: p.ResourceVersion, isEndpoint: ok, err: err}
 	if ok {
+		ep.Key.Namespace = ns
+		ep.Node = w.names.intern(ep.Node)
+		ep.ServiceAccount = w.names.intern(ep.ServiceAccount)
+		for i := range ep.NamedPorts {
+			ep.NamedPorts[i].Name = w.names.intern(ep.NamedPorts[i].Name)
+		}
 		r.fingerprint = fingerprint(&ep)
 		r.pending.Store(&ep)
 	}
@@ -93,10 +104,7 @@ func fingerprint(ep *model.Endpoint) uint64 {
 	hashString(&h, ep.ServiceAccount)
 	hashUint(&h, uint64(len(ep.Addrs)))
 	for _, a := range ep.Addrs {
-		b := a.As16()
-		_, _ = h.Write(b[:])
-		_ = h.WriteByte(byte(a.BitLen() / 8)) // 0 (invalid), 4 or 16: tells 1.2.3.4 from ::ffff:1.2.3.4
-		hashString(&h, a.Zone())
+		hashAddr(&h, a)
 	}
 	hashUint(&h, uint64(len(ep.NamedPorts)))
 	for _, p := range ep.NamedPorts {
@@ -105,6 +113,13 @@ func fingerprint(ep *model.Endpoint) uint64 {
 		hashUint(&h, uint64(p.Port))
 	}
 	return h.Sum64()
+}
+
+func hashAddr(h *maphash.Hash, a netip.Addr) {
+	b := a.As16()
+	_, _ = h.Write(b[:])
+	_ = h.WriteByte(byte(a.BitLen() / 8)) // 0 (invalid), 4 or 16: tells 1.2.3.4 from ::ffff:1.2.3.4
+	hashString(h, a.Zone())
 }
 
 func hashString(h *maphash.Hash, s string) {

@@ -46,15 +46,20 @@ type Watcher struct {
 	versions map[string]string
 	kick     chan struct{} // capacity 1: "pending or versions is not empty"
 
-	// What was last emitted per namespace and policy, to emit only changes (resyncs and
-	// relists re-deliver unchanged objects) and the matching delete when an object stops being
-	// usable. Pods are not recorded (see podChanged); endpoints only counts them, for the log.
+	// What was last emitted per namespace, to emit only changes (resyncs and relists
+	// re-deliver unchanged objects) and the matching delete when a namespace goes. Pods and
+	// policies are not recorded (see podChanged and policyChanged); endpoints and policies only
+	// count them, for the log.
 	endpoints  int
+	policies   int
 	namespaces map[string]model.Namespace
-	policies   map[model.PolicyKey]model.Policy
 	// invalid holds the resourceVersion of each object last found invalid, so that a version
 	// is logged and counted once (not again on resync).
 	invalid map[objectKey]string
+
+	// names interns the strings that records and what they convert to repeat (recordPod,
+	// recordPolicy).
+	names *interner
 }
 
 type objectKey struct{ kind, namespace, name string }
@@ -78,8 +83,8 @@ func New(cfg Config) *Watcher {
 		kick:       make(chan struct{}, 1),
 		namespaces: map[string]model.Namespace{},
 		versions:   map[string]string{},
-		policies:   map[model.PolicyKey]model.Policy{},
 		invalid:    map[objectKey]string{},
+		names:      newInterner(),
 	}
 }
 
@@ -95,11 +100,11 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		return errors.New("sync: Config.Client is nil")
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(w.cfg.Client, 0, // no periodic resync: the informers relist after a watch error
-		informers.WithTransform(Transform))
+		informers.WithTransform(w.transform))
 	w.push(model.SyncStatusUpdate{Status: model.ResyncInProgress})
 	// pods are listed by podListWatch (podlist.go), the rest by the factory's informers
-	pods := cache.NewSharedIndexInformer(podListWatch(w.cfg.Client), &corev1.Pod{}, 0, cache.Indexers{})
-	if err := pods.SetTransform(Transform); err != nil {
+	pods := cache.NewSharedIndexInformer(podListWatch(w.cfg.Client, w.recordPod), &corev1.Pod{}, 0, cache.Indexers{})
+	if err := pods.SetTransform(w.transform); err != nil {
 		return fmt.Errorf("sync: pod informer: %w", err)
 	}
 
@@ -113,7 +118,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	sources := []source{
 		{"Namespace", "namespaces", factory.Core().V1().Namespaces().Informer(), ignoreOld(w.setNamespace), w.deleteNamespace},
 		{"Pod", "pods", pods, w.podChanged, w.deletePod},
-		{"NetworkPolicy", "networkpolicies", factory.Networking().V1().NetworkPolicies().Informer(), ignoreOld(w.setPolicy), w.deletePolicy},
+		{"NetworkPolicy", "networkpolicies", factory.Networking().V1().NetworkPolicies().Informer(), w.policyChanged, w.deletePolicy},
 	}
 	var synced []cache.InformerSynced
 	for _, s := range sources {
@@ -142,7 +147,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		}
 		w.mu.Lock()
 		n := w.endpoints
-		np := len(w.policies)
+		np := w.policies
 		nn := len(w.namespaces)
 		w.mu.Unlock()
 		w.log.Info("initial lists received; in sync", "node", w.cfg.NodeName, "endpoints", n, "namespaces", nn, "policies", np,
@@ -343,36 +348,50 @@ func (w *Watcher) deleteNamespace(obj any) {
 	}
 }
 
-// setPolicy emits the converted policy. An invalid version withdraws the policy
-// (PolicyDeleted) when an earlier version was in force: the user has replaced those rules, so
-// keeping them would enforce something nobody asked for any more. Withdrawing changes only
-// what this one policy allowed or isolated, never what other policies decide. The log line and
-// nftpolicy_invalid_objects_total make it visible; a later valid version is picked up.
-func (w *Watcher) setPolicy(obj any) {
-	np, ok := obj.(*networkingv1.NetworkPolicy)
+// policyChanged emits the change of one policy. As for pods (podChanged), the Watcher keeps no
+// record of policies: the record cached with the previous version (old; nil for an add) tells
+// whether the policy is in force (it converted) and, by its fingerprint, whether the new version
+// converts to the same policy. The new record's policy leaves the cache here, emitted or not.
+//
+// An invalid version withdraws the policy (PolicyDeleted) when an earlier version was in force:
+// the user has replaced those rules, so keeping them would enforce something nobody asked for
+// any more. Withdrawing changes only what this one policy allowed or isolated, never what other
+// policies decide. The log line and nftpolicy_invalid_objects_total make it visible; a later
+// valid version is picked up.
+func (w *Watcher) policyChanged(oldObj, newObj any) {
+	r, ok := newObj.(*policyRecord)
 	if !ok {
 		return
 	}
-	key := model.PolicyKey{Kind: KindNetworkPolicy, Namespace: np.Namespace, Name: np.Name}
-	okey := objectKey{KindNetworkPolicy, np.Namespace, np.Name}
-	p, err := ConvertNetworkPolicy(np)
+	p := r.pending.Swap(nil)
+	inForce, same := false, false
+	if o, ok := oldObj.(*policyRecord); ok {
+		inForce = o.err == nil
+		same = inForce && r.err == nil && o.fingerprint == r.fingerprint
+	}
+	okey := objectKey{KindNetworkPolicy, r.namespace, r.name}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	old, had := w.policies[key]
-	if err != nil {
-		w.invalidLocked(okey, np.ResourceVersion, err)
-		if had {
-			delete(w.policies, key)
-			w.pushLocked(model.PolicyDeleted{Key: key})
+	if r.err != nil {
+		w.invalidLocked(okey, r.resourceVersion, r.err)
+	} else {
+		w.validLocked(okey)
+	}
+	switch {
+	case same:
+	case r.err == nil && p == nil:
+		// delivered again after its policy was taken, as in podChanged
+		w.log.Error("policy record delivered again after its policy was taken; change not emitted",
+			"namespace", r.namespace, "name", r.name, "resourceVersion", r.resourceVersion)
+	case r.err == nil:
+		if !inForce {
+			w.policies++
 		}
-		return
+		w.pushLocked(model.PolicySet{Policy: *p})
+	case inForce:
+		w.policies--
+		w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: KindNetworkPolicy, Namespace: r.namespace, Name: r.name}})
 	}
-	w.validLocked(okey)
-	if had && reflect.DeepEqual(old, p) {
-		return
-	}
-	w.policies[key] = p
-	w.pushLocked(model.PolicySet{Policy: p})
 }
 
 func (w *Watcher) deletePolicy(obj any) {
@@ -380,13 +399,23 @@ func (w *Watcher) deletePolicy(obj any) {
 	if !ok {
 		return
 	}
-	key := model.PolicyKey{Kind: KindNetworkPolicy, Namespace: ns, Name: name}
+	last := obj
+	if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+		last = t.Obj
+	}
+	// A policy whose last known version was invalid is not in force (never emitted, or already
+	// withdrawn). A tombstone without a readable record gets a delete anyway; the graph ignores
+	// unknown keys.
+	inForce := true
+	if r, isRecord := last.(*policyRecord); isRecord {
+		inForce = r.err == nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.invalid, objectKey{KindNetworkPolicy, ns, name})
-	if _, had := w.policies[key]; had {
-		delete(w.policies, key)
-		w.pushLocked(model.PolicyDeleted{Key: key})
+	if inForce {
+		w.policies--
+		w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: KindNetworkPolicy, Namespace: ns, Name: name}})
 	}
 }
 
@@ -403,17 +432,18 @@ func keyOf(obj any) (namespace, name string, ok bool) {
 	return m.GetNamespace(), m.GetName(), true
 }
 
-// Transform is the informers' transform: pods are cached as their conversion (podRecord),
-// namespaces and policies keep only the fields the converters read (no managedFields,
-// annotations, …). It is idempotent and returns other objects unchanged.
-func Transform(obj any) (any, error) {
+// transform is the informers' transform: pods and policies are cached as their conversion
+// (podRecord, policyRecord), namespaces keep only the fields ConvertNamespace reads (no
+// managedFields, annotations, …). It is idempotent and returns other objects unchanged. A
+// method, not a function: the records' strings are interned in the Watcher's interner.
+func (w *Watcher) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return recordPod(o), nil
+		return w.recordPod(o), nil
+	case *networkingv1.NetworkPolicy:
+		return w.recordPolicy(o), nil
 	case *corev1.Namespace:
 		return &corev1.Namespace{ObjectMeta: slimMeta(&o.ObjectMeta)}, nil
-	case *networkingv1.NetworkPolicy:
-		return &networkingv1.NetworkPolicy{ObjectMeta: slimMeta(&o.ObjectMeta), Spec: o.Spec}, nil
 	}
 	return obj, nil
 }
