@@ -20,12 +20,25 @@ func TestDecodePodList(t *testing.T) {
 	for i := range 50 {
 		p := corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprint("ns", i%3), Name: fmt.Sprint("p", i), ResourceVersion: fmt.Sprint(100 + i),
-				Labels: map[string]string{"app": fmt.Sprint("a", i%4)}, Annotations: map[string]string{"big": "dropped"}},
-			Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "sa", HostNetwork: i%7 == 0,
-				Containers: []corev1.Container{{Name: "c", Image: "img", Env: []corev1.EnvVar{{Name: "X", Value: "y"}},
-					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}, {ContainerPort: 9}}}}},
+				Annotations: map[string]string{"big": "dropped"}},
+			Spec: corev1.PodSpec{NodeName: "n1", ServiceAccountName: "sa", HostNetwork: i%7 == 0},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.0.%d", i+1),
 				PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.0.0.%d", i+1)}, {IP: fmt.Sprintf("fd00::%x", i+1)}}},
+		}
+		// items differ from the one before in what they hold (the decoder reuses one Pod value):
+		// labels or none, one to three containers with more or fewer ports, one IP or two
+		if i%5 != 0 {
+			p.Labels = map[string]string{"app": fmt.Sprint("a", i%4)}
+		}
+		for c := range i%3 + 1 {
+			ct := corev1.Container{Name: fmt.Sprint("c", c), Image: "img", Env: []corev1.EnvVar{{Name: "X", Value: "y"}}}
+			for k := range (i + c) % 3 {
+				ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: fmt.Sprintf("p%d-%d", c, k), ContainerPort: int32(8080 + k), Protocol: corev1.ProtocolTCP})
+			}
+			p.Spec.Containers = append(p.Spec.Containers, ct)
+		}
+		if i%4 == 1 {
+			p.Status.PodIPs = p.Status.PodIPs[:1]
 		}
 		want.Items = append(want.Items, p)
 	}
