@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/binary"
 	"iter"
-	"maps"
 	"slices"
 	"strings"
 )
@@ -24,22 +23,33 @@ func LabelsOf(m map[string]string) Labels {
 	if len(m) == 0 {
 		return Labels{}
 	}
-	keys := slices.Sorted(maps.Keys(m))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	n := 0
 	for _, k := range keys {
-		n += len(k) + len(m[k]) + 2*binary.MaxVarintLen32
+		n += uvarintLen(len(k)) + len(k) + uvarintLen(len(m[k])) + len(m[k])
 	}
-	b := make([]byte, 0, n)
+	var b strings.Builder // one allocation of the exact size, which String does not copy
+	b.Grow(n)
+	var lb [binary.MaxVarintLen64]byte
 	for _, k := range keys {
-		b = appendString(b, k)
-		b = appendString(b, m[k])
+		for _, s := range [2]string{k, m[k]} {
+			b.Write(binary.AppendUvarint(lb[:0], uint64(len(s))))
+			b.WriteString(s)
+		}
 	}
-	return Labels{enc: string(b)}
+	return Labels{enc: b.String()}
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
 }
 
 // next decodes the string at enc[i:] and returns it with the index after it.

@@ -61,3 +61,11 @@ func TestLabelsGetAllocates(t *testing.T) {
 	}
 	_ = sink
 }
+
+func TestLabelsOfAllocatesOnce(t *testing.T) {
+	m := map[string]string{"app": "web", "tier": "db", "pod-template-hash": "h1a2b"}
+	// the sorted keys and the encoding
+	if n := testing.AllocsPerRun(100, func() { _ = LabelsOf(m) }); n > 2 {
+		t.Errorf("LabelsOf allocates %v times, want the keys and the encoding", n)
+	}
+}
