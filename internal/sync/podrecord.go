@@ -24,10 +24,10 @@ import (
 // endpoint (for deletes). A record with the endpoint took 208 B, this one 96 B, and the
 // endpoint's labels, addresses and ports are no longer held after the graph drops them.
 type podRecord struct {
-	namespace, name, resourceVersion string
-	isEndpoint                       bool
-	err                              error  // why the pod cannot be converted (it is skipped)
-	fingerprint                      uint64 // of the endpoint, when isEndpoint (fingerprint)
+	recordMeta
+	isEndpoint  bool
+	err         error  // why the pod cannot be converted (it is skipped)
+	fingerprint uint64 // of the endpoint, when isEndpoint (fingerprint)
 	// pending is the endpoint (when isEndpoint) until the pod informer's one event handler
 	// takes it (podChanged swaps it out) to hand it to the graph. Atomic: the handler runs on
 	// the informer's listener goroutine while the cache already holds the record. Taking it
@@ -42,7 +42,7 @@ type podRecord struct {
 func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 	ep, ok, err := ConvertPod(p)
 	ns := w.names.intern(p.Namespace)
-	r := &podRecord{namespace: ns, name: p.Name, resourceVersion: p.ResourceVersion, isEndpoint: ok, err: err}
+	r := &podRecord{recordMeta: recordMeta{ns, p.Name, p.ResourceVersion}, isEndpoint: ok, err: err}
 	if ok {
 		ep.Key.Namespace = ns
 		ep.Node = w.names.intern(ep.Node)
@@ -56,15 +56,11 @@ func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 	return r
 }
 
-// GetObjectKind makes a podRecord a runtime.Object (the informer's store holds those).
-func (r *podRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
 // DeepCopyObject copies the record field by field (its atomic is not copied by value); a pending
 // endpoint is copied too, with new address and port slices (labels are immutable), so either
 // record can hand its own to the graph.
 func (r *podRecord) DeepCopyObject() runtime.Object {
-	c := &podRecord{namespace: r.namespace, name: r.name, resourceVersion: r.resourceVersion,
-		isEndpoint: r.isEndpoint, err: r.err, fingerprint: r.fingerprint}
+	c := &podRecord{recordMeta: r.recordMeta, isEndpoint: r.isEndpoint, err: r.err, fingerprint: r.fingerprint}
 	if ep := r.pending.Load(); ep != nil {
 		e := *ep
 		e.Addrs = slices.Clone(ep.Addrs)
@@ -74,9 +70,16 @@ func (r *podRecord) DeepCopyObject() runtime.Object {
 	return c
 }
 
+// recordMeta is what the informers' caches key a record by: with GetObjectKind and DeepCopyObject
+// (each record's own) a record is a runtime.Object, which is what their stores hold.
+type recordMeta struct{ namespace, name, resourceVersion string }
+
+// GetObjectKind makes a record a runtime.Object.
+func (recordMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
 // GetObjectMeta gives the cache's key function (meta.Accessor) the namespace, name and version.
-func (r *podRecord) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, ResourceVersion: r.resourceVersion}
+func (m recordMeta) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: m.namespace, Name: m.name, ResourceVersion: m.resourceVersion}
 }
 
 // fingerprintSeed seeds every fingerprint. It is made once per process and never changed, so all

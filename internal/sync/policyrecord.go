@@ -9,9 +9,7 @@ import (
 	"sync/atomic"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -24,9 +22,9 @@ import (
 // compared by fingerprint, and whether the old record converted tells whether the policy is in
 // force (for deletes and invalid versions).
 type policyRecord struct {
-	namespace, name, resourceVersion string
-	err                              error  // why the policy cannot be converted (it is not in force)
-	fingerprint                      uint64 // of the policy, when err is nil (policyFingerprint)
+	recordMeta
+	err         error  // why the policy cannot be converted (it is not in force)
+	fingerprint uint64 // of the policy, when err is nil (policyFingerprint)
 	// pending is the policy (when err is nil) until the policy informer's event handler takes it;
 	// atomic for the reasons podRecord.pending gives.
 	pending atomic.Pointer[model.Policy]
@@ -37,7 +35,7 @@ type policyRecord struct {
 func (w *Watcher) recordPolicy(np *networkingv1.NetworkPolicy) *policyRecord {
 	p, err := ConvertNetworkPolicy(np)
 	ns := w.names.intern(np.Namespace)
-	r := &policyRecord{namespace: ns, name: np.Name, resourceVersion: np.ResourceVersion, err: err}
+	r := &policyRecord{recordMeta: recordMeta{ns, np.Name, np.ResourceVersion}, err: err}
 	if err == nil {
 		p.Key.Namespace, p.Namespace = ns, ns
 		r.fingerprint = policyFingerprint(&p)
@@ -46,24 +44,15 @@ func (w *Watcher) recordPolicy(np *networkingv1.NetworkPolicy) *policyRecord {
 	return r
 }
 
-// GetObjectKind makes a policyRecord a runtime.Object (the informer's store holds those).
-func (r *policyRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
 // DeepCopyObject copies the record; a pending policy is copied as a value that shares its rules,
 // which nothing modifies after the conversion (the graph copies what it normalises).
 func (r *policyRecord) DeepCopyObject() runtime.Object {
-	c := &policyRecord{namespace: r.namespace, name: r.name, resourceVersion: r.resourceVersion,
-		err: r.err, fingerprint: r.fingerprint}
+	c := &policyRecord{recordMeta: r.recordMeta, err: r.err, fingerprint: r.fingerprint}
 	if p := r.pending.Load(); p != nil {
 		cp := *p
 		c.pending.Store(&cp)
 	}
 	return c
-}
-
-// GetObjectMeta gives the cache's key function (meta.Accessor) the namespace, name and version.
-func (r *policyRecord) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: r.namespace, Name: r.name, ResourceVersion: r.resourceVersion}
 }
 
 // policyFingerprint hashes every field of p as fingerprint does an endpoint's: each string with

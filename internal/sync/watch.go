@@ -232,8 +232,16 @@ func updateKind(u model.Update) string {
 	return "other"
 }
 
-// invalidLocked logs and counts an invalid object version once.
-func (w *Watcher) invalidLocked(k objectKey, resourceVersion string, err error) {
+// checkedLocked notes whether an object's version converted (err nil): an invalid version is
+// logged and counted once; a valid one after invalid ones is logged once too.
+func (w *Watcher) checkedLocked(k objectKey, resourceVersion string, err error) {
+	if err == nil {
+		if _, was := w.invalid[k]; was {
+			delete(w.invalid, k)
+			w.log.Info("object is valid again", "kind", k.kind, "namespace", k.namespace, "name", k.name)
+		}
+		return
+	}
 	if rv, seen := w.invalid[k]; seen && rv == resourceVersion {
 		return
 	}
@@ -241,14 +249,6 @@ func (w *Watcher) invalidLocked(k objectKey, resourceVersion string, err error) 
 	w.log.Warn("skipping invalid object", "kind", k.kind, "namespace", k.namespace, "name", k.name, "err", err)
 	if w.cfg.Metrics != nil {
 		w.cfg.Metrics.InvalidObjects.WithLabelValues(k.kind).Inc()
-	}
-}
-
-// validLocked forgets that an object was invalid.
-func (w *Watcher) validLocked(k objectKey) {
-	if _, was := w.invalid[k]; was {
-		delete(w.invalid, k)
-		w.log.Info("object is valid again", "kind", k.kind, "namespace", k.namespace, "name", k.name)
 	}
 }
 
@@ -268,14 +268,9 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 		same = hadBefore && r.isEndpoint && o.fingerprint == r.fingerprint
 	}
 	key := model.EndpointKey{Namespace: r.namespace, Name: r.name}
-	okey := objectKey{"Pod", r.namespace, r.name}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r.err != nil {
-		w.invalidLocked(okey, r.resourceVersion, r.err)
-	} else {
-		w.validLocked(okey)
-	}
+	w.checkedLocked(objectKey{"Pod", r.namespace, r.name}, r.resourceVersion, r.err)
 	switch {
 	case same:
 	case r.isEndpoint && ep == nil:
@@ -369,14 +364,9 @@ func (w *Watcher) policyChanged(oldObj, newObj any) {
 		inForce = o.err == nil
 		same = inForce && r.err == nil && o.fingerprint == r.fingerprint
 	}
-	okey := objectKey{KindNetworkPolicy, r.namespace, r.name}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if r.err != nil {
-		w.invalidLocked(okey, r.resourceVersion, r.err)
-	} else {
-		w.validLocked(okey)
-	}
+	w.checkedLocked(objectKey{KindNetworkPolicy, r.namespace, r.name}, r.resourceVersion, r.err)
 	switch {
 	case same:
 	case r.err == nil && p == nil:
