@@ -34,9 +34,12 @@
 //     port set holds (addr, proto, port) of every matched endpoint declaring that name with the
 //     rule's protocol (any protocol when the rule has none). Nets and NotNets are normalised.
 //     Sets are reference counted by compiled rules: a set exists iff an active rule refers to it.
-//     Members are counted per contributing endpoint, so two endpoints sharing an address keep
-//     it until both leave. A rule with an invalid selector matches nothing and is left out; a
-//     policy with an invalid selector selects nothing (both reported by Problems).
+//     A set's members are not stored: a set emitted whole lists them from its matcher's
+//     endpoints, and a change is found with the address index, which files every endpoint in a
+//     set under its addresses: a member arrives or leaves with an endpoint only if no other
+//     endpoint of the matcher contributes it, so two endpoints sharing an address keep it until
+//     both leave. A rule with an invalid selector matches nothing and is left out; a policy with
+//     an invalid selector selects nothing (both reported by Problems).
 //  4. Policy resolver (flush.go, resolve). Per local endpoint and direction: the active policies
 //     that select it and apply to the direction, grouped by tier in (tier Order, name), policies
 //     in (Order, Key.String()); only tiers with ≥ 1 such policy are listed, with the tier's
@@ -51,11 +54,14 @@
 // # Cost of one change
 //
 //   - Endpoint add / relabel: O(candidate matchers of its labels and namespace) evaluations,
-//     plus O(sets on the matchers it joins or leaves).
-//   - Endpoint delete: O(its matches + their sets).
+//     plus O(sets on the matchers it joins or leaves · its addresses · the endpoints sharing
+//     them, usually none).
+//   - Endpoint delete: O(its matches + their sets · its addresses · the endpoints sharing them).
 //   - Namespace (or service account) relabel: a relabel of each of its endpoints.
 //   - Policy change: parse its selectors; a new matcher scans the endpoints under its anchor;
-//     unchanged sets are kept (compile before release), so only new sets are computed.
+//     unchanged sets are kept (compile before release); a new or dropped set walks its
+//     matcher's endpoints (filing them in the address index or out of it), and the next flush
+//     lists a new set's members.
 //   - Tier change: every local endpoint is re-resolved at the next flush.
 //   - Flush: O(dirty objects · log), plus the resolver's O(policies selecting the endpoint) for
 //     each dirty local endpoint.

@@ -43,7 +43,13 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 				g.contribute(s, e, false)
 			}
 		}
+		if e.inSets > 0 {
+			g.holders.remove(e)
+		}
 		e.addrs, e.namedPorts = m.Addrs, m.NamedPorts
+		if e.inSets > 0 {
+			g.holders.add(e)
+		}
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, true)

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"cmp"
-	"net/netip"
 	"reflect"
 	"slices"
 	"sort"
@@ -34,8 +33,10 @@ func (g *Graph) Flush() []Message {
 			continue
 		}
 		switch {
-		case s.fresh || !sent || len(s.delta) > len(s.members):
-			out = append(out, SetReplaced{ID: id, Kind: s.kind, Description: s.desc, Members: memberList(s.members)})
+		case s.fresh || !sent || len(s.delta) > s.size:
+			ms := s.members()
+			s.size = len(ms)
+			out = append(out, SetReplaced{ID: id, Kind: s.kind, Description: s.desc, Members: ms})
 		case len(s.delta) > 0:
 			var mc SetMembersChanged
 			mc.ID = id
@@ -198,23 +199,9 @@ func sortPolicyKeys(ks []model.PolicyKey) {
 	})
 }
 
-func memberList(m map[memberKey]int32) []Member {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make([]Member, 0, len(m))
-	for k := range m {
-		out = append(out, k.member())
-	}
-	sortMembers(out)
-	return out
-}
-
 // CompareMembers orders members by address, protocol, port.
 func CompareMembers(a, b Member) int {
 	return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 }
 
 func sortMembers(ms []Member) { slices.SortFunc(ms, CompareMembers) }
-
-var _ = netip.Addr{}

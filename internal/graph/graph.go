@@ -40,8 +40,9 @@ type Graph struct {
 	routes     map[netip.Addr]string
 	hostAddrs  map[netip.Addr]struct{}
 
-	idx  index
-	sets map[SetID]*set
+	idx     index
+	holders addrIndex
+	sets    map[SetID]*set
 
 	queue []*policy // policies whose activity or rules must be re-settled
 
@@ -67,6 +68,7 @@ func New(cfg Config) *Graph {
 		routes:         map[netip.Addr]string{},
 		hostAddrs:      map[netip.Addr]struct{}{},
 		idx:            newIndex(),
+		holders:        newAddrIndex(),
 		sets:           map[SetID]*set{},
 		dirtySets:      map[SetID]struct{}{},
 		dirtyPolicies:  map[model.PolicyKey]struct{}{},

@@ -25,6 +25,9 @@ type endpoint struct {
 	ns         *namespace
 	sa         *account // nil without a service account
 	local      bool
+	// inSets counts the sets over the matchers matching the endpoint; while it is positive the
+	// endpoint is in the address index (see set.go).
+	inSets int32
 	// matches holds every live matcher that matches the endpoint.
 	matches matchSet
 }
@@ -383,6 +386,11 @@ func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
 	}
 	for _, s := range m.sets {
 		g.contribute(s, e, in)
+	}
+	if in {
+		g.addInSets(e, len(m.sets))
+	} else {
+		g.addInSets(e, -len(m.sets))
 	}
 }
 

@@ -318,3 +318,70 @@ func TestNormalizePrefixes(t *testing.T) {
 		}
 	}
 }
+
+// Two endpoints sharing an address (a pod's IP reused before the old pod's delete arrives): the
+// address, and a named port both declare, stay members until neither contributes them, with no
+// set message while one still does; whichever endpoint came first.
+func TestSharedAddress(t *testing.T) {
+	web := func(name, addr, app string, port uint16) model.Update {
+		return pod("x", name, "node-b", addr, lbl("app", app), model.NamedPort{Name: "http", Protocol: model.ProtocolTCP, Port: port})
+	}
+	del := func(name string) model.Update {
+		return model.EndpointDeleted{Key: model.EndpointKey{Namespace: "x", Name: name}}
+	}
+	for _, names := range [][2]string{{"a", "b"}, {"b", "a"}} {
+		first, second := names[0], names[1]
+		t.Run(first+" first", func(t *testing.T) {
+			g, st := run(t,
+				pod("x", "l", node, "10.0.0.1", lbl("app", "l")),
+				model.PolicySet{Policy: model.Policy{Key: pk("NetworkPolicy", "x", "p"), Tier: model.TierNetworkPolicy,
+					Namespace: "x", Selector: "app == 'l'", ApplyEgress: true,
+					EgressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+						Destination: model.Peer{Selector: "app == 'web'", Ports: []model.Port{{Name: "http"}}}}}}},
+			)
+			rule := st.Policies[pk("NetworkPolicy", "x", "p")].Egress[0]
+			addrSet, portSet := rule.Dst.Sets[0], rule.Dst.NamedPortSets[0]
+			steps := []struct {
+				name        string
+				up          model.Update
+				addrs, port string
+				changed     bool // whether a set message is expected
+			}{
+				{"first added", web(first, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
+				{"second added", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
+				{"first relabelled out", web(first, "10.0.0.9", "other", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
+				{"first relabelled in", web(first, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
+				{"second's port changed", web(second, "10.0.0.9", "web", 9090), "10.0.0.9", "10.0.0.9/tcp/8080 10.0.0.9/tcp/9090", true},
+				{"first relabelled out again", web(first, "10.0.0.9", "other", 8080), "10.0.0.9", "10.0.0.9/tcp/9090", true},
+				{"second deleted", del(second), "", "", true},
+				{"first relabelled in again", web(first, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
+				{"second added again", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
+				{"second's address changed", web(second, "10.0.0.10", "web", 8080), "10.0.0.9 10.0.0.10", "10.0.0.9/tcp/8080 10.0.0.10/tcp/8080", true},
+				{"second's address changed back", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
+				{"first deleted", del(first), "10.0.0.9", "10.0.0.9/tcp/8080", false},
+				{"second relabelled out", web(second, "10.0.0.9", "other", 8080), "", "", true},
+				{"second relabelled in", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
+				{"second deleted at last", del(second), "", "", true},
+			}
+			for _, s := range steps {
+				msgs := flushAfter(t, g, st, s.up)
+				changed := slices.ContainsFunc(msgs, func(m graph.Message) bool {
+					switch m.(type) {
+					case graph.SetReplaced, graph.SetMembersChanged, graph.SetRemoved:
+						return true
+					}
+					return false
+				})
+				if changed != s.changed {
+					t.Errorf("%s: set messages %v, want %v: %#v", s.name, changed, s.changed, msgs)
+				}
+				if got := strings.Join(members(st.Sets[addrSet]), " "); got != s.addrs {
+					t.Errorf("%s: address set %q, want %q", s.name, got, s.addrs)
+				}
+				if got := strings.Join(members(st.Sets[portSet]), " "); got != s.port {
+					t.Errorf("%s: named-port set %q, want %q", s.name, got, s.port)
+				}
+			}
+		})
+	}
+}

@@ -3,7 +3,9 @@ package graph
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"iter"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,7 +13,10 @@ import (
 )
 
 // set is one dataplane set: the addresses (or address . protocol . port of a named port) of the
-// endpoints a matcher matches, cluster-wide.
+// endpoints a matcher matches, cluster-wide. The members are not stored: they are a function of
+// the matcher's endpoints (m.members), listed when the set is emitted whole, and a change of them
+// is found with the address index (see contribute). At 100,000 pods the sets' member counts
+// were 15 MB of the agent's heap, 1.8 members per address: the index is half that.
 type set struct {
 	id    SetID
 	kind  SetKind
@@ -20,35 +25,13 @@ type set struct {
 	port  string         // SetNamedPorts: the port name
 	proto model.Protocol // SetNamedPorts: the protocol (ProtocolAny: every protocol)
 	refs  int            // compiled rules of active policies referring to it
-	// members counts, per member, the contributions of matched endpoints (two endpoints may
-	// transiently share an address).
-	members map[memberKey]int32
+	// size is the number of members once the set has been emitted (a fresh set is counted when
+	// the flush lists it), for choosing between a delta and a replacement.
+	size int
 	// fresh: created since the last flush (emitted as SetReplaced); otherwise delta holds the
 	// members added (true) or removed (false) since the last flush.
 	fresh bool
 	delta map[Member]bool
-}
-
-// memberKey is a Member as set.members holds it: 20 bytes without pointers (a netip.Addr is 24
-// with one), so a member costs 24 bytes of map instead of 40 and the collector skips the map (at
-// 100,000 pods the graph's member counts were 25 MB).
-type memberKey struct {
-	addr  [16]byte
-	is4   bool
-	proto model.Protocol
-	port  uint16
-}
-
-func keyOf(mb Member) memberKey {
-	return memberKey{addr: mb.Addr.As16(), is4: mb.Addr.Is4(), proto: mb.Protocol, port: mb.Port}
-}
-
-func (k memberKey) member() Member {
-	a := netip.AddrFrom16(k.addr)
-	if k.is4 {
-		a = a.Unmap()
-	}
-	return Member{Addr: a, Protocol: k.proto, Port: k.port}
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -59,7 +42,7 @@ func makeID(prefix, key string) SetID {
 }
 
 // acquireSet returns the set of kind over sp (port/proto for named ports) with one more
-// reference, creating it from the matcher's members if needed.
+// reference, creating it if needed (its members are listed by the next flush).
 func (g *Graph) acquireSet(sp spec, kind SetKind, port string, proto model.Protocol) *set {
 	k := sp.key()
 	var id SetID
@@ -80,11 +63,10 @@ func (g *Graph) acquireSet(sp spec, kind SetKind, port string, proto model.Proto
 			desc += "/" + strings.ToLower(proto.String())
 		}
 	}
-	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1,
-		members: map[memberKey]int32{}, fresh: true}
+	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
 	for e := range m.members {
-		g.contribute(s, e, true)
+		g.addInSets(e, 1)
 	}
 	g.sets[id] = s
 	g.dirtySets[id] = struct{}{}
@@ -105,52 +87,199 @@ func (g *Graph) releaseSet(s *set) {
 			break
 		}
 	}
+	for e := range m.members {
+		g.addInSets(e, -1)
+	}
 	g.releaseMatcher(m)
 }
 
-// contribute adds (in) or withdraws e's members of s.
-func (g *Graph) contribute(s *set, e *endpoint, in bool) {
-	if s.kind == SetAddrs {
-		for _, a := range e.addrs {
-			g.count(s, Member{Addr: a}, in)
-		}
-		return
+// addInSets adds n to e.inSets, filing e in the address index while it is in a set: only those
+// endpoints can contribute a member, and a node whose policies refer to few endpoints should
+// not index the whole cluster's addresses.
+func (g *Graph) addInSets(e *endpoint, n int) {
+	was := e.inSets > 0
+	e.inSets += int32(n)
+	switch now := e.inSets > 0; {
+	case now && !was:
+		g.holders.add(e)
+	case was && !now:
+		g.holders.remove(e)
 	}
-	for _, np := range e.namedPorts {
-		if np.Name != s.port || (s.proto != model.ProtocolAny && np.Protocol != s.proto) {
-			continue
+}
+
+// resolves reports whether np is the set's named port.
+func (s *set) resolves(np model.NamedPort) bool {
+	return np.Name == s.port && (s.proto == model.ProtocolAny || np.Protocol == s.proto)
+}
+
+// hasPort reports whether one of nps is the set's named port as proto/port.
+func (s *set) hasPort(nps []model.NamedPort, proto model.Protocol, port uint16) bool {
+	for _, np := range nps {
+		if s.resolves(np) && np.Protocol == proto && np.Port == port {
+			return true
 		}
-		for _, a := range e.addrs {
-			g.count(s, Member{Addr: a, Protocol: np.Protocol, Port: np.Port}, in)
+	}
+	return false
+}
+
+// contribution yields e's members of s, each once (an endpoint may list an address or a named
+// port twice).
+func (s *set) contribution(e *endpoint) iter.Seq[Member] {
+	return func(yield func(Member) bool) {
+		for i, a := range e.addrs {
+			if slices.Contains(e.addrs[:i], a) {
+				continue
+			}
+			if s.kind == SetAddrs {
+				if !yield(Member{Addr: a}) {
+					return
+				}
+				continue
+			}
+			for j, np := range e.namedPorts {
+				if !s.resolves(np) || s.hasPort(e.namedPorts[:j], np.Protocol, np.Port) {
+					continue
+				}
+				if !yield(Member{Addr: a, Protocol: np.Protocol, Port: np.Port}) {
+					return
+				}
+			}
 		}
 	}
 }
 
-func (g *Graph) count(s *set, mb Member, in bool) {
-	k := keyOf(mb)
-	n := s.members[k]
-	if in {
-		s.members[k] = n + 1
-		if n > 0 {
-			return
-		}
-	} else {
-		if n > 1 {
-			s.members[k] = n - 1
-			return
-		}
-		delete(s.members, k)
+// contributes reports whether h is one of s's endpoints and has mb among its members of s, given
+// that h holds mb's address.
+func (s *set) contributes(h *endpoint, mb Member) bool {
+	if _, ok := s.m.members[h]; !ok {
+		return false
 	}
+	return s.kind == SetAddrs || s.hasPort(h.namedPorts, mb.Protocol, mb.Port)
+}
+
+// members lists the set's members, sorted, from its matcher's endpoints.
+func (s *set) members() []Member {
+	n := 0
+	for e := range s.m.members {
+		for range s.contribution(e) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Member, 0, n)
+	for e := range s.m.members {
+		out = slices.AppendSeq(out, s.contribution(e))
+	}
+	sortMembers(out)
+	return slices.Compact(out) // endpoints sharing an address
+}
+
+// contribute records that e's members of s arrive (in) or leave, e having just joined or left
+// s's matcher (or changed its addresses or ports). A member arrives or leaves with e only if no
+// other endpoint of the matcher contributes it: two endpoints share an address transiently (a
+// pod's IP reused by its successor before its delete arrives), and the address index lists the
+// other holders. A fresh set is listed whole by the next flush.
+func (g *Graph) contribute(s *set, e *endpoint, in bool) {
 	if s.fresh {
 		return
 	}
-	if s.delta == nil {
-		s.delta = map[Member]bool{}
+	for mb := range s.contribution(e) {
+		if g.contributedElsewhere(s, e, mb) {
+			continue
+		}
+		if in {
+			s.size++
+		} else {
+			s.size--
+		}
+		if s.delta == nil {
+			s.delta = map[Member]bool{}
+		}
+		if was, ok := s.delta[mb]; ok && was != in {
+			delete(s.delta, mb)
+		} else {
+			s.delta[mb] = in
+		}
+		g.dirtySets[s.id] = struct{}{}
 	}
-	if was, ok := s.delta[mb]; ok && was != in {
-		delete(s.delta, mb)
-	} else {
-		s.delta[mb] = in
+}
+
+// contributedElsewhere reports whether an endpoint of s other than e contributes mb.
+func (g *Graph) contributedElsewhere(s *set, e *endpoint, mb Member) bool {
+	for h := range g.holders.of(mb.Addr) {
+		if h != e && s.contributes(h, mb) {
+			return true
+		}
 	}
-	g.dirtySets[s.id] = struct{}{}
+	return false
+}
+
+// addrIndex is which endpoints hold each address, of the endpoints in a set (see contribute
+// and addInSets). An address has one holder but while a pod's IP is reused before the old
+// pod's delete arrives, so the first holder is a map entry of 24 bytes per address and the
+// others are in a map that is almost always empty. Keys are As16: endpoint addresses are
+// unmapped (keepEndpoint), so an IPv4 address and an IPv6 one never share a key.
+type addrIndex struct {
+	first  map[[16]byte]*endpoint
+	others map[[16]byte][]*endpoint
+}
+
+func newAddrIndex() addrIndex {
+	return addrIndex{first: map[[16]byte]*endpoint{}, others: map[[16]byte][]*endpoint{}}
+}
+
+// of yields the endpoints holding a.
+func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
+	return func(yield func(*endpoint) bool) {
+		k := a.As16()
+		h := x.first[k]
+		if h == nil || !yield(h) {
+			return
+		}
+		for _, h := range x.others[k] {
+			if !yield(h) {
+				return
+			}
+		}
+	}
+}
+
+// add files e under its addresses.
+func (x *addrIndex) add(e *endpoint) {
+	for _, a := range e.addrs {
+		k := a.As16()
+		switch h := x.first[k]; {
+		case h == nil:
+			x.first[k] = e
+		case h != e && !slices.Contains(x.others[k], e):
+			x.others[k] = append(x.others[k], e)
+		}
+	}
+}
+
+// remove takes e out from under its addresses; another holder of an address becomes its first.
+func (x *addrIndex) remove(e *endpoint) {
+	for _, a := range e.addrs {
+		k := a.As16()
+		hs := x.others[k]
+		if x.first[k] == e {
+			if len(hs) == 0 {
+				delete(x.first, k)
+				continue
+			}
+			x.first[k] = hs[0]
+			hs = slices.Delete(hs, 0, 1)
+		} else if i := slices.Index(hs, e); i >= 0 {
+			hs = slices.Delete(hs, i, i+1)
+		} else {
+			continue // a repeated address of e
+		}
+		if len(hs) == 0 {
+			delete(x.others, k)
+		} else {
+			x.others[k] = hs
+		}
+	}
 }
