@@ -72,13 +72,18 @@ func newSet(id graph.SetID, kind graph.SetKind, description string, members []gr
 			n4++
 		}
 	}
-	comment := description
-	if comment == "" {
-		comment = string(id)
-	}
-	s.v4 = ruleset.NewAddrSet(selSetName(id, true), addrKey(true), ruleset.Comment(comment), n4)
-	s.v6 = ruleset.NewAddrSet(selSetName(id, false), addrKey(false), ruleset.Comment(comment), len(members)-n4)
+	comment := ruleset.Comment(setComment(id, description))
+	s.v4 = ruleset.NewAddrSet(selSetName(id, true), addrKey(true), comment, n4)
+	s.v6 = ruleset.NewAddrSet(selSetName(id, false), addrKey(false), comment, len(members)-n4)
 	return s
+}
+
+// setComment is what the table's sets of graph set id say of it: its description, else its id.
+func setComment(id graph.SetID, description string) string {
+	if description != "" {
+		return description
+	}
+	return string(id)
 }
 
 // family is an address set's members of one family.
@@ -159,9 +164,7 @@ func (s *State) Apply(m graph.Message) {
 func (s *Set) add(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
 	if s.ports == nil {
-		if !s.has(m.Addr) { // a Put of a member would journal a key that did not change
-			s.family(m.Addr.Is4()).Put(ruleset.Element{ElementKey: ruleset.AddrKey(m.Addr)})
-		}
+		s.family(m.Addr.Is4()).Put(ruleset.Element{ElementKey: ruleset.AddrKey(m.Addr)})
 		return
 	}
 	if slices.Contains(s.ports[m.Addr], m) {
@@ -174,9 +177,7 @@ func (s *Set) add(m graph.Member) {
 func (s *Set) remove(m graph.Member) {
 	m.Addr = m.Addr.Unmap()
 	if s.ports == nil {
-		if s.has(m.Addr) {
-			s.family(m.Addr.Is4()).Delete(ruleset.AddrKey(m.Addr))
-		}
+		s.family(m.Addr.Is4()).Delete(ruleset.AddrKey(m.Addr))
 		return
 	}
 	ms := s.ports[m.Addr]

@@ -168,9 +168,10 @@ func namedPortKey(m graph.Member) ruleset.ElementKey {
 	return ruleset.ElementKey{Addr: a, AddrEnd: a, Proto: uint8(m.Protocol), Port: m.Port, PortEnd: m.Port}
 }
 
+// setComment is the comment of graph set id's sets in the table (setComment of the State's set).
 func (d *Dataplane) setComment(id graph.SetID) string {
-	if set := d.state.Sets[id]; set != nil && set.Description != "" {
-		return set.Description
+	if set := d.state.Sets[id]; set != nil {
+		return setComment(id, set.Description)
 	}
 	return string(id)
 }

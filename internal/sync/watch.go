@@ -292,13 +292,9 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 }
 
 func (w *Watcher) deletePod(obj any) {
-	ns, name, ok := keyOf(obj)
+	ns, name, last, ok := keyOf(obj)
 	if !ok {
 		return
-	}
-	last := obj
-	if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
-		last = t.Obj
 	}
 	// A pod whose last known version was no endpoint was never emitted (or already withdrawn).
 	// A tombstone without a readable pod gets a delete anyway; the graph ignores unknown keys.
@@ -331,7 +327,7 @@ func (w *Watcher) setNamespace(obj any) {
 }
 
 func (w *Watcher) deleteNamespace(obj any) {
-	_, name, ok := keyOf(obj)
+	_, name, _, ok := keyOf(obj)
 	if !ok {
 		return
 	}
@@ -385,13 +381,9 @@ func (w *Watcher) policyChanged(oldObj, newObj any) {
 }
 
 func (w *Watcher) deletePolicy(obj any) {
-	ns, name, ok := keyOf(obj)
+	ns, name, last, ok := keyOf(obj)
 	if !ok {
 		return
-	}
-	last := obj
-	if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
-		last = t.Obj
 	}
 	// A policy whose last known version was invalid is not in force (never emitted, or already
 	// withdrawn). A tombstone without a readable record gets a delete anyway; the graph ignores
@@ -409,17 +401,18 @@ func (w *Watcher) deletePolicy(obj any) {
 	}
 }
 
-// keyOf names a deleted object, which may be a tombstone when the watch missed the delete.
-func keyOf(obj any) (namespace, name string, ok bool) {
+// keyOf names a deleted object, which may be a tombstone when the watch missed the delete, and
+// gives its last known state (a tombstone's may be nil).
+func keyOf(obj any) (namespace, name string, last any, ok bool) {
 	if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
 		ns, n, err := cache.SplitMetaNamespaceKey(t.Key)
-		return ns, n, err == nil
+		return ns, n, t.Obj, err == nil
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		return "", "", false
+		return "", "", nil, false
 	}
-	return m.GetNamespace(), m.GetName(), true
+	return m.GetNamespace(), m.GetName(), obj, true
 }
 
 // transform is the informers' transform: pods and policies are cached as their conversion

@@ -277,8 +277,10 @@ func TestSetKeptOutsideTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Put(Element{ElementKey: addrKey("10.0.0.2")}) // journaled: the set is committed
+	s.Put(Element{ElementKey: addrKey("10.0.0.1")}) // unchanged: not journaled
+	s.Delete(addrKey("10.0.0.7"))                   // absent: not journaled
 	if len(s.journal.prior) != 1 {
-		t.Fatalf("journal of a committed set holds %d keys, want 1", len(s.journal.prior))
+		t.Fatalf("journal of a committed set holds %d keys, want 1 (the one changed)", len(s.journal.prior))
 	}
 
 	// out of the table, then changed by its owner

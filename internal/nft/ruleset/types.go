@@ -277,6 +277,9 @@ func (s *Set) All() iter.Seq[Element] {
 // elements change only through Put and Delete: the commit sends what they recorded, and a direct
 // write to Elements or Addrs would be missed (until Verify repairs it).
 func (s *Set) Put(e Element) {
+	if v, ok := s.Get(e.ElementKey); ok && v == e.Value {
+		return // unchanged: nothing to journal
+	}
 	s.record(e.ElementKey)
 	if s.addrs != nil {
 		if plainAddr(e) {
@@ -303,6 +306,9 @@ func (s *Set) spill() {
 
 // Delete removes the element of key k, if any (see Put).
 func (s *Set) Delete(k ElementKey) {
+	if _, ok := s.Get(k); !ok {
+		return // absent: nothing to journal
+	}
 	s.record(k)
 	if s.addrs != nil {
 		if k == AddrKey(k.Addr) && k.Addr.Zone() == "" {
