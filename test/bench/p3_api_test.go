@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -381,6 +382,9 @@ func TestColdStartAgentChild(t *testing.T) {
 		level = slog.LevelDebug
 	}
 	start := time.Now()
+	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" { // how the resident memory grows, every 100 ms
+		go memoryTrace(ctx, t, start)
+	}
 	go func() {
 		done <- agent.Run(ctx, agent.RunConfig{Client: client, NodeName: cfg.Node, NetNSFD: fd,
 			ResyncInterval: time.Hour, Registry: reg,
@@ -430,4 +434,21 @@ func TestColdStartAgentChild(t *testing.T) {
 	res, _ := json.Marshal(agentResult{FirstCommit: first, Transactions: int(gauge("nftpolicy_transactions_total")),
 		Elements: int(gauge("nftpolicy_set_elements")), PeakRSS: procStatus("VmHWM"), HeapInUse: ms.HeapInuse})
 	fmt.Printf("P3AGENT %s\n", res)
+}
+
+// memoryTrace logs the process's resident memory and its Go heap every 100 ms until ctx ends.
+func memoryTrace(ctx context.Context, t *testing.T, start time.Time) {
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		metrics.Read(samples)
+		t.Logf("%5d ms: VmRSS %3d MiB, heap live %3d objects %3d free %3d released %3d MiB, %d GCs", time.Since(start).Milliseconds(),
+			procStatus("VmRSS")>>20, samples[0].Value.Uint64()>>20, samples[1].Value.Uint64()>>20,
+			samples[2].Value.Uint64()>>20, samples[3].Value.Uint64()>>20, samples[4].Value.Uint64())
+	}
 }

@@ -131,7 +131,7 @@ func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...stri
 		b.Fatalf("%s: %v\n%s", test, err, text)
 	}
 	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" {
-		b.Log(string(text))
+		os.Stderr.Write(text) // whole: a benchmark's log is cut after a few lines
 	}
 	for _, line := range strings.Split(string(text), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix+" "); ok {

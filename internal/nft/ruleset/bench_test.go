@@ -48,12 +48,12 @@ func benchOneElement(b *testing.B, bare bool, sets, elements int) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if i%2 == 0 {
-				err = c.nft.SetAddElements(ns, el)
+				err = c.enc.SetAddElements(ns, el)
 			} else {
-				err = c.nft.SetDeleteElements(ns, []nftables.SetElement{{Key: el[0].Key}})
+				err = c.enc.SetDeleteElements(ns, []nftables.SetElement{{Key: el[0].Key}})
 			}
 			if err == nil {
-				err = c.nft.Flush()
+				err = c.flush()
 			}
 			if err != nil {
 				b.Fatal(err)

@@ -45,7 +45,10 @@ type Counter struct {
 // (the mirror). It is not safe for concurrent use.
 type Conn struct {
 	netnsFD int // our own dup of the caller's handle; -1 for the current namespace
-	nft     *nftables.Conn
+	nft     *nftables.Conn // queries, on the lasting socket sock
+	sock    *netlink.Conn  // batches are sent and acked here (wire.go)
+	enc     *nftables.Conn // builds batches: its flushes write into out (wire.go)
+	out     *wire          // the batch being built
 	dump    *netlink.Conn // Verify's element dumps (readback.go)
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
@@ -83,6 +86,7 @@ func Open(netnsFD int) (*Conn, error) {
 }
 
 func (c *Conn) dial() error {
+	var sock *netlink.Conn
 	opts := []nftables.ConnOption{
 		nftables.AsLasting(),
 		nftables.WithSockOptions(func(nc *netlink.Conn) error {
@@ -92,6 +96,7 @@ func (c *Conn) dial() error {
 			if err := nc.SetReadBuffer(readBuffer); err != nil {
 				return fmt.Errorf("netlink read buffer: %w", err)
 			}
+			sock = nc
 			return primeDumps(nc)
 		}),
 	}
@@ -102,10 +107,13 @@ func (c *Conn) dial() error {
 	if err != nil {
 		return fmt.Errorf("opening nftables netlink connection: %w", err)
 	}
-	if c.nft != nil {
-		_ = c.nft.CloseLasting()
+	enc, err := nftables.New(nftables.AsLasting(), nftables.WithTestDial(c.capture))
+	if err != nil {
+		_ = nc.CloseLasting()
+		return fmt.Errorf("opening nftables encoder: %w", err)
 	}
-	c.nft = nc
+	c.closeConns()
+	c.nft, c.sock, c.enc, c.out = nc, sock, enc, nil
 	return nil
 }
 
@@ -143,11 +151,7 @@ func primeDumps(nc *netlink.Conn) error {
 
 // Close closes the connection. The table stays in the kernel.
 func (c *Conn) Close() error {
-	var err error
-	if c.nft != nil {
-		err = c.nft.CloseLasting()
-		c.nft = nil
-	}
+	err := c.closeConns()
 	if c.dump != nil {
 		err = errors.Join(err, c.dump.Close())
 		c.dump = nil
@@ -156,6 +160,18 @@ func (c *Conn) Close() error {
 		err = errors.Join(err, unix.Close(c.netnsFD))
 		c.netnsFD = -1
 	}
+	return err
+}
+
+func (c *Conn) closeConns() error {
+	var err error
+	if c.nft != nil {
+		err = c.nft.CloseLasting()
+	}
+	if c.enc != nil {
+		err = errors.Join(err, c.enc.CloseLasting())
+	}
+	c.nft, c.sock, c.enc, c.out = nil, nil, nil, nil
 	return err
 }
 
@@ -218,11 +234,17 @@ func nfTable(name string) *nftables.Table {
 	return &nftables.Table{Name: name, Family: nftables.TableFamilyINet}
 }
 
-// flush sends the queued batch. After a failure the netlink connection is replaced, so that a
-// poisoned queue or unread acks of v0.3.0's Flush never leak into the next batch.
+// flush sends the batch: what the encoder still queues, then the wire. After a failure the
+// netlink connections are replaced, so that a poisoned queue or unread acks never leak into the
+// next batch.
 func (c *Conn) flush() error {
 	c.batches++
-	err := c.nft.Flush()
+	err := c.enc.Flush()
+	w := c.out
+	c.out = nil
+	if err == nil && w != nil && w.messages() {
+		err = c.send(w)
+	}
 	if err == nil {
 		return nil
 	}
@@ -283,7 +305,7 @@ func (b *batch) addRules(c *Chain) error {
 		}
 		b.nft.AddRule(&nftables.Rule{Table: b.table, Chain: nc, Exprs: ex, UserData: ruleUserData(r)})
 	}
-	return nil
+	return b.nft.Flush() // into the wire
 }
 
 func (b *batch) flushChain(name string) {
@@ -336,7 +358,10 @@ func (b *batch) elements(s *Set, es iter.Seq[Element], n int, del bool) error {
 		}
 		clear(chunk)
 		chunk, size = chunk[:0], 0
-		return err
+		if err != nil {
+			return err
+		}
+		return b.nft.Flush() // into the wire: v0.3.0 would hold every chunk's message
 	}
 	for e := range es {
 		first := len(chunk)
@@ -374,10 +399,10 @@ func (c *Conn) Replace(desired *Table) error {
 		return errors.New("replace: no table")
 	}
 	c.name = desired.Name
-	b := newBatch(c.nft, desired.Name)
-	c.nft.AddTable(b.table)
-	c.nft.DelTable(b.table)
-	c.nft.AddTable(b.table)
+	b := newBatch(c.enc, desired.Name)
+	c.enc.AddTable(b.table)
+	c.enc.DelTable(b.table)
+	c.enc.AddTable(b.table)
 	if err := b.replace(desired); err != nil {
 		c.abandon()
 		return fmt.Errorf("replace table %s: %w", desired.Name, err)
@@ -521,7 +546,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 
 	wrap := func(err error) error { return fmt.Errorf("commit table %s: %w", desired.Name, err) }
 	p := commitPlan{newChains, changedChains, goneChains, newSets, goneSets, diffs}
-	if err := p.queue(newBatch(c.nft, desired.Name)); err != nil {
+	if err := p.queue(newBatch(c.enc, desired.Name)); err != nil {
 		c.abandon()
 		return wrap(err)
 	}
@@ -656,7 +681,7 @@ func (c *Conn) DeleteTable(name string) error {
 		return fmt.Errorf("delete table %s: %w", name, err)
 	}
 	if ok {
-		c.nft.DelTable(nfTable(name))
+		c.enc.DelTable(nfTable(name))
 		if err := c.flush(); err != nil {
 			return fmt.Errorf("delete table %s: %w", name, err)
 		}

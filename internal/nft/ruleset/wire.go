@@ -1,0 +1,156 @@
+package ruleset
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// A batch's bytes are written here, not by google/nftables v0.3.0's Flush. Its Flush holds every
+// queued message until the end, then marshals each one again and appends the copies to one
+// growing slice: at P3's scale (364,000 elements) ≈ 10 MB of messages, as much again in copies
+// and ≈ 30 MB of slice growth, all live at the commit, the agent's peak. Here the google/nftables
+// Conn that builds a batch (Conn.enc) is dialled onto capture instead of a socket, and the batch
+// flushes it after every chunk of elements: each message is written once into wire's blocks and
+// dropped. The blocks go to the kernel in one sendmsg (an iovec; the kernel ends a batch with its
+// datagram), on the lasting socket of Conn.nft, which then reads the acks as v0.3.0's Flush
+// does.
+
+// wireBlock is the size of a wire's blocks once it has grown; the first are smaller, so that a
+// small commit (one element) allocates little.
+const (
+	wireFirstBlock = 4 << 10
+	wireBlock      = 1 << 20
+)
+
+// nfnlHeader is the nfgenmsg of a batch's begin and end messages: AF_UNSPEC, NFNETLINK_V0 and
+// the subsystem (res_id, big endian).
+var nfnlHeader = [4]byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES}
+
+// wire is one batch as written: netlink messages back to back in blocks, the first starting with
+// room for the batch's begin message.
+type wire struct {
+	blocks [][]byte
+	seq    uint32 // of the last message written
+	acks   int    // messages that ask for an ack
+}
+
+const nlmsgHeaderLen = 16
+
+func newWire() *wire {
+	w := &wire{blocks: [][]byte{make([]byte, nlmsgHeaderLen+len(nfnlHeader), wireFirstBlock)}}
+	w.seq = 1 // the begin message's, written by frame
+	return w
+}
+
+// add writes m at the end of the batch, with its own sequence number. The begin and end
+// messages google/nftables frames each flush with are dropped: frame writes the batch's own.
+func (w *wire) add(m netlink.Message) {
+	if t := m.Header.Type; t == unix.NFNL_MSG_BATCH_BEGIN || t == unix.NFNL_MSG_BATCH_END {
+		return
+	}
+	w.put(m.Header.Type, m.Header.Flags, m.Data)
+	if m.Header.Flags&netlink.Acknowledge != 0 {
+		w.acks++
+	}
+}
+
+func (w *wire) put(typ netlink.HeaderType, flags netlink.HeaderFlags, data []byte) {
+	n := nlmsgAlign(nlmsgHeaderLen + len(data))
+	last := &w.blocks[len(w.blocks)-1]
+	if cap(*last)-len(*last) < n {
+		size := min(2*cap(*last), wireBlock)
+		w.blocks = append(w.blocks, make([]byte, 0, max(size, n)))
+		last = &w.blocks[len(w.blocks)-1]
+	}
+	w.seq++
+	b := (*last)[len(*last) : len(*last)+n]
+	putHeader(b, nlmsgHeaderLen+len(data), typ, flags, w.seq)
+	copy(b[nlmsgHeaderLen:], data)
+	clear(b[nlmsgHeaderLen+len(data):]) // padding
+	*last = (*last)[:len(*last)+n]
+}
+
+// frame writes the begin message into the room kept for it and appends the end message.
+func (w *wire) frame() {
+	putHeader(w.blocks[0], nlmsgHeaderLen+len(nfnlHeader), unix.NFNL_MSG_BATCH_BEGIN, netlink.Request, 1)
+	copy(w.blocks[0][nlmsgHeaderLen:], nfnlHeader[:])
+	w.put(unix.NFNL_MSG_BATCH_END, netlink.Request, nfnlHeader[:])
+}
+
+// messages reports whether anything besides the frame was written.
+func (w *wire) messages() bool { return w.seq > 1 }
+
+func putHeader(b []byte, length int, typ netlink.HeaderType, flags netlink.HeaderFlags, seq uint32) {
+	binary.NativeEndian.PutUint32(b[0:4], uint32(length))
+	binary.NativeEndian.PutUint16(b[4:6], uint16(typ))
+	binary.NativeEndian.PutUint16(b[6:8], uint16(flags))
+	binary.NativeEndian.PutUint32(b[8:12], seq)
+	binary.NativeEndian.PutUint32(b[12:16], 0) // port id: the kernel answers the socket's
+}
+
+func nlmsgAlign(n int) int { return (n + 3) &^ 3 }
+
+// capture is the encoder Conn's netlink peer: a flush's messages are written into the current
+// batch's wire, and no reply ever comes (v0.3.0's Flush then reads no acks).
+func (c *Conn) capture(req []netlink.Message) ([]netlink.Message, error) {
+	if req == nil {
+		return nil, io.EOF
+	}
+	if c.out == nil {
+		c.out = newWire()
+	}
+	for _, m := range req {
+		c.out.add(m)
+	}
+	return nil, nil
+}
+
+// send writes the batch to the kernel in one sendmsg and reads one ack or error per message that
+// asked for one, as v0.3.0's Flush does (echoed rules and other replies are skipped). EPERM and
+// ENOBUFS end the reading at once: the kernel reports them once.
+func (c *Conn) send(w *wire) error {
+	w.frame()
+	raw, err := c.sock.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
+	var serr error
+	if err := raw.Write(func(fd uintptr) bool {
+		_, serr = unix.SendmsgBuffers(int(fd), w.blocks, nil, sa, 0)
+		return serr != unix.EAGAIN && serr != unix.EINTR
+	}); err != nil {
+		return fmt.Errorf("sendmsg: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("sendmsg: %w", serr)
+	}
+	w.blocks = nil // the kernel has its copy
+	var errs error
+	for left := w.acks; left > 0; {
+		msgs, err := c.sock.Receive()
+		if err != nil {
+			if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.ENOBUFS) {
+				return err
+			}
+			errs = errors.Join(errs, err)
+			left--
+			continue
+		}
+		for _, m := range msgs {
+			if m.Header.Type == netlink.Error {
+				left--
+			}
+		}
+	}
+	if errs != nil {
+		return fmt.Errorf("conn.Receive: %w", errs)
+	}
+	return nil
+}
