@@ -260,14 +260,16 @@ func (c *Conn) flush() error {
 // leaves a half-built batch: the caller abandons it (Conn.abandon), which also drops v0.3.0's
 // sticky marshal error.
 type batch struct {
-	nft   *nftables.Conn
-	table *nftables.Table
+	conn    *Conn
+	nft     *nftables.Conn // conn.enc
+	scratch []byte         // an element message being encoded
+	table   *nftables.Table
 	setID uint32
 	sets  map[string]*nftables.Set
 }
 
-func newBatch(nc *nftables.Conn, name string) *batch {
-	return &batch{nft: nc, table: nfTable(name), sets: map[string]*nftables.Set{}}
+func newBatch(c *Conn, name string) *batch {
+	return &batch{conn: c, nft: c.enc, table: nfTable(name), sets: map[string]*nftables.Set{}}
 }
 
 func (b *batch) nfSet(s *Set) (*nftables.Set, error) {
@@ -350,18 +352,23 @@ func (b *batch) elements(s *Set, es iter.Seq[Element], n int, del bool) error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		var err error
-		if del {
-			err = b.nft.SetDeleteElements(ns, chunk)
-		} else {
-			err = b.nft.SetAddElements(ns, chunk)
-		}
-		clear(chunk)
-		chunk, size = chunk[:0], 0
-		if err != nil {
+		// what the encoder queued before, then the elements written straight into the wire
+		if err := b.nft.Flush(); err != nil {
 			return err
 		}
-		return b.nft.Flush() // into the wire: v0.3.0 would hold every chunk's message
+		var err error
+		if b.scratch, err = elementMessage(b.scratch, b.table.Name, ns, chunk); err != nil {
+			return err
+		}
+		typ := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM)
+		if del {
+			typ = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_DELSETELEM)
+		}
+		b.conn.wire().add(netlink.Message{Header: netlink.Header{Type: typ,
+			Flags: netlink.Request | netlink.Acknowledge | netlink.Create}, Data: b.scratch})
+		clear(chunk)
+		chunk, size = chunk[:0], 0
+		return nil
 	}
 	for e := range es {
 		first := len(chunk)
@@ -399,7 +406,7 @@ func (c *Conn) Replace(desired *Table) error {
 		return errors.New("replace: no table")
 	}
 	c.name = desired.Name
-	b := newBatch(c.enc, desired.Name)
+	b := newBatch(c, desired.Name)
 	c.enc.AddTable(b.table)
 	c.enc.DelTable(b.table)
 	c.enc.AddTable(b.table)
@@ -546,7 +553,7 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 
 	wrap := func(err error) error { return fmt.Errorf("commit table %s: %w", desired.Name, err) }
 	p := commitPlan{newChains, changedChains, goneChains, newSets, goneSets, diffs}
-	if err := p.queue(newBatch(c.enc, desired.Name)); err != nil {
+	if err := p.queue(newBatch(c, desired.Name)); err != nil {
 		c.abandon()
 		return wrap(err)
 	}
