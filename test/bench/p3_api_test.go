@@ -69,6 +69,7 @@ func BenchmarkColdStartAPI(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(res.FirstCommit.Seconds()*1e3, "ms/agent-cold-start")
 	b.ReportMetric(float64(res.PeakRSS)/mib, "agent-peak-RSS-MiB")
+	b.ReportMetric(res.CPU.Seconds(), "agent-CPU-s")
 	report.add(row{"P3", "cold start of the agent through the API server (" + desc + "): agent start → first full commit",
 		fmt.Sprintf("%.2f s, %d transaction(s), %d elements (objects loaded into etcd in %.0f s)",
 			res.FirstCommit.Seconds(), res.Transactions, res.Elements, loaded.Seconds()),
@@ -330,6 +331,7 @@ type agentResult struct {
 	Transactions       int
 	Elements           int
 	PeakRSS, HeapInUse uint64
+	CPU                time.Duration // user + system, until the first commit
 }
 
 const agentChildEnv = "NFTP_BENCH_AGENT"
@@ -422,6 +424,9 @@ func TestColdStartAgentChild(t *testing.T) {
 		}
 	}
 	first := time.Since(start)
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" { // where the resident memory is
@@ -433,7 +438,7 @@ func TestColdStartAgentChild(t *testing.T) {
 		writeHeapProfile(t, f)
 	}
 	res, _ := json.Marshal(agentResult{FirstCommit: first, Transactions: int(gauge("nftpolicy_transactions_total")),
-		Elements: int(gauge("nftpolicy_set_elements")), PeakRSS: procStatus("VmHWM"), HeapInUse: ms.HeapInuse})
+		Elements: int(gauge("nftpolicy_set_elements")), PeakRSS: procStatus("VmHWM"), HeapInUse: ms.HeapInuse, CPU: cpu})
 	fmt.Printf("P3AGENT %s\n", res)
 }
 
