@@ -179,7 +179,7 @@ type anchorKind uint8
 const (
 	anchorNone anchorKind = iota
 	anchorScope
-	anchorScopeEq // key: namespace + "\x00" + label key; value: label value
+	anchorScopeEq // scope: namespace; key, value: a label
 	anchorEpEq
 	anchorEpKey
 	anchorNsEq
@@ -190,6 +190,7 @@ const (
 // matches satisfies, so only matchers filed under an endpoint's anchors are candidates for it.
 type anchor struct {
 	kind       anchorKind
+	scope      string // anchorScopeEq's namespace (a field of its own: a pod event builds no string)
 	key, value string
 }
 
@@ -343,7 +344,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 }
 
 func scopeEq(namespace, key, value string) anchor {
-	return anchor{kind: anchorScopeEq, key: namespace + "\x00" + key, value: value}
+	return anchor{kind: anchorScopeEq, scope: namespace, key: key, value: value}
 }
 
 func (g *Graph) releaseMatcher(m *matcher) {
