@@ -40,6 +40,35 @@ func TestDecodePodList(t *testing.T) {
 		if i%4 == 1 {
 			p.Status.PodIPs = p.Status.PodIPs[:1]
 		}
+		// what the decoder reads only for some pods, and what it skips
+		always, never := corev1.ContainerRestartPolicyAlways, corev1.ContainerRestartPolicy("Never")
+		switch i % 11 {
+		case 1: // a sidecar serves named ports; another init container does not
+			p.Spec.InitContainers = []corev1.Container{
+				{Name: "side", RestartPolicy: &always, Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9090, Protocol: corev1.ProtocolUDP}}},
+				{Name: "init", RestartPolicy: &never, Ports: []corev1.ContainerPort{{Name: "setup", ContainerPort: 9, Protocol: corev1.ProtocolTCP}}}}
+		case 2:
+			p.Status.Phase = corev1.PodSucceeded
+		case 3:
+			p.Spec.NodeName = ""
+		case 4: // the old single address only
+			p.Status.PodIPs = nil
+		case 5:
+			p.Status.PodIPs[0].IP = "not-an-ip"
+		case 6:
+			p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{Name: "bad", ContainerPort: 70000, Protocol: "QUIC"})
+		case 7:
+			p.Labels = map[string]string{"a": "1", "b": "", "app.kubernetes.io/name": "x"}
+			p.Spec.ServiceAccountName = ""
+		}
+		p.UID = "0000-1111"
+		p.CreationTimestamp = metav1.Unix(1700000000, 0)
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "u"}}
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c0", Ready: true, Image: "img", ImageID: "sha"}}
+		p.Status.HostIP = "192.168.0.1"
 		want.Items = append(want.Items, p)
 	}
 	var buf bytes.Buffer
@@ -64,6 +93,10 @@ func TestDecodePodList(t *testing.T) {
 	for i := range want.Items {
 		g, _ := CachedPod(got.Items[i])
 		r, _ := CachedPod(w.recordPod(&want.Items[i]))
+		if gr, wr := got.Items[i].(*podRecord), w.recordPod(&want.Items[i]); gr.recordMeta != wr.recordMeta || fmt.Sprint(gr.err) != fmt.Sprint(wr.err) ||
+			gr.isEndpoint != wr.isEndpoint || gr.fingerprint != wr.fingerprint {
+			t.Errorf("pod %d: record %+v, want %+v", i, gr, wr)
+		}
 		if !reflect.DeepEqual(g, r) {
 			t.Fatalf("pod %d:\n got %+v\nwant %+v", i, g, r)
 		}

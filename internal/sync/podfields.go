@@ -1,0 +1,178 @@
+package sync
+
+import (
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// decodePodFields decodes a protobuf v1.Pod into p, reading only the fields ConvertPod and a pod
+// record use — name, namespace, resourceVersion and labels; the node, service account, host
+// network and the containers' (and init containers') names, restart policies and ports; the
+// phase and addresses — and skipping the rest without allocating it: annotations, managed
+// fields, owner references, environment, probes, volumes, conditions, container statuses. The
+// generated decoder allocates every string of a pod, all garbage once its record is made.
+//
+// p is emptied first; its labels map and its slices are reused from the pod decoded before.
+// The labels' keys and values and the phase are views of b, not copies: the caller must be done
+// with p before b changes (LabelsOf copies what the record keeps). Every other string is a copy.
+func decodePodFields(b []byte, p *corev1.Pod) error {
+	labels := p.Labels
+	clear(labels)
+	containers, inits, ips := p.Spec.Containers[:0], p.Spec.InitContainers[:0], p.Status.PodIPs[:0]
+	*p = corev1.Pod{}
+	p.Labels, p.Spec.Containers, p.Spec.InitContainers, p.Status.PodIPs = labels, containers, inits, ips
+	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case 1: // metadata
+			return eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+				switch num {
+				case 1:
+					p.Name = string(v)
+				case 3:
+					p.Namespace = string(v)
+				case 6:
+					p.ResourceVersion = string(v)
+				case 11: // a labels entry: key 1, value 2
+					var k, val []byte
+					if err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+						switch num {
+						case 1:
+							k = v
+						case 2:
+							val = v
+						}
+						return nil
+					}); err != nil {
+						return err
+					}
+					if p.Labels == nil {
+						p.Labels = map[string]string{}
+					}
+					p.Labels[view(k)] = view(val)
+				}
+				return nil
+			})
+		case 2: // spec
+			return eachField(v, func(num protowire.Number, v []byte, x uint64) error {
+				switch num {
+				case 2:
+					p.Spec.Containers = nextContainer(p.Spec.Containers)
+					return decodeContainer(v, &p.Spec.Containers[len(p.Spec.Containers)-1])
+				case 20:
+					p.Spec.InitContainers = nextContainer(p.Spec.InitContainers)
+					return decodeContainer(v, &p.Spec.InitContainers[len(p.Spec.InitContainers)-1])
+				case 8:
+					p.Spec.ServiceAccountName = string(v)
+				case 10:
+					p.Spec.NodeName = string(v)
+				case 11:
+					p.Spec.HostNetwork = x != 0
+				}
+				return nil
+			})
+		case 3: // status
+			return eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+				switch num {
+				case 1:
+					p.Status.Phase = corev1.PodPhase(view(v))
+				case 6:
+					p.Status.PodIP = string(v)
+				case 12:
+					ip := corev1.PodIP{}
+					err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
+						if num == 1 {
+							ip.IP = string(v)
+						}
+						return nil
+					})
+					p.Status.PodIPs = append(p.Status.PodIPs, ip)
+					return err
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+}
+
+// nextContainer appends an empty container, reusing the array's element and its ports' array.
+func nextContainer(cs []corev1.Container) []corev1.Container {
+	if len(cs) < cap(cs) {
+		cs = cs[:len(cs)+1]
+		c := &cs[len(cs)-1]
+		*c = corev1.Container{Ports: c.Ports[:0]}
+		return cs
+	}
+	return append(cs, corev1.Container{})
+}
+
+func decodeContainer(b []byte, c *corev1.Container) error {
+	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
+		switch num {
+		case 1:
+			c.Name = string(v)
+		case 24:
+			rp := corev1.ContainerRestartPolicy(v)
+			c.RestartPolicy = &rp
+		case 6:
+			port := corev1.ContainerPort{}
+			err := eachField(v, func(num protowire.Number, v []byte, x uint64) error {
+				switch num {
+				case 1:
+					port.Name = string(v)
+				case 3:
+					port.ContainerPort = int32(x)
+				case 4:
+					port.Protocol = corev1.Protocol(v)
+				}
+				return nil
+			})
+			c.Ports = append(c.Ports, port)
+			return err
+		}
+		return nil
+	})
+}
+
+// eachField calls f with each field of the message b: its number and either its bytes (length
+// delimited) or its value (varint); fixed-size fields are skipped.
+func eachField(b []byte, f func(num protowire.Number, v []byte, x uint64) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		var x uint64
+		switch typ {
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if typ != protowire.BytesType && typ != protowire.VarintType {
+			continue
+		}
+		if err := f(num, v, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// view is b as a string without a copy: valid while b is.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
