@@ -44,12 +44,12 @@ type Counter struct {
 // Conn commits tables to the kernel of one network namespace and remembers what it committed
 // (the mirror). It is not safe for concurrent use.
 type Conn struct {
-	netnsFD int // our own dup of the caller's handle; -1 for the current namespace
+	netnsFD int            // our own dup of the caller's handle; -1 for the current namespace
 	nft     *nftables.Conn // queries, on the lasting socket sock
 	sock    *netlink.Conn  // batches are sent and acked here (wire.go)
 	enc     *nftables.Conn // builds batches: its flushes write into out (wire.go)
 	out     *wire          // the batch being built
-	dump    *netlink.Conn // Verify's element dumps (readback.go)
+	dump    *netlink.Conn  // Verify's element dumps (readback.go)
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
 	name string
@@ -264,8 +264,8 @@ type batch struct {
 	nft     *nftables.Conn // conn.enc
 	scratch []byte         // an element message being encoded
 	table   *nftables.Table
-	setID uint32
-	sets  map[string]*nftables.Set
+	setID   uint32
+	sets    map[string]*nftables.Set
 }
 
 func newBatch(c *Conn, name string) *batch {
