@@ -1,6 +1,10 @@
 package sync
 
-import "github.com/nftpolicy/nftpolicy/internal/model"
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
 
 // Transform is the informers' transform, for tests.
 func (w *Watcher) Transform(obj any) (any, error) { return w.transform(obj) }
@@ -23,7 +27,7 @@ func CachedPod(obj any) (rec CachedPodRecord, ok bool) {
 	if !ok {
 		return CachedPodRecord{}, false
 	}
-	m := r.GetObjectMeta()
+	m, _ := meta.Accessor(r) // as the caches see it
 	return CachedPodRecord{Pending: r.pending.Load(), Fingerprint: r.fingerprint, IsEndpoint: r.isEndpoint, Err: r.err,
 		Key: m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion()}, true
 }
@@ -43,7 +47,7 @@ func CachedPolicy(obj any) (rec CachedPolicyRecord, ok bool) {
 	if !ok {
 		return CachedPolicyRecord{}, false
 	}
-	m := r.GetObjectMeta()
+	m, _ := meta.Accessor(r) // as the caches see it
 	return CachedPolicyRecord{Pending: r.pending.Load(), Fingerprint: r.fingerprint, Err: r.err,
 		Key: m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion()}, true
 }

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -42,7 +41,7 @@ type podRecord struct {
 func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 	ep, ok, err := ConvertPod(p)
 	ns := w.names.intern(p.Namespace)
-	r := &podRecord{recordMeta: recordMeta{ns, p.Name, p.ResourceVersion}, isEndpoint: ok, err: err}
+	r := &podRecord{recordMeta: recordMeta{namespace: ns, name: p.Name, resourceVersion: p.ResourceVersion}, isEndpoint: ok, err: err}
 	if ok {
 		ep.Key.Namespace = ns
 		ep.Node = w.names.intern(ep.Node)
@@ -71,16 +70,15 @@ func (r *podRecord) DeepCopyObject() runtime.Object {
 }
 
 // recordMeta is what the informers' caches key a record by: with GetObjectKind and DeepCopyObject
-// (each record's own) a record is a runtime.Object, which is what their stores hold.
-type recordMeta struct{ namespace, name, resourceVersion string }
+// (each record's own) a record is a runtime.Object, which is what their stores hold, and it is
+// its own metav1.Object (objectmeta.go).
+type recordMeta struct {
+	noMeta
+	namespace, name, resourceVersion string
+}
 
 // GetObjectKind makes a record a runtime.Object.
 func (recordMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
-// GetObjectMeta gives the cache's key function (meta.Accessor) the namespace, name and version.
-func (m recordMeta) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: m.namespace, Name: m.name, ResourceVersion: m.resourceVersion}
-}
 
 // fingerprintSeed seeds every fingerprint. It is made once per process and never changed, so all
 // records of the process compare; being random and unknown outside it, it keeps anyone who can
