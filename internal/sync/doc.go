@@ -5,12 +5,16 @@
 //
 // # Sources
 //
-//   - Watcher (watch.go): client-go shared informers for Namespaces, Pods (all pods of the
+//   - Watcher (watch.go): client-go informers for Namespaces, Pods (all pods of the
 //     cluster: remote pods are members of the sets that local policies use; the graph tells
 //     local ones by Endpoint.Node) and NetworkPolicies, over protobuf (ClientConfig). The pod
-//     informer lists through podlist.go, which decodes the response pod by pod as it arrives
-//     instead of reading it whole and decoding one PodList (client-go falls back to one unpaginated list when the API server cannot stream
-//     it). After the updates of each event, the next batch carries a model.SourceVersion of its
+//     informer is a plain one (its controller calls the handler; a shared informer's listener
+//     buffer allocated a trace per event during the initial list) and lists through podlist.go,
+//     which decodes the response pod by pod as it arrives instead of reading it whole and
+//     decoding one PodList (client-go falls back to one unpaginated list when the API server
+//     cannot stream it), reading only the fields a record uses (podfields.go: 2.1 µs and 488 B
+//     for a realistic pod against 7.0 µs and 6.3 KB through the generated decoder). After the
+//     updates of each event, the next batch carries a model.SourceVersion of its
 //     resource: the agent publishes, once committed, the versions its table reflects. ServiceAccounts and Nodes are not
 //     watched: NetworkPolicy v1 does not use their labels and the model has no Node.
 //   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
@@ -61,7 +65,8 @@
 //     resourceVersion, whether it is an endpoint or why it is none, and a 64-bit fingerprint of
 //     the endpoint; policyRecord: namespace, name, resourceVersion, why it is invalid or a
 //     fingerprint of the policy; the endpoint or policy itself only until the event handler
-//     hands it to the graph, which keeps it); namespaces with metadata
+//     hands it to the graph, which keeps it; a record is its own metav1.Object, so keying it
+//     allocates nothing, objectmeta.go); namespaces with metadata
 //     name/namespace/labels/resourceVersion only. The strings that repeat across pods
 //     (namespace, node, service account, container port names) are interned by the Watcher
 //     (intern.go, bounded), so records and the endpoints the graph keeps share one copy instead
