@@ -366,20 +366,25 @@ func median(xs []float64) float64 {
 // through the node namespace, with N policies selecting the server (the clients allowed only by
 // the last), for nftpolicy's table and for the chain-per-policy table in the same run. Each N is
 // measured in rounds: the server not judged (the N = 0 baseline of the same table), then judged
-// by the N policies; the figure is the median ratio over the rounds, which cancels most of the
-// load other processes put on the machine.
+// by the N policies, 15 times 300 ms each; each state's rate is its best window, and the figure
+// is their ratio. Whole windows stall on this machine, in either state: all four clients sit in
+// one connect for 0.3–1 s (a SYN retransmission), so that a window counts no connection at all
+// (seen in 9 of 30 windows of one run; the cause is not the table, as it hits the not-judged
+// state as often). The median of three 1.5 s rounds' ratios, the figure before, swung 0.29–1.74×
+// at 1,000 policies between runs of the same code while the p50 connect latency stayed at
+// 10–11 µs in both states.
 func BenchmarkPacketPath(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
 	ns := []int{8, 100, 1000, 10000} // 8: the most rules a listed group walks (internal/nft/list.go)
-	d, rounds := 1500*time.Millisecond, 3
+	d, rounds := 300*time.Millisecond, 15
 	if quick {
-		ns, d, rounds = []int{1000}, time.Second, 3
+		ns = []int{1000}
 	}
 	pp := newPacketPath(b)
 	type result struct {
-		on, off float64 // median rates, conn/s
-		ratio   float64 // median of the rounds' on/off
+		on, off float64 // best windows' rates, conn/s
+		ratio   float64 // on/off
 		p50     time.Duration
 	}
 	results := map[string]map[int]result{}
@@ -413,7 +418,7 @@ func BenchmarkPacketPath(b *testing.B) {
 				setStage(fmt.Sprintf("P1 %s, %d policies: programming", sh.name(), n))
 				sh.program(b, n)
 				setStage(fmt.Sprintf("P1 %s, %d policies: measuring", sh.name(), n))
-				var on, off, ratios, p50s []float64
+				var on, off, p50s []float64
 				for r := range rounds {
 					sh.judge(b, false)
 					if r == 0 {
@@ -426,9 +431,12 @@ func BenchmarkPacketPath(b *testing.B) {
 					}
 					judged := pp.measureClean(b, d)
 					on, off = append(on, judged.perSec), append(off, base.perSec)
-					ratios, p50s = append(ratios, judged.perSec/base.perSec), append(p50s, us(judged.p50))
+					if judged.perSec > 0 {
+						p50s = append(p50s, us(judged.p50))
+					}
 				}
-				res := result{on: median(on), off: median(off), ratio: median(ratios), p50: time.Duration(median(p50s) * float64(time.Microsecond))}
+				res := result{on: slices.Max(on), off: slices.Max(off), p50: time.Duration(median(p50s) * float64(time.Microsecond))}
+				res.ratio = res.on / res.off
 				if results[sh.name()] == nil {
 					results[sh.name()] = map[int]result{}
 				}
