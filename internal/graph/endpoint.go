@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -10,21 +11,20 @@ import (
 func (g *Graph) setEndpoint(in model.Endpoint) {
 	m := keepEndpoint(in)
 	local := m.Node == g.cfg.NodeName
-	e := g.endpoints[m.Key]
+	e := g.endpoint(m.Key)
 	if e != nil && e.local != local {
 		// Moving between local and remote is rare: handle it as delete + add.
 		g.deleteEndpoint(m.Key)
 		e = nil
 	}
 	if e == nil {
-		e = &endpoint{key: m.Key, labels: m.Labels, addrs: m.Addrs, namedPorts: m.NamedPorts, local: local}
+		e = &endpoint{name: m.Key.Name, labels: m.Labels, addrs: m.Addrs, namedPorts: m.NamedPorts, local: local}
 		e.ns = g.namespaceOf(m.Key.Namespace)
-		e.ns.endpoints[e] = struct{}{}
+		e.ns.endpoints[e.name] = e
 		if m.ServiceAccount != "" {
 			e.sa = g.accountOf(accountKey{m.Key.Namespace, m.ServiceAccount})
 			e.sa.endpoints[e] = struct{}{}
 		}
-		g.endpoints[m.Key] = e
 		if local {
 			g.local[m.Key] = e
 			g.dirtyEndpoints[m.Key] = struct{}{}
@@ -79,6 +79,32 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 	}
 }
 
+// key is e's namespace and name.
+func (e *endpoint) key() model.EndpointKey {
+	return model.EndpointKey{Namespace: e.ns.name, Name: e.name}
+}
+
+// endpoint returns the endpoint of k, nil if there is none.
+func (g *Graph) endpoint(k model.EndpointKey) *endpoint {
+	if ns := g.namespaces[k.Namespace]; ns != nil {
+		return ns.endpoints[k.Name]
+	}
+	return nil
+}
+
+// allEndpoints yields every endpoint, namespace by namespace.
+func (g *Graph) allEndpoints() iter.Seq[*endpoint] {
+	return func(yield func(*endpoint) bool) {
+		for _, ns := range g.namespaces {
+			for _, e := range ns.endpoints {
+				if !yield(e) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // account is the name of e's service account ("" for none).
 func (e *endpoint) account() string {
 	if e.sa == nil {
@@ -88,7 +114,7 @@ func (e *endpoint) account() string {
 }
 
 func (g *Graph) deleteEndpoint(k model.EndpointKey) {
-	e := g.endpoints[k]
+	e := g.endpoint(k)
 	if e == nil {
 		return
 	}
@@ -97,13 +123,12 @@ func (g *Graph) deleteEndpoint(k model.EndpointKey) {
 		g.setMember(m, e, false)
 	}
 	g.fileEndpoint(e, false)
-	delete(e.ns.endpoints, e)
+	delete(e.ns.endpoints, e.name)
 	g.gcNamespace(e.ns)
 	if e.sa != nil {
 		delete(e.sa.endpoints, e)
 		g.gcAccount(e.sa)
 	}
-	delete(g.endpoints, k)
 	if e.local {
 		delete(g.local, k)
 		g.dirtyEndpoints[k] = struct{}{}

@@ -31,7 +31,6 @@ type Graph struct {
 	inSync     bool
 	sentInSync bool
 
-	endpoints  map[model.EndpointKey]*endpoint
 	local      map[model.EndpointKey]*endpoint
 	namespaces map[string]*namespace
 	accounts   map[accountKey]*account
@@ -59,7 +58,6 @@ type Graph struct {
 func New(cfg Config) *Graph {
 	g := &Graph{
 		cfg:            cfg,
-		endpoints:      map[model.EndpointKey]*endpoint{},
 		local:          map[model.EndpointKey]*endpoint{},
 		namespaces:     map[string]*namespace{},
 		accounts:       map[accountKey]*account{},

@@ -18,7 +18,7 @@ import (
 // the update handed them over (not its node, which local says, nor its service account's name,
 // which sa's key holds).
 type endpoint struct {
-	key        model.EndpointKey
+	name       string // the pod's; its namespace is ns's
 	labels     model.Labels
 	addrs      []netip.Addr
 	namedPorts []model.NamedPort
@@ -100,7 +100,7 @@ type namespace struct {
 	name      string
 	labels    selector.Map // nil while the namespace object is unknown
 	exists    bool
-	endpoints map[*endpoint]struct{}
+	endpoints map[string]*endpoint // by pod name: the graph's one map of endpoints
 }
 
 type accountKey struct{ namespace, name string }
@@ -209,7 +209,7 @@ type matcher struct {
 
 func (m *matcher) match(e *endpoint) bool {
 	s := &m.spec
-	if s.scope != "" && e.key.Namespace != s.scope {
+	if s.scope != "" && e.ns.name != s.scope {
 		return false
 	}
 	if s.ep != nil && !s.ep.Evaluate(&e.labels) {
@@ -302,7 +302,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	setmap.Add(g.idx.byAnchor, m.anchor, m)
 	if kind := m.anchor.kind; (kind == anchorEpEq || kind == anchorEpKey) && g.idx.epByAnchor[m.anchor] == nil {
 		eps := map[*endpoint]struct{}{}
-		for _, e := range g.endpoints {
+		for e := range g.allEndpoints() {
 			if v, ok := e.labels.Get(m.anchor.key); ok && (kind == anchorEpKey || v == m.anchor.value) {
 				eps[e] = struct{}{}
 			}
@@ -321,7 +321,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	switch m.anchor.kind {
 	case anchorScope, anchorScopeEq:
 		if ns := g.namespaces[m.spec.scope]; ns != nil {
-			for e := range ns.endpoints {
+			for _, e := range ns.endpoints {
 				try(e)
 			}
 		}
@@ -331,12 +331,12 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 		}
 	case anchorNsEq, anchorNsKey:
 		for ns := range g.idx.nsByAnchor[m.anchor] {
-			for e := range ns.endpoints {
+			for _, e := range ns.endpoints {
 				try(e)
 			}
 		}
 	default:
-		for _, e := range g.endpoints {
+		for e := range g.allEndpoints() {
 			try(e)
 		}
 	}
@@ -379,7 +379,7 @@ func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
 			m.local--
 		}
 		if len(m.policies) > 0 {
-			g.dirtyEndpoints[e.key] = struct{}{}
+			g.dirtyEndpoints[e.key()] = struct{}{}
 			for p := range m.policies {
 				g.enqueue(p)
 			}
@@ -404,9 +404,9 @@ func (g *Graph) candidates(e *endpoint, f func(*matcher)) {
 		}
 	}
 	visit(anchor{kind: anchorNone})
-	visit(anchor{kind: anchorScope, key: e.key.Namespace})
+	visit(anchor{kind: anchorScope, key: e.ns.name})
 	for k, v := range e.labels.All() {
-		visit(scopeEq(e.key.Namespace, k, v))
+		visit(scopeEq(e.ns.name, k, v))
 		visit(anchor{kind: anchorEpEq, key: k, value: v})
 		visit(anchor{kind: anchorEpKey, key: k})
 	}
@@ -476,7 +476,7 @@ func (g *Graph) fileNamespace(ns *namespace, add bool) {
 func (g *Graph) namespaceOf(name string) *namespace {
 	ns := g.namespaces[name]
 	if ns == nil {
-		ns = &namespace{name: name, endpoints: map[*endpoint]struct{}{}}
+		ns = &namespace{name: name, endpoints: map[string]*endpoint{}}
 		g.namespaces[name] = ns
 	}
 	return ns
@@ -515,7 +515,7 @@ func (g *Graph) setNamespace(name string, labels map[string]string, present bool
 		ns.labels = nil
 	}
 	g.fileNamespace(ns, true)
-	for e := range ns.endpoints {
+	for _, e := range ns.endpoints {
 		g.reevaluate(e)
 	}
 	g.gcNamespace(ns)

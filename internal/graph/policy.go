@@ -155,7 +155,7 @@ func (g *Graph) markLocal(m *matcher) {
 	}
 	for e := range m.members {
 		if e.local {
-			g.dirtyEndpoints[e.key] = struct{}{}
+			g.dirtyEndpoints[e.key()] = struct{}{}
 		}
 	}
 }
