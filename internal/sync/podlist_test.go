@@ -65,7 +65,7 @@ func TestDecodePodList(t *testing.T) {
 		p.CreationTimestamp = metav1.Unix(1700000000, 0)
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "u"}}
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}}
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}}
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c0", Ready: true, Image: "img", ImageID: "sha"}}
 		p.Status.HostIP = "192.168.0.1"
