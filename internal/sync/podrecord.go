@@ -28,8 +28,8 @@ type podRecord struct {
 	err         error  // why the pod cannot be converted (it is skipped)
 	fingerprint uint64 // of the endpoint, when isEndpoint (fingerprint)
 	// pending is the endpoint (when isEndpoint) until the pod informer's one event handler
-	// takes it (podChanged swaps it out) to hand it to the graph. Atomic: the handler runs on
-	// the informer's listener goroutine while the cache already holds the record. Taking it
+	// takes it (podChanged swaps it out) to hand it to the graph. Atomic: the cache holds the
+	// record before the handler runs, and a reader of the cache may look at it. Taking it
 	// mutates a cached object, which client-go's cache mutation detector (a debugging aid,
 	// KUBE_CACHE_MUTATION_DETECTOR=true) would report.
 	pending atomic.Pointer[model.Endpoint]

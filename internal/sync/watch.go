@@ -34,7 +34,7 @@ type Config struct {
 	Metrics *Metrics
 }
 
-// Watcher watches Pods, Namespaces and NetworkPolicies through shared informers and emits the
+// Watcher watches Pods, Namespaces and NetworkPolicies through client-go informers and emits the
 // model updates that describe them. Run it once.
 type Watcher struct {
 	cfg Config

@@ -307,7 +307,19 @@ func (b *batch) addRules(c *Chain) error {
 		}
 		b.nft.AddRule(&nftables.Rule{Table: b.table, Chain: nc, Exprs: ex, UserData: ruleUserData(r)})
 	}
-	return b.nft.Flush() // into the wire
+	return b.nft.Flush() // into the wire now: its messages need not wait for the batch's end
+}
+
+// put writes a message the batch encoded itself, after everything the encoder has queued: the
+// encoder's messages go into the wire only when it is flushed, and the kernel needs them in
+// order (a set before its elements).
+func (b *batch) put(typ int, data []byte) error {
+	if err := b.nft.Flush(); err != nil {
+		return err
+	}
+	b.conn.wire().add(netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | typ),
+		Flags: netlink.Request | netlink.Acknowledge | netlink.Create}, Data: data})
+	return nil
 }
 
 func (b *batch) flushChain(name string) {
@@ -352,23 +364,17 @@ func (b *batch) elements(s *Set, es iter.Seq[Element], n int, del bool) error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		// what the encoder queued before, then the elements written straight into the wire
-		if err := b.nft.Flush(); err != nil {
-			return err
-		}
 		var err error
 		if b.scratch, err = elementMessage(b.scratch, b.table.Name, ns, chunk); err != nil {
 			return err
 		}
-		typ := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWSETELEM)
+		typ := unix.NFT_MSG_NEWSETELEM
 		if del {
-			typ = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_DELSETELEM)
+			typ = unix.NFT_MSG_DELSETELEM
 		}
-		b.conn.wire().add(netlink.Message{Header: netlink.Header{Type: typ,
-			Flags: netlink.Request | netlink.Acknowledge | netlink.Create}, Data: b.scratch})
 		clear(chunk)
 		chunk, size = chunk[:0], 0
-		return nil
+		return b.put(typ, b.scratch)
 	}
 	for e := range es {
 		first := len(chunk)

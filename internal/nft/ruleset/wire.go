@@ -173,7 +173,7 @@ func (c *Conn) send(w *wire) error {
 func elementMessage(dst []byte, table string, s *nftables.Set, els []nftables.SetElement) ([]byte, error) {
 	b := append(dst[:0], unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0)
 	b = appendAttrString(b, unix.NFTA_SET_ELEM_LIST_SET, s.Name)
-	b = appendAttr(b, unix.NFTA_SET_ELEM_LIST_SET_ID, binary.BigEndian.AppendUint32(nil, s.ID))
+	b = appendAttrU32(b, unix.NFTA_SET_ELEM_LIST_SET_ID, s.ID)
 	b = appendAttrString(b, unix.NFTA_SET_ELEM_LIST_TABLE, table)
 	list := beginNest(&b, unix.NFTA_SET_ELEM_LIST_ELEMENTS)
 	for i, e := range els {
@@ -182,7 +182,7 @@ func elementMessage(dst []byte, table string, s *nftables.Set, els []nftables.Se
 		}
 		item := beginNest(&b, uint16(i+1))
 		if e.IntervalEnd {
-			b = appendAttr(b, unix.NFTA_SET_ELEM_FLAGS|unix.NLA_F_NESTED, binary.BigEndian.AppendUint32(nil, unix.NFT_SET_ELEM_INTERVAL_END))
+			b = appendAttrU32(b, unix.NFTA_SET_ELEM_FLAGS|unix.NLA_F_NESTED, unix.NFT_SET_ELEM_INTERVAL_END)
 		}
 		key := beginNest(&b, unix.NFTA_SET_ELEM_KEY)
 		b = appendAttr(b, unix.NFTA_DATA_VALUE, e.Key)
@@ -195,7 +195,7 @@ func elementMessage(dst []byte, table string, s *nftables.Set, els []nftables.Se
 		if v := e.VerdictData; v != nil {
 			data := beginNest(&b, unix.NFTA_SET_ELEM_DATA)
 			verdict := beginNest(&b, unix.NFTA_DATA_VERDICT)
-			b = appendAttr(b, unix.NFTA_VERDICT_CODE, binary.BigEndian.AppendUint32(nil, uint32(v.Kind)))
+			b = appendAttrU32(b, unix.NFTA_VERDICT_CODE, uint32(v.Kind))
 			if v.Chain != "" {
 				b = appendAttrString(b, unix.NFTA_VERDICT_CHAIN, v.Chain)
 			}
@@ -224,6 +224,14 @@ func appendAttr(b []byte, typ uint16, data []byte) []byte {
 	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(data)))
 	b = binary.NativeEndian.AppendUint16(b, typ)
 	return pad(append(b, data...))
+}
+
+// appendAttrU32 appends an attribute holding v in network byte order (no slice made for it: it
+// runs for every element of a verdict map).
+func appendAttrU32(b []byte, typ uint16, v uint32) []byte {
+	b = binary.NativeEndian.AppendUint16(b, 8)
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	return binary.BigEndian.AppendUint32(b, v)
 }
 
 func appendAttrString(b []byte, typ uint16, s string) []byte {
