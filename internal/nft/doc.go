@@ -104,9 +104,10 @@
 //     in full; their unchanged elements are not sent.
 //   - Memory: per map-shaped group the decision (peer → interned class key) and, for plans with
 //     more than 16 gate sets, an index of peer → gate sets. Each address set's members are held
-//     once: the State keeps them in two per-family plain address sets (ruleset.NewAddrSet, 17
-//     bytes an address, no pointers), which are the table's shared selector sets themselves
-//     when a listed group uses them, and whose elements the committer's mirror shares
+//     once: the State keeps them in two per-family plain address sets (ruleset.NewAddrSet, 4
+//     bytes an IPv4 address and 16 an IPv6 one, no pointers), which are the table's shared
+//     selector sets themselves when a listed group uses them, and whose elements the
+//     committer's mirror shares
 //     (ruleset's journal); named-port sets keep a member count per address. Apply consumes its
 //     messages (a first flush's member lists are dropped once folded, not held to the commit).
 //   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, 0.7–0.9 s

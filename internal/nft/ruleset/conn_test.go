@@ -224,7 +224,7 @@ func TestAddrSet(t *testing.T) {
 	}
 	tb.Sets[s.Name] = s
 	if s.Len() != 3 || len(s.Elements) != 0 {
-		t.Fatalf("addresses held as %d in addrs, %d in Elements", len(s.addrs), len(s.Elements))
+		t.Fatalf("addresses held as %d in addrs, %d in Elements", s.addrs.len(), len(s.Elements))
 	}
 	if got, want := Render(tb), Render(tb.Clone()); got != want {
 		t.Fatalf("a clone renders differently:\n%s\nwant\n%s", got, want)
@@ -250,8 +250,8 @@ func TestAddrSet(t *testing.T) {
 	}
 
 	s.Put(Element{ElementKey: addrKey("10.0.0.9"), Value: Value{Comment: "with a comment"}})
-	if len(s.addrs) != 0 || len(s.Elements) != 4 {
-		t.Fatalf("after a commented element: %d in addrs, %d in Elements; want all in Elements", len(s.addrs), len(s.Elements))
+	if s.addrs.len() != 0 || len(s.Elements) != 4 {
+		t.Fatalf("after a commented element: %d in addrs, %d in Elements; want all in Elements", s.addrs.len(), len(s.Elements))
 	}
 	if err := c.Commit(tb, &Changes{}); err != nil {
 		t.Fatal(err)
@@ -323,8 +323,8 @@ func TestAddrSetKeys(t *testing.T) {
 	for _, a := range plain {
 		s.Put(Element{ElementKey: AddrKey(a)})
 	}
-	if len(s.addrs) != len(plain) || len(s.Elements) != 0 {
-		t.Fatalf("%d in addrs, %d in Elements; want %d, 0", len(s.addrs), len(s.Elements), len(plain))
+	if s.addrs.len() != len(plain) || len(s.Elements) != 0 {
+		t.Fatalf("%d in addrs, %d in Elements; want %d, 0", s.addrs.len(), len(s.Elements), len(plain))
 	}
 	got := slices.SortedFunc(s.Addresses(), netip.Addr.Compare)
 	want := slices.SortedFunc(slices.Values(plain), netip.Addr.Compare)
@@ -344,7 +344,7 @@ func TestAddrSetKeys(t *testing.T) {
 		t.Error("the zone-less form of an address never put is present")
 	}
 	s.Put(Element{ElementKey: AddrKey(zoned)})
-	if _, ok := s.Get(AddrKey(zoned)); !ok || len(s.addrs) != 0 {
-		t.Errorf("a zoned address: present %v, %d left in addrs; want present, all moved to Elements", ok, len(s.addrs))
+	if _, ok := s.Get(AddrKey(zoned)); !ok || s.addrs.len() != 0 {
+		t.Errorf("a zoned address: present %v, %d left in addrs; want present, all moved to Elements", ok, s.addrs.len())
 	}
 }

@@ -414,7 +414,7 @@ func (s *Set) Clone() *Set {
 	n := *s
 	n.journal = nil
 	n.Elements = maps.Clone(s.Elements) // copies the table wholesale: ≈ 4× faster than inserting
-	n.addrs = maps.Clone(s.addrs)
+	n.addrs = s.addrs.clone()
 	if n.Elements == nil && n.addrs == nil {
 		n.Elements = map[ElementKey]Value{}
 	}

@@ -3,6 +3,7 @@ package ruleset
 import (
 	"fmt"
 	"iter"
+	"maps"
 	"net/netip"
 	"reflect"
 )
@@ -157,11 +158,11 @@ type Set struct {
 	// value too, the map was 184 bytes an element instead of 112; P3's table has 364,359).
 	Elements map[ElementKey]Value
 	// addrs holds the elements of a set of plain addresses (NewAddrSet: an address key, no map,
-	// no interval, elements without comments) instead of Elements: 17 bytes an element without
-	// pointers instead of 112 (P3's shared selector sets, 61 MB of the agent's heap, then 25 MB
-	// as netip.Addr keys, which the collector had to scan). A Put of anything else moves them to
-	// Elements.
-	addrs map[packedAddr]struct{}
+	// no interval, elements without comments) instead of Elements: 4 bytes an IPv4 element and
+	// 16 an IPv6 one, without pointers, instead of 112 (P3's shared selector sets, 61 MB of the
+	// agent's heap, then 25 MB as netip.Addr keys, which the collector had to scan, then 9 MB
+	// as 17-byte keys). A Put of anything else moves them to Elements.
+	addrs *addrSet
 	// journal, once the set is committed, records the committed state of each key that Put or
 	// Delete changed since: the Conn's mirror shares this set's elements instead of copying
 	// them. Nil for a set not (yet) committed, and for clones.
@@ -170,22 +171,83 @@ type Set struct {
 
 // NewAddrSet returns an empty set of plain addresses with room for n (see Set.addrs).
 func NewAddrSet(name string, key Key, comment string, n int) *Set {
-	return &Set{Name: name, Key: key, Comment: comment, addrs: make(map[packedAddr]struct{}, n)}
-}
-
-// packedAddr is an address as a set of plain addresses holds it: no zone, no pointer.
-type packedAddr struct {
-	b   [16]byte
-	is4 bool
-}
-
-func pack(a netip.Addr) packedAddr { return packedAddr{a.As16(), a.Is4()} }
-
-func (p packedAddr) addr() netip.Addr {
-	if p.is4 {
-		return netip.AddrFrom16(p.b).Unmap()
+	as := &addrSet{}
+	if key == KeyIPSaddr || key == KeyIPDaddr {
+		as.v4 = make(map[[4]byte]struct{}, n)
+	} else {
+		as.v6 = make(map[[16]byte]struct{}, n)
 	}
-	return netip.AddrFrom16(p.b)
+	return &Set{Name: name, Key: key, Comment: comment, addrs: as}
+}
+
+// addrSet is a set of addresses without zones: IPv4 ones in v4, the others (IPv6, IPv4-mapped
+// IPv6, which are different elements) in v6. Either map is made at its first address.
+type addrSet struct {
+	v4 map[[4]byte]struct{}
+	v6 map[[16]byte]struct{}
+}
+
+// len is the number of addresses (0 for nil: no addrSet).
+func (as *addrSet) len() int {
+	if as == nil {
+		return 0
+	}
+	return len(as.v4) + len(as.v6)
+}
+
+func (as *addrSet) has(a netip.Addr) bool {
+	if a.Is4() {
+		_, ok := as.v4[a.As4()]
+		return ok
+	}
+	_, ok := as.v6[a.As16()]
+	return ok
+}
+
+func (as *addrSet) add(a netip.Addr) {
+	if a.Is4() {
+		if as.v4 == nil {
+			as.v4 = map[[4]byte]struct{}{}
+		}
+		as.v4[a.As4()] = struct{}{}
+		return
+	}
+	if as.v6 == nil {
+		as.v6 = map[[16]byte]struct{}{}
+	}
+	as.v6[a.As16()] = struct{}{}
+}
+
+func (as *addrSet) delete(a netip.Addr) {
+	if a.Is4() {
+		delete(as.v4, a.As4())
+	} else {
+		delete(as.v6, a.As16())
+	}
+}
+
+// all yields the addresses, in map order.
+func (as *addrSet) all() iter.Seq[netip.Addr] {
+	return func(yield func(netip.Addr) bool) {
+		for b := range as.v4 {
+			if !yield(netip.AddrFrom4(b)) {
+				return
+			}
+		}
+		for b := range as.v6 {
+			if !yield(netip.AddrFrom16(b)) {
+				return
+			}
+		}
+	}
+}
+
+// clone copies the maps wholesale (≈ 4× faster than inserting); nil stays nil.
+func (as *addrSet) clone() *addrSet {
+	if as == nil {
+		return nil
+	}
+	return &addrSet{v4: maps.Clone(as.v4), v6: maps.Clone(as.v6)}
 }
 
 // journal holds the committed state of the keys changed since a set's last commit. Its prior
@@ -214,7 +276,7 @@ func plainAddr(e Element) bool {
 }
 
 // Len returns the number of elements.
-func (s *Set) Len() int { return len(s.Elements) + len(s.addrs) }
+func (s *Set) Len() int { return len(s.Elements) + s.addrs.len() }
 
 // Get returns the value of key k's element, if the set has one.
 func (s *Set) Get(k ElementKey) (Value, bool) {
@@ -222,8 +284,7 @@ func (s *Set) Get(k ElementKey) (Value, bool) {
 		if k != AddrKey(k.Addr) || k.Addr.Zone() != "" {
 			return Value{}, false
 		}
-		_, ok := s.addrs[pack(k.Addr)]
-		return Value{}, ok
+		return Value{}, s.addrs.has(k.Addr)
 	}
 	v, ok := s.Elements[k]
 	return v, ok
@@ -232,9 +293,11 @@ func (s *Set) Get(k ElementKey) (Value, bool) {
 // Entries yields the set's elements as key and value, in map order.
 func (s *Set) Entries() iter.Seq2[ElementKey, Value] {
 	return func(yield func(ElementKey, Value) bool) {
-		for p := range s.addrs {
-			if !yield(AddrKey(p.addr()), Value{}) {
-				return
+		if s.addrs != nil {
+			for a := range s.addrs.all() {
+				if !yield(AddrKey(a), Value{}) {
+					return
+				}
 			}
 		}
 		for k, v := range s.Elements {
@@ -249,9 +312,11 @@ func (s *Set) Entries() iter.Seq2[ElementKey, Value] {
 // elements for a set of plain addresses).
 func (s *Set) Addresses() iter.Seq[netip.Addr] {
 	return func(yield func(netip.Addr) bool) {
-		for p := range s.addrs {
-			if !yield(p.addr()) {
-				return
+		if s.addrs != nil {
+			for a := range s.addrs.all() {
+				if !yield(a) {
+					return
+				}
 			}
 		}
 		for k := range s.Elements {
@@ -283,7 +348,7 @@ func (s *Set) Put(e Element) {
 	s.record(e.ElementKey)
 	if s.addrs != nil {
 		if plainAddr(e) {
-			s.addrs[pack(e.Addr)] = struct{}{}
+			s.addrs.add(e.Addr)
 			return
 		}
 		s.spill()
@@ -297,9 +362,9 @@ func (s *Set) Put(e Element) {
 // spill moves the elements of Addrs to Elements (a Put that Addrs cannot hold). The journal
 // keeps its meaning: it records keys, whatever holds them.
 func (s *Set) spill() {
-	es := make(map[ElementKey]Value, len(s.addrs)+1)
-	for p := range s.addrs {
-		es[AddrKey(p.addr())] = Value{}
+	es := make(map[ElementKey]Value, s.addrs.len()+1)
+	for a := range s.addrs.all() {
+		es[AddrKey(a)] = Value{}
 	}
 	s.Elements, s.addrs = es, nil
 }
@@ -312,7 +377,7 @@ func (s *Set) Delete(k ElementKey) {
 	s.record(k)
 	if s.addrs != nil {
 		if k == AddrKey(k.Addr) && k.Addr.Zone() == "" {
-			delete(s.addrs, pack(k.Addr))
+			s.addrs.delete(k.Addr)
 		}
 		return
 	}
