@@ -18,12 +18,12 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		e = nil
 	}
 	if e == nil {
-		e = &endpoint{name: m.Key.Name, labels: m.Labels, addrs: m.Addrs, namedPorts: m.NamedPorts, local: local}
+		e = &endpoint{name: m.Key.Name, labels: m.Labels, net: packNet(m.Addrs, m.NamedPorts), local: local}
 		e.ns = g.namespaceOf(m.Key.Namespace)
 		e.ns.endpoints[e.name] = e
 		if m.ServiceAccount != "" {
 			e.sa = g.accountOf(accountKey{m.Key.Namespace, m.ServiceAccount})
-			e.sa.endpoints[e] = struct{}{}
+			e.sa.endpoints++
 		}
 		if local {
 			g.local[m.Key] = e
@@ -37,7 +37,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		g.dirtyEndpoints[m.Key] = struct{}{}
 	}
 	// Addresses and named ports: withdraw the old contributions to sets, add the new ones.
-	if !slices.Equal(e.addrs, m.Addrs) || !slices.Equal(e.namedPorts, m.NamedPorts) {
+	if net := packNet(m.Addrs, m.NamedPorts); net != e.net {
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, false)
@@ -46,7 +46,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		if e.inSets > 0 {
 			g.holders.remove(e)
 		}
-		e.addrs, e.namedPorts = m.Addrs, m.NamedPorts
+		e.net = net
 		if e.inSets > 0 {
 			g.holders.add(e)
 		}
@@ -59,13 +59,13 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 	relabel := e.labels != m.Labels
 	if m.ServiceAccount != e.account() {
 		if e.sa != nil {
-			delete(e.sa.endpoints, e)
+			e.sa.endpoints--
 			g.gcAccount(e.sa)
 			e.sa = nil
 		}
 		if m.ServiceAccount != "" {
 			e.sa = g.accountOf(accountKey{m.Key.Namespace, m.ServiceAccount})
-			e.sa.endpoints[e] = struct{}{}
+			e.sa.endpoints++
 		}
 		relabel = true
 	}
@@ -126,7 +126,7 @@ func (g *Graph) deleteEndpoint(k model.EndpointKey) {
 	delete(e.ns.endpoints, e.name)
 	g.gcNamespace(e.ns)
 	if e.sa != nil {
-		delete(e.sa.endpoints, e)
+		e.sa.endpoints--
 		g.gcAccount(e.sa)
 	}
 	if e.local {

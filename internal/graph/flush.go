@@ -130,11 +130,8 @@ func (g *Graph) Flush() []Message {
 // resolve is the policy resolver: the endpoint's message with, per direction, the tiers in
 // order holding the active policies that select it, in (Order, Key) order.
 func (g *Graph) resolve(e *endpoint) *EndpointUpdated {
-	msg := &EndpointUpdated{Key: e.key(), Addrs: slices.Clone(e.addrs)}
-	if len(msg.Addrs) == 0 {
-		msg.Addrs = nil
-	}
-	for _, a := range e.addrs {
+	msg := &EndpointUpdated{Key: e.key(), Addrs: e.net.addrList()}
+	for _, a := range msg.Addrs {
 		if ifc, ok := g.routes[a]; ok {
 			msg.Interface = ifc
 			break

@@ -167,7 +167,7 @@ func (g *Graph) setRoute(dst netip.Prefix, iface string, present bool) {
 		delete(g.routes, a)
 	}
 	for k, e := range g.local {
-		for _, ea := range e.addrs {
+		for ea := range e.net.addrs() {
 			if ea.Unmap() == a {
 				g.dirtyEndpoints[k] = struct{}{}
 				break

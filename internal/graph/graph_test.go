@@ -167,3 +167,54 @@ func TestNetworkPolicySemantics(t *testing.T) {
 		})
 	}
 }
+
+// A peer's service account selector follows the account's labels: relabelling or deleting the
+// account re-evaluates its endpoints, and only its own namespace's (accounts are namespaced).
+func TestServiceAccountSelector(t *testing.T) {
+	withSA := func(u model.Update, sa string) model.Update {
+		e := u.(model.EndpointSet)
+		e.Endpoint.ServiceAccount = sa
+		return e
+	}
+	account := func(ns, name string, labels map[string]string) model.Update {
+		return model.ServiceAccountSet{ServiceAccount: model.ServiceAccount{Namespace: ns, Name: name, Labels: labels}}
+	}
+	g, st := run(t,
+		nsU("x", nil), nsU("y", nil),
+		pod("x", "a", node, "10.0.0.1", lbl("app", "a")),
+		withSA(pod("x", "b", "node-b", "10.0.1.2", nil), "builder"),
+		withSA(pod("y", "c", "node-b", "10.0.1.3", nil), "builder"),
+		account("x", "builder", lbl("team", "red")),
+		account("y", "builder", lbl("team", "blue")),
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "red"}, Tier: model.TierAdmin,
+			Selector: "app == 'a'", ApplyIngress: true, IngressRules: []model.Rule{
+				{Action: model.ActionAllow, Source: model.Peer{NamespaceSelector: "all()", ServiceAccountSelector: "team == 'red'"}},
+				{Action: model.ActionDeny}}}},
+	)
+	allowed := func(from string) bool {
+		return st.Allowed(graphtest.Packet{Src: netip.MustParseAddr(from), Dst: netip.MustParseAddr("10.0.0.1"),
+			Proto: model.ProtocolTCP, SrcPort: 40000, DstPort: 80})
+	}
+	steps := []struct {
+		name   string
+		update model.Update
+		b, c   bool // x/b's and y/c's traffic to a allowed
+	}{
+		{"x/builder is red", nil, true, false},
+		{"y/builder turns red", account("y", "builder", lbl("team", "red")), true, true},
+		{"x/builder turns blue", account("x", "builder", lbl("team", "blue")), false, true},
+		{"y/builder is deleted", model.ServiceAccountDeleted{Namespace: "y", Name: "builder"}, false, false},
+		{"x/builder is red again", account("x", "builder", lbl("team", "red")), true, false},
+	}
+	for _, s := range steps {
+		if s.update != nil {
+			apply(t, g, st, s.update)
+		}
+		if got := allowed("10.0.1.2"); got != s.b {
+			t.Errorf("%s: x/b → a allowed %v, want %v\n%s", s.name, got, s.b, st.Dump())
+		}
+		if got := allowed("10.0.1.3"); got != s.c {
+			t.Errorf("%s: y/c → a allowed %v, want %v\n%s", s.name, got, s.c, st.Dump())
+		}
+	}
+}

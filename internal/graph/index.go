@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,17 +13,16 @@ import (
 // This file is the label index: which endpoints each matcher (a scoped selector tuple) matches,
 // maintained incrementally.
 
-// endpoint is what the graph keeps of a model.Endpoint: its labels, addresses and named ports as
-// the update handed them over (not its node, which local says, nor its service account's name,
-// which sa's key holds).
+// endpoint is what the graph keeps of a model.Endpoint: its labels as the update handed them
+// over, its addresses and named ports packed (not its node, which local says, nor its service
+// account's name, which sa's key holds).
 type endpoint struct {
-	name       string // the pod's; its namespace is ns's
-	labels     model.Labels
-	addrs      []netip.Addr
-	namedPorts []model.NamedPort
-	ns         *namespace
-	sa         *account // nil without a service account
-	local      bool
+	name   string // the pod's; its namespace is ns's
+	labels model.Labels
+	net    netInfo
+	ns     *namespace
+	sa     *account // nil without a service account
+	local  bool
 	// inSets counts the sets over the matchers matching the endpoint; while it is positive the
 	// endpoint is in the address index (see set.go).
 	inSets int32
@@ -33,45 +31,50 @@ type endpoint struct {
 }
 
 // matchSet is a set of matchers: a slice, as most endpoints match a few (a map each was 20 MB
-// of the agent's heap at 100,000 pods), indexed once it grows past matchSetIndexed so that
-// adding and removing stay O(1) for an endpoint that many selectors match.
+// of the agent's heap at 100,000 pods). Once it grows past matchSetIndexed, the positions of
+// its matchers are kept in a matchPositions (the index's: a field for them in every endpoint
+// was 0.8 MB) so that adding and removing stay O(1) for an endpoint that many selectors match.
 type matchSet struct {
 	list []*matcher
-	pos  map[*matcher]int // index in list; nil while list is short
 }
+
+// matchPositions holds the position of each matcher in each indexed matchSet.
+type matchPositions map[*matchSet]map[*matcher]int
 
 const matchSetIndexed = 16
 
-func (s *matchSet) has(m *matcher) bool {
-	if s.pos != nil {
-		_, ok := s.pos[m]
+func (s *matchSet) has(m *matcher, pos matchPositions) bool {
+	if p := pos[s]; p != nil {
+		_, ok := p[m]
 		return ok
 	}
 	return slices.Contains(s.list, m)
 }
 
-func (s *matchSet) add(m *matcher) {
-	if s.has(m) {
+func (s *matchSet) add(m *matcher, pos matchPositions) {
+	if s.has(m, pos) {
 		return
 	}
 	s.list = append(s.list, m)
-	switch {
-	case s.pos != nil:
-		s.pos[m] = len(s.list) - 1
+	switch p := pos[s]; {
+	case p != nil:
+		p[m] = len(s.list) - 1
 	case len(s.list) > matchSetIndexed:
-		s.pos = make(map[*matcher]int, len(s.list))
+		p = make(map[*matcher]int, len(s.list))
 		for i, x := range s.list {
-			s.pos[x] = i
+			p[x] = i
 		}
+		pos[s] = p
 	}
 }
 
-func (s *matchSet) remove(m *matcher) {
+func (s *matchSet) remove(m *matcher, pos matchPositions) {
 	i := -1
-	if s.pos != nil {
-		if j, ok := s.pos[m]; ok {
+	p := pos[s]
+	if p != nil {
+		if j, ok := p[m]; ok {
 			i = j
-			delete(s.pos, m)
+			delete(p, m)
 		}
 	} else {
 		i = slices.Index(s.list, m)
@@ -82,14 +85,15 @@ func (s *matchSet) remove(m *matcher) {
 	last := len(s.list) - 1
 	if i != last {
 		s.list[i] = s.list[last]
-		if s.pos != nil {
-			s.pos[s.list[i]] = i
+		if p != nil {
+			p[s.list[i]] = i
 		}
 	}
 	s.list[last] = nil
 	s.list = s.list[:last]
 	if len(s.list) == 0 {
-		s.list, s.pos = nil, nil
+		s.list = nil
+		delete(pos, s)
 	}
 }
 
@@ -106,10 +110,12 @@ type namespace struct {
 type accountKey struct{ namespace, name string }
 
 type account struct {
-	key       accountKey
-	labels    selector.Map
-	exists    bool
-	endpoints map[*endpoint]struct{}
+	key    accountKey
+	labels selector.Map
+	exists bool
+	// endpoints counts the endpoints of the account, which are among its namespace's (a map
+	// of them was 2.5 MB at 100,000 pods, and is only walked when the account's labels change)
+	endpoints int
 }
 
 // spec is a scoped selector tuple: an endpoint matches when it is in namespace scope (if set),
@@ -241,7 +247,9 @@ type index struct {
 	// of their labels.
 	epByAnchor map[anchor]map[*endpoint]struct{}
 	nsByAnchor map[anchor]map[*namespace]struct{}
-	gen        uint64
+	// pos indexes the endpoints' large matchSets
+	pos matchPositions
+	gen uint64
 }
 
 func newIndex() index {
@@ -250,6 +258,7 @@ func newIndex() index {
 		byAnchor:   map[anchor]map[*matcher]struct{}{},
 		epByAnchor: map[anchor]map[*endpoint]struct{}{},
 		nsByAnchor: map[anchor]map[*namespace]struct{}{},
+		pos:        matchPositions{},
 	}
 }
 
@@ -312,7 +321,7 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	try := func(e *endpoint) {
 		if m.match(e) {
 			m.members[e] = struct{}{}
-			e.matches.add(m)
+			e.matches.add(m, g.idx.pos)
 			if e.local {
 				m.local++
 			}
@@ -358,7 +367,7 @@ func (g *Graph) releaseMatcher(m *matcher) {
 		delete(g.idx.epByAnchor, m.anchor)
 	}
 	for e := range m.members {
-		e.matches.remove(m)
+		e.matches.remove(m, g.idx.pos)
 	}
 	m.members = nil
 }
@@ -367,10 +376,10 @@ func (g *Graph) releaseMatcher(m *matcher) {
 func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
 	if in {
 		m.members[e] = struct{}{}
-		e.matches.add(m)
+		e.matches.add(m, g.idx.pos)
 	} else {
 		delete(m.members, e)
-		e.matches.remove(m)
+		e.matches.remove(m, g.idx.pos)
 	}
 	if e.local {
 		if in {
@@ -425,7 +434,7 @@ func (g *Graph) reevaluate(e *endpoint) {
 	g.candidates(e, func(m *matcher) {
 		if m.match(e) {
 			m.mark = gen
-			if !e.matches.has(m) {
+			if !e.matches.has(m, g.idx.pos) {
 				added = append(added, m)
 			}
 		}
@@ -491,14 +500,14 @@ func (g *Graph) gcNamespace(ns *namespace) {
 func (g *Graph) accountOf(k accountKey) *account {
 	a := g.accounts[k]
 	if a == nil {
-		a = &account{key: k, endpoints: map[*endpoint]struct{}{}}
+		a = &account{key: k}
 		g.accounts[k] = a
 	}
 	return a
 }
 
 func (g *Graph) gcAccount(a *account) {
-	if !a.exists && len(a.endpoints) == 0 {
+	if !a.exists && a.endpoints == 0 {
 		delete(g.accounts, a.key)
 	}
 }
@@ -531,8 +540,12 @@ func (g *Graph) setAccount(k accountKey, labels map[string]string, present bool)
 	if !present {
 		a.labels = nil
 	}
-	for e := range a.endpoints {
-		g.reevaluate(e)
+	if ns := g.namespaces[k.namespace]; ns != nil && a.endpoints > 0 {
+		for _, e := range ns.endpoints {
+			if e.sa == a {
+				g.reevaluate(e)
+			}
+		}
 	}
 	g.gcAccount(a)
 }

@@ -112,9 +112,9 @@ func (s *set) resolves(np model.NamedPort) bool {
 	return np.Name == s.port && (s.proto == model.ProtocolAny || np.Protocol == s.proto)
 }
 
-// hasPort reports whether one of nps is the set's named port as proto/port.
-func (s *set) hasPort(nps []model.NamedPort, proto model.Protocol, port uint16) bool {
-	for _, np := range nps {
+// hasPort reports whether one of net's named ports is the set's named port as proto/port.
+func (s *set) hasPort(net netInfo, proto model.Protocol, port uint16) bool {
+	for np := range net.namedPorts() {
 		if s.resolves(np) && np.Protocol == proto && np.Port == port {
 			return true
 		}
@@ -122,22 +122,19 @@ func (s *set) hasPort(nps []model.NamedPort, proto model.Protocol, port uint16) 
 	return false
 }
 
-// contribution yields e's members of s, each once (an endpoint may list an address or a named
-// port twice).
+// contribution yields e's members of s, each once: packNet drops repeated addresses and named
+// ports, and two named ports the set resolves to one protocol and port would be the same.
 func (s *set) contribution(e *endpoint) iter.Seq[Member] {
 	return func(yield func(Member) bool) {
-		for i, a := range e.addrs {
-			if slices.Contains(e.addrs[:i], a) {
-				continue
-			}
+		for a := range e.net.addrs() {
 			if s.kind == SetAddrs {
 				if !yield(Member{Addr: a}) {
 					return
 				}
 				continue
 			}
-			for j, np := range e.namedPorts {
-				if !s.resolves(np) || s.hasPort(e.namedPorts[:j], np.Protocol, np.Port) {
+			for np := range e.net.namedPorts() {
+				if !s.resolves(np) {
 					continue
 				}
 				if !yield(Member{Addr: a, Protocol: np.Protocol, Port: np.Port}) {
@@ -154,7 +151,7 @@ func (s *set) contributes(h *endpoint, mb Member) bool {
 	if _, ok := s.m.members[h]; !ok {
 		return false
 	}
-	return s.kind == SetAddrs || s.hasPort(h.namedPorts, mb.Protocol, mb.Port)
+	return s.kind == SetAddrs || s.hasPort(h.net, mb.Protocol, mb.Port)
 }
 
 // members lists the set's members, sorted, from its matcher's endpoints.
@@ -218,27 +215,47 @@ func (g *Graph) contributedElsewhere(s *set, e *endpoint, mb Member) bool {
 
 // addrIndex is which endpoints hold each address, of the endpoints in a set (see contribute
 // and addInSets). An address has one holder but while a pod's IP is reused before the old
-// pod's delete arrives, so the first holder is a map entry of 24 bytes per address and the
-// others are in a map that is almost always empty. Keys are As16: endpoint addresses are
-// unmapped (keepEndpoint), so an IPv4 address and an IPv6 one never share a key.
+// pod's delete arrives, so the first holder is a map entry of 12 bytes per IPv4 address (24 per
+// IPv6 one) and the others are in a map that is almost always empty. Endpoint addresses are
+// unmapped (keepEndpoint), so an IPv4 address is always in the IPv4 map.
 type addrIndex struct {
-	first  map[[16]byte]*endpoint
-	others map[[16]byte][]*endpoint
+	first4 map[[4]byte]*endpoint
+	first6 map[[16]byte]*endpoint
+	others map[netip.Addr][]*endpoint
 }
 
 func newAddrIndex() addrIndex {
-	return addrIndex{first: map[[16]byte]*endpoint{}, others: map[[16]byte][]*endpoint{}}
+	return addrIndex{first4: map[[4]byte]*endpoint{}, first6: map[[16]byte]*endpoint{}, others: map[netip.Addr][]*endpoint{}}
+}
+
+func (x *addrIndex) first(a netip.Addr) *endpoint {
+	if a.Is4() {
+		return x.first4[a.As4()]
+	}
+	return x.first6[a.As16()]
+}
+
+func (x *addrIndex) setFirst(a netip.Addr, e *endpoint) {
+	switch {
+	case a.Is4() && e == nil:
+		delete(x.first4, a.As4())
+	case a.Is4():
+		x.first4[a.As4()] = e
+	case e == nil:
+		delete(x.first6, a.As16())
+	default:
+		x.first6[a.As16()] = e
+	}
 }
 
 // of yields the endpoints holding a.
 func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 	return func(yield func(*endpoint) bool) {
-		k := a.As16()
-		h := x.first[k]
+		h := x.first(a)
 		if h == nil || !yield(h) {
 			return
 		}
-		for _, h := range x.others[k] {
+		for _, h := range x.others[a] {
 			if !yield(h) {
 				return
 			}
@@ -248,28 +265,26 @@ func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 
 // add files e under its addresses.
 func (x *addrIndex) add(e *endpoint) {
-	for _, a := range e.addrs {
-		k := a.As16()
-		switch h := x.first[k]; {
+	for a := range e.net.addrs() {
+		switch h := x.first(a); {
 		case h == nil:
-			x.first[k] = e
-		case h != e && !slices.Contains(x.others[k], e):
-			x.others[k] = append(x.others[k], e)
+			x.setFirst(a, e)
+		case h != e && !slices.Contains(x.others[a], e):
+			x.others[a] = append(x.others[a], e)
 		}
 	}
 }
 
 // remove takes e out from under its addresses; another holder of an address becomes its first.
 func (x *addrIndex) remove(e *endpoint) {
-	for _, a := range e.addrs {
-		k := a.As16()
-		hs := x.others[k]
-		if x.first[k] == e {
+	for a := range e.net.addrs() {
+		hs := x.others[a]
+		if x.first(a) == e {
 			if len(hs) == 0 {
-				delete(x.first, k)
+				x.setFirst(a, nil)
 				continue
 			}
-			x.first[k] = hs[0]
+			x.setFirst(a, hs[0])
 			hs = slices.Delete(hs, 0, 1)
 		} else if i := slices.Index(hs, e); i >= 0 {
 			hs = slices.Delete(hs, i, i+1)
@@ -277,9 +292,9 @@ func (x *addrIndex) remove(e *endpoint) {
 			continue // a repeated address of e
 		}
 		if len(hs) == 0 {
-			delete(x.others, k)
+			delete(x.others, a)
 		} else {
-			x.others[k] = hs
+			x.others[a] = hs
 		}
 	}
 }
