@@ -440,6 +440,16 @@ func TestColdStartAgentChild(t *testing.T) {
 		t.Logf("memory at the first commit, MiB: VmRSS %d = RssAnon %d + RssFile %d (the binary); Go heap: spans %d, in use %d, idle %d (released %d)",
 			procStatus("VmRSS")>>20, procStatus("RssAnon")>>20, procStatus("RssFile")>>20,
 			ms.HeapSys>>20, ms.HeapInuse>>20, ms.HeapIdle>>20, ms.HeapReleased>>20)
+		var classes []metrics.Sample
+		for _, d := range metrics.All() {
+			if strings.HasPrefix(d.Name, "/memory/classes/") {
+				classes = append(classes, metrics.Sample{Name: d.Name})
+			}
+		}
+		metrics.Read(classes)
+		for _, c := range classes {
+			t.Logf("%-50s %6.1f MiB", c.Name, float64(c.Value.Uint64())/(1<<20))
+		}
 	}
 	if f := os.Getenv("NFTP_BENCH_AGENT_HEAPPROFILE"); f != "" { // what is live at the first commit
 		writeHeapProfile(t, f)
