@@ -2,6 +2,8 @@ package sync
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -27,9 +29,8 @@ func CachedPod(obj any) (rec CachedPodRecord, ok bool) {
 	if !ok {
 		return CachedPodRecord{}, false
 	}
-	m, _ := meta.Accessor(r) // as the caches see it
 	return CachedPodRecord{Pending: r.pending.Load(), Fingerprint: r.fingerprint, IsEndpoint: r.isEndpoint, Err: r.err,
-		Key: m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion()}, true
+		Key: cacheKey(r)}, true
 }
 
 // CachedPolicyRecord is what the policy informer caches of a NetworkPolicy, as tests see it.
@@ -47,9 +48,15 @@ func CachedPolicy(obj any) (rec CachedPolicyRecord, ok bool) {
 	if !ok {
 		return CachedPolicyRecord{}, false
 	}
-	m, _ := meta.Accessor(r) // as the caches see it
 	return CachedPolicyRecord{Pending: r.pending.Load(), Fingerprint: r.fingerprint, Err: r.err,
-		Key: m.GetNamespace() + "/" + m.GetName() + "@" + m.GetResourceVersion()}, true
+		Key: cacheKey(r)}, true
+}
+
+// cacheKey is a record's key and version as the caches see them: key@resourceVersion.
+func cacheKey(obj runtime.Object) string {
+	key, _ := cache.MetaNamespaceKeyFunc(obj)
+	m, _ := meta.Accessor(obj)
+	return key + "@" + m.GetResourceVersion()
 }
 
 // Fingerprint is the fingerprint a pod record keeps of ep.

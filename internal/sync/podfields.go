@@ -15,8 +15,10 @@ import (
 // generated decoder allocates every string of a pod, all garbage once its record is made.
 //
 // p is emptied first; its labels map and its slices are reused from the pod decoded before.
-// The labels' keys and values and the phase are views of b, not copies: the caller must be done
-// with p before b changes (LabelsOf copies what the record keeps). Every other string is a copy.
+// The name, namespace, resourceVersion, labels, phase and the containers' and ports' names are
+// views of b, not copies: the caller must be done with p before b changes (the record copies
+// what it keeps: recordPod, LabelsOf, the interner). The node, service account and addresses
+// are copies (a conversion error may quote an address).
 func decodePodFields(b []byte, p *corev1.Pod) error {
 	labels := p.Labels
 	clear(labels)
@@ -29,11 +31,11 @@ func decodePodFields(b []byte, p *corev1.Pod) error {
 			return eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
 				switch num {
 				case 1:
-					p.Name = string(v)
+					p.Name = view(v)
 				case 3:
-					p.Namespace = string(v)
+					p.Namespace = view(v)
 				case 6:
-					p.ResourceVersion = string(v)
+					p.ResourceVersion = view(v)
 				case 11: // a labels entry: key 1, value 2
 					var k, val []byte
 					if err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
@@ -112,7 +114,7 @@ func decodeContainer(b []byte, c *corev1.Container) error {
 	return eachField(b, func(num protowire.Number, v []byte, _ uint64) error {
 		switch num {
 		case 1:
-			c.Name = string(v)
+			c.Name = view(v)
 		case 24:
 			rp := corev1.ContainerRestartPolicy(v)
 			c.RestartPolicy = &rp
@@ -121,7 +123,7 @@ func decodeContainer(b []byte, c *corev1.Container) error {
 			err := eachField(v, func(num protowire.Number, v []byte, x uint64) error {
 				switch num {
 				case 1:
-					port.Name = string(v)
+					port.Name = view(v)
 				case 3:
 					port.ContainerPort = int32(x)
 				case 4:

@@ -35,15 +35,14 @@ type podRecord struct {
 	pending atomic.Pointer[model.Endpoint]
 }
 
-// recordPod converts p into its record. The strings that repeat across pods are interned (the
-// name and resourceVersion are the pod's own): the graph keeps the endpoint's for as long as the
-// pod lives.
+// recordPod converts p into its record. The strings that repeat across pods are interned; the
+// endpoint's name is the record's (part of its id): the graph keeps it for as long as the pod
+// lives. p's strings may be views of a buffer (decodePodFields): none is kept.
 func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 	ep, ok, err := ConvertPod(p)
-	ns := w.names.intern(p.Namespace)
-	r := &podRecord{recordMeta: recordMeta{namespace: ns, name: p.Name, resourceVersion: p.ResourceVersion}, isEndpoint: ok, err: err}
+	r := &podRecord{recordMeta: newRecordMeta(p.Namespace, p.Name, p.ResourceVersion), isEndpoint: ok, err: err}
 	if ok {
-		ep.Key.Namespace = ns
+		ep.Key = model.EndpointKey{Namespace: w.names.intern(p.Namespace), Name: r.name()}
 		ep.Node = w.names.intern(ep.Node)
 		ep.ServiceAccount = w.names.intern(ep.ServiceAccount)
 		for i := range ep.NamedPorts {
@@ -71,11 +70,39 @@ func (r *podRecord) DeepCopyObject() runtime.Object {
 
 // recordMeta is what the informers' caches key a record by: with GetObjectKind and DeepCopyObject
 // (each record's own) a record is a runtime.Object, which is what their stores hold, and it is
-// its own metav1.Object (objectmeta.go).
+// its own metav1.Object (objectmeta.go). Its namespace, name and resourceVersion are one string,
+// id, "namespace/name" (the cache key) followed by the version: one allocation a record where
+// the three strings and the cache's key were four.
 type recordMeta struct {
 	noMeta
-	namespace, name, resourceVersion string
+	id            string
+	nsLen, keyLen uint32 // the namespace is id[:nsLen], the key id[:keyLen]
 }
+
+func newRecordMeta(namespace, name, resourceVersion string) recordMeta {
+	if namespace == "" {
+		return recordMeta{id: name + resourceVersion, keyLen: uint32(len(name))}
+	}
+	return recordMeta{id: namespace + "/" + name + resourceVersion,
+		nsLen: uint32(len(namespace)), keyLen: uint32(len(namespace) + 1 + len(name))}
+}
+
+// key is the cache key: namespace/name, or the name of a record without namespace.
+func (m recordMeta) key() string { return m.id[:m.keyLen] }
+
+// ns is the record's namespace.
+func (m recordMeta) ns() string { return m.id[:m.nsLen] }
+
+// name is the record's name.
+func (m recordMeta) name() string {
+	if m.nsLen == 0 {
+		return m.key()
+	}
+	return m.id[m.nsLen+1 : m.keyLen]
+}
+
+// version is the record's resourceVersion.
+func (m recordMeta) version() string { return m.id[m.keyLen:] }
 
 // GetObjectKind makes a record a runtime.Object.
 func (recordMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -35,7 +35,7 @@ type policyRecord struct {
 func (w *Watcher) recordPolicy(np *networkingv1.NetworkPolicy) *policyRecord {
 	p, err := ConvertNetworkPolicy(np)
 	ns := w.names.intern(np.Namespace)
-	r := &policyRecord{recordMeta: recordMeta{namespace: ns, name: np.Name, resourceVersion: np.ResourceVersion}, err: err}
+	r := &policyRecord{recordMeta: newRecordMeta(np.Namespace, np.Name, np.ResourceVersion), err: err}
 	if err == nil {
 		p.Key.Namespace, p.Namespace = ns, ns
 		r.fingerprint = policyFingerprint(&p)

@@ -270,10 +270,10 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 		hadBefore = o.isEndpoint
 		same = hadBefore && r.isEndpoint && o.fingerprint == r.fingerprint
 	}
-	key := model.EndpointKey{Namespace: r.namespace, Name: r.name}
+	key := model.EndpointKey{Namespace: r.ns(), Name: r.name()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.checkedLocked(objectKey{"Pod", r.namespace, r.name}, r.resourceVersion, r.err)
+	w.checkedLocked(objectKey{"Pod", r.ns(), r.name()}, r.version(), r.err)
 	switch {
 	case same:
 	case r.isEndpoint && ep == nil:
@@ -281,7 +281,7 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 		// itself as old, which is the case above; relists bring new records). Emitting nothing
 		// leaves the graph with the pod's previous state, but a panic would stop every pod.
 		w.log.Error("pod record delivered again after its endpoint was taken; change not emitted",
-			"namespace", r.namespace, "name", r.name, "resourceVersion", r.resourceVersion)
+			"namespace", r.ns(), "name", r.name(), "resourceVersion", r.version())
 	case r.isEndpoint:
 		w.endpoints++
 		if hadBefore {
@@ -365,13 +365,13 @@ func (w *Watcher) policyChanged(oldObj, newObj any) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.checkedLocked(objectKey{KindNetworkPolicy, r.namespace, r.name}, r.resourceVersion, r.err)
+	w.checkedLocked(objectKey{KindNetworkPolicy, r.ns(), r.name()}, r.version(), r.err)
 	switch {
 	case same:
 	case r.err == nil && p == nil:
 		// delivered again after its policy was taken, as in podChanged
 		w.log.Error("policy record delivered again after its policy was taken; change not emitted",
-			"namespace", r.namespace, "name", r.name, "resourceVersion", r.resourceVersion)
+			"namespace", r.ns(), "name", r.name(), "resourceVersion", r.version())
 	case r.err == nil:
 		if !inForce {
 			w.policies++
@@ -379,7 +379,7 @@ func (w *Watcher) policyChanged(oldObj, newObj any) {
 		w.pushLocked(model.PolicySet{Policy: *p})
 	case inForce:
 		w.policies--
-		w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: KindNetworkPolicy, Namespace: r.namespace, Name: r.name}})
+		w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: KindNetworkPolicy, Namespace: r.ns(), Name: r.name()}})
 	}
 }
 
@@ -410,6 +410,12 @@ func keyOf(obj any) (namespace, name string, last any, ok bool) {
 	if t, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
 		ns, n, err := cache.SplitMetaNamespaceKey(t.Key)
 		return ns, n, t.Obj, err == nil
+	}
+	if r, isRecord := obj.(interface {
+		ns() string
+		name() string
+	}); isRecord {
+		return r.ns(), r.name(), obj, true
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
