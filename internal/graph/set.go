@@ -3,6 +3,7 @@ package graph
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"hash/maphash"
 	"iter"
 	"net/netip"
 	"slices"
@@ -215,48 +216,43 @@ func (g *Graph) contributedElsewhere(s *set, e *endpoint, mb Member) bool {
 
 // addrIndex is which endpoints hold each address, of the endpoints in a set (see contribute
 // and addInSets). An address has one holder but while a pod's IP is reused before the old
-// pod's delete arrives, so the first holder is a map entry of 12 bytes per IPv4 address (24 per
-// IPv6 one) and the others are in a map that is almost always empty. Endpoint addresses are
-// unmapped (keepEndpoint), so an IPv4 address is always in the IPv4 map.
+// pod's delete arrives, so the first holder is a map entry of 16 bytes per address, keyed by a
+// 64-bit digest of the address (an IPv4 address is its own), and the others are in a map that
+// is almost always empty. Two addresses may share a digest: of yields only the holders that
+// hold the address, so a shared digest costs a lookup, never a wrong answer. Endpoint addresses
+// are unmapped (keepEndpoint).
 type addrIndex struct {
-	first4 map[[4]byte]*endpoint
-	first6 map[[16]byte]*endpoint
-	others map[netip.Addr][]*endpoint
+	first  map[uint64]*endpoint
+	others map[uint64][]*endpoint
+	seed   maphash.Seed
 }
 
 func newAddrIndex() addrIndex {
-	return addrIndex{first4: map[[4]byte]*endpoint{}, first6: map[[16]byte]*endpoint{}, others: map[netip.Addr][]*endpoint{}}
+	return addrIndex{first: map[uint64]*endpoint{}, others: map[uint64][]*endpoint{}, seed: maphash.MakeSeed()}
 }
 
-func (x *addrIndex) first(a netip.Addr) *endpoint {
+// digest is a's key: an IPv4 address's 32 bits, above them a flag and 63 bits of hash for IPv6.
+func (x *addrIndex) digest(a netip.Addr) uint64 {
 	if a.Is4() {
-		return x.first4[a.As4()]
+		b := a.As4()
+		return uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
 	}
-	return x.first6[a.As16()]
-}
-
-func (x *addrIndex) setFirst(a netip.Addr, e *endpoint) {
-	switch {
-	case a.Is4() && e == nil:
-		delete(x.first4, a.As4())
-	case a.Is4():
-		x.first4[a.As4()] = e
-	case e == nil:
-		delete(x.first6, a.As16())
-	default:
-		x.first6[a.As16()] = e
-	}
+	return maphash.Comparable(x.seed, a.As16()) | 1<<63
 }
 
 // of yields the endpoints holding a.
 func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 	return func(yield func(*endpoint) bool) {
-		h := x.first(a)
-		if h == nil || !yield(h) {
+		k := x.digest(a)
+		h := x.first[k]
+		if h == nil {
 			return
 		}
-		for _, h := range x.others[a] {
-			if !yield(h) {
+		if h.holds(a) && !yield(h) {
+			return
+		}
+		for _, h := range x.others[k] {
+			if h.holds(a) && !yield(h) {
 				return
 			}
 		}
@@ -266,35 +262,47 @@ func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 // add files e under its addresses.
 func (x *addrIndex) add(e *endpoint) {
 	for a := range e.net.addrs() {
-		switch h := x.first(a); {
+		k := x.digest(a)
+		switch h := x.first[k]; {
 		case h == nil:
-			x.setFirst(a, e)
-		case h != e && !slices.Contains(x.others[a], e):
-			x.others[a] = append(x.others[a], e)
+			x.first[k] = e
+		case h != e && !slices.Contains(x.others[k], e):
+			x.others[k] = append(x.others[k], e)
 		}
 	}
 }
 
-// remove takes e out from under its addresses; another holder of an address becomes its first.
+// remove takes e out from under its addresses; another holder of a digest becomes its first.
 func (x *addrIndex) remove(e *endpoint) {
 	for a := range e.net.addrs() {
-		hs := x.others[a]
-		if x.first(a) == e {
+		k := x.digest(a)
+		hs := x.others[k]
+		if x.first[k] == e {
 			if len(hs) == 0 {
-				x.setFirst(a, nil)
+				delete(x.first, k)
 				continue
 			}
-			x.setFirst(a, hs[0])
+			x.first[k] = hs[0]
 			hs = slices.Delete(hs, 0, 1)
 		} else if i := slices.Index(hs, e); i >= 0 {
 			hs = slices.Delete(hs, i, i+1)
 		} else {
-			continue // a repeated address of e
+			continue // two addresses of e with one digest
 		}
 		if len(hs) == 0 {
-			delete(x.others, a)
+			delete(x.others, k)
 		} else {
-			x.others[a] = hs
+			x.others[k] = hs
 		}
 	}
+}
+
+// holds reports whether a is one of e's addresses.
+func (e *endpoint) holds(a netip.Addr) bool {
+	for b := range e.net.addrs() {
+		if b == a {
+			return true
+		}
+	}
+	return false
 }

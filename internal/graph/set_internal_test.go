@@ -91,7 +91,7 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 				}
 			}
 		}
-		n := len(g.holders.first4) + len(g.holders.first6)
+		n := len(g.holders.first)
 		for _, hs := range g.holders.others {
 			n += len(hs)
 		}
