@@ -61,20 +61,21 @@
 //   - Event handlers never block on the consumer: updates queue in the Watcher and each send
 //     carries everything queued (one batch per burst).
 //   - The informer caches hold small objects (the Watcher's transform): pods and policies as the
-//     outcome of their conversion, converted once per version (podRecord: namespace, name and
-//     resourceVersion, whether it is an endpoint or why it is none, and a 64-bit fingerprint of
-//     the endpoint; policyRecord: namespace, name, resourceVersion, why it is invalid or a
-//     fingerprint of the policy; the endpoint or policy itself only until the event handler
-//     hands it to the graph, which keeps it; a record is its own metav1.Object, so keying it
-//     allocates nothing, objectmeta.go); namespaces with metadata
+//     outcome of their conversion, converted once per version (podRecord, 48 bytes: one string
+//     holding namespace/name, the cache key, and the resourceVersion; a 64-bit fingerprint of
+//     the endpoint, 0 when the pod is none; why it cannot be converted, rarely; policyRecord:
+//     the same string, why it is invalid or a fingerprint of the policy; the endpoint or policy
+//     itself only until the event handler hands it to the graph, which keeps it; a record is
+//     its own metav1.Object whose name is its cache key, so keying it allocates nothing,
+//     objectmeta.go); namespaces with metadata
 //     name/namespace/labels/resourceVersion only. The strings that repeat across pods
 //     (namespace, node, service account, container port names) are interned by the Watcher
 //     (intern.go, bounded), so records and the endpoints the graph keeps share one copy instead
 //     of one the decoder made per pod. Measured by TestInformerCacheMemory (lists decoded from
 //     protobuf, as from the API server): 10,000 realistic pods, 500 namespaces and 2,000
-//     policies add ~3.7 MiB of heap (caches and the Watcher's records; ~11.6 MiB with the
+//     policies add ~2.7 MiB of heap (caches and the Watcher's records; ~10.7 MiB with the
 //     emitted endpoints and policies kept, as the graph keeps them; the budget is
-//     50 MiB). Policies cached as slimmed objects, with the Watcher recording the model.Policy
+//     50 MiB; ~3.7 and ~11.6 MiB before records were 48 bytes with one string). Policies cached as slimmed objects, with the Watcher recording the model.Policy
 //     it emitted, and no interning made it ~14.7 MiB (~18.9 MiB); earlier, measured on the
 //     fake's shared strings, pod records keeping the endpoint ~17 MiB, a slimmed *corev1.Pod
 //     instead ~34 MiB.

@@ -93,8 +93,8 @@ func TestDecodePodList(t *testing.T) {
 	for i := range want.Items {
 		g, _ := CachedPod(got.Items[i])
 		r, _ := CachedPod(w.recordPod(&want.Items[i]))
-		if gr, wr := got.Items[i].(*podRecord), w.recordPod(&want.Items[i]); gr.recordMeta != wr.recordMeta || fmt.Sprint(gr.err) != fmt.Sprint(wr.err) ||
-			gr.isEndpoint != wr.isEndpoint || gr.fingerprint != wr.fingerprint {
+		if gr, wr := got.Items[i].(*podRecord), w.recordPod(&want.Items[i]); gr.recordMeta != wr.recordMeta || fmt.Sprint(gr.err()) != fmt.Sprint(wr.err()) ||
+			gr.isEndpoint() != wr.isEndpoint() || gr.fingerprint != wr.fingerprint {
 			t.Errorf("pod %d: record %+v, want %+v", i, gr, wr)
 		}
 		if !reflect.DeepEqual(g, r) {

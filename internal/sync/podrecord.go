@@ -20,19 +20,32 @@ import (
 // converted both the old and the new version again. It does not keep the endpoint past its
 // event: the graph keeps every endpoint emitted, and the Watcher then only needs to tell whether
 // the next version converts to the same endpoint (fingerprint) and whether this one was an
-// endpoint (for deletes). A record with the endpoint took 208 B, this one 96 B, and the
-// endpoint's labels, addresses and ports are no longer held after the graph drops them.
+// endpoint (for deletes). A record with the endpoint took 208 B, this one 48 B plus its id, and
+// the endpoint's labels, addresses and ports are no longer held after the graph drops them.
 type podRecord struct {
 	recordMeta
-	isEndpoint  bool
-	err         error  // why the pod cannot be converted (it is skipped)
-	fingerprint uint64 // of the endpoint, when isEndpoint (fingerprint)
+	// fingerprint is the endpoint's (fingerprint, never 0); 0 when the pod is no endpoint
+	fingerprint uint64
 	// pending is the endpoint (when isEndpoint) until the pod informer's one event handler
 	// takes it (podChanged swaps it out) to hand it to the graph. Atomic: the cache holds the
 	// record before the handler runs, and a reader of the cache may look at it. Taking it
 	// mutates a cached object, which client-go's cache mutation detector (a debugging aid,
 	// KUBE_CACHE_MUTATION_DETECTOR=true) would report.
 	pending atomic.Pointer[model.Endpoint]
+	// problem is why the pod cannot be converted (it is skipped): nil for almost every pod, so a
+	// pointer (8 bytes in every record, where an error is 16; see err)
+	problem *error
+}
+
+// isEndpoint reports whether the pod converts to an endpoint.
+func (r *podRecord) isEndpoint() bool { return r.fingerprint != 0 }
+
+// err is why the pod cannot be converted, nil when it can.
+func (r *podRecord) err() error {
+	if r.problem == nil {
+		return nil
+	}
+	return *r.problem
 }
 
 // recordPod converts p into its record. The strings that repeat across pods are interned; the
@@ -40,7 +53,10 @@ type podRecord struct {
 // lives. p's strings may be views of a buffer (decodePodFields): none is kept.
 func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 	ep, ok, err := ConvertPod(p)
-	r := &podRecord{recordMeta: newRecordMeta(p.Namespace, p.Name, p.ResourceVersion), isEndpoint: ok, err: err}
+	r := &podRecord{recordMeta: newRecordMeta(p.Namespace, p.Name, p.ResourceVersion)}
+	if err != nil {
+		r.problem = &err
+	}
 	if ok {
 		ep.Key = model.EndpointKey{Namespace: w.names.intern(p.Namespace), Name: r.name()}
 		ep.Node = w.names.intern(ep.Node)
@@ -58,7 +74,7 @@ func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 // endpoint is copied too, with new address and port slices (labels are immutable), so either
 // record can hand its own to the graph.
 func (r *podRecord) DeepCopyObject() runtime.Object {
-	c := &podRecord{recordMeta: r.recordMeta, isEndpoint: r.isEndpoint, err: r.err, fingerprint: r.fingerprint}
+	c := &podRecord{recordMeta: r.recordMeta, fingerprint: r.fingerprint, problem: r.problem}
 	if ep := r.pending.Load(); ep != nil {
 		e := *ep
 		e.Addrs = slices.Clone(ep.Addrs)
@@ -115,9 +131,10 @@ var fingerprintSeed = maphash.MakeSeed()
 
 // fingerprint hashes every field of ep, each string with its length and each list with its
 // count, so that no two different endpoints have the same input (e.g. labels {"a":"bc"} and
-// {"ab":"c"}, or an address's IPv4 and IPv4-mapped IPv6 forms). Two different endpoints then get
-// the same fingerprint with probability ≈ 2⁻⁶⁴: a pod changed 10¹² times in the agent's life
-// would have its change missed once with probability ≈ 5·10⁻⁸.
+// {"ab":"c"}, or an address's IPv4 and IPv4-mapped IPv6 forms). Its lowest bit is set, so that
+// it is never 0 (a record's "no endpoint"): two different endpoints get the same fingerprint with
+// probability ≈ 2⁻⁶³, and a pod changed 10¹² times in the agent's life would have its change
+// missed once with probability ≈ 10⁻⁷.
 func fingerprint(ep *model.Endpoint) uint64 {
 	var h maphash.Hash
 	h.SetSeed(fingerprintSeed)
@@ -140,7 +157,7 @@ func fingerprint(ep *model.Endpoint) uint64 {
 		_ = h.WriteByte(byte(p.Protocol))
 		hashUint(&h, uint64(p.Port))
 	}
-	return h.Sum64()
+	return h.Sum64() | 1
 }
 
 func hashAddr(h *maphash.Hash, a netip.Addr) {

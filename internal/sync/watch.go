@@ -267,22 +267,22 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 	ep := r.pending.Swap(nil)
 	hadBefore, same := false, false
 	if o, ok := oldObj.(*podRecord); ok {
-		hadBefore = o.isEndpoint
-		same = hadBefore && r.isEndpoint && o.fingerprint == r.fingerprint
+		hadBefore = o.isEndpoint()
+		same = hadBefore && r.isEndpoint() && o.fingerprint == r.fingerprint
 	}
 	key := model.EndpointKey{Namespace: r.ns(), Name: r.name()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.checkedLocked(objectKey{"Pod", r.ns(), r.name()}, r.version(), r.err)
+	w.checkedLocked(objectKey{"Pod", r.ns(), r.name()}, r.version(), r.err())
 	switch {
 	case same:
-	case r.isEndpoint && ep == nil:
+	case r.isEndpoint() && ep == nil:
 		// The record was handed over before (client-go re-delivers a cached record only with
 		// itself as old, which is the case above; relists bring new records). Emitting nothing
 		// leaves the graph with the pod's previous state, but a panic would stop every pod.
 		w.log.Error("pod record delivered again after its endpoint was taken; change not emitted",
 			"namespace", r.ns(), "name", r.name(), "resourceVersion", r.version())
-	case r.isEndpoint:
+	case r.isEndpoint():
 		w.endpoints++
 		if hadBefore {
 			w.endpoints--
@@ -303,7 +303,7 @@ func (w *Watcher) deletePod(obj any) {
 	// A tombstone without a readable pod gets a delete anyway; the graph ignores unknown keys.
 	wasEndpoint := true
 	if r, isPod := last.(*podRecord); isPod {
-		wasEndpoint = r.isEndpoint
+		wasEndpoint = r.isEndpoint()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
