@@ -201,10 +201,15 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	}
 }
 
-// feed hands a batch to the graph, noting in-sync and the sources' versions.
+// feed hands a batch to the graph, noting in-sync and the sources' versions. It drops each update
+// from the batch once the graph has it: what the graph does not keep of an update (the boxed
+// update, an endpoint's address and port slices) is then garbage at the next collection instead
+// of live until the batch ends. A cold start's first batch is the whole cluster (P3: ≈ 98,000
+// updates, ≈ 20 MB), and the collections during it set the heap's goal for the first apply.
 func feed(calc Calculator, batch []model.Update, inSync *bool, versions map[string]string) int {
 	n := 0
-	for _, u := range batch {
+	for i, u := range batch {
+		batch[i] = nil
 		if v, ok := u.(model.SourceVersion); ok {
 			versions[v.Resource] = v.ResourceVersion
 			continue
