@@ -2,7 +2,6 @@ package agent
 
 import (
 	"log/slog"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -17,10 +16,7 @@ import (
 //     for the same reason): at 100,000 pods the peak RSS falls by ≈ 30 MiB for a little more
 //     collector work (BENCHMARKS.md);
 //   - sets the soft memory limit to 90% of the container's (cgroup v2 memory.max, or v1
-//     memory.limit_in_bytes): the collector works harder as the heap nears the limit instead;
-//   - turns the heap profiler's sampling off unless GODEBUG sets memprofilerate: the agent serves
-//     no profiles, and the samples' stacks were ≈ 1.4 MiB at 100,000 pods, besides the
-//     unwinding every 512 KiB allocated.
+//     memory.limit_in_bytes): the collector works harder as the heap nears the limit instead.
 
 // GCPercent is the GOGC the agent runs with unless GOGC is set.
 const GCPercent = 40
@@ -32,10 +28,6 @@ func TuneGoRuntime(getenv func(string) string, readFile func(string) ([]byte, er
 	if getenv("GOGC") == "" {
 		debug.SetGCPercent(GCPercent)
 		set = append(set, slog.Int("gc_percent", GCPercent))
-	}
-	if !strings.Contains(getenv("GODEBUG"), "memprofilerate=") {
-		runtime.MemProfileRate = 0
-		set = append(set, slog.Int("mem_profile_rate", 0))
 	}
 	if getenv("GOMEMLIMIT") == "" {
 		if lim, ok := cgroupMemoryLimit(readFile); ok {

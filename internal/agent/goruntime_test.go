@@ -3,7 +3,6 @@ package agent
 import (
 	"io/fs"
 	"math"
-	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -43,13 +42,11 @@ func TestCgroupMemoryLimit(t *testing.T) {
 	}
 }
 
-// TestTuneGoRuntime: GOGC 40, 90% of the container's limit and no heap profile sampling, unless
-// the environment sets them.
+// TestTuneGoRuntime: GOGC 40 and 90% of the container's limit, unless the environment sets them.
 func TestTuneGoRuntime(t *testing.T) {
 	oldGC := debug.SetGCPercent(100)
 	oldLim := debug.SetMemoryLimit(math.MaxInt64)
-	oldRate := runtime.MemProfileRate
-	t.Cleanup(func() { debug.SetGCPercent(oldGC); debug.SetMemoryLimit(oldLim); runtime.MemProfileRate = oldRate })
+	t.Cleanup(func() { debug.SetGCPercent(oldGC); debug.SetMemoryLimit(oldLim) })
 	limited := func(name string) ([]byte, error) {
 		if name == "/sys/fs/cgroup/memory.max" {
 			return []byte("536870912\n"), nil
@@ -61,21 +58,15 @@ func TestTuneGoRuntime(t *testing.T) {
 		env       map[string]string
 		wantGC    int
 		wantLimit int64
-		wantRate  int
 	}{
-		{"defaults", nil, GCPercent, 483183819, 0},
-		{"operator's GOGC", map[string]string{"GOGC": "100"}, 100, 483183819, 0},
-		{"operator's GOMEMLIMIT", map[string]string{"GOMEMLIMIT": "1GiB"}, GCPercent, math.MaxInt64, 0},
-		{"operator's memprofilerate", map[string]string{"GODEBUG": "madvdontneed=1,memprofilerate=4096"}, GCPercent, 483183819, 512 << 10},
+		{"defaults", nil, GCPercent, 483183819},
+		{"operator's GOGC", map[string]string{"GOGC": "100"}, 100, 483183819},
+		{"operator's GOMEMLIMIT", map[string]string{"GOMEMLIMIT": "1GiB"}, GCPercent, math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			debug.SetGCPercent(100)
 			debug.SetMemoryLimit(math.MaxInt64)
-			runtime.MemProfileRate = 512 << 10 // what the runtime would have set from GODEBUG is not this test's
 			TuneGoRuntime(func(k string) string { return tc.env[k] }, limited)
-			if runtime.MemProfileRate != tc.wantRate {
-				t.Errorf("MemProfileRate %d, want %d", runtime.MemProfileRate, tc.wantRate)
-			}
 			if got := debug.SetGCPercent(100); got != tc.wantGC {
 				t.Errorf("GC percent %d, want %d", got, tc.wantGC)
 			}

@@ -378,9 +378,6 @@ func TestColdStartAgentChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent.TuneGoRuntime(os.Getenv, os.ReadFile) // as cmd/nftpolicy does: the product's GC settings
-	if os.Getenv("NFTP_BENCH_AGENT_HEAPPROFILE") != "" {
-		runtime.MemProfileRate = 512 << 10 // TuneGoRuntime turned the sampling off
-	}
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
