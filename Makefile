@@ -53,9 +53,10 @@ e2e: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
 
 ## bench: the performance figures of BENCHMARKS.md with ratios against baselines measured in the
-## same run; BENCH_QUICK=1 for the short subset (about a minute).
+## same run; BENCH_QUICK=1 for the short subset (about a minute). Built as the product ships
+## (CGO_ENABLED=0): P3/P4 run this test binary as the agent.
 bench: deps
-	BENCH_QUICK=$(BENCH_QUICK) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
+	CGO_ENABLED=0 BENCH_QUICK=$(BENCH_QUICK) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
 ## fuzz: each fuzz target for 60 s (the seed corpora run in `make test`).
 fuzz:
