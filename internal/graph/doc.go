@@ -4,8 +4,9 @@
 //
 // API: New(Config{NodeName}) → OnUpdate(model.Update) for every change → Flush() []Message to
 // get the dataplane messages of messages.go; Problems() lists diagnostics about bad input.
-// Updates are handed over (model.Update): an endpoint's labels, addresses and named ports are
-// kept as they arrive, never copied and never modified.
+// Updates are handed over (model.Update): an endpoint's labels are kept as they arrive, never
+// copied and never modified; its addresses and named ports are packed into one string of the
+// graph's own (netInfo), repeated ones dropped.
 //
 // # Stages
 //
@@ -57,14 +58,24 @@
 //     plus O(sets on the matchers it joins or leaves · its addresses · the endpoints sharing
 //     them, usually none).
 //   - Endpoint delete: O(its matches + their sets · its addresses · the endpoints sharing them).
-//   - Namespace (or service account) relabel: a relabel of each of its endpoints.
+//   - Namespace relabel: a relabel of each of its endpoints.
 //   - Policy change: parse its selectors; a new matcher scans the endpoints under its anchor;
 //     unchanged sets are kept (compile before release); a new or dropped set walks its
 //     matcher's endpoints (filing them in the address index or out of it), and the next flush
 //     lists a new set's members.
 //   - Tier change: every local endpoint is re-resolved at the next flush.
+//   - Service account relabel: a relabel of each endpoint of its namespace that has it.
 //   - Flush: O(dirty objects · log), plus the resolver's O(policies selecting the endpoint) for
 //     each dirty local endpoint.
+//
+// # Memory
+//
+// What the graph keeps grows with the cluster's pods: an endpoint is 96 bytes, its labels' and
+// its netInfo's strings, its entry in its namespace's map and, while it is in a set, one in the
+// address index (16 bytes, keyed by a digest of the address), plus one entry per matcher that
+// matches it in that matcher's members and in its own matchSet. Nothing per pod is kept for a
+// label no selector uses (epByAnchor files only the anchors matchers use). BenchmarkHeapAtScale
+// (P3's 100,000 pods, 5,000 policies) retains ≈ 53 MiB.
 //
 // # Output contract
 //
