@@ -20,8 +20,9 @@
 //     required key==value of its endpoint selector, else of its namespace selector, else a
 //     required key, else "unindexed" — and an endpoint is tested only against the matchers filed
 //     under anchors it satisfies (plus its current matches, to drop the ones it left). A new
-//     matcher scans only the endpoints filed under its anchor. Invariant: m.members is exactly
-//     the set of endpoints m matches, and e.matches the live matchers that match e.
+//     matcher scans only the endpoints filed under its anchor. Invariant: e.matches is exactly
+//     the live matchers that match e; a matcher's members are the candidates of its anchor that
+//     list it (membersOf), walked when a set over it is made, listed or dropped.
 //  2. Active policies (policy.go). A policy's applied-to selector is a matcher; the matcher
 //     counts its local members. A policy is active iff its selector is valid, its tier is known
 //     and it selects ≥ 1 local endpoint (Endpoint.Node == Config.NodeName). Membership changes
@@ -72,10 +73,10 @@
 //
 // What the graph keeps grows with the cluster's pods: an endpoint is 96 bytes, its labels' and
 // its netInfo's strings, its entry in its namespace's map and, while it is in a set, one in the
-// address index (16 bytes, keyed by a digest of the address), plus one entry per matcher that
-// matches it in that matcher's members and in its own matchSet. Nothing per pod is kept for a
-// label no selector uses (epByAnchor files only the anchors matchers use). BenchmarkHeapAtScale
-// (P3's 100,000 pods, 5,000 policies) retains ≈ 53 MiB.
+// address index (16 bytes, keyed by a digest of the address), plus a pointer in its matchSet
+// per matcher that matches it (matchers do not list their members). Nothing per pod is kept for
+// a label no selector uses (epByAnchor files only the anchors matchers use).
+// BenchmarkHeapAtScale (P3's 100,000 pods, 5,000 policies) retains ≈ 46 MiB.
 //
 // # Output contract
 //

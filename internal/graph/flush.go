@@ -34,7 +34,7 @@ func (g *Graph) Flush() []Message {
 		}
 		switch {
 		case s.fresh || !sent || len(s.delta) > s.size:
-			ms := s.members()
+			ms := s.members(g)
 			s.size = len(ms)
 			out = append(out, SetReplaced{ID: id, Kind: s.kind, Description: s.desc, Members: ms})
 		case len(s.delta) > 0:

@@ -153,7 +153,7 @@ func (g *Graph) markLocal(m *matcher) {
 	if m.local == 0 {
 		return
 	}
-	for e := range m.members {
+	for e := range g.membersOf(m) {
 		if e.local {
 			g.dirtyEndpoints[e.key()] = struct{}{}
 		}

@@ -15,7 +15,7 @@ import (
 
 // set is one dataplane set: the addresses (or address . protocol . port of a named port) of the
 // endpoints a matcher matches, cluster-wide. The members are not stored: they are a function of
-// the matcher's endpoints (m.members), listed when the set is emitted whole, and a change of them
+// the matcher's endpoints (membersOf), listed when the set is emitted whole, and a change of them
 // is found with the address index (see contribute). At 100,000 pods the sets' member counts
 // were 15 MB of the agent's heap, 1.8 members per address: the index is half that.
 type set struct {
@@ -66,7 +66,7 @@ func (g *Graph) acquireSet(sp spec, kind SetKind, port string, proto model.Proto
 	}
 	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
-	for e := range m.members {
+	for e := range g.membersOf(m) {
 		g.addInSets(e, 1)
 	}
 	g.sets[id] = s
@@ -88,7 +88,7 @@ func (g *Graph) releaseSet(s *set) {
 			break
 		}
 	}
-	for e := range m.members {
+	for e := range g.membersOf(m) {
 		g.addInSets(e, -1)
 	}
 	g.releaseMatcher(m)
@@ -148,17 +148,17 @@ func (s *set) contribution(e *endpoint) iter.Seq[Member] {
 
 // contributes reports whether h is one of s's endpoints and has mb among its members of s, given
 // that h holds mb's address.
-func (s *set) contributes(h *endpoint, mb Member) bool {
-	if _, ok := s.m.members[h]; !ok {
+func (g *Graph) contributes(s *set, h *endpoint, mb Member) bool {
+	if !h.matches.has(s.m, g.idx.pos) {
 		return false
 	}
 	return s.kind == SetAddrs || s.hasPort(h.net, mb.Protocol, mb.Port)
 }
 
 // members lists the set's members, sorted, from its matcher's endpoints.
-func (s *set) members() []Member {
+func (s *set) members(g *Graph) []Member {
 	n := 0
-	for e := range s.m.members {
+	for e := range g.membersOf(s.m) {
 		for range s.contribution(e) {
 			n++
 		}
@@ -167,7 +167,7 @@ func (s *set) members() []Member {
 		return nil
 	}
 	out := make([]Member, 0, n)
-	for e := range s.m.members {
+	for e := range g.membersOf(s.m) {
 		out = slices.AppendSeq(out, s.contribution(e))
 	}
 	sortMembers(out)
@@ -207,7 +207,7 @@ func (g *Graph) contribute(s *set, e *endpoint, in bool) {
 // contributedElsewhere reports whether an endpoint of s other than e contributes mb.
 func (g *Graph) contributedElsewhere(s *set, e *endpoint, mb Member) bool {
 	for h := range g.holders.of(mb.Addr) {
-		if h != e && s.contributes(h, mb) {
+		if h != e && g.contributes(s, h, mb) {
 			return true
 		}
 	}

@@ -57,7 +57,7 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 		}
 		g.Flush()
 		for _, s := range g.sets {
-			if n := len(s.members()); s.size != n {
+			if n := len(s.members(g)); s.size != n {
 				t.Fatalf("step %d: set %s (%s) has size %d, %d members", step, s.id, s.desc, s.size, n)
 			}
 		}
