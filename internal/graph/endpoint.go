@@ -105,6 +105,19 @@ func (g *Graph) allEndpoints() iter.Seq[*endpoint] {
 	}
 }
 
+// namespaceEndpoints yields the endpoints of namespace name.
+func (g *Graph) namespaceEndpoints(name string) iter.Seq[*endpoint] {
+	return func(yield func(*endpoint) bool) {
+		if ns := g.namespaces[name]; ns != nil {
+			for _, e := range ns.endpoints {
+				if !yield(e) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // account is the name of e's service account ("" for none).
 func (e *endpoint) account() string {
 	if e.sa == nil {

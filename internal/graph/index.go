@@ -247,12 +247,14 @@ type index struct {
 	// ofKind counts the matchers filed under each kind of anchor: a pod event looks up only the
 	// kinds some matcher uses (each lookup hashes the anchor's strings; ≈ 15 per pod otherwise)
 	ofKind [anchorKinds]int
-	// epByAnchor files endpoints under the anchorEpEq/anchorEpKey anchors that matchers are
-	// filed under (an entry, possibly empty, exists exactly while byAnchor has the anchor): most
-	// labels (pod-template-hash) are never selected on, and filing every label of every endpoint
-	// cost P3's 100,000 pods ≈ 0.25 s and 34 MB. An entry is built by one scan of the endpoints
-	// when its first matcher appears. nsByAnchor files namespaces under anchorNsEq/anchorNsKey
-	// of their labels.
+	// epByAnchor files endpoints under the anchorScopeEq/anchorEpEq/anchorEpKey anchors that
+	// matchers are filed under (an entry, possibly empty, exists exactly while byAnchor has the
+	// anchor): most labels (pod-template-hash) are never selected on, and filing every label of
+	// every endpoint cost P3's 100,000 pods ≈ 0.25 s and 34 MB. An entry is built by one scan of
+	// the endpoints (of its namespace, for anchorScopeEq) when its first matcher appears. The
+	// members of a matcher are found among these candidates (membersOf): a namespaced selector
+	// of 100 pods in a namespace of 10,000 walks 100, not 10,000. nsByAnchor files namespaces
+	// under anchorNsEq/anchorNsKey of their labels.
 	epByAnchor map[anchor]map[*endpoint]struct{}
 	nsByAnchor map[anchor]map[*namespace]struct{}
 	// pos indexes the endpoints' large matchSets
@@ -317,14 +319,18 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 	g.idx.matchers[k] = m
 	setmap.Add(g.idx.byAnchor, m.anchor, m)
 	g.idx.ofKind[m.anchor.kind]++
-	if kind := m.anchor.kind; (kind == anchorEpEq || kind == anchorEpKey) && g.idx.epByAnchor[m.anchor] == nil {
+	if a := m.anchor; filesEndpoints(a.kind) && g.idx.epByAnchor[a] == nil {
 		eps := map[*endpoint]struct{}{}
-		for e := range g.allEndpoints() {
-			if v, ok := e.labels.Get(m.anchor.key); ok && (kind == anchorEpKey || v == m.anchor.value) {
+		all := g.allEndpoints()
+		if a.kind == anchorScopeEq {
+			all = g.namespaceEndpoints(a.scope)
+		}
+		for e := range all {
+			if v, ok := e.labels.Get(a.key); ok && (a.kind == anchorEpKey || v == a.value) {
 				eps[e] = struct{}{}
 			}
 		}
-		g.idx.epByAnchor[m.anchor] = eps
+		g.idx.epByAnchor[a] = eps
 	}
 	for e := range g.candidatesOf(m) {
 		if m.match(e) {
@@ -341,15 +347,13 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 func (g *Graph) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 	return func(yield func(*endpoint) bool) {
 		switch m.anchor.kind {
-		case anchorScope, anchorScopeEq:
-			if ns := g.namespaces[m.spec.scope]; ns != nil {
-				for _, e := range ns.endpoints {
-					if !yield(e) {
-						return
-					}
+		case anchorScope:
+			for e := range g.namespaceEndpoints(m.spec.scope) {
+				if !yield(e) {
+					return
 				}
 			}
-		case anchorEpEq, anchorEpKey:
+		case anchorScopeEq, anchorEpEq, anchorEpKey:
 			for e := range g.idx.epByAnchor[m.anchor] {
 				if !yield(e) {
 					return
@@ -488,12 +492,20 @@ func (g *Graph) reevaluate(e *endpoint) {
 	}
 }
 
+// filesEndpoints reports whether epByAnchor files endpoints under anchors of kind.
+func filesEndpoints(kind anchorKind) bool {
+	return kind == anchorScopeEq || kind == anchorEpEq || kind == anchorEpKey
+}
+
 func (g *Graph) fileEndpoint(e *endpoint, add bool) {
 	if len(g.idx.epByAnchor) == 0 {
 		return
 	}
 	for k, v := range e.labels.All() {
-		for _, a := range [2]anchor{{kind: anchorEpEq, key: k, value: v}, {kind: anchorEpKey, key: k}} {
+		for _, a := range [3]anchor{scopeEq(e.ns.name, k, v), {kind: anchorEpEq, key: k, value: v}, {kind: anchorEpKey, key: k}} {
+			if g.idx.ofKind[a.kind] == 0 {
+				continue
+			}
 			if eps := g.idx.epByAnchor[a]; eps != nil { // only the anchors matchers use
 				if add {
 					eps[e] = struct{}{}
