@@ -10,5 +10,7 @@
 // in-sync has committed. The model.SourceVersion updates of a batch are not fed to the graph:
 // once the batch is committed (or changed nothing, and no apply is failing), their versions are
 // published as nftpolicy_source_resource_version — the table reflects every change of that
-// resource up to it.
+// resource up to it. A batch's updates are dropped from it as the graph takes them (feed): a cold
+// start's first batch is the whole cluster, and what the graph does not keep of it must not
+// stay live until the batch ends.
 package agent

@@ -110,8 +110,9 @@
 //     committer's mirror shares
 //     (ruleset's journal); named-port sets keep a member count per address. Apply consumes its
 //     messages (a first flush's member lists are dropped once folded, not held to the commit).
-//   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, 0.7–0.9 s
-//     from the graph's first flush; one pod joining a selector p50 ≈ 30–45 µs.
+//   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, 0.42 s
+//     for the first full apply (≈ 0.37 s of it the kernel's, inside the sendmsg); one pod
+//     joining a selector p50 ≈ 20–40 µs.
 //
 // # Invariants
 //
