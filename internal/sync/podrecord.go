@@ -55,7 +55,8 @@ func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 	ep, ok, err := ConvertPod(p)
 	r := &podRecord{recordMeta: newRecordMeta(p.Namespace, p.Name, p.ResourceVersion)}
 	if err != nil {
-		r.problem = &err
+		problem := err // a variable of its own: &err would move err to the heap for every pod
+		r.problem = &problem
 	}
 	if ok {
 		ep.Key = model.EndpointKey{Namespace: w.names.intern(p.Namespace), Name: r.name()}
