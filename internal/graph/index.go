@@ -379,7 +379,9 @@ func (g *Graph) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 
 // membersOf yields the endpoints m matches: the candidates of its anchor that list m. The index
 // must be settled (no endpoint between its anchors' filing and its re-evaluation), as it is
-// wherever a matcher's members are walked.
+// wherever a matcher's members are walked. A walk costs the candidates, not the members: equal
+// for most anchors, but a selector whose only required part is a key (`app in (a, b)`) walks
+// every endpoint with that key, and one with none walks every endpoint.
 func (g *Graph) membersOf(m *matcher) iter.Seq[*endpoint] {
 	return func(yield func(*endpoint) bool) {
 		for e := range g.candidatesOf(m) {
