@@ -12,7 +12,7 @@ import (
 // namespaces, 5,000 policies, 250 local pods), input streamed as the agent receives it and the
 // first flush's messages dropped: what set membership and the rest of the graph cost at scale.
 func BenchmarkHeapAtScale(b *testing.B) {
-	spec := scale.Spec{Pods: 100000, Namespaces: 1000, Policies: 5000, LocalPods: 250, Node: "node-bench", Seed: 1}
+	spec := scale.ColdStart()
 	var heap uint64
 	var sets, members int
 	for b.Loop() {

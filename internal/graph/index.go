@@ -2,6 +2,7 @@ package graph
 
 import (
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -345,21 +346,13 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 
 // candidatesOf yields the endpoints filed under m's anchor: every endpoint m can match.
 func (g *Graph) candidatesOf(m *matcher) iter.Seq[*endpoint] {
-	return func(yield func(*endpoint) bool) {
-		switch m.anchor.kind {
-		case anchorScope:
-			for e := range g.namespaceEndpoints(m.spec.scope) {
-				if !yield(e) {
-					return
-				}
-			}
-		case anchorScopeEq, anchorEpEq, anchorEpKey:
-			for e := range g.idx.epByAnchor[m.anchor] {
-				if !yield(e) {
-					return
-				}
-			}
-		case anchorNsEq, anchorNsKey:
+	switch m.anchor.kind {
+	case anchorScope:
+		return g.namespaceEndpoints(m.spec.scope)
+	case anchorScopeEq, anchorEpEq, anchorEpKey:
+		return maps.Keys(g.idx.epByAnchor[m.anchor])
+	case anchorNsEq, anchorNsKey:
+		return func(yield func(*endpoint) bool) {
 			for ns := range g.idx.nsByAnchor[m.anchor] {
 				for _, e := range ns.endpoints {
 					if !yield(e) {
@@ -367,14 +360,9 @@ func (g *Graph) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 					}
 				}
 			}
-		default:
-			for e := range g.allEndpoints() {
-				if !yield(e) {
-					return
-				}
-			}
 		}
 	}
+	return g.allEndpoints()
 }
 
 // membersOf yields the endpoints m matches: the candidates of its anchor that list m. The index

@@ -3,6 +3,7 @@ package graph
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/binary"
 	"hash/maphash"
 	"iter"
 	"net/netip"
@@ -235,7 +236,7 @@ func newAddrIndex() addrIndex {
 func (x *addrIndex) digest(a netip.Addr) uint64 {
 	if a.Is4() {
 		b := a.As4()
-		return uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+		return uint64(binary.BigEndian.Uint32(b[:]))
 	}
 	return maphash.Comparable(x.seed, a.As16()) | 1<<63
 }

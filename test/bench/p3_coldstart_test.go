@@ -19,7 +19,7 @@ import (
 )
 
 // coldSpec is P3's cluster: 100,000 pods in 1,000 namespaces, 5,000 policies, 250 local pods.
-var coldSpec = scale.Spec{Pods: 100000, Namespaces: 1000, Policies: 5000, LocalPods: 250, Node: "node-bench", Seed: 1}
+var coldSpec = scale.ColdStart()
 
 const mib = 1 << 20
 
