@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +61,9 @@ type Config struct {
 	// ServingIPs are extra addresses the serving certificate is valid for, besides 127.0.0.1
 	// and ::1 (for clients that reach the API server through another address).
 	ServingIPs []netip.Addr
+	// Profiling serves the API server's /debug/pprof (its --profiling): for benchmarks that
+	// profile it, or run its collector before a measurement (Server.CollectGarbage).
+	Profiling bool
 }
 
 // Server is a running etcd and kube-apiserver pair on 127.0.0.1.
@@ -80,6 +84,7 @@ type Server struct {
 	CAData []byte
 
 	binary, etcdBinary string
+	profiling          bool
 	apiPort            int
 	ownDir             bool
 	log                io.Writer
@@ -89,6 +94,40 @@ type Server struct {
 	mu        sync.Mutex
 	etcd, api *process
 	stopped   bool
+}
+
+// CollectGarbage runs the API server's garbage collector to its end (its /debug/pprof/heap
+// with gc=1, the profile discarded); it needs Config.Profiling. A benchmark calls it before a
+// measurement so that the API server does not collect a heap of a gigabyte or more, on the
+// cores the measured process shares with it, at a moment that changes from run to run.
+func (s *Server) CollectGarbage(ctx context.Context) error {
+	if !s.profiling {
+		return errors.New("kube test environment: collecting the API server's garbage needs Config.Profiling")
+	}
+	body, err := s.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").Stream(ctx)
+	if err != nil {
+		return fmt.Errorf("kube test environment: the API server's collection: %w", err)
+	}
+	defer body.Close()
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return fmt.Errorf("kube test environment: the API server's collection: %w", err)
+	}
+	return nil
+}
+
+// Collections returns how many times the API server's garbage collector has run
+// (go_gc_duration_seconds_count in its metrics).
+func (s *Server) Collections(ctx context.Context) (int, error) {
+	raw, err := s.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("kube test environment: the API server's metrics: %w", err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(line, "go_gc_duration_seconds_count "); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("kube test environment: no go_gc_duration_seconds_count in the API server's metrics")
 }
 
 // binaryFromEnv resolves a binary path: the explicit value, else the environment, else the default.
@@ -160,7 +199,7 @@ func start(ctx context.Context, cfg Config, pickPorts func(n int) ([]int, error)
 
 // prepare makes the directory, credentials, certificates and client configuration.
 func prepare(cfg Config) (s *Server, err error) {
-	s = &Server{Dir: cfg.Dir, tail: &tailBuffer{max: 8 << 10}}
+	s = &Server{Dir: cfg.Dir, profiling: cfg.Profiling, tail: &tailBuffer{max: 8 << 10}}
 	s.binary, s.etcdBinary = Binaries(cfg)
 	if s.Dir == "" {
 		removeStaleDirs()
@@ -323,7 +362,7 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
-		"--profiling=false",
+		"--profiling="+strconv.FormatBool(s.profiling),
 	)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -320,5 +321,33 @@ func TestStop(t *testing.T) {
 	}
 	if err := s.RestartAPIServer(ctx, 0); err == nil {
 		t.Error("RestartAPIServer after Stop succeeded")
+	}
+}
+
+// TestCollectGarbage: a Server started with Profiling runs its API server's collector on
+// demand (the Go runtime's collection count in its metrics grows); one without refuses.
+func TestCollectGarbage(t *testing.T) {
+	ctx := ctxFor(t)
+	if err := kube.Require(t, srv).CollectGarbage(ctx); err == nil || !strings.Contains(err.Error(), "Config.Profiling") {
+		t.Errorf("CollectGarbage without Profiling: %v, want an error naming Config.Profiling", err)
+	}
+	s, err := kube.Start(ctx, kube.Config{Profiling: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	collections := func() int {
+		n, err := s.Collections(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := collections()
+	if err := s.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := collections(); after <= before {
+		t.Errorf("the API server's collections: %d before CollectGarbage, %d after; want more", before, after)
 	}
 }
