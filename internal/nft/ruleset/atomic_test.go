@@ -171,27 +171,47 @@ func TestUnencodableCommitSendsNothing(t *testing.T) {
 	bad := before.Clone()
 	bad.Chains["pod_new"] = &Chain{Name: "pod_new", Rules: []Rule{{Verdict: Verdict{Kind: Accept}}}}
 	put(bad.Sets["ingress_v4"], addrKey("10.0.0.9"), goTo("pod_new"), "queued before the bad one")
-	put(bad.Sets["ingress_v4"], addrKey("fd00::9"), goTo("pod_a"), "wrong family")
-	for _, op := range []struct {
-		name string
-		do   func() error
-	}{{"Commit", func() error { return c.Commit(bad, nil) }}, {"Replace", func() error { return c.Replace(bad) }}} {
-		batches := c.Batches()
-		if err := op.do(); err == nil {
-			t.Fatalf("%s with an IPv6 element in an IPv4 set succeeded", op.name)
-		} else {
-			t.Logf("%s: expected error: %v", op.name, err)
+	for _, tc := range []struct {
+		name      string
+		bad, undo func(*Table)
+		wantInErr string
+	}{
+		{"an IPv6 element in an IPv4 set", func(t *Table) { put(t.Sets["ingress_v4"], addrKey("fd00::9"), goTo("pod_a"), "wrong family") },
+			func(t *Table) { t.Sets["ingress_v4"].Delete(addrKey("fd00::9")) }, "ingress_v4"},
+		{"more elements than the set's size", func(t *Table) {
+			for _, a := range []string{"10.0.1.97", "10.0.1.98", "10.0.1.99"} {
+				put(t.Sets["peers_a"], addrKey(a), Verdict{Kind: Drop}, "")
+			}
+		}, func(t *Table) {
+			for _, a := range []string{"10.0.1.97", "10.0.1.98", "10.0.1.99"} {
+				t.Sets["peers_a"].Delete(addrKey(a))
+			}
+		}, "peers_a: 5 elements, more than its size 4"},
+		{"a size on an interval set", func(t *Table) { t.Sets["nets_v4"].Size = 100 },
+			func(t *Table) { t.Sets["nets_v4"].Size = 0 }, "nets_v4: a size on an interval set"},
+	} {
+		tc.bad(bad)
+		for _, op := range []struct {
+			name string
+			do   func() error
+		}{{"Commit", func() error { return c.Commit(bad, nil) }}, {"Replace", func() error { return c.Replace(bad) }}} {
+			batches := c.Batches()
+			if err := op.do(); err == nil || !strings.Contains(err.Error(), tc.wantInErr) {
+				t.Fatalf("%s with %s: %v, want an error naming %q", op.name, tc.name, err, tc.wantInErr)
+			} else {
+				t.Logf("%s: expected error: %v", op.name, err)
+			}
+			if c.Batches() != batches {
+				t.Errorf("%s with %s sent a batch", op.name, tc.name)
+			}
+			assertKernel(t, ns, before)
+			if Render(c.Committed()) != Render(before) {
+				t.Errorf("mirror changed by a failed %s with %s", op.name, tc.name)
+			}
 		}
-		if c.Batches() != batches {
-			t.Errorf("%s sent a batch", op.name)
-		}
-		assertKernel(t, ns, before)
-		if Render(c.Committed()) != Render(before) {
-			t.Errorf("mirror changed by a failed %s", op.name)
-		}
+		tc.undo(bad)
 	}
 	// the next Commit carries only its own changes
-	bad.Sets["ingress_v4"].Delete(addrKey("fd00::9"))
 	bad.Sets["ingress_v4"].Delete(addrKey("10.0.0.9"))
 	if err := c.Commit(bad, nil); err != nil {
 		t.Fatalf("Commit after a failure: %v", err)

@@ -772,7 +772,7 @@ func (c *Conn) Verify() (bool, error) {
 		return true, nil
 	}
 	for _, ks := range sets {
-		if _, ok := m.Sets[ks.Name]; !ok {
+		if ms, ok := m.Sets[ks.Name]; !ok || ks.Size != ms.Size {
 			return true, nil
 		}
 	}

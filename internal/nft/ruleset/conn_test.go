@@ -107,6 +107,14 @@ func TestCommitIncremental(t *testing.T) {
 			t.Sets["peers_a"].Delete(addrKey("10.0.1.6")) // on the old object: not in the table any more
 			t.Sets["peers_a"] = s
 		}, &Changes{Sets: names("peers_a")}, false},
+		{"a sized map fills up to its size in place", func(t *Table) {
+			put(t.Sets["peers_a"], addrKey("10.0.1.8"), Verdict{Kind: Drop}, "")
+			put(t.Sets["peers_a"], addrKey("10.0.1.9"), Verdict{Kind: Drop}, "")
+		}, &Changes{Sets: names("peers_a")}, false},
+		{"a set's size changes (a Replace: the kernel keeps a set's size)", func(t *Table) {
+			t.Sets["peers_a"].Size = 8
+			put(t.Sets["peers_a"], addrKey("10.0.1.10"), Verdict{Kind: Drop}, "")
+		}, &Changes{Sets: names("peers_a")}, true},
 		{"a chain comment changes (a Replace)", func(t *Table) {
 			t.Chains["pod_a"].Comment = "renamed"
 		}, &Changes{Chains: names("pod_a")}, true},

@@ -51,7 +51,7 @@
 //
 // Commit looks at the objects Changes names (nil: every object of both tables) and at every
 // committed set whose journal recorded a change. A set or chain
-// present on both sides whose properties differ (key, map, interval, comment; hook, priority,
+// present on both sides whose properties differ (key, map, interval, size, comment; hook, priority,
 // comment) cannot be changed in place — the kernel silently ignores a new chain comment and a set
 // cannot be retyped while rules reference it — so Commit then does a Replace instead. Otherwise
 // the batch is, in this order:
@@ -131,7 +131,7 @@
 // mirror and each rule, position by position, has the mirror's userdata (its comment TLV) and its
 // expressions: each read-back expression is re-encoded and compared byte for byte with what the
 // rule encodes to (counters by kind only; byteorder, which v0.3.0 does not decode, is left out);
-// the set names match; each
+// the set names and sizes match; each
 // set's elements match in key, verdict and comment. v0.3.0 reads elements back without their
 // verdicts, so Verify dumps them itself (readback.go) on a second netlink socket with a fixed
 // 64 KiB receive buffer, and compares them in the form the encoder produces: a start and an

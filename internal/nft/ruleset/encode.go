@@ -22,6 +22,12 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		return nil, fmt.Errorf("set %s: %w", s.Name, err)
 	}
 	kt, concat := d.setType()
+	switch {
+	case s.Size > 0 && s.Interval:
+		return nil, fmt.Errorf("set %s: a size on an interval set", s.Name)
+	case s.Size > 0 && s.Len() > int(s.Size):
+		return nil, fmt.Errorf("set %s: %d elements, more than its size %d", s.Name, s.Len(), s.Size)
+	}
 	ns := &nftables.Set{
 		Table:    t,
 		Name:     s.Name,
@@ -33,6 +39,7 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		// both exactly when Concatenation is set.
 		Concatenation: concat && s.Interval,
 		IsMap:         s.Map,
+		Size:          s.Size,
 		Comment:       Comment(s.Comment),
 	}
 	if s.Map {

@@ -234,6 +234,7 @@ func sampleTable(name string) *Table {
 	put(in6, addrKey("fd00::1"), goTo("pod_a"), "default/a")
 	t.Sets[in6.Name] = in6
 	peers := newSet("peers_a", KeyIPSaddr, true, false, "known peer address -> peer class")
+	peers.Size = 4 // a sized map (Set.Size)
 	put(peers, addrKey("10.0.1.5"), goTo("class_x"), "web/x")
 	put(peers, addrKey("10.0.1.6"), Verdict{Kind: Drop}, "")
 	t.Sets[peers.Name] = peers
@@ -260,12 +261,14 @@ func sampleTable(name string) *Table {
 	ifs := newSet("workload_ifs", KeyIifname, false, false, "")
 	put(ifs, ElementKey{Ifname: "veth0"}, Verdict{}, "pod a")
 	t.Sets[ifs.Name] = ifs
-	local4 := newSet("local_v4", KeyIPDaddr, false, false, "local pods")
+	local4 := NewAddrSet("local_v4", KeyIPDaddr, "local pods", 2)
+	local4.Size = 1024
 	put(local4, addrKey("10.0.0.1"), Verdict{}, "")
 	put(local4, addrKey("10.0.0.2"), Verdict{}, "")
 	t.Sets[local4.Name] = local4
 	t.Sets["local_v6"] = newSet("local_v6", KeyIP6Saddr, false, false, "empty")
 	src4 := newSet("sources_v4", KeyIifnameIPSaddr, false, false, "workload interface . its pod's address")
+	src4.Size = 64 // a sized concatenation: its description holds the size and the fields
 	put(src4, ElementKey{Ifname: "veth0", Addr: netip.MustParseAddr("10.0.0.1"), AddrEnd: netip.MustParseAddr("10.0.0.1")}, Verdict{}, "default/a")
 	put(src4, ElementKey{Ifname: "veth1", Addr: netip.MustParseAddr("10.0.0.2"), AddrEnd: netip.MustParseAddr("10.0.0.2")}, Verdict{}, "")
 	t.Sets[src4.Name] = src4

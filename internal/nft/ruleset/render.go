@@ -153,6 +153,9 @@ func renderSet(b *strings.Builder, s *Set) {
 		b.WriteString(" : verdict")
 	}
 	b.WriteString("\n")
+	if s.Size > 0 {
+		fmt.Fprintf(b, "\t\tsize %d\n", s.Size)
+	}
 	if s.Interval {
 		b.WriteString("\t\tflags interval\n")
 	}
@@ -430,7 +433,7 @@ func (r Rule) Equal(o Rule) bool {
 // sameProps reports whether two sets have the same properties (everything but the elements).
 func (s *Set) sameProps(o *Set) bool {
 	return s.Name == o.Name && s.Key == o.Key && s.Map == o.Map && s.Interval == o.Interval &&
-		Comment(s.Comment) == Comment(o.Comment)
+		s.Size == o.Size && Comment(s.Comment) == Comment(o.Comment)
 }
 
 // sameProps reports whether two chains have the same name, comment and base.

@@ -154,6 +154,13 @@ type Set struct {
 	Map      bool
 	Interval bool
 	Comment  string
+	// Size, when not 0, is the most elements the kernel lets the set hold (`size N`) and the
+	// number its hash table is laid out for from the start. A set made with many elements in
+	// one transaction is made ≈ 2× faster than one whose table grows as they arrive (P3's
+	// first apply: 0.44 → 0.23 s). Sets without interval only; a set holding more elements
+	// than its size is an error, and so is a size on an interval set. The kernel keeps a
+	// set's size for its life: a Commit that changes it replaces the table (sameProps).
+	Size uint32
 	// Elements maps each element's key to its value: the key is held once (with the key in the
 	// value too, the map was 184 bytes an element instead of 112; P3's table has 364,359).
 	Elements map[ElementKey]Value
