@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/bits"
 	"net/netip"
 	"slices"
 	"strings"
@@ -107,6 +108,10 @@ type Dataplane struct {
 	inSync       bool
 	committed    bool // the table has been written once by this process
 	transactions uint64
+	// sizes holds the size of each set that has one (setSize), as the last replace chose it:
+	// a set put under that name again keeps it, and a set that outgrows it has the table
+	// replaced.
+	sizes map[string]uint32
 }
 
 type endpoint struct {
@@ -182,6 +187,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
 		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
 		localAddrs:     map[netip.Addr]model.EndpointKey{},
+		sizes:          map[string]uint32{},
 	}
 	d.resetPending()
 	d.addSkeleton()
@@ -227,7 +233,7 @@ func (d *Dataplane) commit() error {
 		d.resetPending()
 		return nil
 	}
-	if !d.committed {
+	if !d.committed || d.outgrown() {
 		return d.replace()
 	}
 	defer d.resetPending() // on failure too: the next Resync replaces the whole table
@@ -239,9 +245,10 @@ func (d *Dataplane) commit() error {
 	return nil
 }
 
-// replace writes the whole desired table in one transaction.
+// replace writes the whole desired table in one transaction, every set sized anew.
 func (d *Dataplane) replace() error {
 	defer d.resetPending()
+	d.sizeSets()
 	if err := d.conn.Replace(d.table); err != nil {
 		d.committed = false
 		return fmt.Errorf("replacing table %s: %w", d.table.Name, err)
@@ -670,8 +677,48 @@ func (d *Dataplane) putChain(c *ruleset.Chain) {
 }
 
 func (d *Dataplane) putSet(s *ruleset.Set) {
+	s.Size = d.sizes[s.Name]
 	d.table.Sets[s.Name] = s
 	d.changes.Sets[s.Name] = struct{}{}
+}
+
+// minSizedSet is the fewest elements a set is given a size for (ruleset.Set.Size).
+const minSizedSet = 1024
+
+// setSize is the size a set of n elements is made with when the table is replaced: none below
+// minSizedSet elements, else the power of two at or above twice n, so that the set can double
+// before it outgrows it.
+func setSize(n int) uint32 {
+	if n < minSizedSet {
+		return 0
+	}
+	return 1 << bits.Len(uint(2*n-1))
+}
+
+// sizeSets gives every set of the table its setSize, before the table is written whole.
+func (d *Dataplane) sizeSets() {
+	clear(d.sizes)
+	for name, s := range d.table.Sets {
+		s.Size = 0
+		if !s.Interval {
+			s.Size = setSize(s.Len())
+		}
+		if s.Size > 0 {
+			d.sizes[name] = s.Size
+		}
+	}
+}
+
+// outgrown reports whether a set holds more elements than its size: the kernel would refuse
+// them, and only a new set takes a new size, so the table is replaced (rarely: the set has
+// doubled since).
+func (d *Dataplane) outgrown() bool {
+	for name, size := range d.sizes {
+		if s, ok := d.table.Sets[name]; ok && s.Len() > int(size) {
+			return true
+		}
+	}
+	return false
 }
 
 // groupName is a group chain's name: direction and a hash of the group key.

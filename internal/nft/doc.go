@@ -110,14 +110,23 @@
 //     committer's mirror shares
 //     (ruleset's journal); named-port sets keep a member count per address. Apply consumes its
 //     messages (a first flush's member lists are dropped once folded, not held to the commit).
-//   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, 0.42 s
-//     for the first full apply (≈ 0.37 s of it the kernel's, inside the sendmsg); one pod
-//     joining a selector p50 ≈ 20–40 µs.
+//   - Set sizes (dataplane.go: setSize): when the table is written whole (the first commit,
+//     a resync), a set without interval of at least 1,024 elements is made with a size, the
+//     power of two at or above twice its elements. The kernel then lays its hash table out at
+//     once instead of growing it as the elements arrive, which halved P3's first apply. The
+//     size is the most elements the kernel accepts and is kept for the set's life: later
+//     commits keep it (a set put again under its name takes it back), and an apply that leaves
+//     a set over its size replaces the table, sizing every set anew — once per doubling of a
+//     set. Sets made by a later commit, and smaller ones, have none.
+//   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, ≈ 0.25 s
+//     for the first full apply (0.43 s without set sizes, ≈ 0.37 s of it the kernel's, inside
+//     the sendmsg); one pod joining a selector p50 ≈ 20–40 µs.
 //
 // # Invariants
 //
 //   - After every Apply the desired table equals what a fresh Dataplane computes from the same
-//     messages (TestIncrementalMatchesFresh), and the compiled structure, of either shape, gives
+//     messages (TestIncrementalMatchesFresh), but for set sizes, which depend on when the table
+//     was last written whole (TestSetSizes), and the compiled structure, of either shape, gives
 //     every packet the model's outcome (TestCompileMatchesModel).
 //   - A shared set exists exactly while a listed group's chain looks it up, and holds the
 //     State's members of its set and family: for an address set the table holds the State's own
@@ -130,7 +139,8 @@
 //
 // The first commit of a Dataplane replaces any table of the same name in one transaction (add,
 // delete, add, then everything), so a previous run's table stays in force until then; nothing is
-// written before in-sync. Later applies send only the objects the apply touched. A failed commit
+// written before in-sync. Later applies send only the objects the apply touched, unless a set
+// has outgrown its size (above): that apply replaces the table. A failed commit
 // leaves the kernel unchanged; the agent then calls Resync, which replaces the whole table.
 // Resync also reads the table back and repairs any drift the same way.
 //
