@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -84,7 +83,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("loading the API server configuration: %w", err)
 	}
 	rc.UserAgent = "nftpolicy/" + version
-	client, err := kubernetes.NewForConfig(sync.ClientConfig(rc))
+	client, err := sync.NewClient(rc)
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
 	}

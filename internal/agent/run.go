@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/ifmon"
@@ -24,7 +23,7 @@ import (
 // RunConfig is everything one agent needs: where the cluster is, which node it is, which network
 // namespace it programs.
 type RunConfig struct {
-	Client   kubernetes.Interface
+	Client   sync.Client
 	NodeName string
 	// NetNSFD is an open handle of the network namespace to program and watch; < 0: the current
 	// one (the product); tests run one agent per node namespace inside one process.

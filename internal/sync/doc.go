@@ -7,9 +7,12 @@
 //
 //   - Watcher (watch.go): client-go informers for Namespaces, Pods (all pods of the
 //     cluster: remote pods are members of the sets that local policies use; the graph tells
-//     local ones by Endpoint.Node) and NetworkPolicies, over protobuf (ClientConfig). The pod
-//     informer is a plain one (its controller calls the handler; a shared informer's listener
-//     buffer allocated a trace per event during the initial list) and lists through podlist.go,
+//     local ones by Endpoint.Node) and NetworkPolicies, over protobuf, through a Client
+//     (client.go): a REST client of a scheme holding only those types, not client-go's
+//     clientset, whose packages register all 55 of Kubernetes' API groups at start-up (see
+//     Client for what that cost). The informers are plain
+//     ones (their controllers call the handlers; a shared informer's listener buffer
+//     allocated a trace per event during the initial list of pods). The pod informer lists through podlist.go,
 //     which decodes the response pod by pod as it arrives instead of reading it whole and
 //     decoding one PodList (client-go falls back to one unpaginated list when the API server
 //     cannot stream it), reading only the fields a record uses (podfields.go: 2.1 µs and 488 B

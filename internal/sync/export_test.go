@@ -1,12 +1,42 @@
 package sync
 
 import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
+
+// ClientsetClient is a Client that lists and watches through a client-go clientset: the fakes
+// of the unit tests. Lists are typed (the Watcher's transform makes the records).
+func ClientsetClient(cs kubernetes.Interface) Client { return clientsetClient{cs} }
+
+type clientsetClient struct{ cs kubernetes.Interface }
+
+func (c clientsetClient) listerWatcher(resource string, _ func(*corev1.Pod) *podRecord) cache.ListerWatcher {
+	var lw *cache.ListWatch
+	switch resource {
+	case "namespaces":
+		i := c.cs.CoreV1().Namespaces()
+		lw = &cache.ListWatch{WatchFuncWithContext: i.Watch,
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return i.List(ctx, o) }}
+	case "pods":
+		i := c.cs.CoreV1().Pods(metav1.NamespaceAll)
+		lw = &cache.ListWatch{WatchFuncWithContext: i.Watch,
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return i.List(ctx, o) }}
+	case "networkpolicies":
+		i := c.cs.NetworkingV1().NetworkPolicies(metav1.NamespaceAll)
+		lw = &cache.ListWatch{WatchFuncWithContext: i.Watch,
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return i.List(ctx, o) }}
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, c.cs)
+}
 
 // Transform is the informers' transform, for tests.
 func (w *Watcher) Transform(obj any) (any, error) { return w.transform(obj) }

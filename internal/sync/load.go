@@ -3,6 +3,7 @@ package sync
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -67,8 +67,8 @@ func LoadDir(dir string) ([]model.Update, []error) {
 		errs = append(errs, fmt.Errorf("reading manifests in %s: %w", dir, err))
 	}
 	sort.Strings(files)
-	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
-		kjson.SerializerOptions{Yaml: true, Strict: true})
+	s := newScheme()
+	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Yaml: true, Strict: true})
 	for _, f := range files {
 		items = append(items, readFile(f, dec)...)
 	}
@@ -108,9 +108,16 @@ func readFile(path string, dec runtime.Decoder) []sourced {
 	return out
 }
 
-// decode decodes one document; a v1 List yields its items.
+// decode decodes one document; a v1 List yields its items. A kind the scheme does not hold (one
+// that nftpolicy does not read) yields its metadata, which convertObjects reports as ignored.
 func decode(js []byte, origin string, dec runtime.Decoder) []sourced {
 	obj, gvk, err := dec.Decode(js, nil, nil)
+	if runtime.IsNotRegisteredError(err) {
+		m := &metav1.PartialObjectMetadata{}
+		if jerr := json.Unmarshal(js, m); jerr == nil {
+			return []sourced{{obj: m, origin: origin}}
+		}
+	}
 	if err != nil {
 		name := ""
 		switch {

@@ -155,7 +155,7 @@ func TestInformerCacheMemory(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := sync.New(sync.Config{Client: cs, NodeName: "node-000"})
+	w := sync.New(sync.Config{Client: sync.ClientsetClient(cs), NodeName: "node-000"})
 	out := make(chan []model.Update, 16)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx, out) }()
@@ -210,7 +210,7 @@ func TestInformerCacheMemory(t *testing.T) {
 }
 
 // protobufLists makes the fake answer lists as the API server does: encoded and decoded again
-// (protobuf, as ClientConfig asks for), rather than deep copies of its objects, which share
+// (protobuf, as NewClient asks for), rather than deep copies of its objects, which share
 // their strings with them.
 func protobufLists(cs *fake.Clientset) {
 	type protoList interface {

@@ -14,11 +14,6 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 )
 
 // The pod informer's list, decoded pod by pod. client-go's typed list decodes a PodList: one
@@ -31,39 +26,21 @@ import (
 // `limit` at resourceVersion 0, and client-go's streaming list (WatchListClient), which would
 // replace it, needs an etcd with progress notifications.
 
-// podListWatch is the pod informer's source; it keeps client-go's streaming list (WatchListClient)
-// where the client supports it, as the factory's informers do. record makes the record of each
-// listed pod (Watcher.recordPod).
-func podListWatch(client kubernetes.Interface, record func(*corev1.Pod) *podRecord) cache.ListerWatcher {
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return listPods(ctx, client, o, record)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
-		},
-	}, client)
-}
-
 // protobufMagic starts every protobuf-encoded Kubernetes object (runtime.Unknown follows).
 var protobufMagic = []byte("k8s\x00")
 
-// listPods lists the pods of all namespaces, decoding the response as it arrives; a client
-// without a REST client (a fake) or an answer that is not protobuf takes the typed path.
-func listPods(ctx context.Context, client kubernetes.Interface, o metav1.ListOptions, record func(*corev1.Pod) *podRecord) (runtime.Object, error) {
-	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
-	if !ok || rc == nil {
-		return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
-	}
-	body, err := rc.Get().Resource("pods").VersionedParams(&o, scheme.ParameterCodec).
-		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
+// listPods lists the pods of all namespaces, decoding the response as it arrives; an answer that
+// is not protobuf is decoded whole, by a second request.
+func (c *restClient) listPods(ctx context.Context, o metav1.ListOptions, record func(*corev1.Pod) *podRecord) (runtime.Object, error) {
+	body, err := c.get(collections["pods"].path, &o).SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer body.Close()
 	r := bufio.NewReaderSize(body, 64<<10)
 	if magic, err := r.Peek(len(protobufMagic)); err != nil || !bytes.Equal(magic, protobufMagic) {
-		return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		list := &corev1.PodList{}
+		return list, c.get(collections["pods"].path, &o).Do(ctx).Into(list)
 	}
 	_, _ = r.Discard(len(protobufMagic))
 	return decodePodList(r, record)

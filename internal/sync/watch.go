@@ -3,7 +3,6 @@ package sync
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"reflect"
 	gosync "sync"
@@ -14,9 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -24,7 +20,7 @@ import (
 
 // Config configures a Watcher.
 type Config struct {
-	Client kubernetes.Interface
+	Client Client // NewClient
 	// NodeName is this node, for the logs. Every pod of the cluster becomes an endpoint (remote
 	// pods are members of the sets local policies use); the graph tells local ones by
 	// Endpoint.Node.
@@ -99,8 +95,6 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	if w.cfg.Client == nil {
 		return errors.New("sync: Config.Client is nil")
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(w.cfg.Client, 0, // no periodic resync: the informers relist after a watch error
-		informers.WithTransform(w.transform))
 	w.push(model.SyncStatusUpdate{Status: model.ResyncInProgress})
 	// each event's version is noted after its updates are queued: a SourceVersion never
 	// precedes the changes it vouches for
@@ -111,37 +105,32 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 			DeleteFunc: func(obj any) { del(obj); w.observe(resource, obj) },
 		}
 	}
-	// Pods are listed by podListWatch (podlist.go) into a plain informer, whose controller calls
-	// the handler itself: a shared informer hands every event to its handlers through a buffer
-	// and, while more than 1,024 wait there (all of the initial list), allocates a trace for
-	// each (≈ 25 MB of garbage for P3's 100,000 pods). The others come from the factory.
-	_, pods := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: podListWatch(w.cfg.Client, w.recordPod),
-		ObjectType:    &corev1.Pod{},
-		Handler:       handler("pods", w.podChanged, w.deletePod),
-		Transform:     w.transform,
-	})
-	synced := []cache.InformerSynced{pods.HasSynced}
+	// Plain informers, whose controllers call the handlers themselves: a shared informer hands
+	// every event to its handlers through a buffer and, while more than 1,024 wait there (all
+	// of an initial list of pods), allocates a trace for each (≈ 25 MB of garbage for P3's
+	// 100,000 pods). Pods are listed by podlist.go.
+	var synced []cache.InformerSynced
+	var running gosync.WaitGroup
+	defer running.Wait()
 	for _, s := range []struct {
-		name, resource string // resource as SourceVersion names it
-		informer       cache.SharedIndexInformer
-		change         func(oldObj, newObj any) // oldObj nil for an add
-		del            func(obj any)
+		resource string // as SourceVersion names it
+		object   runtime.Object
+		change   func(oldObj, newObj any) // oldObj nil for an add
+		del      func(obj any)
 	}{
-		{"Namespace", "namespaces", factory.Core().V1().Namespaces().Informer(), ignoreOld(w.setNamespace), w.deleteNamespace},
-		{"NetworkPolicy", "networkpolicies", factory.Networking().V1().NetworkPolicies().Informer(), w.policyChanged, w.deletePolicy},
+		{"namespaces", &corev1.Namespace{}, ignoreOld(w.setNamespace), w.deleteNamespace},
+		{"pods", &corev1.Pod{}, w.podChanged, w.deletePod},
+		{"networkpolicies", &networkingv1.NetworkPolicy{}, w.policyChanged, w.deletePolicy},
 	} {
-		reg, err := s.informer.AddEventHandler(handler(s.resource, s.change, s.del))
-		if err != nil {
-			return fmt.Errorf("sync: adding the %s event handler: %w", s.name, err)
-		}
-		synced = append(synced, reg.HasSynced)
+		_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+			ListerWatcher: w.cfg.Client.listerWatcher(s.resource, w.recordPod),
+			ObjectType:    s.object,
+			Handler:       handler(s.resource, s.change, s.del),
+			Transform:     w.transform,
+		})
+		synced = append(synced, informer.HasSynced)
+		running.Go(func() { informer.RunWithContext(ctx) })
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	podsDone := make(chan struct{})
-	go func() { defer close(podsDone); pods.RunWithContext(ctx) }()
-	defer func() { <-podsDone }()
 
 	started := time.Now()
 	go func() {
@@ -442,14 +431,4 @@ func (w *Watcher) transform(obj any) (any, error) {
 
 func slimMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Labels: m.Labels}
-}
-
-// ClientConfig returns the agent's API client configuration made from rc: protobuf on the wire,
-// as Kubernetes' own node agents use for the core and networking types (smaller responses and a
-// cheaper decode than JSON for the initial list of every pod), JSON accepted for the rest.
-func ClientConfig(rc *rest.Config) *rest.Config {
-	c := rest.CopyConfig(rc)
-	c.ContentType = runtime.ContentTypeProtobuf
-	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return c
 }

@@ -96,7 +96,7 @@ func TestWatcherBadObjects(t *testing.T) {
 	cs, waitWatches := fakeCluster(t, ns, good, bad, okPod, badPod)
 	reg := prometheus.NewRegistry()
 	metrics := sync.NewMetrics(reg)
-	c := startCollector(t, sync.New(sync.Config{Client: cs, NodeName: "node-1", Metrics: metrics}))
+	c := startCollector(t, sync.New(sync.Config{Client: sync.ClientsetClient(cs), NodeName: "node-1", Metrics: metrics}))
 	invalid := func(kind string) float64 { return testutil.ToFloat64(metrics.InvalidObjects.WithLabelValues(kind)) }
 
 	want := newState()

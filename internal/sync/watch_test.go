@@ -13,7 +13,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -113,7 +112,7 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	// not wait for every informer's initial list would come before them and be caught below.
 	cfg := rest.CopyConfig(s.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return slowLists{rt} })
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := sync.NewClient(cfg)
 	must(err)
 	c := startCollector(t, sync.New(sync.Config{Client: cs, NodeName: "node-1"}))
 	atSync := c.waitSync(t)

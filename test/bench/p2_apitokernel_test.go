@@ -19,6 +19,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/agent"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
+	nsync "github.com/nftpolicy/nftpolicy/internal/sync"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 )
@@ -175,10 +176,14 @@ func BenchmarkAPIToKernel(b *testing.B) {
 	createFanout(b, srv, apiFanout)
 	created := time.Since(t0)
 
+	client, err := nsync.NewClient(srv.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- agent.Run(ctx, agent.RunConfig{Client: srv.Client, NodeName: apiFanout.Node, NetNSFD: node.fd,
+		done <- agent.Run(ctx, agent.RunConfig{Client: client, NodeName: apiFanout.Node, NetNSFD: node.fd,
 			ResyncInterval: time.Hour})
 	}()
 	b.Cleanup(func() {

@@ -26,7 +26,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nftpolicy/nftpolicy/internal/agent"
@@ -391,8 +390,8 @@ func TestColdStartAgentChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	client, err := kubernetes.NewForConfig(nsync.ClientConfig(&rest.Config{Host: cfg.URL, BearerToken: cfg.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CA}}))
+	client, err := nsync.NewClient(&rest.Config{Host: cfg.URL, BearerToken: cfg.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CA}})
 	if err != nil {
 		t.Fatal(err)
 	}
