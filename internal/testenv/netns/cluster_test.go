@@ -224,33 +224,50 @@ func TestForward(t *testing.T) {
 
 	c := NewForTest(t, Config{Nodes: []string{"a"}})
 	n := c.Node("a")
+	echo := func(listen netip.AddrPort) (string, error) {
+		var got string
+		err := Do(n.NetNS, func() error {
+			conn, err := net.DialTimeout("tcp", listen.String(), 5*time.Second)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conn.Write([]byte("ping")); err != nil {
+				return err
+			}
+			buf := make([]byte, 4)
+			_, err = io.ReadFull(conn, buf)
+			got = string(buf)
+			return err
+		})
+		return got, err
+	}
 	listen := netip.MustParseAddrPort("127.0.0.1:6443")
 	if err := c.Forward(n.NetNS, listen, ln.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
-	var got string
-	err = Do(n.NetNS, func() error {
-		conn, err := net.DialTimeout("tcp", listen.String(), 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := conn.Write([]byte("ping")); err != nil {
-			return err
-		}
-		buf := make([]byte, 4)
-		_, err = io.ReadFull(conn, buf)
-		got = string(buf)
-		return err
-	})
-	if err != nil || got != "ping" {
+	if got, err := echo(listen); err != nil || got != "ping" {
 		t.Fatalf("echo through the forwarder: %q, %v", got, err)
 	}
 	// The listener is in the node namespace, not in the root one.
 	if conn, err := net.DialTimeout("tcp", listen.String(), time.Second); err == nil {
 		conn.Close()
 		t.Errorf("%s answers in the root namespace", listen)
+	}
+
+	// The same without the cluster's bookkeeping, until closed.
+	own := netip.MustParseAddrPort("127.0.0.1:6444")
+	f, err := Forward(n.NetNS, own, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := echo(own); err != nil || got != "ping" {
+		t.Fatalf("echo through Forward: %q, %v", got, err)
+	}
+	f.Close()
+	if _, err := echo(own); err == nil {
+		t.Errorf("%s still forwards after Close", own)
 	}
 }
 

@@ -203,6 +203,34 @@ func (c *Cluster) Forward(netnsName string, listen netip.AddrPort, target string
 	if c.closed {
 		return fmt.Errorf("forwarding %s in %s: cluster closed", listen, netnsName)
 	}
+	s, err := forward(netnsName, listen, target)
+	if err != nil {
+		return err
+	}
+	c.forwards = append(c.forwards, s)
+	return nil
+}
+
+// Forward is Cluster.Forward for a namespace of no Cluster: it runs until the Forwarder is
+// closed.
+func Forward(netnsName string, listen netip.AddrPort, target string) (*Forwarder, error) {
+	s, err := forward(netnsName, listen, target)
+	if err != nil {
+		return nil, err
+	}
+	return &Forwarder{s}, nil
+}
+
+// Forwarder is a running Forward.
+type Forwarder struct{ s *service }
+
+// Close stops listening and ends the connections it forwards.
+func (f *Forwarder) Close() error {
+	f.s.stop()
+	return nil
+}
+
+func forward(netnsName string, listen netip.AddrPort, target string) (*service, error) {
 	var ln net.Listener
 	err := Do(netnsName, func() error {
 		var err error
@@ -210,7 +238,7 @@ func (c *Cluster) Forward(netnsName string, listen netip.AddrPort, target string
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("forwarding %s in %s to %s: %w", listen, netnsName, target, err)
+		return nil, fmt.Errorf("forwarding %s in %s to %s: %w", listen, netnsName, target, err)
 	}
 	s := newService()
 	s.closers = append(s.closers, ln)
@@ -238,8 +266,7 @@ func (c *Cluster) Forward(netnsName string, listen netip.AddrPort, target string
 		<-done
 		<-done
 	})
-	c.forwards = append(c.forwards, s)
-	return nil
+	return s, nil
 }
 
 // Probe connects from the namespace to to:port: TCP connects and reads the server's reply, UDP

@@ -1,0 +1,143 @@
+package bench_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
+)
+
+// agentColdStart runs the product — cmd/nftpolicy as bin, the binary `make bench` builds — in
+// the namespace netnsName, as a node runs it: its own process, reaching srv through a forwarder
+// on the namespace's loopback (agentproc), with its default flags but for debug logs. It
+// returns once the agent has logged its first commit: the time from starting the process to
+// that record's timestamp, the process's peak RSS (VmHWM) and CPU then, its transactions and
+// elements from its metrics, and how many collections the API server made meanwhile.
+func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r agentResult, apiCollections int) {
+	fwd, err := netns.Forward(netnsName, netip.MustParseAddrPort(agentproc.APIAddr), strings.TrimPrefix(srv.URL, "https://"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fwd.Close()
+	collections := func() int {
+		n, err := srv.Collections(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	before := collections()
+	start := time.Now()
+	p, err := agentproc.Start(agentproc.Config{Bin: bin, Node: coldSpec.Node, NetNS: netnsName, Server: srv, Dir: b.TempDir(),
+		Args: []string{"--log-level", "debug", "--resync-interval", "1h"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := p.Stop(); err != nil {
+			b.Errorf("stopping the agent: %v\n%s", err, p.Tail(4096))
+		}
+		if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" {
+			log, _ := os.ReadFile(p.LogPath)
+			os.Stderr.Write(log) // whole: a benchmark's log is cut after a few lines
+		}
+	}()
+	pid := p.Pid() // `ip netns exec` execs the agent: the same process
+	var trace []string
+	for committed := (time.Time{}); committed.IsZero(); {
+		if time.Since(start) > time.Minute {
+			b.Fatalf("no commit within a minute:\n%s", p.Tail(4096))
+		}
+		time.Sleep(10 * time.Millisecond)
+		if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" { // how the resident memory grows
+			trace = append(trace, fmt.Sprintf("%5d ms: VmRSS %3d MiB", time.Since(start).Milliseconds(), procField(pid, "VmRSS")>>20))
+		}
+		if committed, err = firstApplied(p.LogPath); err != nil {
+			b.Fatal(err)
+		}
+		r.FirstCommit = committed.Sub(start)
+	}
+	r.PeakRSS = procField(pid, "VmHWM")
+	r.CPU = procCPU(pid)
+	_, page, err := p.Get(agentproc.MetricsURL)
+	if err != nil {
+		b.Fatalf("the agent's metrics: %v", err)
+	}
+	r.Transactions = int(metricValue(page, "nftpolicy_transactions_total"))
+	r.Elements = int(metricValue(page, "nftpolicy_set_elements"))
+	r.HeapInUse = uint64(metricValue(page, "go_memstats_heap_inuse_bytes"))
+	if len(trace) > 0 {
+		fmt.Fprintf(os.Stderr, "the agent's resident memory until its first commit:\n%s\n", strings.Join(trace, "\n"))
+	}
+	return r, collections() - before
+}
+
+// firstApplied returns the time of the first "applied" record of the agent's JSON log (the
+// agent logs one after each commit), or the zero time when there is none yet.
+func firstApplied(logPath string) (time.Time, error) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	s.Buffer(nil, 1<<20)
+	for s.Scan() {
+		var rec struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal(s.Bytes(), &rec) == nil && rec.Msg == "applied" {
+			return rec.Time, nil
+		}
+	}
+	return time.Time{}, s.Err()
+}
+
+// procField is a field of /proc/PID/status in bytes (0 when unreadable).
+func procField(pid int, field string) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// procCPU is the user and system time of a process (0 when unreadable).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // after the command's name
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// metricValue is an unlabelled sample of a Prometheus text page (0 when absent).
+func metricValue(page, name string) float64 {
+	for line := range strings.Lines(page) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
