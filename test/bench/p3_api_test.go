@@ -104,7 +104,8 @@ func BenchmarkColdStartAPI(b *testing.B) {
 	report.add(row{"P3", "the API server's answer to the agent's first pod list alone (protobuf, read and discarded)",
 		fmt.Sprintf("%.2f s (%.0f MB)", listAlone.took.Seconds(), float64(listAlone.bytes)/1e6), "", ""})
 	report.add(row{"P4", "peak RSS of that agent process (the product binary) at its first full commit: VmHWM",
-		fmt.Sprintf("%.0f MiB (Go heap in use %.0f MiB)", float64(res.PeakRSS)/mib, float64(res.HeapInUse)/mib),
+		fmt.Sprintf("%.0f MiB (Go heap in use %.0f MiB, the binary's resident pages %.0f MiB)",
+			float64(res.PeakRSS)/mib, float64(res.HeapInUse)/mib, float64(res.FilePages)/mib),
 		"≤ 150 MiB", meets(res.PeakRSS <= 150*mib)})
 }
 
@@ -358,6 +359,7 @@ type agentResult struct {
 	Transactions       int
 	Elements           int
 	PeakRSS, HeapInUse uint64
+	FilePages          uint64        // resident pages of the binary (RssFile) at the first commit
 	CPU                time.Duration // user + system, until the first commit
 }
 

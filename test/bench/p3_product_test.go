@@ -66,7 +66,7 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 		}
 		r.FirstCommit = committed.Sub(start)
 	}
-	r.PeakRSS = procField(pid, "VmHWM")
+	r.PeakRSS, r.FilePages = procField(pid, "VmHWM"), procField(pid, "RssFile")
 	r.CPU = procCPU(pid)
 	_, page, err := p.Get(agentproc.MetricsURL)
 	if err != nil {
