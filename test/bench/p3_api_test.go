@@ -371,15 +371,8 @@ type agentChildConfig struct {
 }
 
 // childAgentColdStart runs TestColdStartAgentChild against srv, programming namespace netns.
-func childAgentColdStart(b *testing.B, srv *kube.Server, netns string) (r agentResult, apiCollections int) {
-	collections := func() int {
-		n, err := srv.Collections(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
-	before := collections()
+func childAgentColdStart(b *testing.B, srv *kube.Server, netns string) (r agentResult, collections int) {
+	before := apiCollections(b, srv)
 	cfg, _ := json.Marshal(agentChildConfig{URL: srv.URL, Token: srv.Token, CA: srv.CAData, NetNS: netns, Node: coldSpec.Node})
 	var args []string
 	// where the agent's time goes; NFTP_BENCH_AGENT_HEAPPROFILE=f: what it holds at its first commit
@@ -387,7 +380,16 @@ func childAgentColdStart(b *testing.B, srv *kube.Server, netns string) (r agentR
 		args = append(args, "-test.cpuprofile="+prof)
 	}
 	runChild(b, "TestColdStartAgentChild", agentChildEnv+"="+string(cfg), "P3AGENT", &r, args...)
-	return r, collections() - before
+	return r, apiCollections(b, srv) - before
+}
+
+// apiCollections is how many times the API server has collected its garbage.
+func apiCollections(b *testing.B, srv *kube.Server) int {
+	n, err := srv.Collections(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // TestColdStartAgentChild is BenchmarkColdStartAPI's agent process; it does nothing unless

@@ -22,20 +22,13 @@ import (
 // returns once the agent has logged its first commit: the time from starting the process to
 // that record's timestamp, the process's peak RSS (VmHWM) and CPU then, its transactions and
 // elements from its metrics, and how many collections the API server made meanwhile.
-func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r agentResult, apiCollections int) {
+func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r agentResult, collections int) {
 	fwd, err := netns.Forward(netnsName, netip.MustParseAddrPort(agentproc.APIAddr), strings.TrimPrefix(srv.URL, "https://"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer fwd.Close()
-	collections := func() int {
-		n, err := srv.Collections(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
-	before := collections()
+	before := apiCollections(b, srv)
 	start := time.Now()
 	p, err := agentproc.Start(agentproc.Config{Bin: bin, Node: coldSpec.Node, NetNS: netnsName, Server: srv, Dir: b.TempDir(),
 		Args: []string{"--log-level", "debug", "--resync-interval", "1h"}})
@@ -78,7 +71,7 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 	if len(trace) > 0 {
 		fmt.Fprintf(os.Stderr, "the agent's resident memory until its first commit:\n%s\n", strings.Join(trace, "\n"))
 	}
-	return r, collections() - before
+	return r, apiCollections(b, srv) - before
 }
 
 // firstApplied returns the time of the first "applied" record of the agent's JSON log (the
