@@ -17,8 +17,9 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		g.deleteEndpoint(m.Key)
 		e = nil
 	}
+	g.scratch = appendNet(g.scratch[:0], m.Addrs, m.NamedPorts)
 	if e == nil {
-		e = &endpoint{name: m.Key.Name, labels: m.Labels, net: packNet(m.Addrs, m.NamedPorts), local: local}
+		e = &endpoint{name: m.Key.Name, labels: m.Labels, net: netInfo(g.scratch), local: local}
 		e.ns = g.namespaceOf(m.Key.Namespace)
 		e.ns.endpoints[e.name] = e
 		if m.ServiceAccount != "" {
@@ -37,7 +38,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		g.dirtyEndpoints[m.Key] = struct{}{}
 	}
 	// Addresses and named ports: withdraw the old contributions to sets, add the new ones.
-	if net := packNet(m.Addrs, m.NamedPorts); net != e.net {
+	if string(g.scratch) != string(e.net) {
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, false)
@@ -46,7 +47,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		if e.inSets > 0 {
 			g.holders.remove(e)
 		}
-		e.net = net
+		e.net = netInfo(g.scratch)
 		if e.inSets > 0 {
 			g.holders.add(e)
 		}

@@ -27,6 +27,8 @@ func (p Problem) String() string { return p.Object + ": " + p.Message }
 // updates (OnUpdate) and asks for the resulting messages (Flush).
 type Graph struct {
 	cfg Config
+	// scratch holds the packed addresses and named ports of the endpoint being set (appendNet)
+	scratch []byte
 
 	inSync     bool
 	sentInSync bool

@@ -5,7 +5,6 @@ import (
 	"iter"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -21,8 +20,15 @@ type netInfo string
 
 // packNet packs addresses (valid, unmapped, without zone: keepEndpoint) and named ports.
 func packNet(addrs []netip.Addr, ports []model.NamedPort) netInfo {
+	return netInfo(appendNet(nil, addrs, ports))
+}
+
+// appendNet appends the packed form of addrs and ports (packNet) to dst, growing it once; neither
+// appends nothing. The graph packs an update into its scratch buffer and compares it with the
+// endpoint's before making a string of it: an update that leaves them unchanged allocates none.
+func appendNet(dst []byte, addrs []netip.Addr, ports []model.NamedPort) []byte {
 	if len(addrs) == 0 && len(ports) == 0 {
-		return ""
+		return dst
 	}
 	count, size := 0, 0
 	for i, a := range addrs {
@@ -36,32 +42,28 @@ func packNet(addrs []netip.Addr, ports []model.NamedPort) netInfo {
 			size += 3 + uvarintLen(len(p.Name)) + len(p.Name)
 		}
 	}
-	var b strings.Builder // one allocation of the exact size, which String does not copy
-	b.Grow(uvarintLen(count) + size)
-	var lb [binary.MaxVarintLen64]byte
-	b.Write(binary.AppendUvarint(lb[:0], uint64(count)))
+	dst = slices.Grow(dst, uvarintLen(count)+size)
+	dst = binary.AppendUvarint(dst, uint64(count))
 	for i, a := range addrs {
 		switch {
 		case slices.Contains(addrs[:i], a):
 		case a.Is4():
 			x := a.As4()
-			b.WriteByte(4)
-			b.Write(x[:])
+			dst = append(append(dst, 4), x[:]...)
 		default:
 			x := a.As16()
-			b.WriteByte(16)
-			b.Write(x[:])
+			dst = append(append(dst, 16), x[:]...)
 		}
 	}
 	for i, p := range ports {
 		if slices.Contains(ports[:i], p) {
 			continue
 		}
-		b.Write([]byte{byte(p.Protocol), byte(p.Port >> 8), byte(p.Port)})
-		b.Write(binary.AppendUvarint(lb[:0], uint64(len(p.Name))))
-		b.WriteString(p.Name)
+		dst = append(dst, byte(p.Protocol), byte(p.Port>>8), byte(p.Port))
+		dst = binary.AppendUvarint(dst, uint64(len(p.Name)))
+		dst = append(dst, p.Name...)
 	}
-	return netInfo(b.String())
+	return dst
 }
 
 func uvarintLen(n int) int {
