@@ -156,7 +156,10 @@ func (g *Graph) contributes(s *set, h *endpoint, mb Member) bool {
 	return s.kind == SetAddrs || s.hasPort(h.net, mb.Protocol, mb.Port)
 }
 
-// members lists the set's members, sorted, from its matcher's endpoints.
+// members lists the set's members, sorted, from its matcher's endpoints. It walks them twice,
+// to count and then to fill a list of that size: a list grown as it is filled would leave as
+// much again in garbage (a first flush at P3's scale lists 364,000 members of 32 bytes), at the
+// agent's peak, for a second walk that costs ≈ 20 ms there.
 func (s *set) members(g *Graph) []Member {
 	n := 0
 	for e := range g.membersOf(s.m) {

@@ -50,6 +50,7 @@ type CachedPodRecord struct {
 	IsEndpoint  bool
 	Err         error  // the conversion error
 	Key         string // namespace/name@resourceVersion
+	ID          string // the record's own string: namespace/name, then the resourceVersion
 }
 
 // CachedPod reports what the pod informer caches of obj (a Transform result), or ok=false when
@@ -60,7 +61,7 @@ func CachedPod(obj any) (rec CachedPodRecord, ok bool) {
 		return CachedPodRecord{}, false
 	}
 	return CachedPodRecord{Pending: r.pending.Load(), Fingerprint: r.fingerprint, IsEndpoint: r.isEndpoint(), Err: r.err(),
-		Key: cacheKey(r)}, true
+		Key: cacheKey(r), ID: r.id}, true
 }
 
 // CachedPolicyRecord is what the policy informer caches of a NetworkPolicy, as tests see it.

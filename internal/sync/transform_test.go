@@ -133,6 +133,11 @@ func TestTransformInterns(t *testing.T) {
 		if rec.Pending == nil {
 			t.Fatalf("%s: no endpoint cached", p.Name)
 		}
+		// the endpoint's name is the record's own: a view of its string, not another copy
+		id, name := unsafe.StringData(rec.ID), unsafe.StringData(rec.Pending.Key.Name)
+		if off := uintptr(unsafe.Pointer(name)) - uintptr(unsafe.Pointer(id)); off > uintptr(len(rec.ID)-len(rec.Pending.Key.Name)) {
+			t.Errorf("%s: the endpoint's name %q is not a view of the record's %q", p.Name, rec.Pending.Key.Name, rec.ID)
+		}
 		return *rec.Pending
 	}
 	pa := decoded(1)
