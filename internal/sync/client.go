@@ -67,24 +67,26 @@ type restClient struct {
 	params runtime.ParameterCodec
 }
 
-// paths of the collections of every namespace, and their list types
-var collections = map[string]struct {
-	path    string
-	newList func() runtime.Object
-}{
-	"namespaces":      {"/api/v1/namespaces", func() runtime.Object { return &corev1.NamespaceList{} }},
-	"pods":            {"/api/v1/pods", func() runtime.Object { return &corev1.PodList{} }},
-	"networkpolicies": {"/apis/networking.k8s.io/v1/networkpolicies", func() runtime.Object { return &networkingv1.NetworkPolicyList{} }},
+// collection is the path of a resource's collection of every namespace and its list type.
+func collection(resource string) (path string, newList func() runtime.Object) {
+	switch resource {
+	case "namespaces":
+		return "/api/v1/namespaces", func() runtime.Object { return &corev1.NamespaceList{} }
+	case "pods":
+		return podsPath, func() runtime.Object { return &corev1.PodList{} }
+	case "networkpolicies":
+		return "/apis/networking.k8s.io/v1/networkpolicies", func() runtime.Object { return &networkingv1.NetworkPolicyList{} }
+	}
+	panic("sync: no collection " + resource) // the Watcher names only the three above
 }
 
+const podsPath = "/api/v1/pods"
+
 func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *podRecord) cache.ListerWatcher {
-	coll, ok := collections[resource]
-	if !ok {
-		panic("sync: no collection " + resource) // the Watcher names only the three above
-	}
+	path, newList := collection(resource)
 	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		out := coll.newList()
-		err := c.get(coll.path, &o).Do(ctx).Into(out)
+		out := newList()
+		err := c.get(path, &o).Do(ctx).Into(out)
 		return out, err
 	}
 	if resource == "pods" {
@@ -102,7 +104,7 @@ func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *po
 				timeout = time.Duration(*o.TimeoutSeconds) * time.Second
 			}
 			o.Watch = true
-			return c.get(coll.path, &o).Timeout(timeout).Watch(ctx)
+			return c.get(path, &o).Timeout(timeout).Watch(ctx)
 		},
 	}, c)
 }

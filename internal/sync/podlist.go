@@ -32,7 +32,7 @@ var protobufMagic = []byte("k8s\x00")
 // listPods lists the pods of all namespaces, decoding the response as it arrives; an answer that
 // is not protobuf is decoded whole, by a second request.
 func (c *restClient) listPods(ctx context.Context, o metav1.ListOptions, record func(*corev1.Pod) *podRecord) (runtime.Object, error) {
-	body, err := c.get(collections["pods"].path, &o).SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
+	body, err := c.get(podsPath, &o).SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (c *restClient) listPods(ctx context.Context, o metav1.ListOptions, record 
 	r := bufio.NewReaderSize(body, 64<<10)
 	if magic, err := r.Peek(len(protobufMagic)); err != nil || !bytes.Equal(magic, protobufMagic) {
 		list := &corev1.PodList{}
-		return list, c.get(collections["pods"].path, &o).Do(ctx).Into(list)
+		return list, c.get(podsPath, &o).Do(ctx).Into(list)
 	}
 	_, _ = r.Discard(len(protobufMagic))
 	return decodePodList(r, record)
