@@ -3,15 +3,15 @@ package sync
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -44,72 +44,54 @@ func newScheme() *runtime.Scheme {
 // Kubernetes' own node agents use for the core and networking types (smaller responses and a
 // cheaper decode than JSON for the initial list of every pod), JSON accepted for the rest.
 func NewClient(rc *rest.Config) (Client, error) {
-	s := newScheme()
-	c := rest.CopyConfig(rc)
-	c.ContentType = runtime.ContentTypeProtobuf
-	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	c.APIPath = "/api"
-	c.GroupVersion = &corev1.SchemeGroupVersion
-	c.NegotiatedSerializer = serializer.NewCodecFactory(s).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	base := rest.CopyConfig(rc)
+	base.ContentType = runtime.ContentTypeProtobuf
+	base.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	base.NegotiatedSerializer = serializer.NewCodecFactory(newScheme()).WithoutConversion()
+	if base.UserAgent == "" {
+		base.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	r, err := rest.RESTClientFor(c)
+	hc, err := rest.HTTPClientFor(base)
 	if err != nil {
 		return nil, fmt.Errorf("sync: the API client: %w", err)
 	}
-	return &restClient{rest: r, params: runtime.NewParameterCodec(s)}, nil
-}
-
-// restClient lists and watches by path; every request names its own group and version.
-type restClient struct {
-	rest   *rest.RESTClient
-	params runtime.ParameterCodec
-}
-
-// collection is the path of a resource's collection of every namespace and its list type.
-func collection(resource string) (path string, newList func() runtime.Object) {
-	switch resource {
-	case "namespaces":
-		return "/api/v1/namespaces", func() runtime.Object { return &corev1.NamespaceList{} }
-	case "pods":
-		return podsPath, func() runtime.Object { return &corev1.PodList{} }
-	case "networkpolicies":
-		return "/apis/networking.k8s.io/v1/networkpolicies", func() runtime.Object { return &networkingv1.NetworkPolicyList{} }
+	clientFor := func(apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
+		c := *base
+		c.APIPath, c.GroupVersion = apiPath, &gv
+		r, err := rest.RESTClientForConfigAndClient(&c, hc)
+		if err != nil {
+			return nil, fmt.Errorf("sync: the API client of %s: %w", gv, err)
+		}
+		return r, nil
 	}
-	panic("sync: no collection " + resource) // the Watcher names only the three above
+	var c restClient
+	if c.core, err = clientFor("/api", corev1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if c.networking, err = clientFor("/apis", networkingv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
-const podsPath = "/api/v1/pods"
+// restClient lists and watches through one REST client per group, sharing their connections.
+type restClient struct {
+	core, networking *rest.RESTClient
+}
 
 func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *podRecord) cache.ListerWatcher {
-	path, newList := collection(resource)
-	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		out := newList()
-		err := c.get(path, &o).Do(ctx).Into(out)
-		return out, err
+	client := c.core
+	if resource == "networkpolicies" {
+		client = c.networking
 	}
+	lw := cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
 	if resource == "pods" {
-		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		lw.ListFunc = nil // List falls back to this one
+		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return c.listPods(ctx, o, record)
 		}
 	}
 	// the client keeps client-go's streaming list (WatchListClient) where the API server
 	// supports it, as the clientset's informers do
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: list,
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			var timeout time.Duration
-			if o.TimeoutSeconds != nil {
-				timeout = time.Duration(*o.TimeoutSeconds) * time.Second
-			}
-			o.Watch = true
-			return c.get(path, &o).Timeout(timeout).Watch(ctx)
-		},
-	}, c)
-}
-
-// get is a GET of path with the list options o.
-func (c *restClient) get(path string, o *metav1.ListOptions) *rest.Request {
-	return c.rest.Get().AbsPath(path).VersionedParams(o, c.params)
+	return cache.ToListWatcherWithWatchListSemantics(lw, c)
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -24,18 +25,22 @@ func (c clientsetClient) listerWatcher(resource string, _ func(*corev1.Pod) *pod
 	switch resource {
 	case "namespaces":
 		i := c.cs.CoreV1().Namespaces()
-		lw = &cache.ListWatch{WatchFuncWithContext: i.Watch,
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return i.List(ctx, o) }}
+		lw = typedListWatch(i.List, i.Watch)
 	case "pods":
 		i := c.cs.CoreV1().Pods(metav1.NamespaceAll)
-		lw = &cache.ListWatch{WatchFuncWithContext: i.Watch,
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return i.List(ctx, o) }}
+		lw = typedListWatch(i.List, i.Watch)
 	case "networkpolicies":
 		i := c.cs.NetworkingV1().NetworkPolicies(metav1.NamespaceAll)
-		lw = &cache.ListWatch{WatchFuncWithContext: i.Watch,
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return i.List(ctx, o) }}
+		lw = typedListWatch(i.List, i.Watch)
 	}
 	return cache.ToListWatcherWithWatchListSemantics(lw, c.cs)
+}
+
+// typedListWatch is a typed client's List and Watch as a ListWatch.
+func typedListWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error),
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	return &cache.ListWatch{WatchFuncWithContext: watch,
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) }}
 }
 
 // Transform is the informers' transform, for tests.

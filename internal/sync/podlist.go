@@ -14,6 +14,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 )
 
 // The pod informer's list, decoded pod by pod. client-go's typed list decodes a PodList: one
@@ -32,7 +33,10 @@ var protobufMagic = []byte("k8s\x00")
 // listPods lists the pods of all namespaces, decoding the response as it arrives; an answer that
 // is not protobuf is decoded whole, by a second request.
 func (c *restClient) listPods(ctx context.Context, o metav1.ListOptions, record func(*corev1.Pod) *podRecord) (runtime.Object, error) {
-	body, err := c.get(podsPath, &o).SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
+	get := func() *rest.Request { // as cache.NewListWatchFromClient lists
+		return c.core.Get().Resource("pods").VersionedParams(&o, metav1.ParameterCodec)
+	}
+	body, err := get().SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +44,7 @@ func (c *restClient) listPods(ctx context.Context, o metav1.ListOptions, record 
 	r := bufio.NewReaderSize(body, 64<<10)
 	if magic, err := r.Peek(len(protobufMagic)); err != nil || !bytes.Equal(magic, protobufMagic) {
 		list := &corev1.PodList{}
-		return list, c.get(podsPath, &o).Do(ctx).Into(list)
+		return list, get().Do(ctx).Into(list)
 	}
 	_, _ = r.Discard(len(protobufMagic))
 	return decodePodList(r, record)
