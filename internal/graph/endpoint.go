@@ -2,6 +2,7 @@ package graph
 
 import (
 	"iter"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -94,22 +95,20 @@ func (g *Graph) endpoint(k model.EndpointKey) *endpoint {
 }
 
 // allEndpoints yields every endpoint, namespace by namespace.
-func (g *Graph) allEndpoints() iter.Seq[*endpoint] {
-	return func(yield func(*endpoint) bool) {
-		for _, ns := range g.namespaces {
-			for _, e := range ns.endpoints {
-				if !yield(e) {
-					return
-				}
-			}
-		}
-	}
-}
+func (g *Graph) allEndpoints() iter.Seq[*endpoint] { return endpointsOf(maps.Values(g.namespaces)) }
 
 // namespaceEndpoints yields the endpoints of namespace name.
 func (g *Graph) namespaceEndpoints(name string) iter.Seq[*endpoint] {
+	if ns := g.namespaces[name]; ns != nil {
+		return maps.Values(ns.endpoints)
+	}
+	return func(func(*endpoint) bool) {}
+}
+
+// endpointsOf yields the endpoints of the namespaces nss.
+func endpointsOf(nss iter.Seq[*namespace]) iter.Seq[*endpoint] {
 	return func(yield func(*endpoint) bool) {
-		if ns := g.namespaces[name]; ns != nil {
+		for ns := range nss {
 			for _, e := range ns.endpoints {
 				if !yield(e) {
 					return

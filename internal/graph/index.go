@@ -352,15 +352,7 @@ func (g *Graph) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 	case anchorScopeEq, anchorEpEq, anchorEpKey:
 		return maps.Keys(g.idx.epByAnchor[m.anchor])
 	case anchorNsEq, anchorNsKey:
-		return func(yield func(*endpoint) bool) {
-			for ns := range g.idx.nsByAnchor[m.anchor] {
-				for _, e := range ns.endpoints {
-					if !yield(e) {
-						return
-					}
-				}
-			}
-		}
+		return endpointsOf(maps.Keys(g.idx.nsByAnchor[m.anchor]))
 	}
 	return g.allEndpoints()
 }

@@ -18,31 +18,20 @@ import (
 // set. Equal contents pack equal, so == compares them.
 type netInfo string
 
-// packNet packs addresses (valid, unmapped, without zone: keepEndpoint) and named ports.
-func packNet(addrs []netip.Addr, ports []model.NamedPort) netInfo {
-	return netInfo(appendNet(nil, addrs, ports))
-}
-
-// appendNet appends the packed form of addrs and ports (packNet) to dst, growing it once; neither
-// appends nothing. The graph packs an update into its scratch buffer and compares it with the
-// endpoint's before making a string of it: an update that leaves them unchanged allocates none.
+// appendNet appends the packed form of addrs (valid, unmapped, without zone: keepEndpoint) and
+// named ports to dst; neither appends nothing. The graph packs an update into its scratch buffer
+// and compares it with the endpoint's before making a string of it: an update that leaves them
+// unchanged allocates nothing, and the buffer grows to the largest endpoint once.
 func appendNet(dst []byte, addrs []netip.Addr, ports []model.NamedPort) []byte {
 	if len(addrs) == 0 && len(ports) == 0 {
 		return dst
 	}
-	count, size := 0, 0
+	count := 0
 	for i, a := range addrs {
 		if !slices.Contains(addrs[:i], a) {
 			count++
-			size += 1 + a.BitLen()/8
 		}
 	}
-	for i, p := range ports {
-		if !slices.Contains(ports[:i], p) {
-			size += 3 + uvarintLen(len(p.Name)) + len(p.Name)
-		}
-	}
-	dst = slices.Grow(dst, uvarintLen(count)+size)
 	dst = binary.AppendUvarint(dst, uint64(count))
 	for i, a := range addrs {
 		switch {
@@ -64,14 +53,6 @@ func appendNet(dst []byte, addrs []netip.Addr, ports []model.NamedPort) []byte {
 		dst = append(dst, p.Name...)
 	}
 	return dst
-}
-
-func uvarintLen(n int) int {
-	l := 1
-	for ; n >= 0x80; n >>= 7 {
-		l++
-	}
-	return l
 }
 
 // uvarint decodes the uvarint at n[i:] and returns it with the index after it.

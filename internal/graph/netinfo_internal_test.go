@@ -49,6 +49,15 @@ func TestNetInfo(t *testing.T) {
 			if again := packNet(tt.wantAddrs, tt.wantPorts); again != n {
 				t.Errorf("packing the result again gives %q, not %q: equal contents must pack equal", again, n)
 			}
+			// appended after what a buffer already holds (the graph's scratch), the same bytes
+			if b := appendNet([]byte("held"), tt.addrs, tt.ports); string(b[:4]) != "held" || netInfo(b[4:]) != n {
+				t.Errorf("appended after 4 bytes: %q, want %q after them", b, n)
+			}
 		})
 	}
+}
+
+// packNet is addrs and ports packed on their own.
+func packNet(addrs []netip.Addr, ports []model.NamedPort) netInfo {
+	return netInfo(appendNet(nil, addrs, ports))
 }

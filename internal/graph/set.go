@@ -124,7 +124,7 @@ func (s *set) hasPort(net netInfo, proto model.Protocol, port uint16) bool {
 	return false
 }
 
-// contribution yields e's members of s, each once: packNet drops repeated addresses and named
+// contribution yields e's members of s, each once: appendNet drops repeated addresses and named
 // ports, and two named ports the set resolves to one protocol and port would be the same.
 func (s *set) contribution(e *endpoint) iter.Seq[Member] {
 	return func(yield func(Member) bool) {

@@ -78,7 +78,7 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 				}
 				continue
 			}
-			for a := range e.net.addrs() { // each once (packNet)
+			for a := range e.net.addrs() { // each once (appendNet)
 				held++
 				n := 0
 				for h := range g.holders.of(a) {
