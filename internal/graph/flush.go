@@ -130,7 +130,7 @@ func (g *Graph) Flush() []Message {
 // resolve is the policy resolver: the endpoint's message with, per direction, the tiers in
 // order holding the active policies that select it, in (Order, Key) order.
 func (g *Graph) resolve(e *endpoint) *EndpointUpdated {
-	msg := &EndpointUpdated{Key: e.key(), Addrs: e.net.addrList()}
+	msg := &EndpointUpdated{Key: e.key(), Addrs: slices.Collect(e.net.addrs())}
 	for _, a := range msg.Addrs {
 		if ifc, ok := g.routes[a]; ok {
 			msg.Interface = ifc

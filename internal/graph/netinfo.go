@@ -92,26 +92,10 @@ func (n netInfo) addrs() iter.Seq[netip.Addr] {
 	}
 }
 
-// addrList is the addresses as a slice (nil for none).
-func (n netInfo) addrList() []netip.Addr {
-	var out []netip.Addr
-	for a := range n.addrs() {
-		out = append(out, a)
-	}
-	return out
-}
-
 // namedPorts yields the named ports, in order; a name is part of n (no copy).
 func (n netInfo) namedPorts() iter.Seq[model.NamedPort] {
 	return func(yield func(model.NamedPort) bool) {
-		if n == "" {
-			return
-		}
-		count, i := n.uvarint(0)
-		for range count {
-			i += 1 + int(n[i])
-		}
-		for i < len(n) {
+		for i := n.portsAt(); i < len(n); {
 			p := model.NamedPort{Protocol: model.Protocol(n[i]), Port: uint16(n[i+1])<<8 | uint16(n[i+2])}
 			l, j := n.uvarint(i + 3)
 			p.Name, i = string(n[j:j+l]), j+l
@@ -120,4 +104,16 @@ func (n netInfo) namedPorts() iter.Seq[model.NamedPort] {
 			}
 		}
 	}
+}
+
+// portsAt is the index of the first named port: after the addresses.
+func (n netInfo) portsAt() int {
+	if n == "" {
+		return 0
+	}
+	count, i := n.uvarint(0)
+	for range count {
+		i += 1 + int(n[i])
+	}
+	return i
 }
