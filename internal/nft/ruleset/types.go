@@ -233,9 +233,12 @@ func (as *addrSet) delete(a netip.Addr) {
 	}
 }
 
-// all yields the addresses, in map order.
+// all yields the addresses, in map order (none for nil: no addrSet).
 func (as *addrSet) all() iter.Seq[netip.Addr] {
 	return func(yield func(netip.Addr) bool) {
+		if as == nil {
+			return
+		}
 		for b := range as.v4 {
 			if !yield(netip.AddrFrom4(b)) {
 				return
@@ -300,11 +303,9 @@ func (s *Set) Get(k ElementKey) (Value, bool) {
 // Entries yields the set's elements as key and value, in map order.
 func (s *Set) Entries() iter.Seq2[ElementKey, Value] {
 	return func(yield func(ElementKey, Value) bool) {
-		if s.addrs != nil {
-			for a := range s.addrs.all() {
-				if !yield(AddrKey(a), Value{}) {
-					return
-				}
+		for a := range s.addrs.all() {
+			if !yield(AddrKey(a), Value{}) {
+				return
 			}
 		}
 		for k, v := range s.Elements {
@@ -319,11 +320,9 @@ func (s *Set) Entries() iter.Seq2[ElementKey, Value] {
 // elements for a set of plain addresses).
 func (s *Set) Addresses() iter.Seq[netip.Addr] {
 	return func(yield func(netip.Addr) bool) {
-		if s.addrs != nil {
-			for a := range s.addrs.all() {
-				if !yield(a) {
-					return
-				}
+		for a := range s.addrs.all() {
+			if !yield(a) {
+				return
 			}
 		}
 		for k := range s.Elements {
