@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -36,6 +38,18 @@ func RequireCommand(tb testing.TB, names ...string) {
 			tb.Fatalf("this test needs %q on PATH (run `make deps`): %v", n, err)
 		}
 	}
+}
+
+// MetricValue is the value of one sample of a Prometheus text page, named as the page writes it:
+// `name` or `name{label="value"}`; ok is false when the page has no such sample.
+func MetricValue(page, sample string) (v float64, ok bool) {
+	for line := range strings.Lines(page) {
+		if s, found := strings.CutPrefix(line, sample+" "); found {
+			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 var seq atomic.Uint64

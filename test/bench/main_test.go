@@ -123,8 +123,8 @@ func renderSummary(rows []row) string {
 }
 
 // machine describes the host: CPU count and model, kernel, nft and Go versions, and whether this
-// binary (the P3/P4 agent process) was built with cgo, which the product is not (`make bench`
-// builds it as the product: CGO_ENABLED=0; with cgo the agent maps libc, ≈ 2 MiB more RSS).
+// binary was built with cgo, as the agent binary P3/P4 build is then too (the product is not:
+// `make bench` builds both with CGO_ENABLED=0; with cgo the agent maps libc, ≈ 2 MiB more RSS).
 func machine() string {
 	cpu := "unknown CPU"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {

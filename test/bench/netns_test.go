@@ -3,7 +3,6 @@ package bench_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -128,17 +127,4 @@ func newNode(tb testing.TB) *netnsHandle {
 }
 
 // procStatus reads a "kB" field (VmRSS, VmHWM) of /proc/self/status in bytes.
-func procStatus(field string) uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			var kb uint64
-			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func procStatus(field string) uint64 { return procField(os.Getpid(), field) }

@@ -118,11 +118,11 @@ func childColdStartMemory(b *testing.B) childMemory {
 // runChild runs test (one of this package's child tests) in a process of its own with env set,
 // and decodes the JSON it prints on the line starting with prefix into out.
 //
-// The child is this test binary, measured as the agent: it runs without the memory profiler's
-// sampling, as the product binary does — the product links no runtime.MemProfile, so the linker
-// turns sampling off from its start, while testing imports runtime/pprof and this binary samples,
-// which cost the child 1.4 MiB of profile buckets (GODEBUG memprofilerate=0, unless a heap
-// profile is asked for).
+// The child is this test binary (the in-process P4 row's process, and the agent when a profile
+// is asked for). It runs without the memory profiler's sampling, as the product binary does: the
+// product links no runtime.MemProfile, so the linker turns sampling off from its start, while
+// testing imports runtime/pprof and this binary samples, which cost the child 1.4 MiB of profile
+// buckets (GODEBUG memprofilerate=0, unless a heap profile is asked for).
 func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...string) {
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^" + test + "$", "-test.bench=^$", "-test.count=1", "-test.v"}, extraArgs...)...)
 	cmd.Env = append(os.Environ(), env)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
@@ -65,9 +66,16 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 	if err != nil {
 		b.Fatalf("the agent's metrics: %v", err)
 	}
-	r.Transactions = int(metricValue(page, "nftpolicy_transactions_total"))
-	r.Elements = int(metricValue(page, "nftpolicy_set_elements"))
-	r.HeapInUse = uint64(metricValue(page, "go_memstats_heap_inuse_bytes"))
+	metric := func(name string) float64 {
+		v, ok := testenv.MetricValue(page, name)
+		if !ok {
+			b.Fatalf("the agent's metrics have no %s", name)
+		}
+		return v
+	}
+	r.Transactions = int(metric("nftpolicy_transactions_total"))
+	r.Elements = int(metric("nftpolicy_set_elements"))
+	r.HeapInUse = uint64(metric("go_memstats_heap_inuse_bytes"))
 	if len(trace) > 0 {
 		fmt.Fprintf(os.Stderr, "the agent's resident memory until its first commit:\n%s\n", strings.Join(trace, "\n"))
 	}
@@ -122,15 +130,4 @@ func procCPU(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-}
-
-// metricValue is an unlabelled sample of a Prometheus text page (0 when absent).
-func metricValue(page, name string) float64 {
-	for line := range strings.Lines(page) {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f
-		}
-	}
-	return 0
 }

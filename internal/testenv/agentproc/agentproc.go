@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
@@ -133,15 +133,8 @@ func (p *Process) WaitCaughtUp(ctx context.Context, versions map[string]uint64, 
 // sourceVersion reads nftpolicy_source_resource_version{resource="res"} from a metrics page
 // (0 when absent).
 func sourceVersion(metrics, res string) uint64 {
-	prefix := `nftpolicy_source_resource_version{resource="` + res + `"} `
-	for _, line := range strings.Split(metrics, "\n") {
-		if v, ok := strings.CutPrefix(line, prefix); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return uint64(f)
-			}
-		}
-	}
-	return 0
+	v, _ := testenv.MetricValue(metrics, `nftpolicy_source_resource_version{resource="`+res+`"}`)
+	return uint64(v)
 }
 
 // WaitReady polls /readyz until the agent is ready (in sync and applied), it exits, ctx ends or

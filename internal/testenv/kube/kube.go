@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +26,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
 
 // DefaultBinary is where `make deps` (hack/build-kube-apiserver.sh) puts kube-apiserver.
@@ -122,12 +123,11 @@ func (s *Server) Collections(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("kube test environment: the API server's metrics: %w", err)
 	}
-	for line := range strings.Lines(string(raw)) {
-		if v, ok := strings.CutPrefix(line, "go_gc_duration_seconds_count "); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
+	n, ok := testenv.MetricValue(string(raw), "go_gc_duration_seconds_count")
+	if !ok {
+		return 0, errors.New("kube test environment: no go_gc_duration_seconds_count in the API server's metrics")
 	}
-	return 0, errors.New("kube test environment: no go_gc_duration_seconds_count in the API server's metrics")
+	return int(n), nil
 }
 
 // binaryFromEnv resolves a binary path: the explicit value, else the environment, else the default.
