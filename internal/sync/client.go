@@ -85,11 +85,11 @@ func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *po
 		client = c.networking
 	}
 	lw := cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
-	if resource == "pods" {
-		lw.ListFunc = nil // List falls back to this one
-		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return c.listPods(ctx, o, record)
-		}
+	if resource == "pods" { // listed by podlist.go, watched as client-go does
+		lw = &cache.ListWatch{WatchFuncWithContext: lw.WatchFuncWithContext,
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.listPods(ctx, o, record)
+			}}
 	}
 	// the client keeps client-go's streaming list (WatchListClient) where the API server
 	// supports it, as the clientset's informers do
