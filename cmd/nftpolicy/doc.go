@@ -5,5 +5,6 @@
 // It owns configuration (flags and environment), logging (slog with tint on a terminal, JSON
 // otherwise), metrics (client_golang) and health endpoints, and tunes the Go runtime for the agent
 // (agent.TuneGoRuntime: GOGC 40 and a soft memory limit of 90% of its container's unless GOGC or
-// GOMEMLIMIT is set). Subcommands: run (default), render, cleanup, version.
+// GOMEMLIMIT is set, and until the first full commit GOGC 100 under a start-up memory limit,
+// ended through RunConfig.FirstCommit). Subcommands: run (default), render, cleanup, version.
 package main

@@ -70,7 +70,8 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-	if set := agent.TuneGoRuntime(getenv, os.ReadFile); len(set) > 0 {
+	set, endStartup := agent.TuneGoRuntime(getenv, os.ReadFile)
+	if len(set) > 0 {
 		log.LogAttrs(ctx, slog.LevelInfo, "Go runtime tuned (GOGC and GOMEMLIMIT override)", set...)
 	}
 	var rc *rest.Config
@@ -91,7 +92,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		Client: client, NodeName: cfg.NodeName, NetNSFD: -1, Table: cfg.Table,
 		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing,
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, FailureThreshold: cfg.FailureThreshold,
-		CleanupOnExit: cfg.CleanupOnExit, Logger: log,
+		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup,
 	})
 }
 

@@ -43,6 +43,8 @@ type Config struct {
 	Logger       *slog.Logger
 	Metrics      *Metrics
 	Health       *Health
+	// FirstCommit, if set, is called once, when the whole state has first been committed.
+	FirstCommit func()
 }
 
 // Loop runs the agent's single goroutine: it feeds model updates to the graph, flushes the
@@ -113,6 +115,9 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			if inSync {
 				cfg.Metrics.InSync.Set(1)
 			}
+		}
+		if inSync && !committed && cfg.FirstCommit != nil {
+			cfg.FirstCommit()
 		}
 		committed = committed || inSync
 		publish()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,8 +100,10 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 	updates := make(chan []model.Update)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
+	var firstCommits atomic.Int32
 	go func() {
-		done <- Loop(ctx, Config{ResyncInterval: time.Hour, RetryBackoff: time.Millisecond, Metrics: m, Health: h},
+		done <- Loop(ctx, Config{ResyncInterval: time.Hour, RetryBackoff: time.Millisecond, Metrics: m, Health: h,
+			FirstCommit: func() { firstCommits.Add(1) }},
 			updates, &fakeCalc{}, dp)
 	}()
 
@@ -120,12 +123,18 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 	if got := status("/readyz"); got != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz before in-sync = %d, want 503", got)
 	}
+	if n := firstCommits.Load(); n != 0 {
+		t.Fatalf("FirstCommit called %d times before in-sync, want 0", n)
+	}
 	// In-sync: the first full apply commits, the agent turns ready.
 	updates <- []model.Update{model.SyncStatusUpdate{Status: model.InSync}, model.SourceVersion{Resource: "pods", ResourceVersion: "42"}}
 	wait(t, dp.applied, "first apply")
 	time.Sleep(10 * time.Millisecond)
 	if got := status("/readyz"); got != http.StatusOK {
 		t.Fatalf("/readyz after the first apply = %d, want 200", got)
+	}
+	if n := firstCommits.Load(); n != 1 {
+		t.Fatalf("FirstCommit called %d times after the first full apply, want 1", n)
 	}
 	if got := testutil.ToFloat64(m.InSync); got != 1 {
 		t.Fatalf("nftpolicy_in_sync = %v, want 1", got)
@@ -169,6 +178,9 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("nftpolicy_source_resource_version{pods} = %v after a batch with nothing to apply, want 51", podsVersion())
 		}
+	}
+	if n := firstCommits.Load(); n != 1 {
+		t.Fatalf("FirstCommit called %d times after later applies and resyncs, want 1", n)
 	}
 	cancel()
 	if err := <-done; err != nil {

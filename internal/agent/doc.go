@@ -12,5 +12,7 @@
 // published as nftpolicy_source_resource_version — the table reflects every change of that
 // resource up to it. A batch's updates are dropped from it as the graph takes them (feed): a cold
 // start's first batch is the whole cluster, and what the graph does not keep of it must not
-// stay live until the batch ends.
+// stay live until the batch ends. Config.FirstCommit is called once, when that first full apply
+// has committed: the binary ends TuneGoRuntime's start-up settings there (goruntime.go), which
+// trade the collector's work during the cold start for nothing at its peak.
 package agent

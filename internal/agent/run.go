@@ -48,6 +48,9 @@ type RunConfig struct {
 	Logger                          *slog.Logger
 	// Registry receives the metrics; nil makes a new one.
 	Registry *prometheus.Registry
+	// FirstCommit, if set, is called once, when the whole state has first been committed (the
+	// end of the start-up: the binary ends TuneGoRuntime's start-up heap budget there).
+	FirstCommit func()
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -137,7 +140,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 
 	loopErr := make(chan error, 1)
 	go func() {
-		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health},
+		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
+			FirstCommit: cfg.FirstCommit},
 			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
 	}()
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
