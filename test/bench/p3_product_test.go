@@ -22,7 +22,8 @@ import (
 // on the namespace's loopback (agentproc), with its default flags but for debug logs. It
 // returns once the agent has logged its first commit: the time from starting the process to
 // that record's timestamp, the process's peak RSS (VmHWM) and CPU then, its transactions and
-// elements from its metrics, and how many collections the API server made meanwhile.
+// elements from its metrics, and the CPU time of the API server and etcd and the API server's
+// collections meanwhile.
 func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r agentResult, collections int) {
 	fwd, err := netns.Forward(netnsName, netip.MustParseAddrPort(agentproc.APIAddr), strings.TrimPrefix(srv.URL, "https://"))
 	if err != nil {
@@ -30,6 +31,13 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 	}
 	defer fwd.Close()
 	before := apiCollections(b, srv)
+	apiCPU := func() (d time.Duration) {
+		for _, pid := range srv.PIDs() {
+			d += procCPU(pid)
+		}
+		return d
+	}
+	apiBefore := apiCPU()
 	start := time.Now()
 	p, err := agentproc.Start(agentproc.Config{Bin: bin, Node: coldSpec.Node, NetNS: netnsName, Server: srv, Dir: b.TempDir(),
 		Args: []string{"--log-level", "debug", "--resync-interval", "1h"}})
@@ -62,6 +70,7 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 	}
 	r.PeakRSS, r.FilePages = procField(pid, "VmHWM"), procField(pid, "RssFile")
 	r.CPU = procCPU(pid)
+	r.APICPU = apiCPU() - apiBefore
 	_, page, err := p.Get(agentproc.MetricsURL)
 	if err != nil {
 		b.Fatalf("the agent's metrics: %v", err)
