@@ -13,10 +13,12 @@
 //     and the agent in process; latency from a label patch to the element in `nft monitor`.
 //   - P3/P4 cold start of 100,000 pods, 5,000 policies and 250 local pods (internal/scale.Generate).
 //     BenchmarkColdStartAPI, issue 12's definition: the objects written into a real API server's
-//     etcd, then the agent (agent.Run in a process of its own) from start to its first full
-//     commit — time, transactions, elements, and its peak RSS. BenchmarkColdStart: the graph and
-//     the first full Dataplane.Apply in process (issue 11's figure), and the peak RSS of a process
-//     doing only that. NFTP_BENCH_AGENT_CPUPROFILE=<file> writes the agent process's CPU profile.
+//     etcd and the API server restarted over them, then the agent (the product binary,
+//     cmd/nftpolicy) from start to its first full commit — time, transactions, elements, its
+//     peak RSS, and the CPU time of the agent and of the API server and etcd meanwhile.
+//     BenchmarkColdStart: the graph and the first full Dataplane.Apply in process (issue 11's
+//     figure), and the peak RSS of a process doing only that. NFTP_BENCH_AGENT_CPUPROFILE=<file>
+//     also starts agent.Run once in a test process and writes its CPU profile.
 //
 // Each benchmark runs a fixed workload per call (b.N only raises the sample count), reports its
 // figures with b.ReportMetric, and adds them to the summary table that TestMain prints after the
