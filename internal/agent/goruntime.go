@@ -63,7 +63,7 @@ func TuneGoRuntime(getenv func(string) string, readFile func(string) ([]byte, er
 		return set, endStartup
 	}
 	s := &startup{limit: min(StartupMemory, limit), after: limit}
-	set = append(set, slog.Int64("startup_memory_limit_bytes", s.limit))
+	set = append(set, slog.Int("startup_gc_percent", 100), slog.Int64("startup_memory_limit_bytes", s.limit))
 	debug.SetGCPercent(100)
 	s.collected()
 	return set, s.end
