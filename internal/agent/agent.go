@@ -116,10 +116,12 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 				cfg.Metrics.InSync.Set(1)
 			}
 		}
-		if inSync && !committed && cfg.FirstCommit != nil {
-			cfg.FirstCommit()
+		if inSync && !committed {
+			committed = true
+			if cfg.FirstCommit != nil {
+				cfg.FirstCommit()
+			}
 		}
-		committed = committed || inSync
 		publish()
 	}
 	doResync := func(reason string) {

@@ -35,6 +35,9 @@ import (
 // GCPercent is the GOGC the agent runs with unless GOGC is set.
 const GCPercent = 40
 
+// startupGCPercent is the GOGC before the first full commit (Go's default).
+const startupGCPercent = 100
+
 // StartupMemory is the soft memory limit (the Go runtime's memory, not the binary's resident
 // pages) before the first full commit: about what 40% over the live heap comes to at 100,000
 // pods, ≈ 140 MiB of RSS with the binary's (docs/operating.md).
@@ -63,15 +66,15 @@ func TuneGoRuntime(getenv func(string) string, readFile func(string) ([]byte, er
 		return set, endStartup
 	}
 	s := &startup{limit: min(StartupMemory, limit), after: limit}
-	set = append(set, slog.Int("startup_gc_percent", 100), slog.Int64("startup_memory_limit_bytes", s.limit))
-	debug.SetGCPercent(100)
+	set = append(set, slog.Int("startup_gc_percent", startupGCPercent), slog.Int64("startup_memory_limit_bytes", s.limit))
+	debug.SetGCPercent(startupGCPercent)
 	s.collected()
 	return set, s.end
 }
 
-// startup holds the start-up's settings until end: GOGC 100 and a soft memory limit of at least
-// limit, raised after each collection to what GCPercent would let the process reach, never above
-// after, the limit that follows the start-up.
+// startup holds the start-up's settings until end: startupGCPercent and a soft memory limit of
+// at least limit, raised after each collection to what GCPercent would let the process reach,
+// never above after, the limit that follows the start-up.
 type startup struct {
 	limit, after int64
 	mu           gosync.Mutex

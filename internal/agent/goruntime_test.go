@@ -48,9 +48,7 @@ func TestCgroupMemoryLimit(t *testing.T) {
 // TestTuneGoRuntime: GOGC 40 and 90% of the container's limit, unless the environment sets them;
 // until endStartup, GOGC 100 under a limit of StartupMemory (at most the container's).
 func TestTuneGoRuntime(t *testing.T) {
-	oldGC := debug.SetGCPercent(100)
-	oldLim := debug.SetMemoryLimit(math.MaxInt64)
-	t.Cleanup(func() { debug.SetGCPercent(oldGC); debug.SetMemoryLimit(oldLim) })
+	keepGoRuntimeSettings(t)
 	container := func(limit string) func(string) ([]byte, error) {
 		return func(name string) ([]byte, error) {
 			if name == "/sys/fs/cgroup/memory.max" && limit != "" {
@@ -93,9 +91,7 @@ func TestTuneGoRuntime(t *testing.T) {
 // TestStartupLimitFollowsLiveHeap: with more live than the start-up limit leaves room for, the
 // limit is raised after a collection to at least 40% over what is live; endStartup lifts it.
 func TestStartupLimitFollowsLiveHeap(t *testing.T) {
-	oldGC := debug.SetGCPercent(100)
-	oldLim := debug.SetMemoryLimit(math.MaxInt64)
-	t.Cleanup(func() { debug.SetGCPercent(oldGC); debug.SetMemoryLimit(oldLim) })
+	keepGoRuntimeSettings(t)
 	_, end := TuneGoRuntime(func(string) string { return "" }, func(string) ([]byte, error) { return nil, fs.ErrNotExist })
 	t.Cleanup(end)
 	const live = StartupMemory + 40<<20
@@ -119,6 +115,14 @@ func TestStartupLimitFollowsLiveHeap(t *testing.T) {
 	if gc, lim := goRuntimeSettings(); gc != GCPercent || lim != math.MaxInt64 {
 		t.Errorf("after the start-up: GOGC %d, memory limit %d; want %d, none", gc, lim, GCPercent)
 	}
+}
+
+// keepGoRuntimeSettings sets GOGC 100 and no memory limit, and restores the process's settings
+// when t ends.
+func keepGoRuntimeSettings(t *testing.T) {
+	oldGC := debug.SetGCPercent(100)
+	oldLim := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(oldGC); debug.SetMemoryLimit(oldLim) })
 }
 
 // goRuntimeSettings reads GOGC and the memory limit in force.

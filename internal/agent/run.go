@@ -49,7 +49,7 @@ type RunConfig struct {
 	// Registry receives the metrics; nil makes a new one.
 	Registry *prometheus.Registry
 	// FirstCommit, if set, is called once, when the whole state has first been committed (the
-	// end of the start-up: the binary ends TuneGoRuntime's start-up heap budget there).
+	// end of the start-up: the binary ends TuneGoRuntime's start-up settings there).
 	FirstCommit func()
 }
 

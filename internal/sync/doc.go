@@ -5,21 +5,20 @@
 //
 // # Sources
 //
-//   - Watcher (watch.go): client-go informers for Namespaces, Pods (all pods of the
-//     cluster: remote pods are members of the sets that local policies use; the graph tells
-//     local ones by Endpoint.Node) and NetworkPolicies, over protobuf, through a Client
-//     (client.go): a REST client of a scheme holding only those types, not client-go's
-//     clientset, whose packages register all 55 of Kubernetes' API groups at start-up (see
-//     Client for what that cost). The informers are plain
-//     ones (their controllers call the handlers; a shared informer's listener buffer
-//     allocated a trace per event during the initial list of pods). The pod informer lists through podlist.go,
-//     which decodes the response pod by pod as it arrives instead of reading it whole and
-//     decoding one PodList (client-go falls back to one unpaginated list when the API server
-//     cannot stream it), reading only the fields a record uses (podfields.go: 2.1 µs and 488 B
-//     for a realistic pod against 7.0 µs and 6.3 KB through the generated decoder). After the
-//     updates of each event, the next batch carries a model.SourceVersion of its
-//     resource: the agent publishes, once committed, the versions its table reflects. ServiceAccounts and Nodes are not
-//     watched: NetworkPolicy v1 does not use their labels and the model has no Node.
+//   - Watcher (watch.go): client-go informers for Namespaces, Pods (all pods of the cluster: remote
+//     pods are members of the sets that local policies use; the graph tells local ones by
+//     Endpoint.Node) and NetworkPolicies, over protobuf, through a Client (client.go): a REST
+//     client of a scheme holding only those types, not client-go's clientset, whose packages
+//     register all 55 of Kubernetes' API groups at start-up (see Client for what that cost). The
+//     informers are plain ones (their controllers call the handlers; a shared informer's listener
+//     buffer allocated a trace per event during the initial list of pods). The pod informer lists
+//     through podlist.go, which decodes the response pod by pod as it arrives instead of reading it
+//     whole and decoding one PodList (client-go falls back to one unpaginated list when the API
+//     server cannot stream it), reading only the fields a record uses (podfields.go: 2.1 µs and 488
+//     bytes for a realistic pod against 7.0 µs and 6.3 KB through the generated decoder). After the
+//     updates of each event, the next batch carries a model.SourceVersion of its resource: the
+//     agent publishes, once committed, the versions its table reflects. ServiceAccounts and Nodes
+//     are not watched: NetworkPolicy v1 does not use their labels and the model has no Node.
 //   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
 //     manifests (multi-document files, v1 Lists; strict decoding as kubectl's), for
 //     `nftpolicy render` and tests. Deterministic order (namespaces, endpoints, policies, then
@@ -65,23 +64,22 @@
 //     carries everything queued (one batch per burst).
 //   - The informer caches hold small objects (the Watcher's transform): pods and policies as the
 //     outcome of their conversion, converted once per version (podRecord, 48 bytes: one string
-//     holding namespace/name, the cache key, and the resourceVersion; a 64-bit fingerprint of
-//     the endpoint, 0 when the pod is none; why it cannot be converted, rarely; policyRecord:
-//     the same string, why it is invalid or a fingerprint of the policy; the endpoint or policy
-//     itself only until the event handler hands it to the graph, which keeps it; a record is
-//     its own metav1.Object whose name is its cache key, so keying it allocates nothing,
-//     objectmeta.go); namespaces with metadata
-//     name/namespace/labels/resourceVersion only. The strings that repeat across pods
-//     (namespace, node, service account, container port names) are interned by the Watcher
-//     (intern.go, bounded), so records and the endpoints the graph keeps share one copy instead
-//     of one the decoder made per pod. Measured by TestInformerCacheMemory (lists decoded from
-//     protobuf, as from the API server): 10,000 realistic pods, 500 namespaces and 2,000
-//     policies add ~2.7 MiB of heap (caches and the Watcher's records; ~10.7 MiB with the
-//     emitted endpoints and policies kept, as the graph keeps them; the issue's budget is
-//     50 MiB; ~3.7 and ~11.6 MiB before records were 48 bytes with one string). Policies cached as slimmed objects, with the Watcher recording the model.Policy
-//     it emitted, and no interning made it ~14.7 MiB (~18.9 MiB); earlier, measured on the
-//     fake's shared strings, pod records keeping the endpoint ~17 MiB, a slimmed *corev1.Pod
-//     instead ~34 MiB.
+//     holding namespace/name, the cache key, and the resourceVersion; a 64-bit fingerprint of the
+//     endpoint, 0 when the pod is none; why it cannot be converted, rarely; policyRecord: the same
+//     string, why it is invalid or a fingerprint of the policy; the endpoint or policy itself only
+//     until the event handler hands it to the graph, which keeps it; a record is its own
+//     metav1.Object whose name is its cache key, so keying it allocates nothing, objectmeta.go);
+//     namespaces with metadata name/namespace/labels/resourceVersion only. The strings that repeat
+//     across pods (namespace, node, service account, container port names) are interned by the
+//     Watcher (intern.go, bounded), so records and the endpoints the graph keeps share one copy
+//     instead of one the decoder made per pod. Measured by TestInformerCacheMemory (lists decoded
+//     from protobuf, as from the API server): 10,000 realistic pods, 500 namespaces and 2,000
+//     policies add ~2.7 MiB of heap (caches and the Watcher's records; ~10.7 MiB with the emitted
+//     endpoints and policies kept, as the graph keeps them; the issue's budget is 50 MiB; ~3.7 and
+//     ~11.6 MiB before records were 48 bytes with one string). Policies cached as slimmed objects,
+//     with the Watcher recording the model.Policy it emitted, and no interning made it ~14.7 MiB
+//     (~18.9 MiB); earlier, measured on the fake's shared strings, pod records keeping the endpoint
+//     ~17 MiB, a slimmed *corev1.Pod instead ~34 MiB.
 //
 // # Tests
 //

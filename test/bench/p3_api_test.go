@@ -69,11 +69,11 @@ func BenchmarkColdStartAPI(b *testing.B) {
 		b.Fatal(err)
 	}
 	listAlone := serverListTime(b, srv)
-	// The API server holds ≈ 1 GB, and each list of every pod allocates ≈ 0.8 GB in it: whether
-	// its collector runs during the agent's list, on the two cores the agent shares with it,
-	// changes from run to run (≈ 1.3 s more when it does). The measured start begins with that
-	// collection done, as waitQuiet lets this process's and the machine's settle; the start
-	// after it, which meets the API server's next collection, is printed beside it.
+	// The API server holds ≈ 0.74 GB, and each list of every pod allocates ≈ 0.7 GB in it:
+	// whether its collector runs during the agent's list, on the two cores the agent shares with
+	// it, changes from run to run (≈ 0.5–0.9 s more when it does). The measured start begins
+	// with that collection done, as waitQuiet lets this process's and the machine's settle; the
+	// start after it, which meets the API server's next collection, is printed beside it.
 	if err := srv.CollectGarbage(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func BenchmarkColdStartAPI(b *testing.B) {
 		fmt.Sprintf("%.2f s, %d transaction(s), %d elements; the agent used %.2f s of CPU, the API server and etcd %.2f s, and the API server collected %d time(s) meanwhile (objects loaded into etcd in %.0f s)",
 			res.FirstCommit.Seconds(), res.Transactions, res.Elements, res.CPU.Seconds(), res.APICPU.Seconds(), collected, loaded.Seconds()),
 		"≤ 2 s, 1 transaction", meets(res.FirstCommit <= 2*time.Second && res.Transactions == 1)})
-	report.add(row{"P3", "the same start right after it, whose list left ≈ 0.8 GB of garbage in the API server",
+	report.add(row{"P3", "the same start right after it, whose list left ≈ 0.7 GB of garbage in the API server",
 		fmt.Sprintf("%.2f s, peak RSS %.0f MiB; the agent used %.2f s of CPU, the API server and etcd %.2f s, and the API server collected %d time(s) meanwhile",
 			unsettled.FirstCommit.Seconds(), float64(unsettled.PeakRSS)/mib, unsettled.CPU.Seconds(), unsettled.APICPU.Seconds(), collectedUnsettled), "", ""})
 	report.add(row{"P3", "the API server's answer to the agent's first pod list alone (protobuf, read and discarded)",

@@ -50,11 +50,11 @@
 // # Commit: the diff and the batch order
 //
 // Commit looks at the objects Changes names (nil: every object of both tables) and at every
-// committed set whose journal recorded a change. A set or chain
-// present on both sides whose properties differ (key, map, interval, size, comment; hook, priority,
-// comment) cannot be changed in place — the kernel silently ignores a new chain comment and a set
-// cannot be retyped while rules reference it — so Commit then does a Replace instead. Otherwise
-// the batch is, in this order:
+// committed set whose journal recorded a change. A set or chain present on both sides whose
+// properties differ (key, map, interval, size, comment; hook, priority, comment) cannot be changed
+// in place — the kernel silently ignores a new chain comment and a set cannot be retyped while
+// rules reference it — so Commit then does a Replace instead. Otherwise the batch is, in this
+// order:
 //
 //  1. new chains, empty (map elements and rules may jump to them);
 //  2. new sets, empty (rules may look them up);
@@ -74,13 +74,14 @@
 // with a fresh journal.
 //
 // Cost: O(keys changed in place + elements of sets replaced by other objects + rules of the named
-// chains) per Commit, independent of the table's size (plus a look at each set's journal). BenchmarkCommitOneElement (go test -bench CommitOneElement -benchtime 2000x,
-// 2 shared cores under load from other work): one element in a table of 2,000 sets × 100 elements
-// ≈93–118 µs per Commit next to ≈76–90 µs for the same one-element batch sent straight through
-// google/nftables (the netlink round trip and the kernel commit dominate, and the kernel's commit
-// grows with the number of sets in the table); one element in a set of 100,000 (table of 8 sets)
-// ≈60–70 ms when that set is replaced by another object (a whole-set diff: ≈0.6 µs per element
-// of map walking, cache misses) and ≈17–34 µs when it changes in place (commit-set100k).
+// chains) per Commit, independent of the table's size (plus a look at each set's journal).
+// BenchmarkCommitOneElement (go test -bench CommitOneElement -benchtime 2000x, 2 shared cores under
+// load from other work): one element in a table of 2,000 sets × 100 elements ≈93–118 µs per Commit
+// next to ≈76–90 µs for the same one-element batch sent straight through google/nftables (the
+// netlink round trip and the kernel commit dominate, and the kernel's commit grows with the number
+// of sets in the table); one element in a set of 100,000 (table of 8 sets) ≈60–70 ms when that set
+// is replaced by another object (a whole-set diff: ≈0.6 µs per element of map walking, cache
+// misses) and ≈17–34 µs when it changes in place (commit-set100k).
 //
 // # Replace
 //
@@ -108,13 +109,13 @@
 //
 // # Chunking and socket buffers
 //
-// An element list is one attribute with a 16-bit length, so elements go in chunks of at most
-// 1,000 elements and about 48 KiB (estimated per element: key, key end, comment, chain name and
-// overhead; elementMessage refuses a chunk whose list outgrows the attribute); many messages in
-// one batch are still one transaction. 100,000 elements with comments commit in one Replace (TestReplaceScale). The
-// lasting netlink socket gets a 512 MiB write buffer (netlink refuses a batch larger than sndbuf)
-// and a 256 MiB read buffer (one ack per message, and the echo of a failing message), set with
-// SO_SNDBUFFORCE/SO_RCVBUFFORCE through WithSockOptions, so rmem_max/wmem_max do not cap them.
+// An element list is one attribute with a 16-bit length, so elements go in chunks of at most 1,000
+// elements and about 48 KiB (estimated per element: key, key end, comment, chain name and overhead;
+// elementMessage refuses a chunk whose list outgrows the attribute); many messages in one batch are
+// still one transaction. 100,000 elements with comments commit in one Replace (TestReplaceScale).
+// The lasting netlink socket gets a 512 MiB write buffer (netlink refuses a batch larger than
+// sndbuf) and a 256 MiB read buffer (one ack per message, and the echo of a failing message), set
+// with SO_SNDBUFFORCE/SO_RCVBUFFORCE through WithSockOptions, so rmem_max/wmem_max do not cap them.
 // ENOBUFS or any other failure is returned; the caller's answer is a Replace. Replace of 100,000
 // elements with comments takes ≈0.5–0.6 s here.
 //
@@ -131,13 +132,12 @@
 // mirror and each rule, position by position, has the mirror's userdata (its comment TLV) and its
 // expressions: each read-back expression is re-encoded and compared byte for byte with what the
 // rule encodes to (counters by kind only; byteorder, which v0.3.0 does not decode, is left out);
-// the set names and sizes match; each
-// set's elements match in key, verdict and comment. v0.3.0 reads elements back without their
-// verdicts, so Verify dumps them itself (readback.go) on a second netlink socket with a fixed
-// 64 KiB receive buffer, and compares them in the form the encoder produces: a start and an
-// end-flagged element per single-field interval, Key+KeyEnd for concatenations, sorted (the kernel
-// returns intervals out of order) and without nft's all-zero end sentinel. Verify repairs
-// nothing: the caller calls Replace.
+// the set names and sizes match; each set's elements match in key, verdict and comment. v0.3.0
+// reads elements back without their verdicts, so Verify dumps them itself (readback.go) on a second
+// netlink socket with a fixed 64 KiB receive buffer, and compares them in the form the encoder
+// produces: a start and an end-flagged element per single-field interval, Key+KeyEnd for
+// concatenations, sorted (the kernel returns intervals out of order) and without nft's all-zero end
+// sentinel. Verify repairs nothing: the caller calls Replace.
 //
 // # google/nftables v0.3.0 workarounds
 //
