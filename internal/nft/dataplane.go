@@ -61,6 +61,11 @@ type Config struct {
 	// no pod is ever seen behind a veth, and nothing is checked. Empty: no such check.
 	WorkloadPrefixes []string
 	Logger           *slog.Logger
+	// CompileBudget bounds the work of one group's compile (DefaultCompileBudget when 0).
+	CompileBudget int64
+	// Rejected, if set, is called for each policy the dataplane stops enforcing as written
+	// (State.reject): its compile exceeded the compiler's budget. It is also logged.
+	Rejected func(key model.PolicyKey, reason string)
 }
 
 // Committer is the kernel side (ruleset.Conn); nil in offline mode (render).
@@ -79,6 +84,10 @@ type Dataplane struct {
 	// mu serialises the loop's applies with metric scrapes (DeniedPackets).
 	mu       sync.Mutex
 	prefixes []string
+	rejected func(key model.PolicyKey, reason string)
+	// rejectedNow are the policies rejected during the current recompute: their groups are
+	// recompiled before the commit.
+	rejectedNow map[model.PolicyKey]struct{}
 	// activePrefixes are the workload prefixes behind which a local pod has been seen (its
 	// host route leaves through such an interface): only those are checked (see Config).
 	activePrefixes map[string]bool
@@ -173,6 +182,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 	}
 	d := &Dataplane{
 		prefixes:       cfg.WorkloadPrefixes,
+		rejected:       cfg.Rejected,
 		activePrefixes: map[string]bool{},
 		log:            cfg.Logger,
 		conn:           conn,
@@ -188,6 +198,9 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
 		localAddrs:     map[netip.Addr]model.EndpointKey{},
 		sizes:          map[string]uint32{},
+	}
+	if cfg.CompileBudget > 0 {
+		d.state.compileBudget = cfg.CompileBudget
 	}
 	d.resetPending()
 	d.addSkeleton()
@@ -440,8 +453,20 @@ func policySets(p *graph.PolicyUpdated) []graph.SetID {
 }
 
 // recompute brings the desired table up to date with the state: it regroups the endpoints whose
-// facts may have changed and recompiles the groups whose policies changed.
+// facts may have changed and recompiles the groups whose policies changed — again for the
+// policies a compile rejected meanwhile (each pass rejects at least one policy more, so this
+// ends).
 func (d *Dataplane) recompute() {
+	for {
+		d.recomputeOnce()
+		if len(d.rejectedNow) == 0 {
+			return
+		}
+		d.dirtyPolicies, d.rejectedNow = d.rejectedNow, nil
+	}
+}
+
+func (d *Dataplane) recomputeOnce() {
 	for k := range d.dirtyPolicies {
 		for ek := range d.policyEndpoint[k] {
 			d.dirtyEndpoints[ek] = struct{}{}

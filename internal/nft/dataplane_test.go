@@ -183,12 +183,19 @@ func newTrafficCluster(t *testing.T) *trafficCluster {
 // enforce runs one graph and dataplane per node for the scenario, as the agent would.
 func (tc *trafficCluster) enforce(t *testing.T, sc scenario) {
 	t.Helper()
+	tc.enforceWith(t, sc, nft.Config{})
+}
+
+// enforceWith is enforce with a dataplane configuration (its NetNSFD is each node's).
+func (tc *trafficCluster) enforceWith(t *testing.T, sc scenario, cfg nft.Config) {
+	t.Helper()
 	for _, n := range tc.c.Nodes() {
 		fd, err := n.FD()
 		if err != nil {
 			t.Fatal(err)
 		}
-		dp, err := nft.New(nft.Config{NetNSFD: fd})
+		cfg.NetNSFD = fd
+		dp, err := nft.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,14 @@
 package nft
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"iter"
+	"maps"
 	"net/netip"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
@@ -38,8 +41,16 @@ type Outcome struct {
 type State struct {
 	Sets     map[graph.SetID]*Set
 	Policies map[model.PolicyKey]*graph.PolicyUpdated
-	// gateIndexMin: plans with more gate sets than this index peers by gate (see plan.gates).
-	gateIndexMin int
+	// refIndexMin: plans referencing more sets than this index peers by set (see plan.index).
+	refIndexMin int
+	// localSide caches GroupKey's local-side references per direction and tier list; cleared
+	// whenever a policy changes.
+	localSide map[string]*localSideRefs
+	// compileBudget bounds the work of one group's compile (plan.spend).
+	compileBudget int64
+	// rejected holds the policies whose rules are not enforced as written (reject), with the
+	// rules enforced instead; a new version of the policy is enforced as written again.
+	rejected map[model.PolicyKey][]graph.Rule
 }
 
 // Set is a graph set: addresses, or address.proto.port members for named ports. It is indexed
@@ -104,6 +115,15 @@ func (s *Set) has(a netip.Addr) bool {
 	return ok
 }
 
+// len counts the addresses of family is4 that are members (of a named-port set: an upper
+// bound, its addresses of both families).
+func (s *Set) len(is4 bool) int {
+	if s.addrs != nil {
+		return len(s.addrs)
+	}
+	return s.family(is4).Len()
+}
+
 // addresses yields the addresses that are members (or, of a named-port set, have members) of
 // family is4.
 func (s *Set) addresses(is4 bool) iter.Seq[netip.Addr] {
@@ -119,9 +139,15 @@ func (s *Set) addresses(is4 bool) iter.Seq[netip.Addr] {
 	}
 }
 
+// DefaultCompileBudget is the work one group's compile may do, in the plan's units (a rule
+// visited, a port range painted, a set membership looked up; a kept port segment counts
+// newClassCost): about a second of CPU and a table of at most 2,000,000 class elements. A
+// policy of 200 rules of 50 peers over 10,000 pods spends about a twentieth of it.
+const DefaultCompileBudget = 20_000_000
+
 // NewState returns an empty State.
 func NewState() *State {
-	return &State{Sets: map[graph.SetID]*Set{}, Policies: map[model.PolicyKey]*graph.PolicyUpdated{}, gateIndexMin: 16}
+	return &State{Sets: map[graph.SetID]*Set{}, Policies: map[model.PolicyKey]*graph.PolicyUpdated{}, refIndexMin: 16, compileBudget: DefaultCompileBudget}
 }
 
 // Apply folds one graph message into the state (endpoint messages are the Dataplane's business).
@@ -156,8 +182,12 @@ func (s *State) Apply(m graph.Message) {
 	case graph.PolicyUpdated:
 		p := m
 		s.Policies[m.Key] = &p
+		delete(s.rejected, m.Key)
+		clear(s.localSide)
 	case graph.PolicyRemoved:
 		delete(s.Policies, m.Key)
+		delete(s.rejected, m.Key)
+		clear(s.localSide)
 	}
 }
 
@@ -244,6 +274,43 @@ func (r policyRule) reason() string {
 	return fmt.Sprintf("%s %s rule %d", r.policy, r.dir, r.index)
 }
 
+// reject stops enforcing a policy's rules as written, in both directions, without ever allowing
+// more than they do: a policy whose rules only allow keeps no rule (it still isolates the
+// endpoints it selects, through its tier's default), any other is enforced as one rule denying
+// everything at its place in its tier. The policy keeps its place in the endpoints' tiers.
+func (s *State) reject(key model.PolicyKey, reason string) {
+	pol := s.Policies[key]
+	if pol == nil {
+		return
+	}
+	var sub []graph.Rule
+	for _, r := range slices.Concat(pol.Ingress, pol.Egress) {
+		if r.Action != model.ActionAllow && r.Action != model.ActionLog {
+			sub = []graph.Rule{{Action: model.ActionDeny, Comment: key.String() + " not enforced as written (" + reason + "): denied"}}
+			break
+		}
+	}
+	if s.rejected == nil {
+		s.rejected = map[model.PolicyKey][]graph.Rule{}
+	}
+	s.rejected[key] = sub
+	clear(s.localSide)
+}
+
+// ruleCost weighs a policy's rules in one direction for choosing which policy to reject when a
+// compile runs out of budget: a rule and each of its selectors, prefixes and ports.
+func (s *State) ruleCost(key model.PolicyKey, dir model.Direction) int {
+	n := 0
+	for r := range s.tierRules(dir, graph.TierPolicies{Policies: []model.PolicyKey{key}}) {
+		n++
+		for _, m := range []*graph.Match{&r.Src, &r.Dst} {
+			n += len(m.Sets) + len(m.NotSets) + len(m.Nets) + len(m.NotNets) + len(m.Ports) + len(m.NotPorts) +
+				len(m.NamedPortSets) + len(m.NotNamedPortSets)
+		}
+	}
+	return n
+}
+
 // tierRules yields the rules of a tier's policies in one direction, in evaluation order; a
 // policy the State does not hold (yet) contributes none.
 func (s *State) tierRules(dir model.Direction, t graph.TierPolicies) iter.Seq[policyRule] {
@@ -256,6 +323,9 @@ func (s *State) tierRules(dir model.Direction, t graph.TierPolicies) iter.Seq[po
 			rules := pol.Ingress
 			if dir == model.Egress {
 				rules = pol.Egress
+			}
+			if sub, ok := s.rejected[key]; ok {
+				rules = sub // its rules, as the State enforces them (reject)
 			}
 			for i := range rules {
 				if !yield(policyRule{Rule: &rules[i], policy: key, dir: dir, index: i}) {
@@ -417,6 +487,7 @@ type Class struct {
 	Protos map[model.Protocol]Outcome
 	Other  Outcome
 	sum    string // summary(), memoized
+	name   string // chain(), memoized
 }
 
 // Interval is one range of a disjoint partition of the address space.
@@ -456,117 +527,107 @@ func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local n
 	return s.compile(dir, tiers, local, is4).Decision
 }
 
-// compiled is a Decision with what recompiling single peers of it needs: the plan and the
-// peer-side sets that make an address known.
+// compiled is a Decision with what recompiling single peers of it needs: the plan, whose
+// memo of classes by peer signature stays valid while the group's policies and local-side facts
+// do (a change of either recompiles the group).
 type compiled struct {
 	*Decision
-	plan  *plan
-	local netip.Addr
-	// extraRefs are the referenced peer-side sets that gate no rule: an address is known if a
-	// gate set (plan.gates) or one of these holds it.
-	extraRefs []graph.SetID
-	fastMemo  map[[2]string]fastResult // see fast.go
+	plan     *plan
+	local    netip.Addr
+	fastMemo map[[2]string]fastResult // see fast.go
 }
 
+// compile compiles one group's tiers for a direction and family within the State's compile
+// budget; a compile that exhausts it stops early, its plan marked over (the Decision is then
+// incomplete and must not be used).
 func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *compiled {
 	d := &Decision{Peers: map[netip.Addr]string{}, Classes: map[string]*Class{}}
-	pl := s.newPlan(dir, tiers)
-	refs, nets := s.references(dir, tiers, is4)
+	pl := s.newPlan(dir, tiers, local, is4, s.compileBudget)
 	cp := &compiled{Decision: d, plan: pl, local: local}
-	known := map[netip.Addr]struct{}{}
-	for id := range refs {
-		if _, gate := pl.gated[id]; !gate {
-			cp.extraRefs = append(cp.extraRefs, id)
+	if pl.over {
+		return cp
+	}
+	// known peers: the addresses of the referenced sets
+	if pl.index != nil {
+		for a, refs := range pl.index {
+			if d.Peers[a] = pl.classOf(d, a, pl.interval(a), refs); pl.over {
+				return cp
+			}
 		}
-		if set := s.Sets[id]; set != nil {
-			for a := range set.addresses(is4) {
-				known[a] = struct{}{}
+	} else {
+		var buf []graph.SetID
+		for _, id := range pl.refs {
+			if set := s.Sets[id]; set != nil {
+				for a := range set.addresses(is4) {
+					if _, done := d.Peers[a]; !done {
+						buf = pl.refsOf(a, buf)
+						if d.Peers[a] = pl.classOf(d, a, pl.interval(a), buf); pl.over {
+							return cp
+						}
+					}
+				}
 			}
 		}
 	}
-	slices.Sort(cp.extraRefs)
-	for a := range known {
-		d.Peers[a] = d.class(pl, packet{peer: a, local: local, known: true})
+	// every other address: the elementary intervals, adjacent ones of one class joined
+	type run struct {
+		Interval
+		covered bool // its first elementary interval is inside a prefix
 	}
-	// disjoint partition of the address space by the boundaries of every referenced prefix
-	var zero, max netip.Addr
-	if is4 {
-		zero, max = netip.IPv4Unspecified(), netip.AddrFrom4([4]byte{255, 255, 255, 255})
-	} else {
-		zero, max = netip.IPv6Unspecified(), netip.AddrFrom16([16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	}
-	cuts := map[netip.Addr]struct{}{zero: {}}
-	for _, n := range nets {
-		n = n.Masked()
-		cuts[n.Addr()] = struct{}{}
-		if last := lastAddr(n); last != max {
-			cuts[last.Next()] = struct{}{}
+	var runs []run
+	for i, from := range pl.starts {
+		to := maxAddr(is4)
+		if i+1 < len(pl.starts) {
+			to = pl.starts[i+1].Prev()
 		}
-	}
-	starts := make([]netip.Addr, 0, len(cuts))
-	for a := range cuts {
-		starts = append(starts, a)
-	}
-	sort.Slice(starts, func(i, j int) bool { return starts[i].Less(starts[j]) })
-	var ivs []Interval
-	for i, from := range starts {
-		to := max
-		if i+1 < len(starts) {
-			to = starts[i+1].Prev()
+		k := pl.classOf(d, from, i, nil)
+		if pl.over {
+			return cp
 		}
-		k := d.class(pl, packet{peer: from, local: local})
-		if n := len(ivs); n > 0 && ivs[n-1].Class == k {
-			ivs[n-1].To = to
+		if n := len(runs); n > 0 && runs[n-1].Class == k {
+			runs[n-1].To = to
 			continue
 		}
-		ivs = append(ivs, Interval{From: from, To: to, Class: k})
+		runs = append(runs, run{Interval{From: from, To: to, Class: k}, pl.covered[i]})
 	}
-	// the default is the class of an interval outside every referenced prefix; when every
-	// address is inside one, the first interval's class (and all intervals are kept)
-	d.Default = ""
-	for _, iv := range ivs {
-		inside := false
-		for _, n := range nets {
-			if n.Contains(iv.From) {
-				inside = true
-				break
-			}
-		}
-		if !inside {
-			d.Default = iv.Class
+	// the default is the class of the first run that starts outside every prefix; when every
+	// address is inside one, the first run's class (and all runs are kept)
+	d.Default = runs[0].Class
+	for _, r := range runs {
+		if !r.covered {
+			d.Default = r.Class
 			break
 		}
 	}
-	if d.Default == "" {
-		d.Default = ivs[0].Class
-	}
-	for _, iv := range ivs {
-		if iv.Class != d.Default {
-			d.Intervals = append(d.Intervals, iv)
+	for _, r := range runs {
+		if r.Class != d.Default {
+			d.Intervals = append(d.Intervals, r.Interval)
 		}
 	}
 	return cp
 }
 
 // peerChanged tells the compiled decision that set id's membership of address a may have
-// changed (the State already holds the new membership); it keeps the plan's gate index true.
+// changed (the State already holds the new membership); it keeps the plan's index true.
 func (cp *compiled) peerChanged(id graph.SetID, a netip.Addr) {
 	pl := cp.plan
-	if _, gate := pl.gated[id]; !gate || pl.gates == nil {
-		return // not a gate, or no index: gatesOf asks the State, which is already current
+	if pl.index == nil {
+		return // no index: refsOf asks the State, which is already current
+	}
+	if _, ref := slices.BinarySearch(pl.refs, id); !ref {
+		return
 	}
 	in := pl.s.member(id, a)
-	gates := pl.gates[a]
-	i := slices.Index(gates, id)
+	refs := pl.index[a]
+	i, found := slices.BinarySearch(refs, id)
 	switch {
-	case in && i < 0:
-		pl.gates[a] = append(gates, id)
-	case !in && i >= 0:
-		gates = slices.Delete(gates, i, i+1)
-		if len(gates) == 0 {
-			delete(pl.gates, a)
+	case in && !found:
+		pl.index[a] = slices.Insert(slices.Clip(refs), i, id)
+	case !in && found:
+		if refs = slices.Delete(slices.Clip(refs), i, i+1); len(refs) == 0 {
+			delete(pl.index, a)
 		} else {
-			pl.gates[a] = gates
+			pl.index[a] = refs
 		}
 	}
 }
@@ -576,120 +637,57 @@ func (cp *compiled) peerChanged(id graph.SetID, a netip.Addr) {
 // returns the old and new class keys ("" for none).
 func (cp *compiled) recompilePeer(a netip.Addr) (old, cur string) {
 	old = cp.Peers[a]
-	known := len(cp.plan.gatesOf(a)) > 0
-	for _, id := range cp.extraRefs {
-		if known {
-			break
-		}
-		known = cp.plan.s.member(id, a)
-	}
-	if !known {
+	pl := cp.plan
+	pl.budget, pl.over = pl.s.compileBudget, false // one peer costs at most what its compile did
+	refs := pl.refsOf(a, nil)
+	if len(refs) == 0 {
 		delete(cp.Peers, a)
 		return old, ""
 	}
-	cur = cp.class(cp.plan, packet{peer: a, local: cp.local, known: true})
+	cur = cp.plan.classOf(cp.Decision, a, cp.plan.interval(a), refs)
 	cp.Peers[a] = cur
 	return old, cur
 }
 
-// references lists the sets whose members are known peers (every set the peer side of a rule
-// references) and the peer-side prefixes of one family.
-func (s *State) references(dir model.Direction, tiers []graph.TierPolicies, is4 bool) (map[graph.SetID]struct{}, []netip.Prefix) {
-	refs := map[graph.SetID]struct{}{}
-	var nets []netip.Prefix
-	add := func(ids []graph.SetID) {
-		for _, id := range ids {
-			refs[id] = struct{}{}
-		}
-	}
-	for _, t := range tiers {
-		for r := range s.tierRules(dir, t) {
-			m := &r.Src
-			if dir == model.Egress {
-				m = &r.Dst
-				add(m.NamedPortSets)
-				add(m.NotNamedPortSets)
-			}
-			add(m.Sets)
-			add(m.NotSets)
-			for _, n := range slices.Concat(m.Nets, m.NotNets) {
-				if n.Addr().Is4() == is4 {
-					nets = append(nets, n)
-				}
-			}
-		}
-	}
-	return refs, nets
-}
-
-// class computes the decision function of one peer and interns it: peers with equal functions
-// share one class (one chain in the kernel). Only the plan's candidate rules of the peer are
-// evaluated (the others cannot match it), so the cost is independent of the number of policies
-// whose selectors do not contain the peer.
-func (d *Decision) class(pl *plan, p packet) string {
-	cand := pl.candidates(p.peer, p.known)
-	c := &Class{Protos: map[model.Protocol]Outcome{}}
-	p.proto = 255 // stands for every protocol no rule names (reserved: no rule names 255)
-	c.Other = pl.eval(cand, p)
-	for _, proto := range pl.protos {
-		p.proto = proto
-		if o := pl.eval(cand, p); o != c.Other {
-			c.Protos[proto] = o
-		}
-	}
-	for _, proto := range portProtocols {
-		p.proto = proto
-		// elementary port boundaries: evaluating per distinct segment is exact because rule
-		// port matches are unions of ranges, and named ports are single ports
-		cuts := pl.portCuts(cand, p)
-		for i, first := range cuts {
-			last := uint16(65535)
-			if i+1 < len(cuts) {
-				last = uint16(cuts[i+1] - 1)
-			}
-			p.port = uint16(first)
-			o := pl.eval(cand, p)
-			if n := len(c.Ports); n > 0 && c.Ports[n-1].Proto == proto && c.Ports[n-1].Outcome == o && uint32(c.Ports[n-1].Last)+1 == first {
-				c.Ports[n-1].Last = last
-				continue
-			}
-			c.Ports = append(c.Ports, PortSeg{Proto: proto, First: uint16(first), Last: last, Outcome: o})
-		}
-	}
-	// drop segments equal to Other (the class chain's final verdict covers them)
-	kept := c.Ports[:0]
-	for _, sg := range c.Ports {
-		if sg.Outcome != c.Other {
-			kept = append(kept, sg)
-		}
-	}
-	c.Ports = kept
+// intern files a class under its key: peers with equal decision functions share one class (one
+// chain in the kernel), and its key string.
+func (d *Decision) intern(c *Class) string {
 	key := classKey(c)
 	if old, ok := d.Classes[key]; ok {
-		return old.Key // the interned string: peers of one class share it
+		return old.Key
 	}
 	c.Key = key
-	d.Classes[c.Key] = c
-	return c.Key
+	d.Classes[key] = c
+	return key
 }
 
-// classKey is a class's identity: equal decision functions (and reasons) give equal keys.
+// classKey is a class's identity: equal decision functions (and reasons) give equal keys. It is
+// the hex SHA-256 of the class's canonical text ("<verdict>:<reason>", then
+// "|<proto>.<first>-<last>:<verdict>:<reason>" per port segment, then "|p<proto>:<verdict>:<reason>"
+// per protocol in order), streamed into the hash: a class of many segments costs no string of
+// their length. The class chain's name is "c_" and the first 12 hex digits of it.
 func classKey(c *Class) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d:%s", c.Other.Verdict, c.Other.Reason)
+	h := sha256.New()
+	buf := make([]byte, 0, 128)
+	write := func(v Verdict, reason string) {
+		buf = append(strconv.AppendUint(buf, uint64(v), 10), ':')
+		h.Write(buf)
+		h.Write([]byte(reason))
+		buf = buf[:0]
+	}
+	write(c.Other.Verdict, c.Other.Reason)
 	for _, sg := range c.Ports {
-		fmt.Fprintf(&b, "|%d.%d-%d:%d:%s", sg.Proto, sg.First, sg.Last, sg.Verdict, sg.Reason)
+		buf = append(strconv.AppendUint(append(buf, '|'), uint64(sg.Proto), 10), '.')
+		buf = append(strconv.AppendUint(buf, uint64(sg.First), 10), '-')
+		buf = append(strconv.AppendUint(buf, uint64(sg.Last), 10), ':')
+		write(sg.Verdict, sg.Reason)
 	}
-	protos := make([]int, 0, len(c.Protos))
-	for pr := range c.Protos {
-		protos = append(protos, int(pr))
+	for _, pr := range slices.Sorted(maps.Keys(c.Protos)) {
+		o := c.Protos[pr]
+		buf = append(strconv.AppendUint(append(buf, '|', 'p'), uint64(pr), 10), ':')
+		write(o.Verdict, o.Reason)
 	}
-	sort.Ints(protos)
-	for _, pr := range protos {
-		o := c.Protos[model.Protocol(pr)]
-		fmt.Fprintf(&b, "|p%d:%d:%s", pr, o.Verdict, o.Reason)
-	}
-	return b.String()
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {

@@ -41,7 +41,7 @@ func TestCompileMatchesModel(t *testing.T) {
 		allowOnly := iter%3 == 0
 		s := NewState()
 		if iter%2 == 0 {
-			s.gateIndexMin = 0 // every other plan indexes its peers by gate set
+			s.refIndexMin = 0 // every other plan indexes its peers by set
 		}
 		for i := 0; i < 3; i++ {
 			var ms []graph.Member

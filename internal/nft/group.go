@@ -28,31 +28,22 @@ func (s *State) GroupKey(dir model.Direction, tiers []graph.TierPolicies, local 
 			b.WriteString(";" + k.String())
 		}
 	}
+	refs := s.localRefs(dir, tiers, b.String())
 	facts := map[string]bool{}
-	for _, t := range tiers {
-		for r := range s.tierRules(dir, t) {
-			m := &r.Dst // local side of an ingress rule
-			if dir == model.Egress {
-				m = &r.Src
-			}
-			for _, id := range append(append([]graph.SetID(nil), m.Sets...), m.NotSets...) {
-				if s.member(id, local) {
-					facts["s:"+string(id)] = true
-				}
-			}
-			for _, n := range append(append([]netip.Prefix(nil), m.Nets...), m.NotNets...) {
-				if n.Contains(local) {
-					facts["n:"+n.String()] = true
-				}
-			}
-			if dir == model.Ingress {
-				for _, id := range append(append([]graph.SetID(nil), m.NamedPortSets...), m.NotNamedPortSets...) {
-					if set := s.Sets[id]; set != nil {
-						for _, mb := range set.ports[local] {
-							facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
-						}
-					}
-				}
+	for _, id := range refs.sets {
+		if s.member(id, local) {
+			facts["s:"+string(id)] = true
+		}
+	}
+	for _, n := range refs.nets {
+		if n.Contains(local) {
+			facts["n:"+n.String()] = true
+		}
+	}
+	for _, id := range refs.namedPorts {
+		if set := s.Sets[id]; set != nil {
+			for _, mb := range set.ports[local] {
+				facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
 			}
 		}
 	}
@@ -63,4 +54,59 @@ func (s *State) GroupKey(dir model.Direction, tiers []graph.TierPolicies, local 
 	sort.Strings(keys)
 	b.WriteString("|" + strings.Join(keys, ","))
 	return b.String()
+}
+
+// localSideRefs are the distinct sets, prefixes and (ingress) named-port sets that the local
+// sides of a tier list's rules reference: the facts of a local address that its compile reads.
+type localSideRefs struct {
+	sets       []graph.SetID
+	nets       []netip.Prefix
+	namedPorts []graph.SetID
+}
+
+// localRefs returns the local-side references of the rules of tiers in one direction, keyed by
+// the tiers' description (GroupKey's header) and kept until a policy changes: every local
+// endpoint of a group asks, and a walk over the rules costs as much as the policies are long.
+func (s *State) localRefs(dir model.Direction, tiers []graph.TierPolicies, header string) *localSideRefs {
+	key := dir.String() + header
+	if r, ok := s.localSide[key]; ok {
+		return r
+	}
+	refs := &localSideRefs{}
+	seenSet, seenNet, seenNP := map[graph.SetID]bool{}, map[netip.Prefix]bool{}, map[graph.SetID]bool{}
+	addSets := func(seen map[graph.SetID]bool, out *[]graph.SetID, ids []graph.SetID) {
+		for _, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				*out = append(*out, id)
+			}
+		}
+	}
+	for _, t := range tiers {
+		for r := range s.tierRules(dir, t) {
+			m := &r.Dst // local side of an ingress rule
+			if dir == model.Egress {
+				m = &r.Src
+			}
+			addSets(seenSet, &refs.sets, m.Sets)
+			addSets(seenSet, &refs.sets, m.NotSets)
+			for _, ns := range [][]netip.Prefix{m.Nets, m.NotNets} {
+				for _, n := range ns {
+					if !seenNet[n] {
+						seenNet[n] = true
+						refs.nets = append(refs.nets, n)
+					}
+				}
+			}
+			if dir == model.Ingress {
+				addSets(seenNP, &refs.namedPorts, m.NamedPortSets)
+				addSets(seenNP, &refs.namedPorts, m.NotNamedPortSets)
+			}
+		}
+	}
+	if s.localSide == nil {
+		s.localSide = map[string]*localSideRefs{}
+	}
+	s.localSide[key] = refs
+	return refs
 }

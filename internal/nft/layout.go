@@ -135,6 +135,13 @@ func (d *Dataplane) compileGroup(g *group) {
 		return
 	}
 	cp := d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
+	for cp.plan.over {
+		if !d.rejectCostliest(g) {
+			cp = d.denyAll(g)
+			break
+		}
+		cp = d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
+	}
 	g.compiled = cp
 	dec := cp.Decision
 
@@ -147,14 +154,16 @@ func (d *Dataplane) compileGroup(g *group) {
 			allow = append(allow, allowElements(a, r.ports)...)
 			continue
 		}
-		use[classChain(ck)]++
-		peers = append(peers, peerElement(a, a, ck, dec.Classes[ck]))
+		c := dec.Classes[ck]
+		use[c.chain()]++
+		peers = append(peers, peerElement(a, a, c))
 	}
 	for _, iv := range dec.Intervals {
-		use[classChain(iv.Class)]++
-		nets = append(nets, peerElement(iv.From, iv.To, iv.Class, dec.Classes[iv.Class]))
+		c := dec.Classes[iv.Class]
+		use[c.chain()]++
+		nets = append(nets, peerElement(iv.From, iv.To, c))
 	}
-	use[classChain(dec.Default)]++
+	use[dec.Classes[dec.Default].chain()]++
 	d.setClassUse(g, use, dec.Classes)
 	d.releaseShared(g, nil) // when the group was listed
 	g.listed = false
@@ -163,17 +172,60 @@ func (d *Dataplane) compileGroup(g *group) {
 	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
 	// the allow set and the peers map are kept while empty when sets are referenced: members
 	// may join any time
-	refs := len(cp.plan.gated)+len(cp.extraRefs) > 0
+	refs := len(cp.plan.refs) > 0
 	d.putAllowSet(chain, g, refs, allow)
 	d.putPeerMap(chain, g.name+"_peers", key, false, refs, peers,
 		"known peer address → its peer class", "peers that selectors of these policies name")
 	d.putPeerMap(chain, g.name+"_nets", key, true, len(nets) > 0, nets,
 		"ipBlock ranges (except subtracted) → peer class", "peers in ipBlock ranges")
-	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(dec.Default)},
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: dec.Classes[dec.Default].chain()},
 		Comment: "any other peer"})
 	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		d.putChain(chain)
 	}
+}
+
+// rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the
+// first by key among equals) after the group's compile ran out of budget; false when none is
+// left to reject.
+func (d *Dataplane) rejectCostliest(g *group) bool {
+	var worst model.PolicyKey
+	cost := 0
+	for _, t := range g.tiers {
+		for _, k := range t.Policies {
+			if _, done := d.state.rejected[k]; done {
+				continue
+			}
+			if c := d.state.ruleCost(k, g.dir); c > cost || c == cost && c > 0 && k.String() < worst.String() {
+				worst, cost = k, c
+			}
+		}
+	}
+	if cost == 0 {
+		return false
+	}
+	reason := fmt.Sprintf("compiling the %s rules of %s for %d endpoints exceeds the compiler's budget of %d",
+		g.dir, g.describe(), len(g.members), d.state.compileBudget)
+	d.log.Error("policy rejected: too costly to compile; its rules are not enforced as written, it keeps isolating what it selects",
+		"policy", worst.String(), "direction", g.dir.String(), "rule_weight", cost, "reason", reason)
+	d.state.reject(worst, "too costly to compile")
+	if d.rejectedNow == nil {
+		d.rejectedNow = map[model.PolicyKey]struct{}{}
+	}
+	d.rejectedNow[worst] = struct{}{}
+	if d.rejected != nil {
+		d.rejected(worst, reason)
+	}
+	return true
+}
+
+// denyAll is the decision of a group that cannot be compiled within budget even without its
+// costliest policies: every packet is denied.
+func (d *Dataplane) denyAll(g *group) *compiled {
+	c := &Class{Other: Outcome{Deny, "group " + g.name + " cannot be compiled within the compiler's budget: denied"}}
+	c.Key = classKey(c)
+	dec := &Decision{Peers: map[netip.Addr]string{}, Default: c.Key, Classes: map[string]*Class{c.Key: c}}
+	return &compiled{Decision: dec, plan: &plan{s: d.state}}
 }
 
 // setClassUse makes use (class chain → references) the group's class references: it acquires
@@ -181,8 +233,8 @@ func (d *Dataplane) compileGroup(g *group) {
 // releases each chain the group held that use does not count, so a chain both use is never
 // dropped and re-added.
 func (d *Dataplane) setClassUse(g *group, use map[string]int, classes map[string]*Class) {
-	for key, c := range classes {
-		if name := classChain(key); use[name] > 0 && g.classUse[name] == 0 {
+	for _, c := range classes {
+		if name := c.chain(); use[name] > 0 && g.classUse[name] == 0 {
 			d.acquireClass(c)
 		}
 	}
@@ -236,7 +288,7 @@ func (d *Dataplane) compilePeers(g *group) {
 			} else {
 				ek := ruleset.AddrKey(a)
 				set.Delete(ek)
-				name := classChain(old)
+				name := cp.Classes[old].chain()
 				if g.classUse[name]--; g.classUse[name] == 0 {
 					delete(g.classUse, name)
 					defer d.releaseClass(name) // after cur took its reference: never drop and re-add
@@ -252,12 +304,12 @@ func (d *Dataplane) compilePeers(g *group) {
 			}
 			continue
 		}
-		name := classChain(cur)
+		name := cp.Classes[cur].chain()
 		if g.classUse[name] == 0 {
 			d.acquireClass(cp.Classes[cur])
 		}
 		g.classUse[name]++
-		e := peerElement(a, a, cur, cp.Classes[cur])
+		e := peerElement(a, a, cp.Classes[cur])
 		set.Put(e)
 	}
 }
@@ -291,15 +343,20 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 }
 
 // peerElement is a peers or nets element leading to a class chain.
-func peerElement(from, to netip.Addr, classKey string, c *Class) ruleset.Element {
+func peerElement(from, to netip.Addr, c *Class) ruleset.Element {
 	ek := ruleset.ElementKey{Addr: from, AddrEnd: to}
-	return ruleset.Element{ElementKey: ek, Value: ruleset.Value{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(classKey)},
+	return ruleset.Element{ElementKey: ek, Value: ruleset.Value{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: c.chain()},
 		Comment: c.summary()}}
 }
 
-// classChain names the chain of a class: a hash of its key, so equal classes of different
-// groups share one chain.
-func classChain(key string) string { return "c_" + shortHash(key) }
+// chain names the chain of a class: a hash of its key, so equal classes of different groups
+// share one chain.
+func (c *Class) chain() string {
+	if c.name == "" {
+		c.name = "c_" + c.Key[:12]
+	}
+	return c.name
+}
 
 func sameChain(a, b *ruleset.Chain) bool {
 	return a.Name == b.Name && a.Comment == b.Comment && a.Base == nil && b.Base == nil &&
@@ -357,7 +414,7 @@ func sortedProtos(m map[model.Protocol]Outcome) []model.Protocol {
 // acquireClass takes a reference to a class's chain, creating the chain (and its maps) on first
 // use; a group takes one reference per class chain it uses.
 func (d *Dataplane) acquireClass(c *Class) {
-	name := classChain(c.Key)
+	name := c.chain()
 	d.classes[name]++
 	if d.classes[name] > 1 {
 		return

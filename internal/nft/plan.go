@@ -1,6 +1,8 @@
 package nft
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"sort"
@@ -9,130 +11,551 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
-// plan is the rule list of one group and direction, flattened in evaluation order and indexed by
-// the set that gates each rule (the first set its peer side requires), so that compiling a peer
-// looks only at the rules that can match it: the ungated ones and those gated by a set holding it.
+// plan is the rule list of one group, direction and family, flattened in evaluation order with
+// what compiling a peer needs worked out once:
+//
+//   - rules that can match no packet here (another family, ICMP type/code, source ports, a local
+//     side that the group's endpoints do not satisfy) are left out; ingress named ports are
+//     resolved on the local endpoint, so every rule's ports are ranges;
+//   - the rules whose peer side requires a set are indexed by the first such set (gated), the
+//     others (ungated) are candidates of every peer;
+//   - the address space of the family is cut by every prefix of the rules' peer sides into
+//     elementary intervals (a sweep over the prefixes' boundaries); the rules whose ipBlock
+//     predicate holds are the same throughout an interval, and intervals where the same rules
+//     hold share an identity (netID: a SHA-256 of the list, so no list is kept);
+//   - a peer's decision depends only on its signature — its interval's netID, the referenced
+//     sets that hold it and, for egress named ports, its named ports — so classes are memoised
+//     by signature (memo), and computed once per distinct list of matching rules (byRules);
+//     both are keyed by SHA-256 digests, whose size does not grow with the lists.
+//
+// Cost, for R rules, P prefixes, I ≤ 2P+1 elementary intervals and A known peer addresses:
+// the sweep is O(P log P + Σ h) for h the rules holding in each interval where one changed; a
+// known peer costs the sets holding it and a binary search of its interval; a new signature
+// costs a pass over the rules that can match (O(R)), and a new list of c matching rules a
+// class computed in O(c · log g) for g undecided port ranges (paint). So a compile is
+// O(R·(A + I) + P log P) at worst, never a product of rules, peers and ports — and it is
+// bounded: every step spends from a budget (spend), and a compile that exhausts it stops
+// (over) and is answered by the Dataplane (see compileGroup).
 type plan struct {
 	s     *State
 	dir   model.Direction
-	tiers []graph.TierPolicies
+	is4   bool
+	local netip.Addr
+	ntier int
 	// defaults[i] is tier i's default outcome (Verdict 0 for Pass), built once: its reason names
 	// the tier's policies, which costs as much as the tier is long.
 	defaults []Outcome
-	rules    []flatRule
-	ungated  []int
-	gated    map[graph.SetID][]int
-	gateIDs  []graph.SetID // the keys of gated, sorted
-	// gates indexes peer address → gate sets holding it, built only for plans with more than
-	// State.gateIndexMin gate sets (P1's 10,000); smaller plans ask their few sets directly,
-	// which keeps no per-peer state for the thousands of groups of a large cluster.
-	gates  map[netip.Addr][]graph.SetID
+	final    Outcome // after the last tier
+	rules    []planRule
+	ungated  []int32
+	gated    map[graph.SetID][]int32
+	// refs are the sets the rules' peer sides reference (Sets, NotSets, egress named-port sets),
+	// sorted: an address in one of them is a known peer (an element of the peers map).
+	refs []graph.SetID
+	// index maps a peer address to the refs holding it, built only for plans with more than
+	// State.refIndexMin refs; smaller plans ask their few sets directly, which keeps no per-peer
+	// state for the thousands of groups of a large cluster.
+	index  map[netip.Addr][]graph.SetID
+	npRefs bool             // egress named-port sets: a peer's named ports are in its signature
 	protos []model.Protocol // non-port protocols that rules name
+	// starts are the first addresses of the elementary intervals, sorted (starts[0] is the
+	// family's zero address); netID[i] identifies the rules whose ipBlock predicate holds in
+	// interval i, and covered[i] tells whether a prefix contains it.
+	starts  []netip.Addr
+	netID   []int32
+	covered []bool
+	// memo: signature → class key; byRules: matching rule list → class key.
+	memo    map[digest]string
+	byRules map[digest]string
+	// budget is what the plan may still spend (work units, about a rule visited or a port
+	// range painted each); over is set when it ran out.
+	budget  int64
+	over    bool
+	scratch scratch
 }
 
-type flatRule struct {
-	tier    int
+// newClassCost is what a new class spends per port segment it keeps (held in memory, and one
+// element of its chain's map in the kernel): the budget bounds the table a compile makes.
+const newClassCost = 10
+
+// digest is a SHA-256 of a list the plan identifies without keeping it.
+type digest [sha256.Size]byte
+
+// spend takes n work units from the plan's budget and reports whether it is exhausted.
+func (pl *plan) spend(n int) bool {
+	pl.budget -= int64(n)
+	if pl.budget < 0 {
+		pl.over = true
+	}
+	return pl.over
+}
+
+// planRule is one rule of a plan.
+type planRule struct {
+	tier    int32
+	action  model.Action
 	outcome Outcome // for Allow and Deny rules
-	r       *graph.Rule
+	peer    *graph.Match
+	gated   bool // its peer side requires a set
+	netRule bool // its peer side has prefixes of the family: the sweep decides where it holds
+	nets    int  // prefixes of the family in peer.Nets (0: any address)
+	proto   model.Protocol
+	notProt model.Protocol
+	// portRules: the rule constrains destination ports (Ports or NamedPortSets, or their
+	// negations); then it matches port protocols only.
+	portRules bool
+	hasPos    bool
+	pos, neg  []portRange // static port ranges (numeric, and named ports resolved on the local side)
+	// posNP and negNP are named-port sets resolved on the peer (egress).
+	posNP, negNP []graph.SetID
 }
 
-func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies) *plan {
-	pl := &plan{s: s, dir: dir, tiers: tiers, gated: map[graph.SetID][]int{}}
+// scratch holds buffers reused across class computations.
+type scratch struct {
+	cand   []int32
+	gaps   []portGap
+	passed []portGap
+	ranges []portGap
+	neg    []portGap
+	segs   []PortSeg
+	key    []byte
+}
+
+// portGap is an inclusive range of ports.
+type portGap struct{ first, last uint16 }
+
+// newPlan prepares the rules of tiers; budget bounds the work of the plan's compile.
+func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool, budget int64) *plan {
+	pl := &plan{s: s, dir: dir, is4: is4, local: local, ntier: len(tiers), gated: map[graph.SetID][]int32{},
+		memo: map[digest]string{}, byRules: map[digest]string{}, budget: budget}
+	pl.final = Outcome{Allow, "no policy applies"}
+	if len(tiers) > 0 {
+		pl.final = Outcome{Allow, "no tier decided: allow"}
+	}
 	seenProto := map[model.Protocol]bool{}
+	refs := map[graph.SetID]struct{}{}
 	for ti, t := range tiers {
 		pl.defaults = append(pl.defaults, tierDefault(t))
 		for r := range s.tierRules(dir, t) {
-			reason := r.reason()
-			pos := len(pl.rules)
-			fr := flatRule{tier: ti, r: r.Rule}
-			switch r.Action {
-			case model.ActionAllow:
-				fr.outcome = Outcome{Allow, reason + " (allow)"}
-			case model.ActionDeny:
-				fr.outcome = Outcome{Deny, reason + " (deny)"}
+			if pl.spend(1) {
+				return pl
 			}
-			pl.rules = append(pl.rules, fr)
+			// every set a peer side references makes its members known peers, whether or not
+			// the rule can match here
 			peer := &r.Src
 			if dir == model.Egress {
 				peer = &r.Dst
+				addRefs(refs, r.Dst.NamedPortSets, r.Dst.NotNamedPortSets)
 			}
-			if len(peer.Sets) > 0 {
-				pl.gated[peer.Sets[0]] = append(pl.gated[peer.Sets[0]], pos)
+			addRefs(refs, peer.Sets, peer.NotSets)
+			pr, ok := pl.prepare(r)
+			if !ok {
+				continue
+			}
+			pr.tier = int32(ti)
+			pos := int32(len(pl.rules))
+			pl.rules = append(pl.rules, pr)
+			if len(pr.peer.Sets) > 0 {
+				pl.gated[pr.peer.Sets[0]] = append(pl.gated[pr.peer.Sets[0]], pos)
 			} else {
 				pl.ungated = append(pl.ungated, pos)
 			}
-			for _, pr := range []model.Protocol{r.Protocol, r.NotProtocol} {
-				if pr != model.ProtocolAny && !hasPorts(pr) && !seenProto[pr] {
-					seenProto[pr] = true
-					pl.protos = append(pl.protos, pr)
+			pl.npRefs = pl.npRefs || len(pr.posNP)+len(pr.negNP) > 0
+			for _, p := range []model.Protocol{pr.proto, pr.notProt} {
+				if p != model.ProtocolAny && !hasPorts(p) && !seenProto[p] {
+					seenProto[p] = true
+					pl.protos = append(pl.protos, p)
 				}
 			}
 		}
 	}
-	sort.Slice(pl.protos, func(i, j int) bool { return pl.protos[i] < pl.protos[j] })
-	for id := range pl.gated {
-		pl.gateIDs = append(pl.gateIDs, id)
+	slices.Sort(pl.protos)
+	for id := range refs {
+		pl.refs = append(pl.refs, id)
 	}
-	slices.Sort(pl.gateIDs)
-	if len(pl.gateIDs) > s.gateIndexMin {
-		pl.gates = map[netip.Addr][]graph.SetID{}
-		for _, id := range pl.gateIDs {
+	slices.Sort(pl.refs)
+	if len(pl.refs) > s.refIndexMin {
+		pl.index = map[netip.Addr][]graph.SetID{}
+		for _, id := range pl.refs {
 			if set := s.Sets[id]; set != nil {
-				for _, is4 := range []bool{true, false} {
-					for a := range set.addresses(is4) {
-						pl.gates[a] = append(pl.gates[a], id)
-					}
+				for a := range set.addresses(is4) {
+					pl.index[a] = append(pl.index[a], id)
+				}
+				if pl.spend(set.len(is4)) {
+					return pl
 				}
 			}
 		}
 	}
+	pl.sweep()
 	return pl
 }
 
-// gatesOf lists the gate sets holding a peer address.
-func (pl *plan) gatesOf(peer netip.Addr) []graph.SetID {
-	if pl.gates != nil {
-		return pl.gates[peer]
+func addRefs(refs map[graph.SetID]struct{}, lists ...[]graph.SetID) {
+	for _, ids := range lists {
+		for _, id := range ids {
+			refs[id] = struct{}{}
+		}
 	}
-	var out []graph.SetID
-	for _, id := range pl.gateIDs {
-		if pl.s.member(id, peer) {
+}
+
+// prepare works out what a rule needs for this plan; ok is false when it matches no packet here.
+func (pl *plan) prepare(r policyRule) (planRule, bool) {
+	if neverMatches(r.Rule, pl.is4) {
+		return planRule{}, false
+	}
+	peer, localSide := &r.Src, &r.Dst
+	if pl.dir == model.Egress {
+		peer, localSide = &r.Dst, &r.Src
+	}
+	if !pl.s.addrMatch(localSide, pl.local, true) {
+		return planRule{}, false
+	}
+	pr := planRule{action: r.Action, peer: peer, gated: len(peer.Sets) > 0, proto: r.Protocol, notProt: r.NotProtocol}
+	switch r.Action {
+	case model.ActionAllow:
+		pr.outcome = Outcome{Allow, r.reason() + " (allow)"}
+	case model.ActionDeny:
+		pr.outcome = Outcome{Deny, r.reason() + " (deny)"}
+	}
+	for _, n := range peer.Nets {
+		if n.Addr().Is4() == pl.is4 {
+			pr.nets++
+		}
+	}
+	if len(peer.Nets) > 0 && pr.nets == 0 {
+		return planRule{}, false // only prefixes of the other family: no address of this one
+	}
+	pr.netRule = pr.nets > 0 || slices.ContainsFunc(peer.NotNets, func(n netip.Prefix) bool { return n.Addr().Is4() == pl.is4 })
+	d := &r.Dst
+	pr.hasPos = len(d.Ports) > 0 || len(d.NamedPortSets) > 0
+	pr.portRules = pr.hasPos || len(d.NotPorts) > 0 || len(d.NotNamedPortSets) > 0
+	numeric := func(ps []model.Port) (out []portRange) {
+		for _, p := range ps {
+			if p.Name == "" {
+				out = append(out, portRange{model.ProtocolAny, p.First, p.Last})
+			}
+		}
+		return out
+	}
+	pr.pos, pr.neg = numeric(d.Ports), numeric(d.NotPorts)
+	if pl.dir == model.Egress {
+		pr.posNP, pr.negNP = d.NamedPortSets, d.NotNamedPortSets
+	} else {
+		pr.pos = append(pr.pos, pl.localNamedPorts(d.NamedPortSets)...)
+		pr.neg = append(pr.neg, pl.localNamedPorts(d.NotNamedPortSets)...)
+	}
+	return pr, true
+}
+
+// localNamedPorts resolves named-port sets on the local endpoint.
+func (pl *plan) localNamedPorts(ids []graph.SetID) []portRange {
+	var out []portRange
+	for _, id := range ids {
+		if set := pl.s.Sets[id]; set != nil {
+			for _, m := range set.ports[pl.local] {
+				out = append(out, portRange{m.Protocol, m.Port, m.Port})
+			}
+		}
+	}
+	return out
+}
+
+// sweep cuts the family's address space by the boundaries of every prefix of the rules' peer
+// sides and records, per elementary interval, the rules whose ipBlock predicate holds there.
+func (pl *plan) sweep() {
+	type event struct {
+		at   netip.Addr
+		rule int32
+		not  bool
+		d    int32
+	}
+	var events []event
+	for i := range pl.rules {
+		r := &pl.rules[i]
+		if !r.netRule {
+			continue
+		}
+		for k, ns := range [][]netip.Prefix{r.peer.Nets, r.peer.NotNets} {
+			for _, n := range ns {
+				if n.Addr().Is4() != pl.is4 {
+					continue
+				}
+				n = n.Masked()
+				events = append(events, event{n.Addr(), int32(i), k == 1, 1})
+				if last := lastAddr(n); last != maxAddr(pl.is4) {
+					events = append(events, event{last.Next(), int32(i), k == 1, -1})
+				}
+			}
+		}
+	}
+	sort.Slice(events, func(i, j int) bool { return events[i].at.Less(events[j].at) })
+	netCount := make([]int32, len(pl.rules))
+	notCount := make([]int32, len(pl.rules))
+	holds := func(i int32) bool {
+		return (pl.rules[i].nets == 0 || netCount[i] > 0) && notCount[i] == 0
+	}
+	// held: the rules holding in the current interval, sorted; rules without prefixes of the
+	// family other than excepts hold where no except covers them
+	var held []int32
+	for i := range pl.rules {
+		if pl.rules[i].netRule && holds(int32(i)) {
+			held = append(held, int32(i))
+		}
+	}
+	ids := map[digest]int32{}
+	intern := func() int32 {
+		pl.spend(len(held))
+		h := sha256.New()
+		h.Write(appendInt32s(pl.scratch.key[:0], held))
+		var k digest
+		h.Sum(k[:0])
+		id, ok := ids[k]
+		if !ok {
+			id = int32(len(ids))
+			ids[k] = id
+		}
+		return id
+	}
+	cover := 0
+	at := zeroAddr(pl.is4)
+	e := 0
+	cur := int32(-1)
+	for {
+		changed := cur < 0
+		for ; e < len(events) && events[e].at == at; e++ {
+			ev := events[e]
+			before := holds(ev.rule)
+			if ev.not {
+				notCount[ev.rule] += ev.d
+			} else {
+				netCount[ev.rule] += ev.d
+			}
+			cover += int(ev.d)
+			if now := holds(ev.rule); now != before {
+				changed = true
+				j, _ := slices.BinarySearch(held, ev.rule)
+				if now {
+					held = slices.Insert(held, j, ev.rule)
+				} else {
+					held = slices.Delete(held, j, j+1)
+				}
+			}
+		}
+		if changed {
+			cur = intern()
+		}
+		if pl.over {
+			return
+		}
+		pl.starts = append(pl.starts, at)
+		pl.covered = append(pl.covered, cover > 0)
+		pl.netID = append(pl.netID, cur)
+		if e == len(events) {
+			break
+		}
+		at = events[e].at
+	}
+}
+
+// interval returns the elementary interval holding address a.
+func (pl *plan) interval(a netip.Addr) int {
+	i, found := slices.BinarySearchFunc(pl.starts, a, netip.Addr.Compare)
+	if !found {
+		i--
+	}
+	return i
+}
+
+// refsOf lists the referenced sets holding a peer address (sorted).
+func (pl *plan) refsOf(a netip.Addr, buf []graph.SetID) []graph.SetID {
+	if pl.index != nil {
+		return pl.index[a]
+	}
+	out := buf[:0]
+	for _, id := range pl.refs {
+		if pl.s.member(id, a) {
 			out = append(out, id)
 		}
 	}
 	return out
 }
 
-// candidates lists, in evaluation order, the rules that may match a peer.
-func (pl *plan) candidates(peer netip.Addr, known bool) []int {
-	if !known {
-		return pl.ungated
+// classOf computes (or recalls) the class of peer a: known, with the referenced sets refs
+// holding it, or an address of elementary interval iv that no set holds (refs empty).
+func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []graph.SetID) string {
+	sc := &pl.scratch
+	pl.spend(1 + len(refs))
+	k := binary.AppendUvarint(sc.key[:0], uint64(pl.netID[iv]))
+	for _, id := range refs {
+		k = append(append(k, id...), 0)
 	}
-	gates := pl.gatesOf(peer)
-	if len(gates) == 0 {
-		return pl.ungated
+	if pl.npRefs && len(refs) > 0 {
+		k = pl.appendNamedPorts(k, a, refs)
 	}
-	out := append([]int(nil), pl.ungated...)
-	for _, id := range gates {
-		out = append(out, pl.gated[id]...)
+	sc.key = k
+	sig := digest(sha256.Sum256(k))
+	if ck, ok := pl.memo[sig]; ok {
+		return ck
 	}
-	sort.Ints(out)
+	cand := pl.candidates(a, refs)
+	rk := appendInt32s(sc.key[:0], cand)
+	if pl.npRefs && len(refs) > 0 {
+		rk = pl.appendNamedPorts(append(rk, 0xff), a, refs)
+	}
+	sc.key = rk
+	lk := digest(sha256.Sum256(rk))
+	ck, ok := pl.byRules[lk]
+	if !ok {
+		c := pl.class(cand, a, len(refs) > 0)
+		n := len(d.Classes)
+		if ck = d.intern(c); len(d.Classes) > n {
+			pl.spend(newClassCost * (1 + len(c.Ports))) // what the class keeps, and its elements
+		}
+		pl.byRules[lk] = ck
+	}
+	if len(pl.memo) > 4*len(d.Peers)+4096 {
+		clear(pl.memo) // peer churn: keep the memo as large as the decision, not its history
+	}
+	pl.memo[sig] = ck
+	return ck
+}
+
+// appendNamedPorts appends the peer's members of the referenced named-port sets.
+func (pl *plan) appendNamedPorts(k []byte, a netip.Addr, refs []graph.SetID) []byte {
+	for _, id := range refs {
+		if set := pl.s.Sets[id]; set != nil && set.ports != nil {
+			for _, m := range set.ports[a] {
+				k = append(k, byte(m.Protocol), byte(m.Port>>8), byte(m.Port))
+			}
+			k = append(k, 0)
+		}
+	}
+	return k
+}
+
+// candidates lists, in evaluation order, the rules whose peer side holds for peer a, held by
+// the sets refs (none: an unknown address).
+func (pl *plan) candidates(a netip.Addr, refs []graph.SetID) []int32 {
+	sc := &pl.scratch
+	out := sc.cand[:0]
+	holds := func(i int32) bool {
+		r := &pl.rules[i]
+		for _, id := range r.peer.Sets {
+			if _, ok := slices.BinarySearch(refs, id); !ok {
+				return false
+			}
+		}
+		for _, id := range r.peer.NotSets {
+			if _, ok := slices.BinarySearch(refs, id); ok {
+				return false
+			}
+		}
+		return !r.netRule || r.netHolds(a, pl.is4)
+	}
+	n := len(pl.ungated)
+	for _, i := range pl.ungated {
+		if holds(i) {
+			out = append(out, i)
+		}
+	}
+	for _, id := range refs {
+		n += len(pl.gated[id])
+		for _, i := range pl.gated[id] {
+			if holds(i) {
+				out = append(out, i)
+			}
+		}
+	}
+	slices.Sort(out)
+	pl.spend(n + len(out))
+	sc.cand = out
 	return out
 }
 
-// eval is State.eval restricted to the candidate rules (the others cannot match the packet).
-func (pl *plan) eval(cand []int, p packet) Outcome {
-	i := 0
-	for ti := range pl.tiers {
-		passed := false
-		for ; i < len(cand) && pl.rules[cand[i]].tier == ti; i++ {
-			fr := &pl.rules[cand[i]]
-			if passed || !pl.s.matches(pl.dir, fr.r, p) {
+// netHolds reports whether the rule's ipBlock predicate holds for address a of the family: in
+// one of its prefixes (when it has any) and in none of its excepts.
+func (r *planRule) netHolds(a netip.Addr, is4 bool) bool {
+	in := r.nets == 0
+	for _, n := range r.peer.Nets {
+		if n.Addr().Is4() == is4 && n.Contains(a) {
+			in = true
+			break
+		}
+	}
+	if !in {
+		return false
+	}
+	for _, n := range r.peer.NotNets {
+		if n.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// class computes the decision function of a peer whose matching rules are cand (in evaluation
+// order): for the protocol no rule names (Other) and each non-port protocol rules name, the
+// first deciding rule; for each port protocol, the rules paint their port ranges over the ports
+// still undecided.
+func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
+	c := &Class{Protos: map[model.Protocol]Outcome{}}
+	c.Other = pl.decideProto(cand, 255) // stands for every protocol no rule names (255 is reserved)
+	for _, proto := range pl.protos {
+		if o := pl.decideProto(cand, proto); o != c.Other {
+			c.Protos[proto] = o
+		}
+	}
+	segs := pl.scratch.segs[:0]
+	for _, proto := range portProtocols {
+		start := len(segs)
+		segs = pl.paint(cand, proto, peer, known, segs)
+		part := segs[start:]
+		slices.SortFunc(part, func(a, b PortSeg) int { return int(a.First) - int(b.First) })
+		// join adjacent segments of equal outcome
+		n := start
+		for _, sg := range part {
+			if n > start && segs[n-1].Outcome == sg.Outcome && uint32(segs[n-1].Last)+1 == uint32(sg.First) {
+				segs[n-1].Last = sg.Last
 				continue
 			}
-			switch fr.r.Action {
+			segs[n] = sg
+			n++
+		}
+		segs = segs[:n]
+	}
+	pl.scratch.segs = segs
+	for _, sg := range segs {
+		if sg.Outcome != c.Other {
+			c.Ports = append(c.Ports, sg)
+		}
+	}
+	return c
+}
+
+// admits reports whether rule r can match packets of protocol proto.
+func (r *planRule) admits(proto model.Protocol) bool {
+	if r.proto != model.ProtocolAny && r.proto != proto || r.notProt != model.ProtocolAny && r.notProt == proto {
+		return false
+	}
+	return !r.portRules || hasPorts(proto)
+}
+
+// decideProto is the outcome of a packet of a protocol without ports (every rule that admits it
+// matches it whole): tiers in order, the first Allow or Deny wins, Pass leaves the tier, a
+// tier's default when none decided, then the final outcome.
+func (pl *plan) decideProto(cand []int32, proto model.Protocol) Outcome {
+	i := 0
+	for ti := range pl.ntier {
+		passed := false
+		for ; i < len(cand) && int(pl.rules[cand[i]].tier) == ti; i++ {
+			r := &pl.rules[cand[i]]
+			if passed || !r.admits(proto) {
+				continue
+			}
+			switch r.action {
 			case model.ActionAllow, model.ActionDeny:
-				return fr.outcome
+				return r.outcome
 			case model.ActionPass:
 				passed = true
 			}
@@ -144,52 +567,161 @@ func (pl *plan) eval(cand []int, p packet) Outcome {
 			return o
 		}
 	}
-	if len(pl.tiers) == 0 {
-		return Outcome{Allow, "no policy applies"}
-	}
-	return Outcome{Allow, "no tier decided: allow"}
+	return pl.final
 }
 
-// portCuts lists the port boundaries of the candidate rules for the packet's protocol.
-func (pl *plan) portCuts(cand []int, p packet) []uint32 {
-	cuts := map[uint32]struct{}{0: {}}
-	addRange := func(ps []model.Port) {
-		for _, pt := range ps {
-			if pt.Name == "" {
-				cuts[uint32(pt.First)] = struct{}{}
-				cuts[uint32(pt.Last)+1] = struct{}{}
+// paint appends the port segments of protocol proto (unsorted, disjoint, covering every port):
+// the rules, in evaluation order, take the ports of their ranges that are still undecided —
+// Allow and Deny decide them, Pass moves them to the next tier — and at the end of a tier its
+// default decides what is left; the final outcome takes the rest. Each port is decided once, so
+// the cost is O(rules · log ranges) plus the segments made.
+func (pl *plan) paint(cand []int32, proto model.Protocol, peer netip.Addr, known bool, out []PortSeg) []PortSeg {
+	sc := &pl.scratch
+	gaps := append(sc.gaps[:0], portGap{0, 65535})
+	passed := sc.passed[:0]
+	emit := func(g portGap, o Outcome) {
+		out = append(out, PortSeg{Proto: proto, First: g.first, Last: g.last, Outcome: o})
+	}
+	i := 0
+	for ti := range pl.ntier {
+		passed = passed[:0]
+		for ; i < len(cand) && int(pl.rules[cand[i]].tier) == ti; i++ {
+			r := &pl.rules[cand[i]]
+			if len(gaps) == 0 || !r.admits(proto) || r.action != model.ActionAllow && r.action != model.ActionDeny && r.action != model.ActionPass {
+				continue
+			}
+			rgs := pl.portRanges(r, proto, peer, known)
+			pl.spend(1 + len(rgs))
+			for _, rg := range rgs {
+				gaps = carve(gaps, rg, func(g portGap) {
+					if r.action == model.ActionPass {
+						passed = append(passed, g)
+					} else {
+						emit(g, r.outcome)
+					}
+				})
 			}
 		}
+		if o := pl.defaults[ti]; o.Verdict != 0 {
+			for _, g := range gaps {
+				emit(g, o)
+			}
+			gaps = append(gaps[:0], passed...)
+		} else {
+			gaps = append(gaps, passed...)
+		}
+		slices.SortFunc(gaps, func(a, b portGap) int { return int(a.first) - int(b.first) })
 	}
-	dst := p.local
-	if pl.dir == model.Egress {
-		dst = p.peer
+	for _, g := range gaps {
+		emit(g, pl.final)
 	}
-	addNamed := func(ids []graph.SetID) {
+	pl.spend(len(out))
+	sc.gaps, sc.passed = gaps, passed
+	return out
+}
+
+// carve removes range rg from the sorted, disjoint gaps, calling take for each piece removed.
+func carve(gaps []portGap, rg portGap, take func(portGap)) []portGap {
+	i := sort.Search(len(gaps), func(i int) bool { return gaps[i].last >= rg.first })
+	j := i
+	var keep [2]portGap
+	n := 0
+	for ; j < len(gaps) && gaps[j].first <= rg.last; j++ {
+		g := gaps[j]
+		if g.first < rg.first {
+			keep[n] = portGap{g.first, rg.first - 1}
+			n++
+		}
+		take(portGap{max(g.first, rg.first), min(g.last, rg.last)})
+		if g.last > rg.last {
+			keep[n] = portGap{rg.last + 1, g.last}
+			n++
+		}
+	}
+	if i == j {
+		return gaps
+	}
+	return slices.Replace(gaps, i, j, keep[:n]...)
+}
+
+// portRanges is the sorted, disjoint list of ports of protocol proto that rule r's destination
+// port matches (every port when it has none): its ports, or every port, without its excluded
+// ports. Egress named ports resolve on the peer (none when it is unknown).
+func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, known bool) []portGap {
+	sc := &pl.scratch
+	pos := sc.ranges[:0]
+	add := func(list []portGap, prs []portRange) []portGap {
+		for _, p := range prs {
+			if p.proto == model.ProtocolAny || p.proto == proto {
+				list = append(list, portGap{p.first, p.last})
+			}
+		}
+		return list
+	}
+	addNamed := func(list []portGap, ids []graph.SetID) []portGap {
+		if !known {
+			return list
+		}
 		for _, id := range ids {
 			if set := pl.s.Sets[id]; set != nil {
-				for _, m := range set.ports[dst] {
-					if m.Protocol == p.proto {
-						cuts[uint32(m.Port)] = struct{}{}
-						cuts[uint32(m.Port)+1] = struct{}{}
+				for _, m := range set.ports[peer] {
+					if m.Protocol == proto {
+						list = append(list, portGap{m.Port, m.Port})
 					}
 				}
 			}
 		}
+		return list
 	}
-	for _, i := range cand {
-		r := pl.rules[i].r
-		addRange(r.Dst.Ports)
-		addRange(r.Dst.NotPorts)
-		addNamed(r.Dst.NamedPortSets)
-		addNamed(r.Dst.NotNamedPortSets)
+	if r.hasPos {
+		pos = addNamed(add(pos, r.pos), r.posNP)
+		pos = joinGaps(pos)
+	} else {
+		pos = append(pos, portGap{0, 65535})
 	}
-	out := make([]uint32, 0, len(cuts))
-	for c := range cuts {
-		if c <= 65535 {
-			out = append(out, c)
+	if len(r.neg) > 0 || len(r.negNP) > 0 {
+		neg := joinGaps(addNamed(add(sc.neg[:0], r.neg), r.negNP))
+		for _, g := range neg {
+			pos = carve(pos, g, func(portGap) {})
 		}
+		sc.neg = neg
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	sc.ranges = pos
+	return pos
+}
+
+// joinGaps sorts ranges and joins overlapping and adjacent ones, in place.
+func joinGaps(gs []portGap) []portGap {
+	slices.SortFunc(gs, func(a, b portGap) int { return int(a.first) - int(b.first) })
+	out := gs[:0]
+	for _, g := range gs {
+		if n := len(out); n > 0 && uint32(g.first) <= uint32(out[n-1].last)+1 {
+			out[n-1].last = max(out[n-1].last, g.last)
+			continue
+		}
+		out = append(out, g)
+	}
 	return out
+}
+
+func appendInt32s(b []byte, xs []int32) []byte {
+	for _, x := range xs {
+		b = binary.AppendUvarint(b, uint64(x))
+	}
+	return b
+}
+
+func zeroAddr(is4 bool) netip.Addr {
+	if is4 {
+		return netip.IPv4Unspecified()
+	}
+	return netip.IPv6Unspecified()
+}
+
+func maxAddr(is4 bool) netip.Addr {
+	if is4 {
+		return netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	}
+	return netip.AddrFrom16([16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff,
+		8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff})
 }

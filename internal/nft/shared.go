@@ -80,13 +80,13 @@ func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 	}
 	final := &Class{Other: rl.final}
 	final.Key = classKey(final)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: classChain(final.Key)},
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: final.chain()},
 		Comment: ruleset.Comment(rl.final.Reason)})
 
 	// the map shape's objects, when the group had it
 	g.compiled = nil
 	d.dropMapSets(g)
-	d.setClassUse(g, map[string]int{classChain(final.Key): 1}, map[string]*Class{final.Key: final})
+	d.setClassUse(g, map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final})
 	shared := slices.Sorted(maps.Keys(builders))
 	for _, name := range shared {
 		if !slices.Contains(g.shared, name) {

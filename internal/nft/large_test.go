@@ -1,0 +1,31 @@
+package nft_test
+
+import (
+	"testing"
+
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/scale"
+)
+
+// BenchmarkCompileLargePolicy compiles scale.LargePolicyBench's one policy of 200 rules × 50
+// peers over 10,000 pods into the table, offline (graph flush and Dataplane.Apply).
+func BenchmarkCompileLargePolicy(b *testing.B) {
+	spec := scale.LargePolicyBench()
+	ups, pol := scale.LargePolicy(spec)
+	ups = append(ups, model.PolicySet{Policy: pol})
+	for b.Loop() {
+		g := graph.New(graph.Config{NodeName: spec.Node})
+		for _, u := range ups {
+			g.OnUpdate(u)
+		}
+		dp := nft.NewOffline(nft.Config{})
+		if err := dp.Apply(g.Flush()); err != nil {
+			b.Fatal(err)
+		}
+		st, _ := dp.Stats()
+		b.ReportMetric(float64(st.Elements), "elements")
+		b.ReportMetric(float64(st.Chains), "chains")
+	}
+}

@@ -1,0 +1,85 @@
+package nft_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+)
+
+// costlyPolicies: x/a is selected by x/costly — rule 0 allows TCP 81 from every IPv4 address,
+// then n rules each allow one more port from every IPv4 address but one (nested ipBlocks with
+// excepts: each interval of the address space gets a class of its own) — and by x/allow-y
+// (TCP 80 from namespace y); y/b by y/allow-xa (TCP 80 from x/a).
+func costlyPolicies(n int) []model.Policy {
+	costly := []model.Rule{allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}},
+		model.Peer{Ports: []model.Port{tcp(81)}})}
+	for i := range n {
+		except := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 32)
+		costly = append(costly, allowTCP(
+			model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, NotNets: []netip.Prefix{except}},
+			model.Peer{Ports: []model.Port{tcp(uint16(2000 + i))}}))
+	}
+	return []model.Policy{
+		np("x", "costly", "pod == 'a'", costly, nil, model.Ingress),
+		np("x", "allow-y", "pod == 'a'", []model.Rule{
+			allowTCP(model.Peer{NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
+		}, nil, model.Ingress),
+		np("y", "allow-xa", "pod == 'b'", []model.Rule{
+			allowTCP(model.Peer{Selector: "pod == 'a'", NamespaceSelector: "ns == 'x'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
+		}, nil, model.Ingress),
+	}
+}
+
+// TestRejectCostlyPolicy: a policy whose compile exceeds the budget is rejected — reported once,
+// by key — and no longer allows anything, while it keeps isolating the pod it selects; the other
+// policy of that pod and the policies of other pods are enforced exactly. Within the budget, the
+// same policy is enforced as written. Real traffic, IPv4 and IPv6, in a two-node cluster.
+func TestRejectCostlyPolicy(t *testing.T) {
+	tc := newTrafficCluster(t)
+	sc := scenario{name: "costly", policies: static(costlyPolicies(600)...)}
+	others := func(p probe) (bool, bool) {
+		switch {
+		case p.from.key() == p.to.key():
+			return true, true
+		case p.to.key() == "y/b":
+			return p.from.key() == "x/a" && p.proto == model.ProtocolTCP && p.port == 80, true
+		case p.to.key() != "x/a":
+			return true, true
+		case p.from.ns == "y" && p.proto == model.ProtocolTCP && p.port == 80:
+			return true, true
+		}
+		return false, false
+	}
+	for _, c := range []struct {
+		name     string
+		budget   int64
+		rejected []model.PolicyKey
+		tcp81    bool // x/costly's rule 0 allows TCP 81 into x/a from IPv4 peers
+	}{
+		{"within the default budget", 0, nil, true},
+		{"over a small budget", 1_000_000, []model.PolicyKey{npKey("x", "costly")}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var rejected []model.PolicyKey
+			tc.enforceWith(t, sc, nft.Config{CompileBudget: c.budget, Rejected: func(k model.PolicyKey, reason string) {
+				if reason == "" {
+					t.Errorf("policy %s rejected without a reason", k)
+				}
+				rejected = append(rejected, k)
+			}})
+			if !slices.Equal(rejected, c.rejected) {
+				t.Errorf("rejected %v, want %v", rejected, c.rejected)
+			}
+			sc.allowed = func(p probe) bool {
+				if ok, decided := others(p); decided {
+					return ok
+				}
+				return c.tcp81 && !p.is6 && p.proto == model.ProtocolTCP && p.port == 81
+			}
+			tc.check(t, sc)
+		})
+	}
+}
