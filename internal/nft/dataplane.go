@@ -3,6 +3,7 @@ package nft
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -10,12 +11,13 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/setmap"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultTable is the name of the one table nftpolicy owns.
@@ -75,14 +77,17 @@ type Committer interface {
 	Verify() (drift bool, err error)
 	DeleteTable(name string) error
 	Close() error
-	Counters() (map[string]ruleset.Counter, error)
 }
 
 // Dataplane folds the graph's messages into the desired table and commits each apply's difference
-// in one transaction. It is used from one goroutine.
+// in one transaction. Apply, Resync and Cleanup are called from one goroutine; DeniedPackets
+// from any, at any time.
 type Dataplane struct {
-	// mu serialises the loop's applies with metric scrapes (DeniedPackets).
-	mu       sync.Mutex
+	// netnsFD is the namespace programmed (< 0: the current one), for DeniedPackets.
+	netnsFD int
+	// denied is what DeniedPackets reads, replaced after each commit: it never waits for an
+	// apply, however long its compile.
+	denied   atomic.Pointer[denyChains]
 	prefixes []string
 	rejected func(key model.PolicyKey, reason string)
 	// rejectedNow are the policies rejected during the current recompute: their groups are
@@ -164,7 +169,15 @@ func New(cfg Config) (*Dataplane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening nftables connection: %w", err)
 	}
-	return newDataplane(cfg, conn), nil
+	d := newDataplane(cfg, conn)
+	if cfg.NetNSFD >= 0 {
+		// a handle of our own: DeniedPackets may run after the caller closed its one
+		if d.netnsFD, err = unix.FcntlInt(uintptr(cfg.NetNSFD), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("duplicating netns handle %d: %w", cfg.NetNSFD, err)
+		}
+	}
+	return d, nil
 }
 
 // NewWithCommitter returns a dataplane committing through c (tests use a fake).
@@ -183,6 +196,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 	d := &Dataplane{
 		prefixes:       cfg.WorkloadPrefixes,
 		rejected:       cfg.Rejected,
+		netnsFD:        -1,
 		activePrefixes: map[string]bool{},
 		log:            cfg.Logger,
 		conn:           conn,
@@ -228,8 +242,6 @@ func (d *Dataplane) Stats() (ruleset.Stats, uint64) { return d.table.Stats(), d.
 // clears each entry once folded, so that the member lists of a first flush (≈ 20 MB at 100,000
 // pods) are not held through the compile and the commit.
 func (d *Dataplane) Apply(msgs []graph.Message) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	for i, m := range msgs {
 		d.fold(m)
 		msgs[i] = nil
@@ -255,6 +267,7 @@ func (d *Dataplane) commit() error {
 		return fmt.Errorf("committing table %s: %w", d.table.Name, err)
 	}
 	d.transactions++
+	d.noteDenies()
 	return nil
 }
 
@@ -268,14 +281,13 @@ func (d *Dataplane) replace() error {
 	}
 	d.transactions++
 	d.committed = true
+	d.noteDenies()
 	return nil
 }
 
 // Resync reads the table back and, on drift or after a failed apply, replaces it with the desired
 // table in one transaction. It reports whether a repair was needed.
 func (d *Dataplane) Resync() (bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.conn == nil || !d.inSync {
 		return false, nil
 	}
@@ -293,12 +305,11 @@ func (d *Dataplane) Resync() (bool, error) {
 
 // Cleanup removes the table from the kernel.
 func (d *Dataplane) Cleanup() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.conn == nil {
 		return nil
 	}
 	d.committed = false
+	d.denied.Store(nil)
 	return d.conn.DeleteTable(d.table.Name)
 }
 
@@ -307,7 +318,12 @@ func (d *Dataplane) Close() error {
 	if d.conn == nil {
 		return nil
 	}
-	return d.conn.Close()
+	err := d.conn.Close()
+	if d.netnsFD >= 0 {
+		err = errors.Join(err, unix.Close(d.netnsFD))
+		d.netnsFD = -1
+	}
+	return err
 }
 
 // fold applies one message to the state and records what it makes dirty.
@@ -760,22 +776,38 @@ func shortHash(s string) string {
 	return hex.EncodeToString(h[:6])
 }
 
-// DeniedPackets reads the kernel's counters of the deny chains: packets dropped per reason.
+// denyChains names the committed table's deny chains and the reason each counts.
+type denyChains struct {
+	table   string
+	reasons map[string]string // chain → reason (its comment)
+}
+
+// noteDenies records the deny chains of the table just committed, for DeniedPackets.
+func (d *Dataplane) noteDenies() {
+	dc := &denyChains{table: d.table.Name, reasons: make(map[string]string, len(d.denies))}
+	for name := range d.denies {
+		if c, ok := d.table.Chains[name]; ok {
+			dc.reasons[name] = c.Comment
+		}
+	}
+	d.denied.Store(dc)
+}
+
+// DeniedPackets reads the kernel's counters of the deny chains: packets dropped per reason. It
+// may be called from any goroutine, during an apply too: it reads the table last committed, on a
+// netlink connection of its own.
 func (d *Dataplane) DeniedPackets() (map[string]uint64, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.conn == nil || !d.committed {
+	dc := d.denied.Load()
+	if d.conn == nil || dc == nil {
 		return nil, nil
 	}
-	counters, err := d.conn.Counters()
+	counters, err := ruleset.ReadCounters(d.netnsFD, dc.table, slices.Sorted(maps.Keys(dc.reasons)))
 	if err != nil {
 		return nil, fmt.Errorf("reading counters: %w", err)
 	}
 	out := map[string]uint64{}
-	for name := range d.denies {
-		if c, ok := d.table.Chains[name]; ok {
-			out[c.Comment] += counters[name].Packets
-		}
+	for name, reason := range dc.reasons {
+		out[reason] += counters[name].Packets
 	}
 	return out, nil
 }

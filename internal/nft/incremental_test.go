@@ -37,11 +37,10 @@ func (r *recorder) Commit(t *ruleset.Table, c *ruleset.Changes) error {
 	r.commits = append(r.commits, ruleset.Changes{Sets: maps.Clone(c.Sets), Chains: maps.Clone(c.Chains)})
 	return nil
 }
-func (r *recorder) Replace(t *ruleset.Table) error                { r.replaces++; return nil }
-func (r *recorder) Verify() (bool, error)                         { return false, nil }
-func (r *recorder) DeleteTable(string) error                      { return nil }
-func (r *recorder) Close() error                                  { return nil }
-func (r *recorder) Counters() (map[string]ruleset.Counter, error) { return nil, nil }
+func (r *recorder) Replace(t *ruleset.Table) error { r.replaces++; return nil }
+func (r *recorder) Verify() (bool, error)          { return false, nil }
+func (r *recorder) DeleteTable(string) error       { return nil }
+func (r *recorder) Close() error                   { return nil }
 
 // elementDiff counts elements added, removed or changed between the snapshot and the table.
 func elementDiff(before map[string]map[ruleset.ElementKey]ruleset.Value, t *ruleset.Table) (n int, where []string) {

@@ -840,15 +840,37 @@ func (c *Conn) Counters() (map[string]Counter, error) {
 	if m == nil {
 		return map[string]Counter{}, nil
 	}
-	t := nfTable(m.Name)
-	out := map[string]Counter{}
+	var chains []string
 	for _, mc := range m.Chains {
-		if !slices.ContainsFunc(mc.Rules, func(r Rule) bool { return r.Counter }) {
-			continue
+		if slices.ContainsFunc(mc.Rules, func(r Rule) bool { return r.Counter }) {
+			chains = append(chains, mc.Name)
 		}
-		rules, err := c.nft.GetRules(t, &nftables.Chain{Table: t, Name: mc.Name})
+	}
+	return readCounters(c.nft, m.Name, chains)
+}
+
+// ReadCounters sums the counters of the rules of each named chain of table on a netlink
+// connection of its own in the network namespace netnsFD (< 0: the current one), so that a
+// reader (a metrics scrape) never waits for a commit in progress, nor a commit for it.
+func ReadCounters(netnsFD int, table string, chains []string) (map[string]Counter, error) {
+	var opts []nftables.ConnOption
+	if netnsFD >= 0 {
+		opts = append(opts, nftables.WithNetNSFd(netnsFD))
+	}
+	nc, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("opening a connection for counters: %w", err)
+	}
+	return readCounters(nc, table, chains)
+}
+
+func readCounters(nc *nftables.Conn, table string, chains []string) (map[string]Counter, error) {
+	t := nfTable(table)
+	out := map[string]Counter{}
+	for _, name := range chains {
+		rules, err := nc.GetRules(t, &nftables.Chain{Table: t, Name: name})
 		if err != nil {
-			return nil, fmt.Errorf("counters of chain %s: %w", mc.Name, err)
+			return nil, fmt.Errorf("counters of chain %s: %w", name, err)
 		}
 		var sum Counter
 		for _, r := range rules {
@@ -859,7 +881,7 @@ func (c *Conn) Counters() (map[string]Counter, error) {
 				}
 			}
 		}
-		out[mc.Name] = sum
+		out[name] = sum
 	}
 	return out, nil
 }
