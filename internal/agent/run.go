@@ -68,7 +68,10 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	metrics := NewMetrics(reg)
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold)}
 
-	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft")}
+	syncMetrics := sync.NewMetrics(reg)
+	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"),
+		// a policy the compiler cannot afford counts as an invalid object of its kind
+		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
 	if cfg.AntiSpoofing {
 		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
 	}
@@ -112,7 +115,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 
 	updates := make(chan []model.Update, 64)
 	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
-		Metrics: sync.NewMetrics(reg)})
+		Metrics: syncMetrics})
 	go func() {
 		if err := watcher.Run(ctx, updates); err != nil && ctx.Err() == nil {
 			errs <- fmt.Errorf("watching the API server: %w", err)
