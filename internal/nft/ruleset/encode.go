@@ -189,20 +189,28 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 	default:
 		return nil, fmt.Errorf("unknown ct state match %d", r.CtState)
 	}
-	if n := r.Iifname; n != "" {
+	for _, m := range []struct {
+		name string
+		key  expr.MetaKey
+		what string
+	}{{r.Iifname, expr.MetaKeyIIFNAME, "iifname"}, {r.Oifname, expr.MetaKeyOIFNAME, "oifname"}} {
+		n := m.name
+		if n == "" {
+			continue
+		}
 		var data []byte
 		if n[len(n)-1] == '*' {
 			data = []byte(n[:len(n)-1])
 			if len(data) == 0 {
-				return nil, fmt.Errorf("iifname %q: empty prefix", n)
+				return nil, fmt.Errorf("%s %q: empty prefix", m.what, n)
 			}
 		} else {
 			data = ifnameBytes(n)
 		}
 		if len(n) >= unix.IFNAMSIZ {
-			return nil, fmt.Errorf("iifname %q: too long", n)
+			return nil, fmt.Errorf("%s %q: too long", m.what, n)
 		}
-		ex = append(ex, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
+		ex = append(ex, &expr.Meta{Key: m.key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
 	}
 	if r.L4Proto != 0 {
 		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{r.L4Proto}})
@@ -281,10 +289,10 @@ func keyLoad(d keyDesc) []expr.Any {
 			&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 1, Size: 2},
 			dport(9))
 	case shapeIfname:
-		return append(ex, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1})
+		return append(ex, &expr.Meta{Key: d.ifnameKey(), Register: 1})
 	case shapeIfnameAddr:
 		// the 16-byte ifname fills register 1; the address follows in register 2
-		return append(ex, &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, addr(2))
+		return append(ex, &expr.Meta{Key: d.ifnameKey(), Register: 1}, addr(2))
 	}
 	// as nft 1.0.6 loads it: the address in register 1, then the protocol and the port in the
 	// next 32-bit registers (nft names the one after a 16-byte address "reg 2")

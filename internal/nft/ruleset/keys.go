@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,22 +28,25 @@ type keyDesc struct {
 	fam   byte   // unix.NFPROTO_IPV4 or _IPV6 for keys with an address, else 0
 	off   uint32 // the address's offset in the network header
 	expr  string
+	oif   bool // an ifname field is the output interface's (else the input interface's)
 }
 
 var keyDescs = map[Key]keyDesc{
-	KeyIPSaddr:              {shapeAddr, unix.NFPROTO_IPV4, 12, "ip saddr"},
-	KeyIPDaddr:              {shapeAddr, unix.NFPROTO_IPV4, 16, "ip daddr"},
-	KeyIP6Saddr:             {shapeAddr, unix.NFPROTO_IPV6, 8, "ip6 saddr"},
-	KeyIP6Daddr:             {shapeAddr, unix.NFPROTO_IPV6, 24, "ip6 daddr"},
-	KeyL4Proto:              {shapeProto, 0, 0, "meta l4proto"},
-	KeyL4ProtoDport:         {shapeProtoPort, 0, 0, "meta l4proto . th dport"},
-	KeyIifname:              {shapeIfname, 0, 0, "iifname"},
-	KeyIifnameIPSaddr:       {shapeIfnameAddr, unix.NFPROTO_IPV4, 12, "iifname . ip saddr"},
-	KeyIifnameIP6Saddr:      {shapeIfnameAddr, unix.NFPROTO_IPV6, 8, "iifname . ip6 saddr"},
-	KeyIPSaddrL4ProtoDport:  {shapeAddrProtoPort, unix.NFPROTO_IPV4, 12, "ip saddr . meta l4proto . th dport"},
-	KeyIPDaddrL4ProtoDport:  {shapeAddrProtoPort, unix.NFPROTO_IPV4, 16, "ip daddr . meta l4proto . th dport"},
-	KeyIP6SaddrL4ProtoDport: {shapeAddrProtoPort, unix.NFPROTO_IPV6, 8, "ip6 saddr . meta l4proto . th dport"},
-	KeyIP6DaddrL4ProtoDport: {shapeAddrProtoPort, unix.NFPROTO_IPV6, 24, "ip6 daddr . meta l4proto . th dport"},
+	KeyIPSaddr:              {shape: shapeAddr, fam: unix.NFPROTO_IPV4, off: 12, expr: "ip saddr"},
+	KeyIPDaddr:              {shape: shapeAddr, fam: unix.NFPROTO_IPV4, off: 16, expr: "ip daddr"},
+	KeyIP6Saddr:             {shape: shapeAddr, fam: unix.NFPROTO_IPV6, off: 8, expr: "ip6 saddr"},
+	KeyIP6Daddr:             {shape: shapeAddr, fam: unix.NFPROTO_IPV6, off: 24, expr: "ip6 daddr"},
+	KeyL4Proto:              {shape: shapeProto, fam: 0, off: 0, expr: "meta l4proto"},
+	KeyL4ProtoDport:         {shape: shapeProtoPort, fam: 0, off: 0, expr: "meta l4proto . th dport"},
+	KeyIifname:              {shape: shapeIfname, fam: 0, off: 0, expr: "iifname"},
+	KeyIifnameIPSaddr:       {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV4, off: 12, expr: "iifname . ip saddr"},
+	KeyIifnameIP6Saddr:      {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV6, off: 8, expr: "iifname . ip6 saddr"},
+	KeyOifnameIPDaddr:       {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV4, off: 16, expr: "oifname . ip daddr", oif: true},
+	KeyOifnameIP6Daddr:      {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV6, off: 24, expr: "oifname . ip6 daddr", oif: true},
+	KeyIPSaddrL4ProtoDport:  {shape: shapeAddrProtoPort, fam: unix.NFPROTO_IPV4, off: 12, expr: "ip saddr . meta l4proto . th dport"},
+	KeyIPDaddrL4ProtoDport:  {shape: shapeAddrProtoPort, fam: unix.NFPROTO_IPV4, off: 16, expr: "ip daddr . meta l4proto . th dport"},
+	KeyIP6SaddrL4ProtoDport: {shape: shapeAddrProtoPort, fam: unix.NFPROTO_IPV6, off: 8, expr: "ip6 saddr . meta l4proto . th dport"},
+	KeyIP6DaddrL4ProtoDport: {shape: shapeAddrProtoPort, fam: unix.NFPROTO_IPV6, off: 24, expr: "ip6 daddr . meta l4proto . th dport"},
 }
 
 func describeKey(k Key) (keyDesc, error) {
@@ -51,6 +55,14 @@ func describeKey(k Key) (keyDesc, error) {
 		return keyDesc{}, fmt.Errorf("unknown key %d", k)
 	}
 	return d, nil
+}
+
+// ifnameKey is the meta key an ifname field loads.
+func (d keyDesc) ifnameKey() expr.MetaKey {
+	if d.oif {
+		return expr.MetaKeyOIFNAME
+	}
+	return expr.MetaKeyIIFNAME
 }
 
 func (d keyDesc) is4() bool { return d.fam == unix.NFPROTO_IPV4 }

@@ -334,6 +334,9 @@ func RenderRule(r Rule) string {
 	if r.Iifname != "" {
 		parts = append(parts, fmt.Sprintf("iifname %q", r.Iifname))
 	}
+	if r.Oifname != "" {
+		parts = append(parts, fmt.Sprintf("oifname %q", r.Oifname))
+	}
 	if r.L4Proto != 0 {
 		parts = append(parts, "meta l4proto "+protoName(r.L4Proto))
 	}
@@ -426,7 +429,7 @@ func (s *Set) Clone() *Set {
 
 // Equal reports whether two rules are the same.
 func (r Rule) Equal(o Rule) bool {
-	return slices.Equal(r.Lookups, o.Lookups) && r.L4Proto == o.L4Proto && r.CtState == o.CtState && r.Iifname == o.Iifname && r.Counter == o.Counter &&
+	return slices.Equal(r.Lookups, o.Lookups) && r.L4Proto == o.L4Proto && r.CtState == o.CtState && r.Iifname == o.Iifname && r.Oifname == o.Oifname && r.Counter == o.Counter &&
 		r.Verdict == o.Verdict && Comment(r.Comment) == Comment(o.Comment)
 }
 

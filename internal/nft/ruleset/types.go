@@ -73,6 +73,8 @@ const (
 	KeyIifname             // iifname             (ifname)
 	KeyIifnameIPSaddr      // iifname . ip saddr  (ifname . ipv4_addr)
 	KeyIifnameIP6Saddr     // iifname . ip6 saddr (ifname . ipv6_addr)
+	KeyOifnameIPDaddr      // oifname . ip daddr  (ifname . ipv4_addr)
+	KeyOifnameIP6Daddr     // oifname . ip6 daddr (ifname . ipv6_addr)
 	// Address . protocol . destination port, exact (hash sets; no flags interval):
 	KeyIPSaddrL4ProtoDport  // ip saddr . meta l4proto . th dport   (ipv4_addr . inet_proto . inet_service)
 	KeyIPDaddrL4ProtoDport  // ip daddr . meta l4proto . th dport
@@ -117,7 +119,7 @@ func (v Verdict) String() string {
 
 // Rule is one rule, in the fixed statement order
 //
-//	[ct state …] [iifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map] [counter] [verdict] comment "…"
+//	[ct state …] [iifname "…"] [oifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map] [counter] [verdict] comment "…"
 //
 // Match fields left zero are absent. A rule with a Map has no Verdict (the map decides); a map
 // lookup can only be the last of its lookups.
@@ -125,6 +127,8 @@ type Rule struct {
 	CtState CtState
 	// Iifname matches the input interface name; a trailing "*" is a prefix match (`iifname "veth*"`).
 	Iifname string
+	// Oifname matches the output interface name, as Iifname does.
+	Oifname string
 	// L4Proto matches the layer 4 protocol (`meta l4proto udp`); 0 is any.
 	L4Proto uint8
 	// Lookups are set membership matches (`KEY @Set`, all must hold) and, when the last one has
