@@ -46,6 +46,7 @@ const (
 	setSourcesV4        = "sources_v4"
 	setSourcesV6        = "sources_v6"
 	chainSpoofed        = "deny_spoofed"
+	chainUnprogrammed   = "deny_unprogrammed"
 )
 
 // Config configures a Dataplane.
@@ -609,6 +610,7 @@ func (d *Dataplane) activatePrefix(ifname string) {
 		if strings.HasPrefix(ifname, p) && !d.activePrefixes[p] {
 			d.activePrefixes[p] = true
 			d.putForwardEgress()
+			d.putForwardIngress()
 			d.log.Info("anti-spoofing: checking workload interfaces", "prefix", p+"*", "first", ifname)
 		}
 	}

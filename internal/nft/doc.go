@@ -38,6 +38,7 @@
 //	      ip saddr vmap @egress_v4; ip6 saddr vmap @egress_v6        (local pod → its egress group)
 //	  chain forward_ingress  hook forward priority 8; policy accept
 //	      ct state established,related accept
+//	      oifname "<prefix>*" oifname . ip daddr != @sources_v4 goto deny_unprogrammed   (and ip6)
 //	      ip daddr vmap @ingress_v4; ip6 daddr vmap @ingress_v6      (local pod → its ingress group)
 //	  chain input_host       hook input priority 7   (pod → this node: accepted)
 //	  chain output_host      hook output priority 8  (this node → its pods: accepted, kubelet probes)
@@ -65,12 +66,16 @@
 //	  set nets_ / ports_<hash>                       content-addressed ipBlock ranges and port
 //	                                                 lists of listed rules
 //	  set sources_v4 / sources_v6   ifname . address of each local pod whose interface is known
-//	  chain deny_spoofed                             counter drop
+//	  chain deny_spoofed, deny_unprogrammed          counter drop
 //
 // Anti-spoofing (with Config.WorkloadPrefixes): every packet forwarded from a workload interface,
 // established ones included, must carry a source address of the pod that interface leads to.
 // A spoofed source is dropped, and so is everything from an interface whose endpoint is not
-// programmed yet (fail closed). A prefix is checked from the first local endpoint whose
+// programmed yet (fail closed). Likewise a new connection forwarded to a workload interface
+// passes only to the address of the pod behind it once that pod is programmed: a pod the agent
+// does not know yet receives nothing (deny_unprogrammed counts it), whatever its namespace's
+// policy, until its endpoint and its interface are both known — one API event and one route
+// event, then one apply. A pod without policy is reachable from then on. A prefix is checked from the first local endpoint whose
 // interface has it (its rules then stay): with a bridge CNI no endpoint is ever behind a
 // workload interface, and nothing is checked. Traffic from a pod to its own node (input) is not
 // checked: it carries IPv6 neighbour discovery from link-local addresses.

@@ -30,20 +30,17 @@ func lookup(key ruleset.Key, set, c string) ruleset.Rule {
 
 func (d *Dataplane) addSkeleton() {
 	if len(d.prefixes) > 0 {
-		reason := "spoofed source, or a workload interface without a programmed endpoint"
-		d.putChain(&ruleset.Chain{Name: chainSpoofed, Comment: reason, Rules: []ruleset.Rule{
-			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: reason}}})
-		d.denies[chainSpoofed] = 1 // counted in DeniedPackets, never released
+		for _, c := range []struct{ name, reason string }{
+			{chainSpoofed, "spoofed source, or a workload interface without a programmed endpoint"},
+			{chainUnprogrammed, "new connection to a workload interface whose pod is not programmed yet"},
+		} {
+			d.putChain(&ruleset.Chain{Name: c.name, Comment: c.reason, Rules: []ruleset.Rule{
+				{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: c.reason}}})
+			d.denies[c.name] = 1 // counted in DeniedPackets, never released
+		}
 	}
 	d.putForwardEgress()
-	d.putChain(&ruleset.Chain{
-		Name: chainForwardIngress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityIngress},
-		Comment: "ingress policy of local pods",
-		Rules: []ruleset.Rule{established(),
-			lookup(ruleset.KeyIPDaddr, mapIngressV4, "to a local pod with ingress policy (IPv4)"),
-			lookup(ruleset.KeyIP6Daddr, mapIngressV6, "to a local pod with ingress policy (IPv6)"),
-		},
-	})
+	d.putForwardIngress()
 	d.putChain(&ruleset.Chain{
 		Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
 		Comment: "local pod to this node: accepted (node-local traffic is not policed)",
@@ -104,6 +101,37 @@ func (d *Dataplane) putForwardEgress() {
 	d.putChain(&ruleset.Chain{
 		Name: chainForwardEgress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityEgress},
 		Comment: "egress policy of local pods; an accept here still leaves forward_ingress to judge",
+		Rules:   rules,
+	})
+}
+
+// putForwardIngress writes the ingress base chain. After replies, for each workload prefix that
+// is active, a new connection forwarded to a workload interface passes only to the address of
+// the pod that interface leads to, once that pod is programmed (its interface . address element
+// of the anti-spoofing sets): traffic to a pod the agent does not know yet is dropped, however
+// its namespace's policies would judge it, until its endpoint lands (fail closed).
+func (d *Dataplane) putForwardIngress() {
+	rules := []ruleset.Rule{established()}
+	for _, p := range d.prefixes {
+		if !d.activePrefixes[p] {
+			continue
+		}
+		for _, k := range []ruleset.Key{ruleset.KeyOifnameIPDaddr, ruleset.KeyOifnameIP6Daddr} {
+			set, fam := setSourcesV4, "IPv4"
+			if k == ruleset.KeyOifnameIP6Daddr {
+				set, fam = setSourcesV6, "IPv6"
+			}
+			rules = append(rules, ruleset.Rule{Oifname: p + "*", Lookups: []ruleset.Lookup{{Key: k, Set: set, Invert: true}},
+				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chainUnprogrammed},
+				Comment: "to a workload interface, an address of no programmed pod behind it (" + fam + ")"})
+		}
+	}
+	rules = append(rules,
+		lookup(ruleset.KeyIPDaddr, mapIngressV4, "to a local pod with ingress policy (IPv4)"),
+		lookup(ruleset.KeyIP6Daddr, mapIngressV6, "to a local pod with ingress policy (IPv6)"))
+	d.putChain(&ruleset.Chain{
+		Name: chainForwardIngress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityIngress},
+		Comment: "ingress policy of local pods",
 		Rules:   rules,
 	})
 }
