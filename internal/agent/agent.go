@@ -45,6 +45,10 @@ type Config struct {
 	Health       *Health
 	// FirstCommit, if set, is called once, when the whole state has first been committed.
 	FirstCommit func()
+	// Sources is the number of sources that report in-sync (model.SyncStatusUpdate{InSync}):
+	// the graph is told the state is complete — and the dataplane commits it — only once each
+	// has (the API watcher, the interface monitor). 0 means 1.
+	Sources int
 }
 
 // Loop runs the agent's single goroutine: it feeds model updates to the graph, flushes the
@@ -68,6 +72,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	backoff := cfg.RetryBackoff
 	failing := false
 	inSync := false
+	synced := syncCount{need: max(cfg.Sources, 1)}
 	var transactions uint64         // as counted in nftpolicy_transactions_total
 	versions := map[string]string{} // SourceVersion updates fed to the graph since the last publish
 	committed := false              // the full state has been committed once
@@ -164,7 +169,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			}
 		}
 		received := time.Now()
-		n := feed(calc, batch, &inSync, versions)
+		n := feed(calc, batch, &synced, &inSync, versions)
 		// Coalesce whatever else is already queued: one flush and one transaction per burst.
 	drain:
 		for {
@@ -173,7 +178,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 				if !ok {
 					break drain
 				}
-				n += feed(calc, more, &inSync, versions)
+				n += feed(calc, more, &synced, &inSync, versions)
 			default:
 				break drain
 			}
@@ -208,12 +213,17 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	}
 }
 
-// feed hands a batch to the graph, noting in-sync and the sources' versions. It drops each update
-// from the batch once the graph has it: what the graph does not keep of an update (the boxed
-// update, an endpoint's address and port slices) is then garbage at the next collection instead
-// of live until the batch ends. A cold start's first batch is the whole cluster (P3: ≈ 98,000
-// updates, ≈ 20 MB), and the collections during it set the heap's goal for the first apply.
-func feed(calc Calculator, batch []model.Update, inSync *bool, versions map[string]string) int {
+// syncCount counts the sources that have reported in-sync.
+type syncCount struct{ seen, need int }
+
+// feed hands a batch to the graph, noting in-sync and the sources' versions. An in-sync report
+// reaches the graph only when it is the last source's: until every source is in sync, the graph
+// emits nothing the dataplane would commit. It drops each update from the batch once the graph
+// has it: what the graph does not keep of an update (the boxed update, an endpoint's address and
+// port slices) is then garbage at the next collection instead of live until the batch ends. A
+// cold start's first batch is the whole cluster (≈ 98,000 updates, ≈ 20 MB at 100,000 pods), and
+// the collections during it set the heap's goal for the first apply.
+func feed(calc Calculator, batch []model.Update, synced *syncCount, inSync *bool, versions map[string]string) int {
 	n := 0
 	for i, u := range batch {
 		batch[i] = nil
@@ -222,6 +232,9 @@ func feed(calc Calculator, batch []model.Update, inSync *bool, versions map[stri
 			continue
 		}
 		if s, ok := u.(model.SyncStatusUpdate); ok && s.Status == model.InSync {
+			if synced.seen++; synced.seen < synced.need {
+				continue
+			}
 			*inSync = true
 		}
 		calc.OnUpdate(u)

@@ -205,3 +205,34 @@ func TestHealthFailsAfterThreshold(t *testing.T) {
 		t.Fatalf("after a partial success: healthy=%v ready=%v, want true/false", h.Healthy(), h.Ready())
 	}
 }
+
+// TestLoopWaitsForEverySource: with two sources, the first in-sync report reaches neither the
+// graph nor the dataplane; the second does, and the first full apply follows.
+func TestLoopWaitsForEverySource(t *testing.T) {
+	dp := &fakeDataplane{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
+	calc := &fakeCalc{}
+	updates := make(chan []model.Update)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- Loop(ctx, Config{ResyncInterval: time.Hour, Sources: 2}, updates, calc, dp)
+	}()
+	inSync := func() []model.Update { return []model.Update{model.SyncStatusUpdate{Status: model.InSync}} } // feed consumes a batch
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x"}}}
+	updates <- inSync() // the API watcher
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "y"}}}
+	select {
+	case <-dp.applied:
+		t.Fatal("the dataplane applied after one of two sources reported in-sync")
+	case <-time.After(100 * time.Millisecond):
+	}
+	updates <- inSync() // the interface monitor
+	wait(t, dp.applied, "the first apply once both sources are in sync")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !calc.inSync {
+		t.Fatal("the graph never saw in-sync")
+	}
+}

@@ -2,7 +2,10 @@
 //
 //	sources (internal/sync, internal/ifmon) ──[]model.Update──► Loop ──► graph ──[]graph.Message──► nft
 //
-// One goroutine owns the graph and the dataplane, so neither needs locks. Updates that arrive
+// One goroutine owns the graph and the dataplane, so neither needs locks. The graph is told the
+// state is complete only once every source has reported in-sync (Config.Sources: the API
+// watcher and the interface monitor's first dump), so the first commit holds the interfaces of
+// the pods already running. Updates that arrive
 // together are coalesced into one graph flush and one netlink transaction. A failed apply is
 // retried by a full resync with exponential backoff; a periodic resync repairs drift. The loop
 // also drives the agent's metrics (Metrics) and health (Health): /healthz fails after

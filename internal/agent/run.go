@@ -134,7 +134,15 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			case updates <- us:
 			case <-ctx.Done():
 			}
-		})})
+		}),
+		// the first commit waits for the first dump: the anti-spoofing and fail-closed sets
+		// hold the interfaces of the pods already running
+		Synced: func() {
+			select {
+			case updates <- []model.Update{model.SyncStatusUpdate{Status: model.InSync}}:
+			case <-ctx.Done():
+			}
+		}})
 	go func() {
 		if err := mon.Run(ctx); err != nil && ctx.Err() == nil {
 			errs <- fmt.Errorf("watching interfaces: %w", err)
@@ -144,7 +152,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	loopErr := make(chan error, 1)
 	go func() {
 		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
-			FirstCommit: cfg.FirstCommit},
+			FirstCommit: cfg.FirstCommit, Sources: 2}, // the API watcher and the interface monitor
 			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
 	}()
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)

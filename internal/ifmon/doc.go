@@ -10,7 +10,8 @@
 // Design: one NETLINK_ROUTE socket, bound to the namespace given by its fd (0 = current), joins
 // the link, IPv4/IPv6 address and IPv4/IPv6 route multicast groups (by group number with
 // JoinGroup); then a full dump (links, addresses, main-table unicast routes) is taken on a second
-// socket and reconciled against the state. Events follow; there is no polling. Each received batch
+// socket and reconciled against the state (Config.Synced is called once it has been handed over).
+// Events follow; there is no polling. Each received batch
 // is applied to the state and the differences are delivered as one []Event to the Handler, in
 // the goroutine running Run.
 //

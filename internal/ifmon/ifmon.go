@@ -112,6 +112,9 @@ type Config struct {
 	WorkloadPrefixes []string
 	// Handler receives changes; nil means only the state is kept.
 	Handler Handler
+	// Synced, if set, is called once, after the first dump's changes were handed to Handler:
+	// from then on the state the Handler was given is the kernel's.
+	Synced func()
 }
 
 // Monitor follows links, addresses and host routes of one namespace.
@@ -204,6 +207,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 
 	if err := m.resync(); err != nil {
 		return err
+	}
+	if m.cfg.Synced != nil {
+		m.cfg.Synced()
 	}
 	for {
 		msgs, err := c.Receive()
