@@ -20,15 +20,17 @@ func Comment(s string) string {
 	if s == "" {
 		return ""
 	}
-	s = strings.Map(func(r rune) rune {
-		switch r {
-		case '"':
-			return '\''
-		case '\n', '\r', '\t':
-			return ' '
-		}
-		return r
-	}, s)
+	if strings.ContainsAny(s, "\"\n\r\t") {
+		s = strings.Map(func(r rune) rune {
+			switch r {
+			case '"':
+				return '\''
+			case '\n', '\r', '\t':
+				return ' '
+			}
+			return r
+		}, s)
+	}
 	if len(s) > MaxCommentLen {
 		cut := MaxCommentLen
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
