@@ -29,3 +29,31 @@ func BenchmarkCompileLargePolicy(b *testing.B) {
 		b.ReportMetric(float64(st.Chains), "chains")
 	}
 }
+
+// BenchmarkAddLargePolicy adds scale.LargePolicyBench's policy to its cluster already applied,
+// offline: the graph's and the compiler's share of P5.
+func BenchmarkAddLargePolicy(b *testing.B) {
+	spec := scale.LargePolicyBench()
+	ups, _ := scale.LargePolicy(spec)
+	g := graph.New(graph.Config{NodeName: spec.Node})
+	for _, u := range ups {
+		g.OnUpdate(u)
+	}
+	dp := nft.NewOffline(nft.Config{})
+	if err := dp.Apply(g.Flush()); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		_, pol := scale.LargePolicy(spec)
+		b.StartTimer()
+		g.OnUpdate(model.PolicySet{Policy: pol})
+		if err := dp.Apply(g.Flush()); err != nil {
+			b.Fatal(err)
+		}
+		g.OnUpdate(model.PolicyDeleted{Key: pol.Key})
+		if err := dp.Apply(g.Flush()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
