@@ -50,6 +50,7 @@ type Conn struct {
 	enc     *nftables.Conn // builds batches: its flushes write into out (wire.go)
 	out     *wire          // the batch being built
 	dump    *netlink.Conn  // Verify's element dumps (readback.go)
+	acks    []byte         // a batch's acks are read into it (readAcks)
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
 	name string
@@ -286,7 +287,20 @@ func (b *batch) nfSet(s *Set) (*nftables.Set, error) {
 	return ns, nil
 }
 
+// object marks the messages queued next as changes to one object: what the encoder queued so far
+// is written first, under the object before.
+func (b *batch) object(kind, name string) error {
+	if err := b.nft.Flush(); err != nil {
+		return err
+	}
+	b.conn.wire().mark(Object{Kind: kind, Name: name})
+	return nil
+}
+
 func (b *batch) addChain(c *Chain) error {
+	if err := b.object("chain", c.Name); err != nil {
+		return err
+	}
 	nc, err := nfChain(b.table, c)
 	if err != nil {
 		return err
@@ -299,6 +313,9 @@ func (b *batch) addChain(c *Chain) error {
 }
 
 func (b *batch) addRules(c *Chain) error {
+	if err := b.object("chain", c.Name); err != nil {
+		return err
+	}
 	nc := &nftables.Chain{Table: b.table, Name: c.Name}
 	for i, r := range c.Rules {
 		ex, err := ruleExprs(r)
@@ -322,15 +339,26 @@ func (b *batch) put(typ int, data []byte) error {
 	return nil
 }
 
-func (b *batch) flushChain(name string) {
+func (b *batch) flushChain(name string) error {
+	if err := b.object("chain", name); err != nil {
+		return err
+	}
 	b.nft.FlushChain(&nftables.Chain{Table: b.table, Name: name})
+	return nil
 }
 
-func (b *batch) delChain(name string) {
+func (b *batch) delChain(name string) error {
+	if err := b.object("chain", name); err != nil {
+		return err
+	}
 	b.nft.DelChain(&nftables.Chain{Table: b.table, Name: name})
+	return nil
 }
 
 func (b *batch) addSet(s *Set) error {
+	if err := b.object("set", s.Name); err != nil {
+		return err
+	}
 	ns, err := b.nfSet(s)
 	if err != nil {
 		return err
@@ -339,6 +367,9 @@ func (b *batch) addSet(s *Set) error {
 }
 
 func (b *batch) delSet(s *Set) error {
+	if err := b.object("set", s.Name); err != nil {
+		return err
+	}
 	ns, err := b.nfSet(s)
 	if err != nil {
 		return err
@@ -352,6 +383,9 @@ func (b *batch) delSet(s *Set) error {
 func (b *batch) elements(s *Set, es iter.Seq[Element], n int, del bool) error {
 	if n == 0 {
 		return nil
+	}
+	if err := b.object("set", s.Name); err != nil {
+		return err
 	}
 	ns, err := b.nfSet(s)
 	if err != nil {
@@ -413,6 +447,7 @@ func (c *Conn) Replace(desired *Table) error {
 	}
 	c.name = desired.Name
 	b := newBatch(c, desired.Name)
+	c.wire().mark(Object{Kind: "table", Name: desired.Name})
 	c.enc.AddTable(b.table)
 	c.enc.DelTable(b.table)
 	c.enc.AddTable(b.table)
@@ -626,7 +661,9 @@ func (p commitPlan) queue(b *batch) error {
 		}
 	}
 	for _, ch := range p.changedChains {
-		b.flushChain(ch.Name)
+		if err := b.flushChain(ch.Name); err != nil {
+			return err
+		}
 		if err := b.addRules(ch); err != nil {
 			return err
 		}
@@ -635,7 +672,9 @@ func (p commitPlan) queue(b *batch) error {
 	// them), removed sets emptied and deleted (their elements may reference removed chains),
 	// then the chains deleted
 	for _, ch := range p.goneChains {
-		b.flushChain(ch.Name)
+		if err := b.flushChain(ch.Name); err != nil {
+			return err
+		}
 	}
 	for _, s := range p.goneSets {
 		if err := b.delSet(s); err != nil {
@@ -643,7 +682,9 @@ func (p commitPlan) queue(b *batch) error {
 		}
 	}
 	for _, ch := range p.goneChains {
-		b.delChain(ch.Name)
+		if err := b.delChain(ch.Name); err != nil {
+			return err
+		}
 	}
 	return nil
 }

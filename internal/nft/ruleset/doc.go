@@ -25,7 +25,10 @@
 //     the mirror, on Replace and Delete) may live on with its owner: its journal ends and it
 //     records nothing until committed again, whole (TestSetKeptOutsideTable). Chains are copied.
 //   - One Commit or Replace is at most one batch (one sendmsg): the kernel applies all of it
-//     or none. A Commit with nothing to change sends nothing. On failure the mirror is unchanged
+//     or none. A batch the kernel refuses fails with a KernelError per refused message, naming
+//     the object (table, chain or set) the message changed: the batch marks which object its
+//     messages belong to as it writes them, and the acks are read off the socket with the
+//     sequence numbers they answer. A Commit with nothing to change sends nothing. On failure the mirror is unchanged
 //     and the netlink connection is replaced (v0.3.0 keeps a marshal error sticky on its Conn and
 //     may leave acks of a failed batch unread); the caller then calls Replace.
 //   - Render(t) is what `nft list table inet NAME` prints for t once committed, modulo

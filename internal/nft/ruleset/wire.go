@@ -1,11 +1,13 @@
 package ruleset
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"slices"
+	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/userdata"
@@ -40,6 +42,62 @@ type wire struct {
 	blocks [][]byte
 	seq    uint32 // of the last message written
 	acks   int    // messages that ask for an ack
+	// marks say which object the messages from a sequence number on change, so that a message
+	// the kernel refuses is reported by the object it belongs to (KernelError).
+	marks []mark
+}
+
+// mark is the object of the messages from seq on.
+type mark struct {
+	seq uint32
+	obj Object
+}
+
+// Object names what a message of a batch changes: the table, one of its chains or one of its
+// sets (its elements included).
+type Object struct {
+	Kind string // "table", "chain" or "set"
+	Name string
+}
+
+func (o Object) String() string {
+	if o.Kind == "" {
+		return "the batch"
+	}
+	return o.Kind + " " + o.Name
+}
+
+// KernelError is a message of a batch that the kernel refused, by the object it changed.
+type KernelError struct {
+	Object Object
+	Errno  unix.Errno
+}
+
+func (e *KernelError) Error() string {
+	return fmt.Sprintf("the kernel refused a change to %s: %v", e.Object, e.Errno)
+}
+
+func (e *KernelError) Unwrap() error { return e.Errno }
+
+// mark records that the messages written next change o.
+func (w *wire) mark(o Object) {
+	if n := len(w.marks); n > 0 && w.marks[n-1].obj == o {
+		return
+	}
+	w.marks = append(w.marks, mark{seq: w.seq + 1, obj: o})
+}
+
+// objectOf is the object of the message with sequence number seq (the zero Object for the
+// batch's own begin and end).
+func (w *wire) objectOf(seq uint32) Object {
+	i, found := slices.BinarySearchFunc(w.marks, seq, func(m mark, seq uint32) int { return cmp.Compare(m.seq, seq) })
+	if !found {
+		i--
+	}
+	if i < 0 || seq == w.seq { // w.seq: the end message, written by frame
+		return Object{}
+	}
+	return w.marks[i].obj
 }
 
 const nlmsgHeaderLen = 16
@@ -140,27 +198,59 @@ func (c *Conn) send(w *wire) error {
 		return fmt.Errorf("sendmsg: %w", serr)
 	}
 	w.blocks = nil // the kernel has its copy
-	var errs error
-	for left := w.acks; left > 0; {
-		msgs, err := c.sock.Receive()
-		if err != nil {
-			if errors.Is(err, os.ErrPermission) || errors.Is(err, unix.ENOBUFS) {
-				return err
-			}
-			errs = errors.Join(errs, err)
-			left--
-			continue
-		}
-		for _, m := range msgs {
-			if m.Header.Type == netlink.Error {
-				left--
-			}
-		}
-	}
-	if errs != nil {
+	if errs := c.readAcks(raw, w); errs != nil {
 		return fmt.Errorf("conn.Receive: %w", errs)
 	}
 	return nil
+}
+
+// ackBuffer holds one ack datagram: an error echoes the message it refuses (an element chunk is
+// at most chunkBytes and a little).
+const ackBuffer = 256 << 10
+
+// readAcks reads one ack or error per message of w that asked for one, on the socket itself
+// (mdlayher/netlink's Receive turns an error into an error value without the sequence number it
+// answers, which names the refused message). EPERM and ENOBUFS end the reading at once: the
+// kernel reports them once. Every refused message is a KernelError naming its object.
+func (c *Conn) readAcks(raw syscall.RawConn, w *wire) error {
+	if c.acks == nil {
+		c.acks = make([]byte, ackBuffer)
+	}
+	var errs error
+	for left := w.acks; left > 0; {
+		var n int
+		var rerr error
+		if err := raw.Read(func(fd uintptr) bool {
+			n, _, _, _, rerr = unix.Recvmsg(int(fd), c.acks, nil, 0)
+			return rerr != unix.EAGAIN && rerr != unix.EINTR
+		}); err != nil {
+			return errors.Join(errs, fmt.Errorf("netlink receive: %w", err))
+		}
+		if rerr != nil {
+			if errors.Is(rerr, unix.EPERM) || errors.Is(rerr, unix.ENOBUFS) {
+				return errors.Join(errs, fmt.Errorf("netlink receive: %w", rerr))
+			}
+			errs = errors.Join(errs, fmt.Errorf("netlink receive: %w", rerr))
+			left--
+			continue
+		}
+		for b := c.acks[:n]; len(b) >= nlmsgHeaderLen; {
+			l := int(binary.NativeEndian.Uint32(b[0:4]))
+			if l < nlmsgHeaderLen || l > len(b) {
+				return errors.Join(errs, fmt.Errorf("netlink receive: malformed message of %d bytes", l))
+			}
+			if typ := binary.NativeEndian.Uint16(b[4:6]); typ == unix.NLMSG_ERROR && l >= nlmsgHeaderLen+4+nlmsgHeaderLen {
+				left--
+				data := b[nlmsgHeaderLen:l]
+				if code := int32(binary.NativeEndian.Uint32(data[0:4])); code != 0 {
+					seq := binary.NativeEndian.Uint32(data[4+8 : 4+12])
+					errs = errors.Join(errs, &KernelError{Object: w.objectOf(seq), Errno: unix.Errno(-code)})
+				}
+			}
+			b = b[min(nlmsgAlign(l), len(b)):]
+		}
+	}
+	return errs
 }
 
 // Set elements are encoded here straight into a batch's wire, byte for byte as v0.3.0's
