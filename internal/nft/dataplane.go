@@ -272,18 +272,58 @@ func (d *Dataplane) commit() error {
 	return nil
 }
 
-// replace writes the whole desired table in one transaction, every set sized anew.
+// replace writes the whole desired table in one transaction, every set sized anew. When the
+// kernel refuses it and names the object it refused (ruleset.KernelError), the costliest policy
+// of the groups that object belongs to is rejected (rejectRefused) and the table written again:
+// every other policy stays enforced. At most maxRefusals policies are rejected so per replace.
 func (d *Dataplane) replace() error {
 	defer d.resetPending()
-	d.sizeSets()
-	if err := d.conn.Replace(d.table); err != nil {
+	for refusals := 0; ; refusals++ {
+		d.sizeSets()
+		err := d.conn.Replace(d.table)
+		if err == nil {
+			break
+		}
 		d.committed = false
-		return fmt.Errorf("replacing table %s: %w", d.table.Name, err)
+		var ke *ruleset.KernelError
+		if refusals == maxRefusals || !errors.As(err, &ke) || !d.rejectRefused(ke) {
+			return fmt.Errorf("replacing table %s: %w", d.table.Name, err)
+		}
+		d.dirtyPolicies, d.rejectedNow = d.rejectedNow, nil
+		d.recompute()
 	}
 	d.transactions++
 	d.committed = true
 	d.noteDenies()
 	return nil
+}
+
+// maxRefusals bounds the policies one replace rejects for objects the kernel refused.
+const maxRefusals = 16
+
+// rejectRefused rejects the costliest policy of the groups whose objects include the one the
+// kernel refused: a group's chain and maps, the class chains it uses, the shared sets it looks
+// up. It reports false when no group's policy can be blamed (a fixed part of the table).
+func (d *Dataplane) rejectRefused(ke *ruleset.KernelError) bool {
+	name := ke.Object.Name
+	var blamed []*group
+	for _, gname := range slices.Sorted(maps.Keys(d.groups)) {
+		g := d.groups[gname]
+		owns := name == g.name || strings.HasPrefix(name, g.name+"_") || slices.Contains(g.shared, name)
+		for c := range g.classUse {
+			owns = owns || name == c || strings.HasPrefix(name, c+"_")
+		}
+		if owns {
+			blamed = append(blamed, g)
+		}
+	}
+	for _, g := range blamed {
+		if d.rejectCostliest(g, "refused by the kernel", fmt.Sprintf("the kernel refused %s of %s (%v)", ke.Object, g.describe(), ke.Errno)) {
+			return true
+		}
+	}
+	d.log.Error("the kernel refused part of the table that no policy can be blamed for", "object", ke.Object.String(), "errno", ke.Errno.Error())
+	return false
 }
 
 // Resync reads the table back and, on drift or after a failed apply, replaces it with the desired

@@ -157,7 +157,11 @@
 // delete, add, then everything), so a previous run's table stays in force until then; nothing is
 // written before in-sync. Later applies send only the objects the apply touched, unless a set
 // has outgrown its size (above): that apply replaces the table. A failed commit
-// leaves the kernel unchanged; the agent then calls Resync, which replaces the whole table.
+// leaves the kernel unchanged; the agent then calls Resync, which replaces the whole table. When
+// the kernel refuses that too and names the object it refused (ruleset.KernelError), the
+// costliest policy of the groups that object belongs to is rejected (as for the compile budget,
+// reported through Config.Rejected) and the table written again, so every other policy stays
+// enforced.
 // Resync also reads the table back and repairs any drift the same way.
 //
 // # Limits (documented, never widening an allow)

@@ -164,7 +164,9 @@ func (d *Dataplane) compileGroup(g *group) {
 	}
 	cp := d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
 	for cp.plan.over {
-		if !d.rejectCostliest(g) {
+		detail := fmt.Sprintf("compiling the %s rules of %s for %d endpoints exceeds the compiler's budget of %d",
+			g.dir, g.describe(), len(g.members), d.state.compileBudget)
+		if !d.rejectCostliest(g, "too costly to compile", detail) {
 			cp = d.denyAll(g)
 			break
 		}
@@ -214,9 +216,9 @@ func (d *Dataplane) compileGroup(g *group) {
 }
 
 // rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the
-// first by key among equals) after the group's compile ran out of budget; false when none is
-// left to reject.
-func (d *Dataplane) rejectCostliest(g *group) bool {
+// first by key among equals) — why says why in a few words, detail in full — and reports false
+// when none is left to reject.
+func (d *Dataplane) rejectCostliest(g *group, why, detail string) bool {
 	var worst model.PolicyKey
 	cost := 0
 	for _, t := range g.tiers {
@@ -232,17 +234,15 @@ func (d *Dataplane) rejectCostliest(g *group) bool {
 	if cost == 0 {
 		return false
 	}
-	reason := fmt.Sprintf("compiling the %s rules of %s for %d endpoints exceeds the compiler's budget of %d",
-		g.dir, g.describe(), len(g.members), d.state.compileBudget)
-	d.log.Error("policy rejected: too costly to compile; its rules are not enforced as written, it keeps isolating what it selects",
-		"policy", worst.String(), "direction", g.dir.String(), "rule_weight", cost, "reason", reason)
-	d.state.reject(worst, "too costly to compile")
+	d.log.Error("policy rejected: its rules are not enforced as written; it keeps isolating what it selects and allows nothing more",
+		"policy", worst.String(), "why", why, "direction", g.dir.String(), "rule_weight", cost, "detail", detail)
+	d.state.reject(worst, why)
 	if d.rejectedNow == nil {
 		d.rejectedNow = map[model.PolicyKey]struct{}{}
 	}
 	d.rejectedNow[worst] = struct{}{}
 	if d.rejected != nil {
-		d.rejected(worst, reason)
+		d.rejected(worst, why+": "+detail)
 	}
 	return true
 }

@@ -1,12 +1,15 @@
 package nft_test
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
 // costlyPolicies: x/a is selected by x/costly — rule 0 allows TCP 81 from every IPv4 address,
@@ -82,4 +85,101 @@ func TestRejectCostlyPolicy(t *testing.T) {
 			tc.check(t, sc)
 		})
 	}
+}
+
+// overlapping wraps a real committer and adds an element overlapping another to every ipBlock
+// set or map (nets_…, …_nets) of the tables it sends, in a copy: the kernel refuses such a set
+// (EEXIST), as it would a compiler's mistake.
+type overlapping struct{ *ruleset.Conn }
+
+func (o overlapping) broken(t *ruleset.Table) *ruleset.Table {
+	var out *ruleset.Table
+	for name, s := range t.Sets {
+		if !s.Interval || !strings.Contains(name, "nets") || s.Len() == 0 {
+			continue
+		}
+		if out == nil {
+			out = ruleset.NewTable(t.Name)
+			maps.Copy(out.Chains, t.Chains)
+			maps.Copy(out.Sets, t.Sets)
+		}
+		bad := s.Clone()
+		for e := range s.All() {
+			if e.Addr.Is4() && e.Addr != e.AddrEnd { // a range: one address inside it again
+				bad.Put(ruleset.Element{ElementKey: ruleset.ElementKey{Addr: e.AddrEnd, AddrEnd: e.AddrEnd}, Value: e.Value})
+				break
+			}
+		}
+		out.Sets[name] = bad
+	}
+	if out == nil {
+		return t
+	}
+	return out
+}
+
+func (o overlapping) Replace(t *ruleset.Table) error { return o.Conn.Replace(o.broken(t)) }
+func (o overlapping) Commit(t *ruleset.Table, c *ruleset.Changes) error {
+	return o.Conn.Commit(o.broken(t), c)
+}
+
+// TestRejectRefusedPolicy: the kernel refuses the table because of one group's ipBlock map; the
+// dataplane names the object, rejects the costliest policy of that group (x/cidr, two ipBlock
+// rules) and commits everything else: x/a still accepts TCP 80 from namespace y, nothing on TCP
+// 81 (which x/cidr allowed), and y/b's policy holds. Real kernel and traffic, IPv4 and IPv6.
+func TestRejectRefusedPolicy(t *testing.T) {
+	tc := newTrafficCluster(t)
+	sc := scenario{name: "refused", policies: static(
+		np("x", "cidr", "pod == 'a'", []model.Rule{
+			allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, model.Peer{Ports: []model.Port{tcp(81)}}),
+			allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}}, model.Peer{Ports: []model.Port{tcp(81)}}),
+		}, nil, model.Ingress),
+		np("x", "allow-y", "pod == 'a'", []model.Rule{
+			allowTCP(model.Peer{NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
+		}, nil, model.Ingress),
+		np("y", "allow-xa", "pod == 'b'", []model.Rule{
+			allowTCP(model.Peer{Selector: "pod == 'a'", NamespaceSelector: "ns == 'x'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
+		}, nil, model.Ingress),
+	)}
+	sc.allowed = func(p probe) bool {
+		switch {
+		case p.from.key() == p.to.key():
+			return true
+		case p.to.key() == "y/b":
+			return p.from.key() == "x/a" && p.proto == model.ProtocolTCP && p.port == 80
+		case p.to.key() == "x/a":
+			return p.from.ns == "y" && p.proto == model.ProtocolTCP && p.port == 80
+		}
+		return true
+	}
+	var rejected []model.PolicyKey
+	for _, n := range tc.c.Nodes() {
+		fd, err := n.FD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := ruleset.Open(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp := nft.NewWithCommitter(nft.Config{Rejected: func(k model.PolicyKey, reason string) {
+			if !strings.Contains(reason, "refused") || !strings.Contains(reason, "nets") {
+				t.Errorf("policy %s rejected for %q, want the refused set named", k, reason)
+			}
+			rejected = append(rejected, k)
+		}}, overlapping{conn})
+		err = dp.Apply(messagesFor(n.Name, tc.addrs, sc))
+		if err == nil {
+			_, err = dp.Resync() // the failed first commit is retried as a replace
+		}
+		dp.Close()
+		_ = closeFD(fd)
+		if err != nil {
+			t.Logf("node %s: %v", n.Name, err)
+		}
+	}
+	if want := []model.PolicyKey{npKey("x", "cidr")}; !slices.Equal(rejected, want) {
+		t.Errorf("rejected %v, want %v", rejected, want)
+	}
+	tc.check(t, sc)
 }

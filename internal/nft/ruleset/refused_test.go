@@ -14,10 +14,10 @@ import (
 func TestRefusedObjectNamed(t *testing.T) {
 	c, ns, committed := committedSample(t, "refused")
 	for _, tc := range []struct {
-		name   string
+		name    string
 		breakIt func(*Table)
-		object Object
-		errno  unix.Errno
+		object  Object
+		errno   unix.Errno
 	}{
 		{"overlapping intervals", func(tb *Table) {
 			s := tb.Sets["nets_v4"]
