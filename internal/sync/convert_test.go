@@ -1,6 +1,7 @@
 package sync_test
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -417,6 +418,30 @@ func TestConvertPod(t *testing.T) {
 			}
 		}), want(func(e *model.Endpoint) {
 			e.NamedPorts = []model.NamedPort{{Name: "admin", Protocol: model.ProtocolTCP, Port: 15000}}
+		}), true, false},
+		{"a repeated named port is passed on as declared (the graph drops repeats)", base(func(p *corev1.Pod) {
+			p.Spec.Containers = []corev1.Container{
+				{Name: "a", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}},
+				{Name: "b", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}},
+			}
+		}), want(func(e *model.Endpoint) {
+			e.NamedPorts = []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}, {Name: "http", Protocol: model.ProtocolTCP, Port: 8080}}
+		}), true, false},
+		{"300 container ports in 3 containers: every named one, in order", base(func(p *corev1.Pod) {
+			p.Spec.Containers = nil
+			for c := range 3 {
+				ct := corev1.Container{Name: fmt.Sprint("c", c)}
+				for i := range 100 {
+					ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: fmt.Sprintf("p%d-%d", c, i), ContainerPort: int32(1000*(c+1) + i)})
+				}
+				p.Spec.Containers = append(p.Spec.Containers, ct)
+			}
+		}), want(func(e *model.Endpoint) {
+			for c := range 3 {
+				for i := range 100 {
+					e.NamedPorts = append(e.NamedPorts, model.NamedPort{Name: fmt.Sprintf("p%d-%d", c, i), Protocol: model.ProtocolTCP, Port: uint16(1000*(c+1) + i)})
+				}
+			}
 		}), true, false},
 		{"pod without labels", base(func(p *corev1.Pod) { p.Labels = nil }), want(func(e *model.Endpoint) { e.Labels = model.Labels{} }), true, false},
 		{"unparseable IP", base(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.300"}} }), model.Endpoint{}, false, true},
