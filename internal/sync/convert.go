@@ -42,7 +42,9 @@ func ConvertNamespace(ns *corev1.Namespace) model.Namespace {
 // deduplicated. Named ports come from the ports of the containers and of restartable init
 // containers (sidecars, which run beside them), in that order, repeats included (the graph
 // drops them): the work is linear in the number of ports, which the API does not bound. A
-// port's protocol defaults to TCP.
+// port's protocol defaults to TCP. Running and Created (status.phase,
+// metadata.creationTimestamp) decide which endpoint owns an address that several hold (see
+// model).
 func ConvertPod(p *corev1.Pod) (model.Endpoint, bool, error) {
 	if p.Spec.NodeName == "" || p.Spec.HostNetwork ||
 		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -98,6 +100,8 @@ func ConvertPod(p *corev1.Pod) (model.Endpoint, bool, error) {
 		ServiceAccount: p.Spec.ServiceAccountName,
 		Addrs:          addrs,
 		NamedPorts:     named,
+		Running:        p.Status.Phase == corev1.PodRunning,
+		Created:        p.CreationTimestamp.UTC(),
 	}, true, nil
 }
 
