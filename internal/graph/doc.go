@@ -61,6 +61,18 @@
 //     EndpointRemoved, PolicyRemoved, SetRemoved, then InSync once. Nothing is emitted before
 //     SyncStatusUpdate{InSync}; the first flush after it carries the full state.
 //
+// # Unusual endpoints (TestPodEdgeCases, TestAddressOwner)
+//
+//   - No address: a member of no set; a local one's EndpointUpdated lists none, so it has no
+//     dispatch element, and the policies selecting it are still active.
+//   - A node the graph has never heard of: the graph knows no nodes, only NodeName; the
+//     endpoint is remote — a member of the sets its labels select, never dispatched here, and
+//     no owner of an address a local endpoint holds.
+//   - An address several endpoints hold: one owner among the local ones (stage 4).
+//   - Named ports: as many as declared, repeats dropped, at a cost linear in their number.
+//   - Labels: no bound on their number or length; selectors see the endpoint's and its
+//     namespace's labels as they are.
+//
 // # Cost of one change
 //
 //   - Endpoint add / relabel: O(candidate matchers of its labels and namespace) evaluations,
