@@ -30,16 +30,23 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		if local {
 			g.local[m.Key] = e
 			g.dirtyEndpoints[m.Key] = struct{}{}
+			g.claimAddrs(e, claimOf(&m))
 		}
 		g.fileEndpoint(e, true)
 		g.reevaluate(e)
 		return
 	}
+	netChanged := string(g.scratch) != string(e.net)
+	c := claimOf(&m)
+	reclaim := local && (netChanged || !c.equal(g.owners.claims[e]))
 	if local {
 		g.dirtyEndpoints[m.Key] = struct{}{}
 	}
+	if reclaim {
+		g.releaseAddrs(e)
+	}
 	// Addresses and named ports: withdraw the old contributions to sets, add the new ones.
-	if string(g.scratch) != string(e.net) {
+	if netChanged {
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				g.contribute(s, e, false)
@@ -57,6 +64,9 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 				g.contribute(s, e, true)
 			}
 		}
+	}
+	if reclaim {
+		g.claimAddrs(e, c)
 	}
 	relabel := e.labels != m.Labels
 	if m.ServiceAccount != e.account() {
@@ -144,6 +154,7 @@ func (g *Graph) deleteEndpoint(k model.EndpointKey) {
 	}
 	if e.local {
 		delete(g.local, k)
+		g.releaseAddrs(e)
 		g.dirtyEndpoints[k] = struct{}{}
 	}
 }

@@ -127,10 +127,16 @@ func (g *Graph) Flush() []Message {
 	return out
 }
 
-// resolve is the policy resolver: the endpoint's message with, per direction, the tiers in
-// order holding the active policies that select it, in (Order, Key) order.
+// resolve is the policy resolver: the endpoint's message with the addresses it owns
+// (owner.go) and, per direction, the tiers in order holding the active policies that select it,
+// in (Order, Key) order.
 func (g *Graph) resolve(e *endpoint) *EndpointUpdated {
-	msg := &EndpointUpdated{Key: e.key(), Addrs: slices.Collect(e.net.addrs())}
+	msg := &EndpointUpdated{Key: e.key()}
+	for a := range e.net.addrs() {
+		if g.owns(e, a) {
+			msg.Addrs = append(msg.Addrs, a)
+		}
+	}
 	for _, a := range msg.Addrs {
 		if ifc, ok := g.routes[a]; ok {
 			msg.Interface = ifc

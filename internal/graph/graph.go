@@ -43,6 +43,7 @@ type Graph struct {
 
 	idx     index
 	holders addrIndex
+	owners  addrOwners
 	sets    map[SetID]*set
 
 	queue []*policy // policies whose activity or rules must be re-settled
@@ -69,6 +70,7 @@ func New(cfg Config) *Graph {
 		hostAddrs:      map[netip.Addr]struct{}{},
 		idx:            newIndex(),
 		holders:        newAddrIndex(),
+		owners:         newAddrOwners(),
 		sets:           map[SetID]*set{},
 		dirtySets:      map[SetID]struct{}{},
 		dirtyPolicies:  map[model.PolicyKey]struct{}{},
@@ -168,12 +170,5 @@ func (g *Graph) setRoute(dst netip.Prefix, iface string, present bool) {
 	} else {
 		delete(g.routes, a)
 	}
-	for k, e := range g.local {
-		for ea := range e.net.addrs() {
-			if ea.Unmap() == a {
-				g.dirtyEndpoints[k] = struct{}{}
-				break
-			}
-		}
-	}
+	g.dirtyHolders(a)
 }

@@ -118,7 +118,10 @@ type TierPolicies struct {
 // order, only the tiers that have at least one policy applying to the endpoint in that direction;
 // an empty list means no policy applies and traffic is allowed.
 type EndpointUpdated struct {
-	Key   model.EndpointKey
+	Key model.EndpointKey
+	// Addrs are the addresses the endpoint owns on this node: once a flush is applied, no two
+	// endpoints list one address (an address several pod objects hold goes to one, see the
+	// package doc), but within one flush an address may move from one endpoint to another.
 	Addrs []netip.Addr
 	// Interface is the host-side interface that leads to the endpoint, "" while unknown.
 	Interface string

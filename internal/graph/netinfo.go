@@ -21,38 +21,61 @@ type netInfo string
 // appendNet appends the packed form of addrs (valid, unmapped, without zone: keepEndpoint) and
 // named ports to dst; neither appends nothing. The graph packs an update into its scratch buffer
 // and compares it with the endpoint's before making a string of it: an update that leaves them
-// unchanged allocates nothing, and the buffer grows to the largest endpoint once.
+// unchanged allocates nothing, and the buffer grows to the largest endpoint once. Its time is
+// linear in the number of addresses and ports (distinct): a pod may declare thousands of ports.
 func appendNet(dst []byte, addrs []netip.Addr, ports []model.NamedPort) []byte {
 	if len(addrs) == 0 && len(ports) == 0 {
 		return dst
 	}
 	count := 0
-	for i, a := range addrs {
-		if !slices.Contains(addrs[:i], a) {
-			count++
-		}
+	for range distinct(addrs) {
+		count++
 	}
 	dst = binary.AppendUvarint(dst, uint64(count))
-	for i, a := range addrs {
-		switch {
-		case slices.Contains(addrs[:i], a):
-		case a.Is4():
+	for a := range distinct(addrs) {
+		if a.Is4() {
 			x := a.As4()
 			dst = append(append(dst, 4), x[:]...)
-		default:
+		} else {
 			x := a.As16()
 			dst = append(append(dst, 16), x[:]...)
 		}
 	}
-	for i, p := range ports {
-		if slices.Contains(ports[:i], p) {
-			continue
-		}
+	for p := range distinct(ports) {
 		dst = append(dst, byte(p.Protocol), byte(p.Port>>8), byte(p.Port))
 		dst = binary.AppendUvarint(dst, uint64(len(p.Name)))
 		dst = append(dst, p.Name...)
 	}
 	return dst
+}
+
+// distinctByScan is the length up to which distinct finds repeats by scanning what came before
+// (no allocation); longer lists get a map.
+const distinctByScan = 16
+
+// distinct yields the elements of xs in order, each once (its first occurrence), in time linear
+// in len(xs).
+func distinct[T comparable](xs []T) iter.Seq[T] {
+	return func(yield func(T) bool) {
+		if len(xs) <= distinctByScan {
+			for i, x := range xs {
+				if !slices.Contains(xs[:i], x) && !yield(x) {
+					return
+				}
+			}
+			return
+		}
+		seen := make(map[T]struct{}, len(xs))
+		for _, x := range xs {
+			if _, dup := seen[x]; dup {
+				continue
+			}
+			seen[x] = struct{}{}
+			if !yield(x) {
+				return
+			}
+		}
+	}
 }
 
 // uvarint decodes the uvarint at n[i:] and returns it with the index after it.

@@ -3,6 +3,7 @@ package graph
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,6 +34,8 @@ func TestNetInfo(t *testing.T) {
 			nil, []model.NamedPort{http, {Name: "http", Protocol: model.ProtocolTCP, Port: 80}}},
 		{"a name longer than a byte's varint", []netip.Addr{addr("fd00::2")}, []model.NamedPort{long},
 			[]netip.Addr{addr("fd00::2")}, []model.NamedPort{long}},
+		{"more ports than distinct scans, each twice: each once, in order", []netip.Addr{addr("10.0.0.1")}, manyPorts(300, 2),
+			[]netip.Addr{addr("10.0.0.1")}, manyPorts(300, 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +55,17 @@ func TestNetInfo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyPorts is n distinct named ports, each repeated times in a row.
+func manyPorts(n, times int) []model.NamedPort {
+	var out []model.NamedPort
+	for i := range n {
+		for range times {
+			out = append(out, model.NamedPort{Name: "p" + strconv.Itoa(i), Protocol: model.ProtocolTCP, Port: uint16(1000 + i)})
+		}
+	}
+	return out
 }
 
 // packNet is addrs and ports packed on their own.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/graph/graphtest"
@@ -74,8 +75,9 @@ func genScenario(r *rand.Rand) scenario {
 			if r.IntN(4) == 0 {
 				ports = append(ports, model.NamedPort{Name: "dns", Protocol: model.ProtocolUDP, Port: 53})
 			}
+			// Running and Created rank the endpoints that share an address (owner.go).
 			seq = append(seq, model.EndpointSet{Endpoint: model.Endpoint{Key: key, Node: nodeName, Labels: model.LabelsOf(labels()),
-				Addrs: addrs, NamedPorts: ports}})
+				Addrs: addrs, NamedPorts: ports, Running: r.IntN(2) == 0, Created: time.Unix(int64(r.IntN(3)), 0)}})
 		}
 		sc.keys = append(sc.keys, seq)
 	}

@@ -13,11 +13,19 @@
 //   - A peer's NamespaceSelector is evaluated against the labels of the endpoint's namespace;
 //     a peer with a NamespaceSelector and no Selector matches every endpoint of the matching
 //     namespaces.
+//
+// Several endpoints may hold one address (a pod's IP reused while the old pod object lingers, a
+// status written late). Each is a member of the sets its labels select, so an address stays in
+// a set while any of its holders matches. Which one the address's packets are judged as is
+// decided by Endpoint.Running and Endpoint.Created (internal/graph applies the rule among the
+// endpoints of its node): a running endpoint over one that is not, then the newest, then the
+// smallest key.
 package model
 
 import (
 	"net/netip"
 	"strconv"
+	"time"
 )
 
 // EndpointKey names a workload endpoint (a pod).
@@ -75,6 +83,12 @@ type Endpoint struct {
 	// Addrs holds the pod's IPv4 and IPv6 addresses (status.podIPs), unmapped.
 	Addrs      []netip.Addr
 	NamedPorts []NamedPort
+	// Running says that the pod runs (status.phase Running): it owns an address it shares with
+	// an endpoint that does not run yet (see the package comment).
+	Running bool
+	// Created is when the pod was created (metadata.creationTimestamp, UTC): of two running
+	// endpoints holding one address, the newer owns it.
+	Created time.Time
 }
 
 // Namespace carries the labels its endpoints inherit for namespace selectors.

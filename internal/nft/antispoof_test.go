@@ -24,6 +24,17 @@ func sink(t *testing.T, podNS string, addr netip.Addr) *netns.Sink {
 	return s
 }
 
+// workloadPrefix is the name prefix of the harness's host-side pod interfaces (p's without its
+// hex number).
+func workloadPrefix(t *testing.T, p *netns.Pod) string {
+	t.Helper()
+	prefix := strings.TrimRight(p.HostIface, "0123456789abcdef")
+	if prefix == "" {
+		t.Fatalf("host interface %q has no name prefix", p.HostIface)
+	}
+	return prefix
+}
+
 // receives is Sink.Receives failing the test on a harness error.
 func receives(t *testing.T, s *netns.Sink, fromNS string, src, dst netip.Addr) bool {
 	t.Helper()
@@ -49,15 +60,8 @@ func TestAntiSpoofing(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeA := c.Node("a")
-	fd, err := nodeA.FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeFD(fd) })
-	prefix := strings.TrimRight(src.HostIface, "0123456789abcdef")
-	if prefix == "" {
-		t.Fatalf("host interface %q has no name prefix", src.HostIface)
-	}
+	fd := nodeFD(t, nodeA)
+	prefix := workloadPrefix(t, src)
 
 	g := graph.New(graph.Config{NodeName: "a"})
 	endpoint := func(p *netns.Pod, node string) []model.Update {

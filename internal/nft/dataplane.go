@@ -540,9 +540,7 @@ func (d *Dataplane) recomputeOnce() {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b model.EndpointKey) int { return strings.Compare(a.String(), b.String()) })
-	for _, k := range keys {
-		d.regroup(k)
-	}
+	d.regroup(keys)
 	// a stale group is compiled in full (which covers its dirty peers), another one peer by peer
 	for _, name := range slices.Sorted(maps.Keys(d.pendingGroups)) {
 		switch g := d.groups[name]; {
@@ -555,32 +553,56 @@ func (d *Dataplane) recomputeOnce() {
 	}
 }
 
-// regroup recomputes an endpoint's dispatch elements and group memberships.
-func (d *Dataplane) regroup(k model.EndpointKey) {
-	e := d.endpoints[k]
-	if e == nil {
-		return
-	}
-	removed := e.removed()
-	want := map[dispatchKey]string{}
-	wantTiers := map[dispatchKey][]graph.TierPolicies{}
-	if !removed {
-		for _, dir := range []model.Direction{model.Ingress, model.Egress} {
-			tiers := e.msg.Ingress
-			if dir == model.Egress {
-				tiers = e.msg.Egress
-			}
-			if len(tiers) == 0 {
-				continue // no policy applies: allowed, no dispatch element
-			}
-			for _, a := range e.msg.Addrs {
-				dk := dispatchKey{dir, a}
-				want[dk] = groupName(dir, d.state.GroupKey(dir, tiers, a))
-				wantTiers[dk] = tiers
-			}
+// regroup recomputes the dispatch elements, group memberships and anti-spoofing elements of
+// the endpoints keys in two passes: each endpoint first withdraws what it no longer wants, then
+// each puts what it wants. An address whose owner changes within one apply (the graph names one
+// owner per address) is thus withdrawn by the old owner before the new one puts it, whatever
+// the order of their keys: the old owner's delete never takes the new owner's element.
+func (d *Dataplane) regroup(keys []model.EndpointKey) {
+	wants := make([]map[dispatchKey]string, len(keys))
+	for i, k := range keys {
+		if e := d.endpoints[k]; e != nil {
+			wants[i] = d.wantedGroups(e)
+			d.withdraw(e, wants[i])
 		}
 	}
-	d.updateSources(e, removed)
+	for i, k := range keys {
+		if e := d.endpoints[k]; e != nil {
+			d.join(k, e, wants[i])
+		}
+	}
+}
+
+// wantedGroups is the group chain of each dispatch element the endpoint needs: one per address
+// and direction with policy (none after it is removed).
+func (d *Dataplane) wantedGroups(e *endpoint) map[dispatchKey]string {
+	want := map[dispatchKey]string{}
+	if e.removed() {
+		return want
+	}
+	for _, dir := range []model.Direction{model.Ingress, model.Egress} {
+		tiers := e.tiers(dir)
+		if len(tiers) == 0 {
+			continue // no policy applies: allowed, no dispatch element
+		}
+		for _, a := range e.msg.Addrs {
+			want[dispatchKey{dir, a}] = groupName(dir, d.state.GroupKey(dir, tiers, a))
+		}
+	}
+	return want
+}
+
+// tiers is the endpoint's tier list of a direction.
+func (e *endpoint) tiers(dir model.Direction) []graph.TierPolicies {
+	if dir == model.Egress {
+		return e.msg.Egress
+	}
+	return e.msg.Ingress
+}
+
+// withdraw leaves the groups and deletes the dispatch and anti-spoofing elements that the
+// endpoint has and no longer wants.
+func (d *Dataplane) withdraw(e *endpoint, want map[dispatchKey]string) {
 	for dk, old := range e.groups {
 		if want[dk] != old {
 			d.leaveGroup(old, dk)
@@ -588,13 +610,27 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 			delete(e.groups, dk)
 		}
 	}
+	if len(d.prefixes) == 0 {
+		return
+	}
+	keep := e.wantedSources()
+	for _, k := range e.sources {
+		if !slices.Contains(keep, k) {
+			d.table.Sets[sourcesSet(k.Addr)].Delete(k)
+		}
+	}
+}
+
+// join puts the dispatch and anti-spoofing elements the endpoint wants and joins their
+// groups; a removed endpoint is forgotten.
+func (d *Dataplane) join(k model.EndpointKey, e *endpoint, want map[dispatchKey]string) {
 	for dk, name := range want {
 		if e.groups[dk] == name {
 			continue
 		}
 		g := d.groups[name]
 		if g == nil {
-			g = &group{name: name, dir: dk.dir, is4: dk.addr.Is4(), tiers: wantTiers[dk],
+			g = &group{name: name, dir: dk.dir, is4: dk.addr.Is4(), tiers: e.tiers(dk.dir),
 				members: map[dispatchKey]struct{}{}, classUse: map[string]int{}, stale: true,
 				dirtyPeers: map[netip.Addr]struct{}{}}
 			d.groups[name] = g
@@ -609,36 +645,37 @@ func (d *Dataplane) regroup(k model.EndpointKey) {
 		e.groups[dk] = name
 		d.setDispatch(dk, name, k)
 	}
-	if removed {
+	d.putSources(e)
+	if e.removed() {
 		delete(d.endpoints, k)
 	}
 }
 
-// updateSources brings an endpoint's interface . address elements of the anti-spoofing sets
-// up to date: one per address once its interface is known, none after it is removed.
-func (d *Dataplane) updateSources(e *endpoint, removed bool) {
+// wantedSources is the endpoint's interface . address elements of the anti-spoofing sets: one
+// per address once its interface is known, none after it is removed.
+func (e *endpoint) wantedSources() []ruleset.ElementKey {
+	if e.removed() || e.msg.Interface == "" {
+		return nil
+	}
+	want := make([]ruleset.ElementKey, 0, len(e.msg.Addrs))
+	for _, a := range e.msg.Addrs {
+		want = append(want, ruleset.ElementKey{Ifname: e.msg.Interface, Addr: a, AddrEnd: a})
+	}
+	return want
+}
+
+// putSources puts the endpoint's anti-spoofing elements (withdraw deleted the ones it no longer
+// wants). A Put of an element the set holds unchanged changes nothing.
+func (d *Dataplane) putSources(e *endpoint) {
 	if len(d.prefixes) == 0 {
 		return
 	}
-	var want []ruleset.ElementKey
-	if !removed && e.msg.Interface != "" {
-		for _, a := range e.msg.Addrs {
-			want = append(want, ruleset.ElementKey{Ifname: e.msg.Interface, Addr: a, AddrEnd: a})
-		}
-	}
-	if slices.Equal(want, e.sources) {
-		return
-	}
+	want := e.wantedSources()
 	if len(want) > 0 {
 		d.activatePrefix(e.msg.Interface)
 	}
-	for _, k := range e.sources {
-		set := sourcesSet(k.Addr)
-		d.table.Sets[set].Delete(k)
-	}
 	for _, k := range want {
-		set := sourcesSet(k.Addr)
-		d.table.Sets[set].Put(ruleset.Element{ElementKey: k, Value: ruleset.Value{Comment: ruleset.Comment(e.msg.Key.String())}})
+		d.table.Sets[sourcesSet(k.Addr)].Put(ruleset.Element{ElementKey: k, Value: ruleset.Value{Comment: ruleset.Comment(e.msg.Key.String())}})
 	}
 	e.sources = want
 }

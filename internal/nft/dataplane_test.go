@@ -261,6 +261,17 @@ func TestTraffic(t *testing.T) {
 
 func closeFD(fd int) error { return os.NewFile(uintptr(fd), "netns").Close() }
 
+// nodeFD opens a handle of node n's network namespace, closed when the test ends.
+func nodeFD(t *testing.T, n *netns.Node) int {
+	t.Helper()
+	fd, err := n.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeFD(fd) })
+	return fd
+}
+
 var _ = fmt.Sprintf
 
 // TestDriftRepair enforces a scenario on node a with a long-lived dataplane, then changes the
@@ -271,12 +282,7 @@ func TestDriftRepair(t *testing.T) {
 	sc := scenarios[1] // default-deny-ingress-x
 	tc.enforce(t, sc)  // node b as usual; node a is replaced below by a lasting dataplane
 	nodeA := tc.c.Node("a")
-	fd, err := nodeA.FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeFD(fd) })
-	dp, err := nft.New(nft.Config{NetNSFD: fd})
+	dp, err := nft.New(nft.Config{NetNSFD: nodeFD(t, nodeA)})
 	if err != nil {
 		t.Fatal(err)
 	}

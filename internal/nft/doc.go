@@ -150,6 +150,12 @@
 //     table drops it.
 //   - All endpoints of a group have equal local-side facts (GroupKey), so its compile may read
 //     any one of them (the lowest address, replaced when it leaves).
+//   - A dispatch or sources element is keyed by an address, and the graph gives each address
+//     one local endpoint (graph.EndpointUpdated.Addrs). One apply may move an address from
+//     one endpoint to another: the dirty endpoints are regrouped in two passes, every
+//     withdrawal (left groups, deleted dispatch and sources elements) before any put, so the
+//     old owner's delete never takes the new owner's element (TestSharedAddressInKernel,
+//     TestIncrementalSharedAddresses).
 //
 // # Transactions
 //

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -21,7 +22,7 @@ import (
 // and the reference counts of chains and shared sets never drift from a full compile.
 func TestIncrementalMatchesFresh(t *testing.T) {
 	for seed := int64(1); seed <= 6; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { incrementalMatchesFresh(t, seed, false) })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { incrementalMatchesFresh(t, seed, false, false) })
 	}
 }
 
@@ -30,11 +31,22 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 // reads it back) — so every in-place change of a set reached its commit.
 func TestIncrementalInKernel(t *testing.T) {
 	for seed := int64(1); seed <= 2; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { incrementalMatchesFresh(t, seed, true) })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { incrementalMatchesFresh(t, seed, true, false) })
 	}
 }
 
-func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
+// TestIncrementalSharedAddresses: the same with pods drawn from a few addresses, so that
+// several pod objects, local and remote, running or not, hold one address at a time and their
+// owner changes as they come, go, move, start and are relabelled — with anti-spoofing on. The
+// table matches a fresh one after every step, and in the kernel every commit succeeds and
+// leaves no drift.
+func TestIncrementalSharedAddresses(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { incrementalMatchesFresh(t, seed, seed <= 2, true) })
+	}
+}
+
+func incrementalMatchesFresh(t *testing.T, seed int64, kernel, shared bool) {
 	rng := rand.New(rand.NewSource(seed))
 	nss := []string{"x", "y"}
 	labels := []string{"a", "b", "c"}
@@ -45,15 +57,23 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
 		base = append(base, model.NamespaceSet{Namespace: model.Namespace{Name: ns, Labels: map[string]string{"ns": ns}}})
 	}
 	podN := 0
+	// sharedAddrs draws the addresses of a pod from a pool of 4 IPv4 and 3 IPv6 ones
+	sharedAddrs := func() []netip.Addr {
+		return []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, byte(rng.Intn(4) + 1)}), netip.AddrFrom16([16]byte{0xfd, 15: byte(rng.Intn(3) + 1)})}
+	}
 	newPod := func() model.Endpoint {
 		podN++
 		node := []string{"a", "b"}[rng.Intn(2)]
-		return model.Endpoint{
+		e := model.Endpoint{
 			Key: model.EndpointKey{Namespace: nss[rng.Intn(2)], Name: fmt.Sprint("p", podN)}, Node: node,
 			Labels:     model.LabelsOf(map[string]string{"pod": labels[rng.Intn(3)]}),
 			Addrs:      []netip.Addr{netip.AddrFrom4([4]byte{10, 0, byte(podN / 250), byte(podN%250 + 1)}), netip.AddrFrom16([16]byte{0xfd, 15: byte(podN)})},
 			NamedPorts: []model.NamedPort{{Name: "web", Protocol: model.ProtocolTCP, Port: uint16(80 + rng.Intn(2))}},
 		}
+		if shared {
+			e.Addrs, e.Running, e.Created = sharedAddrs(), rng.Intn(2) == 0, time.Unix(int64(rng.Intn(3)), 0)
+		}
+		return e
 	}
 	newPolicy := func(i int) model.Policy {
 		ns := nss[rng.Intn(2)]
@@ -116,14 +136,30 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
 		for _, p := range policies {
 			us = append(us, model.PolicySet{Policy: p})
 		}
+		if shared { // every address of the pool leads to an interface of node a
+			for i := range 4 {
+				a := netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)})
+				us = append(us, model.RouteSet{Dst: netip.PrefixFrom(a, 32), Interface: fmt.Sprint("veth", i)})
+			}
+			for i := range 3 {
+				a := netip.AddrFrom16([16]byte{0xfd, 15: byte(i + 1)})
+				us = append(us, model.RouteSet{Dst: netip.PrefixFrom(a, 128), Interface: fmt.Sprint("veth", i)})
+			}
+		}
 		return append(us, model.SyncStatusUpdate{Status: model.InSync})
 	}
+	cfg := nft.Config{}
+	if shared {
+		cfg.WorkloadPrefixes = []string{"veth"}
+	}
 	g := graph.New(graph.Config{NodeName: "a"})
-	dp := nft.NewOffline(nft.Config{})
+	dp := nft.NewOffline(cfg)
 	if kernel {
 		_, fd := bareNetns(t)
+		kcfg := cfg
+		kcfg.NetNSFD = fd
 		var err error
-		if dp, err = nft.New(nft.Config{NetNSFD: fd}); err != nil {
+		if dp, err = nft.New(kcfg); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { dp.Close() })
@@ -157,6 +193,16 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
 			k := anyKey()
 			e := pods[k]
 			e.Labels = model.LabelsOf(map[string]string{"pod": labels[rng.Intn(3)]})
+			if shared { // and starts, moves or takes other addresses now and then
+				switch rng.Intn(4) {
+				case 0:
+					e.Running = !e.Running
+				case 1:
+					e.Node = []string{"a", "b"}[rng.Intn(2)]
+				case 2:
+					e.Addrs = sharedAddrs()
+				}
+			}
 			pods[k] = e
 			desc = "relabel " + k.String()
 			step(model.EndpointSet{Endpoint: e})
@@ -191,7 +237,7 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel bool) {
 		for _, u := range cluster() {
 			fg.OnUpdate(u)
 		}
-		fresh := nft.NewOffline(nft.Config{})
+		fresh := nft.NewOffline(cfg)
 		if err := fresh.Apply(fg.Flush()); err != nil {
 			t.Fatal(err)
 		}

@@ -40,7 +40,11 @@ func ConvertNamespace(ns *corev1.Namespace) model.Namespace {
 //
 // Addresses come from status.podIPs (status.podIP when podIPs is empty), unmapped and
 // deduplicated. Named ports come from the ports of the containers and of restartable init
-// containers (sidecars, which run beside them); a port's protocol defaults to TCP.
+// containers (sidecars, which run beside them), in that order, repeats included (the graph
+// drops them): the work is linear in the number of ports, which the API does not bound. A
+// port's protocol defaults to TCP. Running and Created (status.phase,
+// metadata.creationTimestamp) decide which endpoint owns an address that several hold (see
+// model).
 func ConvertPod(p *corev1.Pod) (model.Endpoint, bool, error) {
 	if p.Spec.NodeName == "" || p.Spec.HostNetwork ||
 		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -80,10 +84,7 @@ func ConvertPod(p *corev1.Pod) (model.Endpoint, bool, error) {
 			if cp.ContainerPort < 1 || cp.ContainerPort > 65535 {
 				return fmt.Errorf("container %s port %s: containerPort %d out of range", c.Name, cp.Name, cp.ContainerPort)
 			}
-			np := model.NamedPort{Name: cp.Name, Protocol: proto, Port: uint16(cp.ContainerPort)}
-			if !slices.Contains(named, np) {
-				named = append(named, np)
-			}
+			named = append(named, model.NamedPort{Name: cp.Name, Protocol: proto, Port: uint16(cp.ContainerPort)})
 		}
 		return nil
 	}
@@ -99,6 +100,8 @@ func ConvertPod(p *corev1.Pod) (model.Endpoint, bool, error) {
 		ServiceAccount: p.Spec.ServiceAccountName,
 		Addrs:          addrs,
 		NamedPorts:     named,
+		Running:        p.Status.Phase == corev1.PodRunning,
+		Created:        p.CreationTimestamp.UTC(),
 	}, true, nil
 }
 

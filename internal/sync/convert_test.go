@@ -1,10 +1,12 @@
 package sync_test
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -353,9 +355,11 @@ func addrs(ss ...string) []netip.Addr {
 }
 
 func TestConvertPod(t *testing.T) {
+	created := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	base := func(mod func(p *corev1.Pod)) *corev1.Pod {
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a", Labels: map[string]string{"app": "a"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "a", Labels: map[string]string{"app": "a"},
+				CreationTimestamp: metav1.NewTime(created.In(time.FixedZone("CET", 3600)))},
 			Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "sa",
 				Containers: []corev1.Container{{Name: "c"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}},
@@ -367,7 +371,8 @@ func TestConvertPod(t *testing.T) {
 	}
 	want := func(mod func(e *model.Endpoint)) model.Endpoint {
 		e := model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "a"}, Node: "node-1",
-			Labels: model.LabelsOf(map[string]string{"app": "a"}), ServiceAccount: "sa", Addrs: addrs("10.0.0.1")}
+			Labels: model.LabelsOf(map[string]string{"app": "a"}), ServiceAccount: "sa", Addrs: addrs("10.0.0.1"),
+			Running: true, Created: created}
 		if mod != nil {
 			mod(&e)
 		}
@@ -383,7 +388,14 @@ func TestConvertPod(t *testing.T) {
 		{"running pod with an IP", base(nil), want(nil), true, false},
 		{"remote node is still an endpoint", base(func(p *corev1.Pod) { p.Spec.NodeName = "node-2" }),
 			want(func(e *model.Endpoint) { e.Node = "node-2" }), true, false},
-		{"pending pod with an IP is an endpoint", base(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), want(nil), true, false},
+		{"pending pod with an IP is an endpoint that does not run", base(func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }),
+			want(func(e *model.Endpoint) { e.Running = false }), true, false},
+		{"phase Unknown: an endpoint that does not run", base(func(p *corev1.Pod) { p.Status.Phase = corev1.PodUnknown }),
+			want(func(e *model.Endpoint) { e.Running = false }), true, false},
+		{"no creation time (a manifest): the zero time", base(func(p *corev1.Pod) { p.CreationTimestamp = metav1.Time{} }),
+			want(func(e *model.Endpoint) { e.Created = time.Time{} }), true, false},
+		{"node that does not exist: an endpoint of that node", base(func(p *corev1.Pod) { p.Spec.NodeName = "no-such-node" }),
+			want(func(e *model.Endpoint) { e.Node = "no-such-node" }), true, false},
 		{"not scheduled", base(func(p *corev1.Pod) { p.Spec.NodeName = "" }), model.Endpoint{}, false, false},
 		{"hostNetwork", base(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), model.Endpoint{}, false, false},
 		{"no IP yet", base(func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "", nil }), model.Endpoint{}, false, false},
@@ -417,6 +429,35 @@ func TestConvertPod(t *testing.T) {
 			}
 		}), want(func(e *model.Endpoint) {
 			e.NamedPorts = []model.NamedPort{{Name: "admin", Protocol: model.ProtocolTCP, Port: 15000}}
+		}), true, false},
+		{"a repeated named port is passed on as declared (the graph drops repeats)", base(func(p *corev1.Pod) {
+			p.Spec.Containers = []corev1.Container{
+				{Name: "a", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}},
+				{Name: "b", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}},
+			}
+		}), want(func(e *model.Endpoint) {
+			e.NamedPorts = []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}, {Name: "http", Protocol: model.ProtocolTCP, Port: 8080}}
+		}), true, false},
+		{"300 container ports in 3 containers: every named one, in order", base(func(p *corev1.Pod) {
+			p.Spec.Containers = nil
+			for c := range 3 {
+				ct := corev1.Container{Name: fmt.Sprint("c", c)}
+				for i := range 100 {
+					ct.Ports = append(ct.Ports, corev1.ContainerPort{Name: fmt.Sprintf("p%d-%d", c, i), ContainerPort: int32(1000*(c+1) + i)})
+				}
+				p.Spec.Containers = append(p.Spec.Containers, ct)
+			}
+		}), want(func(e *model.Endpoint) {
+			for c := range 3 {
+				for i := range 100 {
+					e.NamedPorts = append(e.NamedPorts, model.NamedPort{Name: fmt.Sprintf("p%d-%d", c, i), Protocol: model.ProtocolTCP, Port: uint16(1000*(c+1) + i)})
+				}
+			}
+		}), true, false},
+		{"label values of 63 characters, the API's limit", base(func(p *corev1.Pod) {
+			p.Labels = map[string]string{"app": strings.Repeat("a", 63), "tier": strings.Repeat("z", 62) + "9"}
+		}), want(func(e *model.Endpoint) {
+			e.Labels = model.LabelsOf(map[string]string{"app": strings.Repeat("a", 63), "tier": strings.Repeat("z", 62) + "9"})
 		}), true, false},
 		{"pod without labels", base(func(p *corev1.Pod) { p.Labels = nil }), want(func(e *model.Endpoint) { e.Labels = model.Labels{} }), true, false},
 		{"unparseable IP", base(func(p *corev1.Pod) { p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.300"}} }), model.Endpoint{}, false, true},

@@ -37,7 +37,12 @@
 // isolation comes from the tier's default Deny. LabelSelectors go through
 // selector.FromLabelSelector and must parse back. ConvertPod makes an endpoint of a pod bound to
 // a node, not hostNetwork, not Succeeded/Failed, with ≥ 1 IP (status.podIPs, else podIP);
-// named ports from its containers and restartable init containers. ConvertNamespace sets
+// named ports from its containers and restartable init containers, as many as it declares
+// (the work is linear in their number); whether it runs and when it was created, which decide
+// the owner of an address several pods hold (model). A pod without an IP is no endpoint until
+// it has one; a pod of a node that does not exist is an endpoint of that node (remote: a
+// member of sets, never dispatched here); a pod that turns Succeeded or Failed is withdrawn
+// (EndpointDeleted), so it keeps no policy of its own. ConvertNamespace sets
 // kubernetes.io/metadata.name = name, as the API server guarantees. No TierSet is sent: the
 // graph starts with model.DefaultTiers.
 //
@@ -74,7 +79,7 @@
 //     Watcher (intern.go, bounded), so records and the endpoints the graph keeps share one copy
 //     instead of one the decoder made per pod. Measured by TestInformerCacheMemory (lists decoded
 //     from protobuf, as from the API server): 10,000 realistic pods, 500 namespaces and 2,000
-//     policies add ~2.7 MiB of heap (caches and the Watcher's records; ~10.7 MiB with the emitted
+//     policies add ~2.7 MiB of heap (caches and the Watcher's records; ~11.2 MiB with the emitted
 //     endpoints and policies kept, as the graph keeps them; the budget is 50 MiB; ~3.7 and
 //     ~11.6 MiB before records were 48 bytes with one string). Policies cached as slimmed objects,
 //     with the Watcher recording the model.Policy it emitted, and no interning made it ~14.7 MiB

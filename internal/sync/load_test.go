@@ -79,7 +79,7 @@ func TestLoadDir(t *testing.T) {
 	for _, u := range ups {
 		if s, ok := u.(model.EndpointSet); ok && s.Endpoint.Key.String() == "x/a" {
 			wantEP := model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "a"}, Node: "node-1",
-				Labels: model.LabelsOf(map[string]string{"pod": "a"}), Addrs: addrs("10.0.1.1", "fd00::1:1"),
+				Labels: model.LabelsOf(map[string]string{"pod": "a"}), Addrs: addrs("10.0.1.1", "fd00::1:1"), Running: true,
 				NamedPorts: []model.NamedPort{{Name: "serve-80", Protocol: model.ProtocolTCP, Port: 80}, {Name: "serve-81-udp", Protocol: model.ProtocolUDP, Port: 81}}}
 			if !reflect.DeepEqual(s.Endpoint, wantEP) {
 				t.Errorf("x/a: got %+v\nwant %+v", s.Endpoint, wantEP)

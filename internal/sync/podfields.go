@@ -5,14 +5,16 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // decodePodFields decodes a protobuf v1.Pod into p, reading only the fields ConvertPod and a pod
-// record use — name, namespace, resourceVersion and labels; the node, service account, host
-// network and the containers' (and init containers') names, restart policies and ports; the
-// phase and addresses — and skipping the rest without allocating it: annotations, managed
-// fields, owner references, environment, probes, volumes, conditions, container statuses. The
-// generated decoder allocates every string of a pod, all garbage once its record is made.
+// record use — name, namespace, resourceVersion, creation time and labels; the node, service
+// account, host network and the containers' (and init containers') names, restart policies and
+// ports; the phase and addresses — and skipping the rest without allocating it: annotations,
+// managed fields, owner references, environment, probes, volumes, conditions, container
+// statuses. The generated decoder allocates every string of a pod, all garbage once its record
+// is made.
 //
 // p is emptied first; its labels map and its slices are reused from the pod decoded before.
 // The name, namespace, resourceVersion, labels, phase and the containers' and ports' names are
@@ -36,6 +38,13 @@ func decodePodFields(b []byte, p *corev1.Pod) error {
 					p.Namespace = view(v)
 				case 6:
 					p.ResourceVersion = view(v)
+				case 8: // creationTimestamp: seconds 1, nanos 2 (dropped, as metav1.Time does)
+					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
+						if num == 1 {
+							p.CreationTimestamp = metav1.Unix(int64(x), 0)
+						}
+						return nil
+					})
 				case 11: // a labels entry: key 1, value 2
 					var k, val []byte
 					if err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {

@@ -60,9 +60,11 @@ func TestDecodePodList(t *testing.T) {
 		case 7:
 			p.Labels = map[string]string{"a": "1", "b": "", "app.kubernetes.io/name": "x"}
 			p.Spec.ServiceAccountName = ""
+		case 8: // an address before the containers run
+			p.Status.Phase = corev1.PodPending
 		}
 		p.UID = "0000-1111"
-		p.CreationTimestamp = metav1.Unix(1700000000, 0)
+		p.CreationTimestamp = metav1.Unix(1700000000+int64(i%4)*3600, 0) // pods differ in age
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "u"}}
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
 			FieldsV1: metav1.NewFieldsV1(`{"f:status":{}}`)}}

@@ -158,6 +158,13 @@ func fingerprint(ep *model.Endpoint) uint64 {
 		_ = h.WriteByte(byte(p.Protocol))
 		hashUint(&h, uint64(p.Port))
 	}
+	running := byte(0)
+	if ep.Running {
+		running = 1
+	}
+	_ = h.WriteByte(running)
+	hashUint(&h, uint64(ep.Created.Unix()))
+	hashUint(&h, uint64(ep.Created.Nanosecond()))
 	return h.Sum64() | 1
 }
 

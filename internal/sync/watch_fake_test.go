@@ -186,3 +186,54 @@ func TestWatcherBadObjects(t *testing.T) {
 func equalState(a, b state) bool {
 	return a.String() == b.String()
 }
+
+// TestWatcherSharedAddress: a pod's IP goes to its successor before the pod finishes. Both are
+// endpoints while they hold it (the graph decides the owner from Running and Created); the
+// successor starting running is an update of its endpoint, and the old pod turning Succeeded
+// withdraws its endpoint only. Pods without an IP, and on a node that does not exist, follow
+// ConvertPod: no endpoint, and an endpoint of that node.
+func TestWatcherSharedAddress(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
+	old := fakePod("x", "old", "10.1.0.1", map[string]string{"app": "a"})
+	old.CreationTimestamp = metav1.Unix(1700000000, 0)
+	next := fakePod("x", "next", "10.1.0.1", map[string]string{"app": "a"})
+	next.CreationTimestamp = metav1.Unix(1700003600, 0)
+	next.Status.Phase = corev1.PodPending
+	noIP := fakePod("x", "no-ip", "", nil)
+	noIP.Status.PodIPs = nil
+	lost := fakePod("x", "lost", "10.9.0.1", nil)
+	lost.Spec.NodeName = "no-such-node"
+	cs, waitWatches := fakeCluster(t, ns, old, next, noIP, lost)
+	c := startCollector(t, sync.New(sync.Config{Client: sync.ClientsetClient(cs), NodeName: "node-1"}))
+	want := newState()
+	want.InSync = true
+	want.Namespaces["x"] = sync.ConvertNamespace(ns)
+	for _, p := range []*corev1.Pod{old, next, lost} {
+		want.Endpoints[mustEndpoint(t, p).Key] = mustEndpoint(t, p)
+	}
+	if got := c.waitSync(t); !equalState(got, want) {
+		t.Fatalf("state at in-sync:\n got %v\nwant %v", got, want)
+	}
+	if e := want.Endpoints[model.EndpointKey{Namespace: "x", Name: "next"}]; e.Running || !e.Created.Equal(next.CreationTimestamp.Time) {
+		t.Fatalf("the pending successor converts to running=%v created=%v", e.Running, e.Created)
+	}
+	waitWatches()
+	ctx := context.Background()
+	all := func(s state) state { return s }
+
+	running := next.DeepCopy()
+	running.Status.Phase, running.ResourceVersion = corev1.PodRunning, "2"
+	if _, err := cs.CoreV1().Pods("x").Update(ctx, running, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want.Endpoints[mustEndpoint(t, running).Key] = mustEndpoint(t, running)
+	c.waitFor(t, "the successor runs", all, want)
+
+	done := old.DeepCopy()
+	done.Status.Phase, done.ResourceVersion = corev1.PodSucceeded, "2"
+	if _, err := cs.CoreV1().Pods("x").Update(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	delete(want.Endpoints, model.EndpointKey{Namespace: "x", Name: "old"})
+	c.waitFor(t, "the old pod succeeded", all, want)
+}

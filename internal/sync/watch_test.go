@@ -101,9 +101,11 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	setNS(nsB, nil)
 	web := model.Endpoint{Key: model.EndpointKey{Namespace: nsA, Name: "web"}, Node: "node-1",
 		Labels: model.LabelsOf(map[string]string{"app": "web"}), ServiceAccount: p1.Spec.ServiceAccountName, Addrs: addrs("10.1.0.1", "fd00::1:1"),
+		Running: true, Created: p1.CreationTimestamp.UTC(),
 		NamedPorts: []model.NamedPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}, {Name: "dns", Protocol: model.ProtocolUDP, Port: 53}}}
 	client := model.Endpoint{Key: model.EndpointKey{Namespace: nsB, Name: "client"}, Node: "node-2",
-		Labels: model.LabelsOf(map[string]string{"app": "client"}), ServiceAccount: p2.Spec.ServiceAccountName, Addrs: addrs("10.2.0.1")}
+		Labels: model.LabelsOf(map[string]string{"app": "client"}), ServiceAccount: p2.Spec.ServiceAccountName, Addrs: addrs("10.2.0.1"),
+		Running: true, Created: p2.CreationTimestamp.UTC()}
 	want.Endpoints[web.Key] = web
 	want.Endpoints[client.Key] = client
 	want.Policies[mustPolicy(t, np1).Key] = mustPolicy(t, np1)
@@ -126,6 +128,7 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 		t.Errorf("first batch starts with %v, want resyncing", first)
 	}
 
+	var late *corev1.Pod
 	steps := []struct {
 		name   string
 		change func()
@@ -173,13 +176,24 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 				must(err)
 				_, err = s.SetPodStatus(ctx, nsB, "late", corev1.PodPending, nil)
 				must(err)
-				_, err = s.SetPodStatus(ctx, nsB, "late", corev1.PodRunning, addrs("10.1.0.7"))
+				late, err = s.SetPodStatus(ctx, nsB, "late", corev1.PodPending, addrs("10.1.0.7"))
 				must(err)
 			},
 			func() {
 				want.Endpoints[model.EndpointKey{Namespace: nsB, Name: "late"}] = model.Endpoint{
 					Key: model.EndpointKey{Namespace: nsB, Name: "late"}, Node: "node-1",
-					Labels: model.LabelsOf(map[string]string{"app": "late"}), Addrs: addrs("10.1.0.7")}
+					Labels: model.LabelsOf(map[string]string{"app": "late"}), Addrs: addrs("10.1.0.7"),
+					Created: late.CreationTimestamp.UTC()}
+			}},
+		{"the pod runs: its endpoint says so",
+			func() {
+				_, err := s.SetPodStatus(ctx, nsB, "late", corev1.PodRunning, addrs("10.1.0.7"))
+				must(err)
+			},
+			func() {
+				e := want.Endpoints[model.EndpointKey{Namespace: nsB, Name: "late"}]
+				e.Running = true
+				want.Endpoints[e.Key] = e
 			}},
 		{"a pod that succeeds stops being an endpoint",
 			func() {
@@ -236,14 +250,15 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	if err := s.RestartAPIServer(ctx, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.CreatePod(ctx, nsA, "after", "node-1", map[string]string{"app": "after"}, nil, addrs("10.1.0.9"))
+	after, err := s.CreatePod(ctx, nsA, "after", "node-1", map[string]string{"app": "after"}, nil, addrs("10.1.0.9"))
 	must(err)
 	_, err = s.Client.CoreV1().Pods(nsA).Patch(ctx, "web", types.MergePatchType,
 		mergePatch(t, map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "back"}}}), metav1.PatchOptions{})
 	must(err)
 	want.Endpoints[model.EndpointKey{Namespace: nsA, Name: "after"}] = model.Endpoint{
 		Key: model.EndpointKey{Namespace: nsA, Name: "after"}, Node: "node-1",
-		Labels: model.LabelsOf(map[string]string{"app": "after"}), Addrs: addrs("10.1.0.9")}
+		Labels: model.LabelsOf(map[string]string{"app": "after"}), Addrs: addrs("10.1.0.9"),
+		Running: true, Created: after.CreationTimestamp.UTC()}
 	web.Labels = model.LabelsOf(map[string]string{"app": "web", "tier": "back"})
 	want.Endpoints[web.Key] = web
 	c.waitFor(t, "changes after an API server restart", view, want)

@@ -183,7 +183,8 @@ func (s *State) Apply(msg graph.Message) error {
 	return nil
 }
 
-// ApplyAll applies messages in order, checking the order of kinds within one flush too.
+// ApplyAll applies one flush's messages in order, checking the order of kinds within it too,
+// and that after it no two endpoints list one address (each address has one owner).
 func (s *State) ApplyAll(msgs []graph.Message) error {
 	last := -1
 	for i, m := range msgs {
@@ -194,6 +195,15 @@ func (s *State) ApplyAll(msgs []graph.Message) error {
 		last = r
 		if err := s.Apply(m); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	owner := map[netip.Addr]model.EndpointKey{}
+	for k, e := range s.Endpoints {
+		for _, a := range e.Addrs {
+			if o, ok := owner[a]; ok {
+				return fmt.Errorf("endpoints %s and %s both list address %s", o, k, a)
+			}
+			owner[a] = k
 		}
 	}
 	return nil

@@ -1,0 +1,94 @@
+package graph
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// addrOwners decides, among the local endpoints, which one owns each address that several hold:
+// only the owner lists the address in its EndpointUpdated, so only its dispatch and
+// anti-spoofing elements are keyed by it, and a change of another holder never touches them.
+// Remote endpoints take no part: a packet for a local pod's address is judged here as that
+// pod's, whatever a pod object of another node says. Sizes follow the node's pods (a few
+// hundred), not the cluster's.
+type addrOwners struct {
+	// holders lists the local endpoints holding each address; almost always one.
+	holders map[netip.Addr][]*endpoint
+	// claims holds what ranks each local endpoint (ownerBefore).
+	claims map[*endpoint]claim
+}
+
+// claim is what the owner rule compares: whether the pod runs, and when it was created.
+type claim struct {
+	running bool
+	created time.Time
+}
+
+func newAddrOwners() addrOwners {
+	return addrOwners{holders: map[netip.Addr][]*endpoint{}, claims: map[*endpoint]claim{}}
+}
+
+func claimOf(m *model.Endpoint) claim { return claim{running: m.Running, created: m.Created} }
+
+func (c claim) equal(d claim) bool { return c.running == d.running && c.created.Equal(d.created) }
+
+// ownerBefore reports whether a ranks before b for an address both hold: a running endpoint
+// before one that does not run, then the newer (a pod whose IP went to its successor stays
+// listed until its delete arrives; a status may be written late), then the smaller key, so
+// that the owner never depends on the order of updates.
+func (o *addrOwners) ownerBefore(a, b *endpoint) bool {
+	ca, cb := o.claims[a], o.claims[b]
+	if ca.running != cb.running {
+		return ca.running
+	}
+	if !ca.created.Equal(cb.created) {
+		return ca.created.After(cb.created)
+	}
+	return cmp.Or(cmp.Compare(a.ns.name, b.ns.name), cmp.Compare(a.name, b.name)) < 0
+}
+
+// owns reports whether local endpoint e owns its address a.
+func (g *Graph) owns(e *endpoint, a netip.Addr) bool {
+	for _, h := range g.owners.holders[a] {
+		if h != e && g.owners.ownerBefore(h, e) {
+			return false
+		}
+	}
+	return true
+}
+
+// claimAddrs files local endpoint e under its addresses with claim c. The other holders of
+// those addresses are marked dirty: their ownership may have changed.
+func (g *Graph) claimAddrs(e *endpoint, c claim) {
+	g.owners.claims[e] = c
+	for a := range e.net.addrs() {
+		g.dirtyHolders(a)
+		g.owners.holders[a] = append(g.owners.holders[a], e)
+	}
+}
+
+// releaseAddrs takes local endpoint e out from under its addresses, marking the other holders
+// dirty: one of them may own an address now.
+func (g *Graph) releaseAddrs(e *endpoint) {
+	for a := range e.net.addrs() {
+		hs := slices.DeleteFunc(g.owners.holders[a], func(h *endpoint) bool { return h == e })
+		if len(hs) == 0 {
+			delete(g.owners.holders, a)
+			continue
+		}
+		g.owners.holders[a] = hs
+		g.dirtyHolders(a)
+	}
+	delete(g.owners.claims, e)
+}
+
+// dirtyHolders marks every local endpoint holding a dirty.
+func (g *Graph) dirtyHolders(a netip.Addr) {
+	for _, h := range g.owners.holders[a] {
+		g.dirtyEndpoints[h.key()] = struct{}{}
+	}
+}
