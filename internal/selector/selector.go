@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Labels is what a selector is evaluated against.
@@ -266,38 +264,53 @@ func req(n *node, f func(*node)) {
 	f(n)
 }
 
-// FromLabelSelector converts a Kubernetes LabelSelector exactly. nil and {} give All();
-// callers decide what a nil selector means.
-func FromLabelSelector(ls *metav1.LabelSelector) (*Selector, error) {
-	if ls == nil {
-		return All(), nil
-	}
+// Requirement is one requirement of a label selector in Kubernetes' terms (a LabelSelector's
+// matchExpressions entry): a key, an operator (OpIn, OpNotIn, OpExists, OpDoesNotExist) and
+// values.
+type Requirement struct {
+	Key      string
+	Operator string
+	Values   []string
+}
+
+// Operators of Requirement, spelled as Kubernetes spells them.
+const (
+	OpIn           = "In"
+	OpNotIn        = "NotIn"
+	OpExists       = "Exists"
+	OpDoesNotExist = "DoesNotExist"
+)
+
+// FromLabelSelector converts a Kubernetes label selector — its matchLabels and its
+// matchExpressions — exactly. Nothing at all gives All(); callers decide what a missing selector
+// means.
+func FromLabelSelector(matchLabels map[string]string, matchExpressions []Requirement) (*Selector, error) {
 	var kids []*node
-	keys := make([]string, 0, len(ls.MatchLabels))
-	for k := range ls.MatchLabels {
+	keys := make([]string, 0, len(matchLabels))
+	for k := range matchLabels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		kids = append(kids, &node{op: opEq, key: k, val: ls.MatchLabels[k]})
+		kids = append(kids, &node{op: opEq, key: k, val: matchLabels[k]})
 	}
-	for _, e := range ls.MatchExpressions {
+	for _, e := range matchExpressions {
 		switch e.Operator {
-		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn:
+		case OpIn, OpNotIn:
 			if len(e.Values) == 0 {
 				return nil, fmt.Errorf("selector: %s on %q needs values", e.Operator, e.Key)
 			}
 			o := opIn
-			if e.Operator == metav1.LabelSelectorOpNotIn {
+			if e.Operator == OpNotIn {
 				o = opNotIn
 			}
 			kids = append(kids, &node{op: o, key: e.Key, vals: sortedSet(e.Values)})
-		case metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
+		case OpExists, OpDoesNotExist:
 			if len(e.Values) != 0 {
 				return nil, fmt.Errorf("selector: %s on %q takes no values", e.Operator, e.Key)
 			}
 			var n node = node{op: opHas, key: e.Key}
-			if e.Operator == metav1.LabelSelectorOpDoesNotExist {
+			if e.Operator == OpDoesNotExist {
 				kids = append(kids, &node{op: opNot, kids: []*node{&n}})
 			} else {
 				kids = append(kids, &n)

@@ -188,9 +188,16 @@ func ConvertNetworkPolicy(np *networkingv1.NetworkPolicy) (model.Policy, error) 
 }
 
 // convertSelector converts a LabelSelector (nil and {} select everything) into the selector
-// language (FromLabelSelector refuses what would not parse back).
+// language (selector.FromLabelSelector refuses what would not parse back).
 func convertSelector(ls *metav1.LabelSelector) (string, error) {
-	s, err := selector.FromLabelSelector(ls)
+	if ls == nil {
+		return selector.All().String(), nil
+	}
+	reqs := make([]selector.Requirement, len(ls.MatchExpressions))
+	for i, e := range ls.MatchExpressions {
+		reqs[i] = selector.Requirement{Key: e.Key, Operator: string(e.Operator), Values: e.Values}
+	}
+	s, err := selector.FromLabelSelector(ls.MatchLabels, reqs)
 	if err != nil {
 		return "", err
 	}
