@@ -18,7 +18,7 @@ import (
 //     side that the group's endpoints do not satisfy) are left out; ingress named ports are
 //     resolved on the local endpoint, so every rule's ports are ranges;
 //   - the rules whose peer side requires a set are indexed by the first such set (gated), the
-//     others (ungated) are candidates of every peer;
+//     others (ungated) are candidates of every peer, kept per interval (ungatedIn);
 //   - the address space of the family is cut by every prefix of the rules' peer sides into
 //     elementary intervals (a sweep over the prefixes' boundaries); the rules whose ipBlock
 //     predicate holds are the same throughout an interval, and intervals where the same rules
@@ -47,8 +47,12 @@ type plan struct {
 	defaults []Outcome
 	final    Outcome // after the last tier
 	rules    []planRule
-	ungated  []int32
-	gated    map[graph.SetID][]int32
+	// ungatedAll are the rules whose peer side requires no set and excludes none; ungatedBy
+	// lists, per netID, those whose ipBlock predicate holds there (ungatedIn). ungatedNot are
+	// the other rules that require no set: they exclude some.
+	ungatedAll, ungatedNot []int32
+	ungatedBy              map[int32][]int32
+	gated                  map[graph.SetID][]int32
 	// refs are the sets the rules' peer sides reference (Sets, NotSets, egress named-port sets),
 	// sorted: an address in one of them is a known peer (an element of the peers map).
 	refs []graph.SetID
@@ -127,7 +131,8 @@ type portGap struct{ first, last uint16 }
 // newPlan prepares the rules of tiers; budget bounds the work of the plan's compile.
 func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool, budget int64) *plan {
 	pl := &plan{s: s, dir: dir, is4: is4, local: local, ntier: len(tiers), gated: map[graph.SetID][]int32{},
-		memo: map[digest]string{}, byRules: map[digest]string{}, budget: budget}
+		ungatedBy: map[int32][]int32{},
+		memo:      map[digest]string{}, byRules: map[digest]string{}, budget: budget}
 	pl.final = Outcome{Allow, "no policy applies"}
 	if len(tiers) > 0 {
 		pl.final = Outcome{Allow, "no tier decided: allow"}
@@ -155,10 +160,13 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies, local n
 			pr.tier = int32(ti)
 			pos := int32(len(pl.rules))
 			pl.rules = append(pl.rules, pr)
-			if len(pr.peer.Sets) > 0 {
+			switch {
+			case len(pr.peer.Sets) > 0:
 				pl.gated[pr.peer.Sets[0]] = append(pl.gated[pr.peer.Sets[0]], pos)
-			} else {
-				pl.ungated = append(pl.ungated, pos)
+			case len(pr.peer.NotSets) > 0:
+				pl.ungatedNot = append(pl.ungatedNot, pos)
+			default:
+				pl.ungatedAll = append(pl.ungatedAll, pos)
 			}
 			pl.npRefs = pl.npRefs || len(pr.posNP)+len(pr.negNP) > 0
 			for _, p := range []model.Protocol{pr.proto, pr.notProt} {
@@ -398,7 +406,7 @@ func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []graph.SetID) s
 	if ck, ok := pl.memo[sig]; ok {
 		return ck
 	}
-	cand := pl.candidates(a, refs)
+	cand := pl.candidates(a, iv, refs)
 	rk := appendInt32s(sc.key[:0], cand)
 	if pl.npRefs && len(refs) > 0 {
 		rk = pl.appendNamedPorts(append(rk, 0xff), a, refs)
@@ -436,9 +444,8 @@ func (pl *plan) appendNamedPorts(k []byte, a netip.Addr, refs []graph.SetID) []b
 
 // candidates lists, in evaluation order, the rules whose peer side holds for peer a, held by
 // the sets refs (none: an unknown address).
-func (pl *plan) candidates(a netip.Addr, refs []graph.SetID) []int32 {
+func (pl *plan) candidates(a netip.Addr, iv int, refs []graph.SetID) []int32 {
 	sc := &pl.scratch
-	out := sc.cand[:0]
 	holds := func(i int32) bool {
 		r := &pl.rules[i]
 		for _, id := range r.peer.Sets {
@@ -453,8 +460,9 @@ func (pl *plan) candidates(a netip.Addr, refs []graph.SetID) []int32 {
 		}
 		return !r.netRule || r.netHolds(a, pl.is4)
 	}
-	n := len(pl.ungated)
-	for _, i := range pl.ungated {
+	out := append(sc.cand[:0], pl.ungatedIn(iv, a)...)
+	n := len(pl.ungatedNot)
+	for _, i := range pl.ungatedNot {
 		if holds(i) {
 			out = append(out, i)
 		}
@@ -471,6 +479,25 @@ func (pl *plan) candidates(a netip.Addr, refs []graph.SetID) []int32 {
 	pl.spend(n + len(out))
 	sc.cand = out
 	return out
+}
+
+// ungatedIn lists the ungated rules without excluded sets whose ipBlock predicate holds in
+// elementary interval iv (a holds there): the same for every peer of the interval, so kept per
+// netID and spent for once.
+func (pl *plan) ungatedIn(iv int, a netip.Addr) []int32 {
+	id := pl.netID[iv]
+	if l, ok := pl.ungatedBy[id]; ok {
+		return l
+	}
+	var l []int32
+	for _, i := range pl.ungatedAll {
+		if r := &pl.rules[i]; !r.netRule || r.netHolds(a, pl.is4) {
+			l = append(l, i)
+		}
+	}
+	pl.spend(len(pl.ungatedAll) + 2*len(l))
+	pl.ungatedBy[id] = l
+	return l
 }
 
 // netHolds reports whether the rule's ipBlock predicate holds for address a of the family: in
