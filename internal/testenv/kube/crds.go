@@ -19,9 +19,13 @@ import (
 //go:embed crds/policy.networking.k8s.io_clusternetworkpolicies.yaml
 var clusterNetworkPolicyCRD []byte
 
+// ClusterNetworkPolicyVersion is the sigs.k8s.io/network-policy-api release whose CRD is embedded.
+const ClusterNetworkPolicyVersion = "v0.2.0"
+
 // ClusterNetworkPolicyCRD returns (a copy of) the CustomResourceDefinition YAML of
 // ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2, standard channel) from
-// sigs.k8s.io/network-policy-api at the version go.mod requires.
+// sigs.k8s.io/network-policy-api ClusterNetworkPolicyVersion (the version go.mod requires, when
+// it requires the module).
 func ClusterNetworkPolicyCRD() []byte { return bytes.Clone(clusterNetworkPolicyCRD) }
 
 // ClusterNetworkPolicies is the resource InstallClusterNetworkPolicyCRD makes available.

@@ -30,7 +30,7 @@
 //     (TestStop logs the figure).
 //   - CreateNode registers a Node (labels, podCIDRs, InternalIP addresses, Ready) the same way.
 //     InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy v1alpha2 CRD (standard
-//     channel of sigs.k8s.io/network-policy-api, embedded at go.mod's version) and returns once
+//     channel of sigs.k8s.io/network-policy-api, embedded at ClusterNetworkPolicyVersion) and returns once
 //     it is served; the first write of a new CRD kind then takes ~2 s inside the API server.
 //   - RestartAPIServer kills kube-apiserver only (SIGKILL, like a crash), waits, and starts it
 //     on the same port; etcd keeps the data, so clients and informers resume.
