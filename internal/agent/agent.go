@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
 // Calculator is the calculation graph as the loop uses it (internal/graph.Graph).
@@ -24,6 +26,9 @@ type Dataplane interface {
 	// Resync reads the table back and repairs any drift in one transaction; it reports whether
 	// drift was found. It is also how a failed apply is retried.
 	Resync() (drift bool, err error)
+	// Repair replaces the table with the desired state in one transaction without reading it
+	// back: the answer to a report that another process changed the table.
+	Repair() error
 	// Stats describes the committed table, for the gauges.
 	Stats() TableStats
 }
@@ -49,6 +54,10 @@ type Config struct {
 	// the graph is told the state is complete — and the dataplane commits it — only once each
 	// has (the API watcher, the interface monitor). 0 means 1.
 	Sources int
+	// TableChanges, if set, delivers the kernel's reports of changes that other processes made
+	// to the table (ruleset.Monitor): the loop answers the reports queued together with one
+	// repair.
+	TableChanges <-chan ruleset.TableChange
 }
 
 // Loop runs the agent's single goroutine: it feeds model updates to the graph, flushes the
@@ -129,19 +138,23 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 		}
 		publish()
 	}
-	doResync := func(reason string) {
+	// doResync reads the table back and repairs it; trigger labels the repair in
+	// nftpolicy_drift_repairs_total, attrs add to its log line.
+	doResync := func(trigger, reason string, attrs ...any) {
 		if cfg.Metrics != nil {
 			cfg.Metrics.Resyncs.Inc()
 		}
+		start := time.Now()
 		drift, err := dp.Resync()
 		if err != nil {
 			fail("resync ("+reason+")", err)
 			return
 		}
 		if drift {
-			log.Warn("nftables table had drifted from the desired state; repaired", "reason", reason)
+			log.Warn("nftables table had drifted from the desired state; repaired",
+				append([]any{"reason", reason, "took", time.Since(start)}, attrs...)...)
 			if cfg.Metrics != nil {
-				cfg.Metrics.DriftRepairs.Inc()
+				cfg.Metrics.DriftRepairs.WithLabelValues(trigger).Inc()
 			}
 		}
 		succeed()
@@ -155,12 +168,33 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			return nil
 		case <-resync.C:
 			if inSync {
-				doResync("periodic")
+				doResync(TriggerPeriodic, "periodic")
 			}
 			continue
 		case <-retry.C:
 			if failing {
-				doResync("retry after failure")
+				doResync(TriggerRetry, "retry after failure")
+			}
+			continue
+		case change := <-cfg.TableChanges:
+			changes, known := tableChanges(change, cfg.TableChanges, cfg.Metrics)
+			switch {
+			case !inSync:
+				log.Info("another process changed the nftables table before the first commit; the first commit replaces it", "changes", changes)
+			case known:
+				// the kernel said another process changed the table: replace it, no read-back
+				start := time.Now()
+				if err := dp.Repair(); err != nil {
+					fail("repair (changed by another process)", err)
+					continue
+				}
+				log.Warn("another process changed the nftables table; replaced it", "changes", changes, "took", time.Since(start))
+				if cfg.Metrics != nil {
+					cfg.Metrics.DriftRepairs.WithLabelValues(TriggerEvent).Inc()
+				}
+				succeed()
+			default:
+				doResync(TriggerEvent, "changes by others may have gone unreported", "changes", changes)
 			}
 			continue
 		case batch, ok = <-updates:
@@ -206,11 +240,42 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 		log.Debug("applied", "updates", n, "messages", len(msgs), "duration", took)
 		if failing {
 			// A failed apply may have left the kernel behind the desired state.
-			doResync("after recovery")
+			doResync(TriggerRetry, "after recovery")
 			continue
 		}
 		succeed()
 	}
+}
+
+// Triggers of a resync, the label of nftpolicy_drift_repairs_total.
+const (
+	TriggerEvent    = "event"    // the kernel reported a change by another process, or lost reports
+	TriggerPeriodic = "periodic" // Config.ResyncInterval
+	TriggerRetry    = "retry"    // after a failed apply
+)
+
+// tableChanges takes first and every report queued behind it (a burst: one repair answers them
+// all), counts them, and describes them for the log; known says that at least one reports a
+// change, not only a gap (ruleset.TableChange.Lost).
+func tableChanges(first ruleset.TableChange, more <-chan ruleset.TableChange, m *Metrics) (desc string, known bool) {
+	var descs []string
+	for c, ok := first, true; ok; {
+		known = known || !c.Lost
+		if m != nil {
+			if c.Lost {
+				m.TableEventsLost.Inc()
+			} else {
+				m.ForeignChanges.Inc()
+			}
+		}
+		descs = append(descs, c.String())
+		select {
+		case c = <-more:
+		default:
+			ok = false
+		}
+	}
+	return strings.Join(descs, " | "), known
 }
 
 // syncCount counts the sources that have reported in-sync.

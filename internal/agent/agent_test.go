@@ -49,6 +49,7 @@ type fakeDataplane struct {
 	mu       sync.Mutex
 	applies  int
 	resyncs  int
+	repairs  int
 	failNext int
 	tx       uint64 // transactions: successful applies and resyncs
 	applied  chan struct{}
@@ -75,6 +76,14 @@ func (d *fakeDataplane) Resync() (bool, error) {
 	defer func() { d.resynced <- struct{}{} }()
 	d.tx++
 	return true, nil
+}
+
+func (d *fakeDataplane) Repair() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.repairs++
+	d.tx++
+	return nil
 }
 
 func (d *fakeDataplane) Stats() TableStats {
@@ -166,8 +175,8 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 	if got := status("/healthz"); got != http.StatusOK {
 		t.Fatalf("/healthz after recovery = %d, want 200", got)
 	}
-	if got := testutil.ToFloat64(m.DriftRepairs); got < 1 {
-		t.Fatalf("nftpolicy_drift_repairs_total = %v, want ≥ 1", got)
+	if got := testutil.ToFloat64(m.DriftRepairs.WithLabelValues(TriggerRetry)); got < 1 {
+		t.Fatalf("nftpolicy_drift_repairs_total{trigger=retry} = %v, want ≥ 1", got)
 	}
 	if got := podsVersion(); got != 50 {
 		t.Fatalf("nftpolicy_source_resource_version{pods} = %v after the repairing resync, want 50", got)

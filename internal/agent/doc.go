@@ -18,4 +18,14 @@
 // stay live until the batch ends. Config.FirstCommit is called once, when that first full apply
 // has committed: the binary ends TuneGoRuntime's start-up settings there (goruntime.go), which
 // trade the collector's work during the cold start for nothing at its peak.
+//
+// Changes by others: Run starts the dataplane's table monitor, whose reports (Config.TableChanges)
+// say that another process changed the table, or that changes may have gone unreported. The loop
+// answers the reports queued together at once, with one Repair (the desired table written whole,
+// no read-back: the kernel has said that it changed) when one of them names a change, else with
+// one Resync, and logs the committing process's pid and command and what it changed;
+// nftpolicy_table_foreign_changes_total and nftpolicy_table_events_lost_total count the reports,
+// nftpolicy_drift_repairs_total{trigger} the repairs (event, periodic, retry). Before in-sync a
+// report is only logged: the first commit replaces the table. The periodic resync stays, for what
+// no report covers.
 package agent

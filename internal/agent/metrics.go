@@ -12,7 +12,9 @@ type Metrics struct {
 	EventToCommit     prometheus.Histogram
 	InSync            prometheus.Gauge
 	Resyncs           prometheus.Counter
-	DriftRepairs      prometheus.Counter
+	DriftRepairs      *prometheus.CounterVec
+	ForeignChanges    prometheus.Counter
+	TableEventsLost   prometheus.Counter
 	Sets              prometheus.Gauge
 	SetElements       prometheus.Gauge
 	Chains            prometheus.Gauge
@@ -38,8 +40,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_in_sync", Help: "1 once the sources are in sync and the full state has been committed."}),
 		Resyncs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftpolicy_resyncs_total", Help: "Read-backs of the nftables table."}),
-		DriftRepairs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nftpolicy_drift_repairs_total", Help: "Resyncs that found the table changed behind the agent's back and repaired it."}),
+		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftpolicy_drift_repairs_total", Help: "Repairs of the table after a change made behind the agent's back, by what found it: " +
+				"event (the kernel reported another process's change, or a read-back after a lost report found one), periodic, retry (after a failed apply)."},
+			[]string{"trigger"}),
+		ForeignChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftpolicy_table_foreign_changes_total", Help: "Transactions of other processes that changed the table, as the kernel's nftables events reported them."}),
+		TableEventsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftpolicy_table_events_lost_total", Help: "Reports that changes by others may have gone unreported (the event socket overflowed, " +
+				"or a transaction committed during one of the agent's own large commits, which are not watched); each is answered by a resync."}),
 		Sets: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftpolicy_sets", Help: "Sets and maps in the programmed table."}),
 		SetElements: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -60,8 +69,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Newest resourceVersion of each watched API resource whose changes the programmed table reflects " +
 			"(compare with an object's metadata.resourceVersion to tell whether the table has caught up with it).",
 	}, []string{"resource"})
+	for _, trigger := range []string{TriggerEvent, TriggerPeriodic, TriggerRetry} {
+		m.DriftRepairs.WithLabelValues(trigger)
+	}
 	reg.MustRegister(m.SourceVersion)
 	reg.MustRegister(m.ApplyDuration, m.ApplyErrors, m.EventToCommit, m.InSync, m.Resyncs, m.DriftRepairs,
-		m.Sets, m.SetElements, m.Chains, m.Rules, m.Transactions, m.GraphUpdates, m.DataplaneMessages)
+		m.ForeignChanges, m.TableEventsLost, m.Sets, m.SetElements, m.Chains, m.Rules, m.Transactions, m.GraphUpdates, m.DataplaneMessages)
 	return m
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/ifmon"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
 
@@ -149,10 +150,22 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		}
 	}()
 
+	tableChanges := make(chan ruleset.TableChange, 16)
+	tableMon, err := dp.Monitor(tableChanges)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := tableMon.Run(ctx); err != nil && ctx.Err() == nil {
+			errs <- fmt.Errorf("watching the nftables table: %w", err)
+		}
+	}()
+
 	loopErr := make(chan error, 1)
 	go func() {
 		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
-			FirstCommit: cfg.FirstCommit, Sources: 2}, // the API watcher and the interface monitor
+			FirstCommit: cfg.FirstCommit, Sources: 2, // the API watcher and the interface monitor
+			TableChanges: tableChanges},
 			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
 	}()
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)

@@ -81,8 +81,8 @@ type Committer interface {
 }
 
 // Dataplane folds the graph's messages into the desired table and commits each apply's difference
-// in one transaction. Apply, Resync and Cleanup are called from one goroutine; DeniedPackets
-// from any, at any time.
+// in one transaction. Apply, Resync, Repair and Cleanup are called from one goroutine;
+// DeniedPackets from any, at any time.
 type Dataplane struct {
 	// netnsFD is the namespace programmed (< 0: the current one), for DeniedPackets.
 	netnsFD int

@@ -168,7 +168,11 @@
 // costliest policy of the groups that object belongs to is rejected (as for the compile budget,
 // reported through Config.Rejected) and the table written again, so every other policy stays
 // enforced.
-// Resync also reads the table back and repairs any drift the same way.
+// Resync also reads the table back and repairs any drift the same way. Monitor (monitor.go)
+// opens the kernel's reports of changes that other processes make to the table
+// (ruleset.Monitor); the agent answers a reported change with Repair, which replaces the table
+// without reading it back, a report that changes may have gone unreported with Resync, and runs
+// Resync periodically as well.
 //
 // # Limits (documented, never widening an allow)
 //

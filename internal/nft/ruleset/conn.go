@@ -7,6 +7,8 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -60,6 +62,14 @@ type Conn struct {
 	// replaces counts the batches that rebuilt the whole table (tests tell incremental commits
 	// from fallbacks by it).
 	replaces uint64
+	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
+	// skips them); dial sets it, Monitors read it from their goroutines.
+	port atomic.Uint32
+	// monitors are the Monitors opened on the Conn: its large batches are sent with them out of
+	// the event group (sendWatched). quietHook, set by tests, runs while they are out.
+	monitorsMu sync.Mutex
+	monitors   []*Monitor
+	quietHook  func()
 }
 
 // Open opens a lasting nftables netlink connection in the network namespace netnsFD refers to
@@ -115,6 +125,7 @@ func (c *Conn) dial() error {
 	}
 	c.closeConns()
 	c.nft, c.sock, c.enc, c.out = nc, sock, enc, nil
+	c.port.Store(sock.PID())
 	return nil
 }
 
@@ -244,7 +255,7 @@ func (c *Conn) flush() error {
 	w := c.out
 	c.out = nil
 	if err == nil && w != nil && w.messages() {
-		err = c.send(w)
+		err = c.sendWatched(w)
 	}
 	if err == nil {
 		return nil

@@ -38,6 +38,7 @@ func TestVerifyDrift(t *testing.T) {
 		{"foreign chain added", "add chain inet drift intruder"},
 		{"foreign set added", "add set inet drift intruder { type ipv4_addr; }"},
 		{"set remade with another size", "flush chain inet drift output\ndelete set inet drift local_v4\nadd set inet drift local_v4 { type ipv4_addr; size 2048; comment \"local pods\"; elements = { 10.0.0.1, 10.0.0.2 } }\nadd rule inet drift output ct state established,related accept comment \"replies of allowed connections\"\nadd rule inet drift output ip daddr @local_v4 return comment \"kubelet probes\"\nadd rule inet drift output ip6 saddr @local_v6 jump deny_x"},
+		{"table flushed", "flush table inet drift"},
 		{"table deleted", "delete table inet drift"},
 		{"base chain re-prioritised", "delete chain inet drift input\nadd chain inet drift input { type filter hook input priority 8; policy accept; }"},
 	} {

@@ -4,8 +4,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -66,84 +64,11 @@ func nftRun(ns, stdin string, args ...string) (string, error) {
 	return string(out), err
 }
 
-var (
-	counterValues = regexp.MustCompile(`counter packets \d+ bytes \d+`)
-	spaces        = regexp.MustCompile(`\s+`)
-)
-
-// normalize turns an `nft list table` output (or Render's) into a canonical form: whitespace
-// collapsed, counter values dropped, element lists sorted, and the table's blocks (sets, maps,
-// chains) sorted, since the kernel lists objects in creation order and elements in its own order.
-// Statements stay as printed, so a wrong expression still shows.
-func normalize(s string) string {
-	lines := strings.Split(counterValues.ReplaceAllString(s, "counter"), "\n")
-	// join wrapped element lists
-	var joined []string
-	for i := 0; i < len(lines); i++ {
-		l := strings.TrimSpace(lines[i])
-		if strings.HasPrefix(l, "elements = {") {
-			for !strings.HasSuffix(l, "}") && i+1 < len(lines) {
-				i++
-				l += " " + strings.TrimSpace(lines[i])
-			}
-			inner := strings.TrimSuffix(strings.TrimPrefix(l, "elements = {"), "}")
-			els := splitTop(inner)
-			slices.Sort(els)
-			l = "elements = { " + strings.Join(els, ", ") + " }"
-		}
-		if l = spaces.ReplaceAllString(l, " "); l != "" {
-			joined = append(joined, l)
-		}
-	}
-	// blocks
-	var head []string
-	var blocks []string
-	var cur []string
-	for _, l := range joined {
-		switch {
-		case cur == nil && (strings.HasPrefix(l, "set ") || strings.HasPrefix(l, "map ") || strings.HasPrefix(l, "chain ")):
-			cur = []string{l}
-		case cur != nil && l == "}":
-			blocks = append(blocks, strings.Join(append(cur, l), "\n"))
-			cur = nil
-		case cur != nil:
-			cur = append(cur, l)
-		default:
-			head = append(head, l)
-		}
-	}
-	slices.Sort(blocks)
-	return strings.Join(head, "\n") + "\n" + strings.Join(blocks, "\n")
-}
-
-// splitTop splits an element list at commas outside quotes.
-func splitTop(s string) []string {
-	var out []string
-	var b strings.Builder
-	inq := false
-	for _, r := range s {
-		switch {
-		case r == '"':
-			inq = !inq
-			b.WriteRune(r)
-		case r == ',' && !inq:
-			out = append(out, strings.TrimSpace(spaces.ReplaceAllString(b.String(), " ")))
-			b.Reset()
-		default:
-			b.WriteRune(r)
-		}
-	}
-	if t := strings.TrimSpace(b.String()); t != "" {
-		out = append(out, spaces.ReplaceAllString(t, " "))
-	}
-	return out
-}
-
 // assertKernel fails unless `nft list table` in ns prints what Render(want) prints.
 func assertKernel(tb testing.TB, ns string, want *Table) {
 	tb.Helper()
 	got := nftIn(tb, ns, "", "list", "table", "inet", want.Name)
-	if g, w := normalize(got), normalize(Render(want)); g != w {
+	if g, w := testenv.NormalizeListing(got), testenv.NormalizeListing(Render(want)); g != w {
 		tb.Fatalf("kernel table differs from Render\n--- kernel (normalized)\n%s\n--- render (normalized)\n%s\n--- kernel (raw)\n%s", g, w, got)
 	}
 }

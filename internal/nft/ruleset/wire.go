@@ -146,6 +146,15 @@ func (w *wire) frame() {
 // messages reports whether anything besides the frame was written.
 func (w *wire) messages() bool { return w.seq > 1 }
 
+// size is the number of bytes written.
+func (w *wire) size() int {
+	n := 0
+	for _, b := range w.blocks {
+		n += len(b)
+	}
+	return n
+}
+
 func putHeader(b []byte, length int, typ netlink.HeaderType, flags netlink.HeaderFlags, seq uint32) {
 	binary.NativeEndian.PutUint32(b[0:4], uint32(length))
 	binary.NativeEndian.PutUint16(b[4:6], uint16(typ))
