@@ -27,6 +27,8 @@ type runConfig struct {
 	Table            string
 	// FailureThreshold is the number of consecutive failed applies after which /healthz fails.
 	FailureThreshold int
+	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed this long.
+	WatchStaleAfter time.Duration
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -51,6 +53,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.BoolVar(&c.CleanupOnExit, "cleanup-on-exit", false, "remove the nftables table on exit (default: leave it, so policy stays enforced across restarts)")
 	fs.StringVar(&c.Table, "table", "nftpolicy", "name of the inet nftables table the agent owns")
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
+	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, err
 	}
@@ -70,6 +73,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	if c.ResyncInterval <= 0 {
 		return c, usageErrorf("--resync-interval must be positive, got %v", c.ResyncInterval)
+	}
+	if c.WatchStaleAfter < 0 {
+		return c, usageErrorf("--watch-stale-after must not be negative, got %v", c.WatchStaleAfter)
 	}
 	if c.FailureThreshold < 1 {
 		return c, usageErrorf("--failure-threshold must be at least 1")

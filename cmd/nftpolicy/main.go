@@ -92,7 +92,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		Client: client, NodeName: cfg.NodeName, NetNSFD: -1, Table: cfg.Table,
 		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing,
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, FailureThreshold: cfg.FailureThreshold,
-		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup,
+		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
 	})
 }
 

@@ -125,6 +125,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 		publish()
 	}
 	doResync := func(reason string) {
+		cfg.Health.applyStarted()
 		if cfg.Metrics != nil {
 			cfg.Metrics.Resyncs.Inc()
 		}
@@ -164,6 +165,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			}
 		}
 		received := time.Now()
+		cfg.Health.applyStarted()
 		n := feed(calc, batch, &inSync, versions)
 		// Coalesce whatever else is already queued: one flush and one transaction per burst.
 	drain:
@@ -184,6 +186,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			cfg.Metrics.DataplaneMessages.Add(float64(len(msgs)))
 		}
 		if len(msgs) == 0 {
+			cfg.Health.applyEnded()
 			publish() // nothing to change: the table already reflects these versions
 			continue
 		}

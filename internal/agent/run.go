@@ -51,6 +51,9 @@ type RunConfig struct {
 	// FirstCommit, if set, is called once, when the whole state has first been committed (the
 	// end of the start-up: the binary ends TuneGoRuntime's start-up settings there).
 	FirstCommit func()
+	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed, or an
+	// apply has been running, for longer (Health.StaleAfter); 0: never.
+	WatchStaleAfter time.Duration
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -66,7 +69,10 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	metrics := NewMetrics(reg)
-	health := &Health{FailureThreshold: int64(cfg.FailureThreshold)}
+	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
+		Metrics: sync.NewMetrics(reg)})
+	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
+		WatchDown: watcher.WatchDown}
 
 	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft")}
 	if cfg.AntiSpoofing {
@@ -111,8 +117,6 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}
 
 	updates := make(chan []model.Update, 64)
-	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
-		Metrics: sync.NewMetrics(reg)})
 	go func() {
 		if err := watcher.Run(ctx, updates); err != nil && ctx.Err() == nil {
 			errs <- fmt.Errorf("watching the API server: %w", err)
