@@ -57,7 +57,9 @@ type RunConfig struct {
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
-// table stays in force unless CleanupOnExit.
+// table stays in force unless CleanupOnExit. Once ctx is done Run returns within shutdownGrace,
+// leaving an apply that still runs to finish or to end with the process; with CleanupOnExit it
+// waits for that apply, then removes the table.
 func Run(ctx context.Context, cfg RunConfig) error {
 	log := cfg.Logger
 	if log == nil {
@@ -82,7 +84,12 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
-	defer dp.Close()
+	loopRunning := false
+	defer func() {
+		if !loopRunning { // else the loop is still in an apply, and the process is ending
+			_ = dp.Close()
+		}
+	}()
 	reg.MustRegister(newDenyCollector(dp))
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -143,6 +150,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}()
 
 	loopErr := make(chan error, 1)
+	loopRunning = true
 	go func() {
 		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
 			FirstCommit: cfg.FirstCommit},
@@ -151,9 +159,30 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
 	select {
 	case err = <-errs:
-		cancel()
-		<-loopErr
 	case err = <-loopErr:
+		loopRunning = false
+	case <-ctx.Done():
+	}
+	cancel()
+	if loopRunning {
+		// The loop returns at once unless an apply or resync runs. The table in force is then the
+		// one the kernel last committed (a transaction is all or nothing), as after a SIGKILL;
+		// without CleanupOnExit the agent waits at most shutdownGrace for it. The kernel finishes
+		// a transaction it is committing even if the process exits meanwhile.
+		var grace <-chan time.Time
+		if !cfg.CleanupOnExit {
+			grace = time.After(shutdownGrace)
+		}
+		select {
+		case lerr := <-loopErr:
+			loopRunning = false
+			if err == nil {
+				err = lerr
+			}
+		case <-grace:
+			log.Warn("stopping without waiting for the running apply; the table stays as last committed",
+				"waited", shutdownGrace)
+		}
 	}
 	if cfg.CleanupOnExit {
 		if cerr := dp.Cleanup(); cerr != nil {
@@ -166,6 +195,10 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cfg.CleanupOnExit)
 	return err
 }
+
+// shutdownGrace is how long Run waits, once its context is done, for an apply or resync the loop
+// is running: the agent exits well within a second of SIGTERM.
+const shutdownGrace = 100 * time.Millisecond
 
 // nftAdapter gives the nft dataplane the loop's interface.
 type nftAdapter struct{ *nft.Dataplane }
