@@ -27,6 +27,8 @@ type runConfig struct {
 	Table            string
 	// FailureThreshold is the number of consecutive failed applies after which /healthz fails.
 	FailureThreshold int
+	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed this long.
+	WatchStaleAfter time.Duration
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -45,12 +47,13 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	prefixes := fs.String("workload-iface-prefixes", "veth,cali,cni,lxc,eni,tap", "comma-separated prefixes of host interfaces that lead to pods")
 	fs.BoolVar(&c.AntiSpoofing, "anti-spoofing", true, "forward from a workload interface only its pod's source addresses, nothing before its endpoint is programmed; a prefix is checked once a local pod is seen behind it (one interface and host route per pod), so bridge CNIs are left alone")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9464", "address of the Prometheus /metrics endpoint; empty disables it")
-	fs.StringVar(&c.HealthAddr, "health-addr", ":9465", "address of /healthz and /readyz; empty disables them")
+	fs.StringVar(&c.HealthAddr, "health-addr", "127.0.0.1:9465", "address of /healthz and /readyz (the kubelet probes the node's loopback); empty disables them")
 	fs.StringVar(&c.LogFormat, "log-format", "", "tint or json (default: tint on a terminal, json otherwise)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.CleanupOnExit, "cleanup-on-exit", false, "remove the nftables table on exit (default: leave it, so policy stays enforced across restarts)")
 	fs.StringVar(&c.Table, "table", "nftpolicy", "name of the inet nftables table the agent owns")
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
+	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, err
 	}
@@ -70,6 +73,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	if c.ResyncInterval <= 0 {
 		return c, usageErrorf("--resync-interval must be positive, got %v", c.ResyncInterval)
+	}
+	if c.WatchStaleAfter < 0 {
+		return c, usageErrorf("--watch-stale-after must not be negative, got %v", c.WatchStaleAfter)
 	}
 	if c.FailureThreshold < 1 {
 		return c, usageErrorf("--failure-threshold must be at least 1")

@@ -7,4 +7,6 @@
 // (agent.TuneGoRuntime: GOGC 40 and a soft memory limit of 90% of its container's unless GOGC or
 // GOMEMLIMIT is set, and until the first full commit GOGC 100 under a start-up memory limit,
 // ended through RunConfig.FirstCommit). Subcommands: run (default), render, cleanup, version.
+// run stops within a second of SIGTERM or SIGINT, leaving its table in force (a second signal
+// ends it at once); the others end at the first signal.
 package main

@@ -25,10 +25,7 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
 // run dispatches the subcommand and maps errors to exit codes: 2 for usage, 1 otherwise.
@@ -64,11 +61,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
+// runAgent runs the agent until SIGTERM or SIGINT, after which it stops within a second, leaving
+// its table in force; a second signal ends the process at once. Other subcommands end at the
+// first signal, as any process does.
 func runAgent(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	cfg, err := parseRunFlags(args, getenv, stderr)
 	if err != nil {
 		return err
 	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	set, endStartup := agent.TuneGoRuntime(getenv, os.ReadFile)
 	if len(set) > 0 {
@@ -92,7 +95,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		Client: client, NodeName: cfg.NodeName, NetNSFD: -1, Table: cfg.Table,
 		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing,
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, FailureThreshold: cfg.FailureThreshold,
-		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup,
+		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
 	})
 }
 

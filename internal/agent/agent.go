@@ -141,6 +141,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	// doResync reads the table back and repairs it; trigger labels the repair in
 	// nftpolicy_drift_repairs_total, attrs add to its log line.
 	doResync := func(trigger, reason string, attrs ...any) {
+		cfg.Health.applyStarted()
 		if cfg.Metrics != nil {
 			cfg.Metrics.Resyncs.Inc()
 		}
@@ -184,6 +185,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			case known:
 				// the kernel said another process changed the table: replace it, no read-back
 				start := time.Now()
+				cfg.Health.applyStarted()
 				if err := dp.Repair(); err != nil {
 					fail("repair (changed by another process)", err)
 					continue
@@ -203,6 +205,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			}
 		}
 		received := time.Now()
+		cfg.Health.applyStarted()
 		n := feed(calc, batch, &synced, &inSync, versions)
 		// Coalesce whatever else is already queued: one flush and one transaction per burst.
 	drain:
@@ -223,6 +226,7 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 			cfg.Metrics.DataplaneMessages.Add(float64(len(msgs)))
 		}
 		if len(msgs) == 0 {
+			cfg.Health.applyEnded()
 			publish() // nothing to change: the table already reflects these versions
 			continue
 		}

@@ -9,8 +9,12 @@
 // together are coalesced into one graph flush and one netlink transaction. A failed apply is
 // retried by a full resync with exponential backoff; a periodic resync repairs drift. The loop
 // also drives the agent's metrics (Metrics) and health (Health): /healthz fails after
-// FailureThreshold consecutive failures, /readyz turns ready once the first full apply after
-// in-sync has committed. The model.SourceVersion updates of a batch are not fed to the graph:
+// FailureThreshold consecutive failures, and nothing else (an API outage leaves the table in
+// force, and a restart would not help); /readyz turns ready once the first full apply after
+// in-sync has committed, and fails while the last apply failed, or while an apply has run, or a
+// watch of the API server been closed, for longer than Health.StaleAfter. Run returns within
+// shutdownGrace (100 ms) of its context's end, leaving an apply that still runs to end with the
+// process: the kernel's table is the last committed transaction either way. The model.SourceVersion updates of a batch are not fed to the graph:
 // once the batch is committed (or changed nothing, and no apply is failing), their versions are
 // published as nftpolicy_source_resource_version — the table reflects every change of that
 // resource up to it. A batch's updates are dropped from it as the graph takes them (feed): a cold

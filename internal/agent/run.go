@@ -52,10 +52,15 @@ type RunConfig struct {
 	// FirstCommit, if set, is called once, when the whole state has first been committed (the
 	// end of the start-up: the binary ends TuneGoRuntime's start-up settings there).
 	FirstCommit func()
+	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed, or an
+	// apply has been running, for longer (Health.StaleAfter); 0: never.
+	WatchStaleAfter time.Duration
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
-// table stays in force unless CleanupOnExit.
+// table stays in force unless CleanupOnExit. Once ctx is done Run returns within shutdownGrace,
+// leaving an apply that still runs to finish or to end with the process; with CleanupOnExit it
+// waits for that apply, then removes the table.
 func Run(ctx context.Context, cfg RunConfig) error {
 	log := cfg.Logger
 	if log == nil {
@@ -67,9 +72,12 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	metrics := NewMetrics(reg)
-	health := &Health{FailureThreshold: int64(cfg.FailureThreshold)}
-
 	syncMetrics := sync.NewMetrics(reg)
+	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
+		Metrics: syncMetrics})
+	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
+		WatchDown: watcher.WatchDown}
+
 	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"),
 		// a policy the compiler cannot afford counts as an invalid object of its kind
 		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
@@ -80,7 +88,12 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
-	defer dp.Close()
+	loopRunning := false
+	defer func() {
+		if !loopRunning { // else the loop is still in an apply, and the process is ending
+			_ = dp.Close()
+		}
+	}()
 	reg.MustRegister(newDenyCollector(dp))
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -115,8 +128,6 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}
 
 	updates := make(chan []model.Update, 64)
-	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
-		Metrics: syncMetrics})
 	go func() {
 		if err := watcher.Run(ctx, updates); err != nil && ctx.Err() == nil {
 			errs <- fmt.Errorf("watching the API server: %w", err)
@@ -162,6 +173,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}()
 
 	loopErr := make(chan error, 1)
+	loopRunning = true
 	go func() {
 		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
 			FirstCommit: cfg.FirstCommit, Sources: 2, // the API watcher and the interface monitor
@@ -171,9 +183,30 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
 	select {
 	case err = <-errs:
-		cancel()
-		<-loopErr
 	case err = <-loopErr:
+		loopRunning = false
+	case <-ctx.Done():
+	}
+	cancel()
+	if loopRunning {
+		// The loop returns at once unless an apply or resync runs. The table in force is then the
+		// one the kernel last committed (a transaction is all or nothing), as after a SIGKILL;
+		// without CleanupOnExit the agent waits at most shutdownGrace for it. The kernel finishes
+		// a transaction it is committing even if the process exits meanwhile.
+		var grace <-chan time.Time
+		if !cfg.CleanupOnExit {
+			grace = time.After(shutdownGrace)
+		}
+		select {
+		case lerr := <-loopErr:
+			loopRunning = false
+			if err == nil {
+				err = lerr
+			}
+		case <-grace:
+			log.Warn("stopping without waiting for the running apply; the table stays as last committed",
+				"waited", shutdownGrace)
+		}
 	}
 	if cfg.CleanupOnExit {
 		if cerr := dp.Cleanup(); cerr != nil {
@@ -186,6 +219,10 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cfg.CleanupOnExit)
 	return err
 }
+
+// shutdownGrace is how long Run waits, once its context is done, for an apply or resync the loop
+// is running: the agent exits well within a second of SIGTERM.
+const shutdownGrace = 100 * time.Millisecond
 
 // nftAdapter gives the nft dataplane the loop's interface.
 type nftAdapter struct{ *nft.Dataplane }

@@ -2,7 +2,13 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -42,9 +48,13 @@ func newScheme() *runtime.Scheme {
 
 // NewClient returns the agent's client of the API server rc describes: protobuf on the wire, as
 // Kubernetes' own node agents use for the core and networking types (smaller responses and a
-// cheaper decode than JSON for the initial list of every pod), JSON accepted for the rest.
+// cheaper decode than JSON for the initial list of every pod), JSON accepted for the rest. Unless
+// rc has a dialer of its own, connections are dialled by APIDialer.
 func NewClient(rc *rest.Config) (Client, error) {
 	base := rest.CopyConfig(rc)
+	if base.Dial == nil {
+		base.Dial = APIDialer().DialContext
+	}
 	base.ContentType = runtime.ContentTypeProtobuf
 	base.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	base.NegotiatedSerializer = serializer.NewCodecFactory(newScheme()).WithoutConversion()
@@ -72,6 +82,44 @@ func NewClient(rc *rest.Config) (Client, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// TCP settings of the connections to the API server (APIDialer).
+const (
+	apiDialTimeout       = 5 * time.Second
+	apiKeepAliveIdle     = 5 * time.Second
+	apiKeepAliveInterval = 2 * time.Second
+	apiKeepAliveCount    = 3
+	// apiUserTimeout: how long sent data may stay unacknowledged, the same bound as the probes'
+	apiUserTimeout = apiKeepAliveIdle + apiKeepAliveCount*apiKeepAliveInterval
+)
+
+// APIDialer is how the agent connects to the API server: TCP keepalive probes after 5 s without
+// traffic, every 2 s, and the connection closed when 3 go unanswered or sent data has waited 11 s
+// for an acknowledgement (TCP_USER_TIMEOUT); a connect gives up after 5 s. Every watch shares
+// one HTTP/2 connection, which an API server that went away without a word (its node down or
+// cut off; a killed process's node answers with a reset at once) would otherwise leave open:
+// client-go's dialer probes after 30 s, and its HTTP/2 health check pings after 30 s without a
+// frame and gives up 15 s later. With these, a dead connection is closed within 11 s, and one
+// whose far end came back without its state (a restarted node) is reset by the next probe,
+// within 5 s of its return; the watches then reopen on a new connection (informer.go). A probe
+// is a segment without data, answered by the peer's kernel.
+func APIDialer() *net.Dialer {
+	return &net.Dialer{
+		Timeout: apiDialTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: apiKeepAliveIdle, Interval: apiKeepAliveInterval,
+			Count: apiKeepAliveCount},
+		Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(apiUserTimeout.Milliseconds()))
+			})
+			if err = errors.Join(err, serr); err != nil {
+				return fmt.Errorf("sync: setting TCP_USER_TIMEOUT: %w", err)
+			}
+			return nil
+		},
+	}
 }
 
 // restClient lists and watches through one REST client per group, sharing their connections.

@@ -9,10 +9,11 @@
 //     pods are members of the sets that local policies use; the graph tells local ones by
 //     Endpoint.Node) and NetworkPolicies, over protobuf, through a Client (client.go): a REST
 //     client of a scheme holding only those types, not client-go's clientset, whose packages
-//     register all 55 of Kubernetes' API groups at start-up (see Client for what that cost). The
-//     informers are plain ones (their controllers call the handlers; a shared informer's listener
-//     buffer allocated a trace per event during the initial list of pods). The pod informer lists
-//     through podlist.go, which decodes the response pod by pod as it arrives instead of reading it
+//     register all 55 of Kubernetes' API groups at start-up (see Client for what that cost). Each
+//     resource has a client-go Reflector of its own with the Watcher's retry backoff, filling a
+//     store that calls the handlers itself (informer.go): client-go's informers take no backoff,
+//     and a shared informer's listener buffer allocated a trace per event during the initial list
+//     of pods. The pod reflector lists through podlist.go, which decodes the response pod by pod as it arrives instead of reading it
 //     whole and decoding one PodList (client-go falls back to one unpaginated list when the API
 //     server cannot stream it), reading only the fields a record uses (podfields.go: 2.1 µs and 488
 //     bytes for a realistic pod against 7.0 µs and 6.3 KB through the generated decoder). After the
@@ -58,7 +59,19 @@
 //     for pods (10,000s) and policies it records nothing: the conversion the informer cached
 //     with the old version tells what was emitted (an endpoint, a policy in force, or nothing),
 //     and its fingerprint is compared with the new version's (podRecord, policyRecord). An API
-//     outage emits nothing: the consumer keeps the last state; client-go relists on return.
+//     outage emits nothing: the consumer keeps the last state.
+//   - After an API outage the Watcher follows changes again within seconds of the API server's
+//     return: a reflector retries its list or watch 250 ms after a failure, the wait doubling to
+//     2 s and stretched by up to half (retryBackoff; client-go's default grows to 30–60 s and
+//     kept informers away for up to a minute), and resumes its watch from the last
+//     resourceVersion or relists. A connection to an API server that went silent is closed
+//     within 11 s (APIDialer: TCP keepalive and user timeout), one to an API server that came
+//     back without its state at the next keepalive probe. WatchDown tells how long a resource has
+//     had no watch open (a watch that ends at once with nothing received does not end an outage:
+//     client-go turns a connection a proxy closes into such a watch), which the agent's /readyz
+//     uses; nftpolicy_watch_open, _restarts_total, _lists_total and
+//     _last_event_timestamp_seconds{resource} export it, and the log says when an outage begins
+//     (the first failure, then once a minute) and ends.
 //   - Bad input never stops anything else: an object the converters reject is skipped, logged
 //     once per version (kind, namespace, name, reason) and counted in
 //     nftpolicy_invalid_objects_total{kind}; a later valid version is picked up. A policy whose
@@ -88,9 +101,11 @@
 //
 // # Tests
 //
-// `go test ./internal/sync/` (≈15 s): converter tables, LoadDir on testdata/cluster checked
-// through the graph's reference evaluator, the watcher on a fake clientset (bad objects) and
-// against the real etcd + kube-apiserver of internal/testenv/kube (creates, relabels,
+// `go test ./internal/sync/` (≈2 minutes, as root): converter tables, LoadDir on testdata/cluster
+// checked through the graph's reference evaluator, the watcher on a fake clientset (bad objects)
+// and against the real etcd + kube-apiserver of internal/testenv/kube (creates, relabels,
 // updates, deletes, an API server restart; pod and policy lists delayed to prove in-sync waits
-// for them), and the cache memory figure (skipped with -short).
+// for them; two 20 s outages, after each of which a change must reach the update stream within
+// 5 s), the reflector store's and watch state's semantics, APIDialer against a silent peer in a
+// network namespace, and the cache memory figure (skipped with -short).
 package sync

@@ -11,6 +11,18 @@ type Metrics struct {
 	// Updates counts the model updates the watcher emitted, by kind (endpoint, namespace,
 	// policy, sync).
 	Updates *prometheus.CounterVec
+	// WatchOpen is 1 while a watch of the resource is open (Watcher.WatchDown).
+	WatchOpen *prometheus.GaugeVec
+	// WatchRestarts counts the watches of a resource opened after its first: after the API
+	// server's watch timeout (every 5–10 minutes), a broken connection or an expired
+	// resourceVersion.
+	WatchRestarts *prometheus.CounterVec
+	// Lists counts the complete lists of a resource: the initial one, and relists after a
+	// watch could not resume (an expired resourceVersion, an API server restart).
+	Lists *prometheus.CounterVec
+	// LastEvent is when the API server last sent something of the resource (a list, an event
+	// or a bookmark), in seconds since the Unix epoch.
+	LastEvent *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered).
@@ -24,9 +36,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_sync_updates_total",
 			Help: "Model updates emitted by the API watcher, by kind.",
 		}, []string{"kind"}),
+		WatchOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftpolicy_watch_open",
+			Help: "1 while a watch of the resource on the API server is open.",
+		}, []string{"resource"}),
+		WatchRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftpolicy_watch_restarts_total",
+			Help: "Watches of the resource opened after the first (API server watch timeouts, broken connections, expired resourceVersions).",
+		}, []string{"resource"}),
+		Lists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftpolicy_watch_lists_total",
+			Help: "Complete lists of the resource: the initial one and relists when a watch could not resume.",
+		}, []string{"resource"}),
+		LastEvent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftpolicy_watch_last_event_timestamp_seconds",
+			Help: "When the API server last sent a list, event or bookmark of the resource (Unix time).",
+		}, []string{"resource"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.InvalidObjects, m.Updates)
+		reg.MustRegister(m.InvalidObjects, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.LastEvent)
 	}
 	return m
 }

@@ -56,7 +56,14 @@ type Watcher struct {
 	// names interns the strings that records and what they convert to repeat (recordPod,
 	// recordPolicy).
 	names *interner
+
+	// watches are the state of each resource's watch (watchedResources' order)
+	watches []*resourceWatch
 }
+
+// watchedResources are the resources the Watcher lists and watches, as SourceVersion and the
+// metrics name them.
+func watchedResources() []string { return []string{"namespaces", "pods", "networkpolicies"} }
 
 type objectKey struct{ kind, namespace, name string }
 
@@ -73,7 +80,7 @@ func New(cfg Config) *Watcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Watcher{
+	w := &Watcher{
 		cfg:        cfg,
 		log:        log,
 		kick:       make(chan struct{}, 1),
@@ -82,6 +89,28 @@ func New(cfg Config) *Watcher {
 		invalid:    map[objectKey]string{},
 		names:      newInterner(),
 	}
+	now := time.Now()
+	for _, res := range watchedResources() {
+		w.watches = append(w.watches, newResourceWatch(res, log, cfg.Metrics, now))
+	}
+	return w
+}
+
+// WatchDown reports the resource whose watch has been closed longest and for how long; 0 while
+// every resource has a watch open. From New until its first watch opens a resource counts as
+// closed. A watch is open from the API server's answer to the watch request until the stream
+// ends (the API server's timeout every 5–10 minutes, an expired resourceVersion, a connection
+// that breaks — a silent one within 11 s, APIDialer); between two watches the reflector may
+// relist. A watch that ends at once with nothing received does not end an outage
+// (resourceWatch). Safe for concurrent use.
+func (w *Watcher) WatchDown() (resource string, down time.Duration) {
+	now := time.Now()
+	for _, r := range w.watches {
+		if d := r.down(now); d > down {
+			resource, down = r.resource, d
+		}
+	}
+	return resource, down
 }
 
 // Run starts the informers and sends batches of updates on out until ctx is done. The first
@@ -105,10 +134,12 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 			DeleteFunc: func(obj any) { del(obj); w.observe(resource, obj) },
 		}
 	}
-	// Plain informers, whose controllers call the handlers themselves: a shared informer hands
-	// every event to its handlers through a buffer and, while more than 1,024 wait there (all
-	// of an initial list of pods), allocates a trace for each (≈ 25 MB of garbage for P3's
-	// 100,000 pods). Pods are listed by podlist.go.
+	// Each resource has a client-go Reflector with the Watcher's retry backoff, filling a store
+	// that calls the handlers itself (informer.go): client-go's informers take no backoff, and
+	// theirs kept them away for up to a minute after an API server outage. A shared informer
+	// would also hand every event to its handlers through a buffer and, while more than 1,024
+	// wait there (all of an initial list of pods), allocate a trace for each (≈ 25 MB of garbage
+	// for P3's 100,000 pods). Pods are listed by podlist.go.
 	var synced []cache.InformerSynced
 	var running gosync.WaitGroup
 	defer running.Wait()
@@ -122,14 +153,10 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		{"pods", &corev1.Pod{}, w.podChanged, w.deletePod},
 		{"networkpolicies", &networkingv1.NetworkPolicy{}, w.policyChanged, w.deletePolicy},
 	} {
-		_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
-			ListerWatcher: w.cfg.Client.listerWatcher(s.resource, w.recordPod),
-			ObjectType:    s.object,
-			Handler:       handler(s.resource, s.change, s.del),
-			Transform:     w.transform,
-		})
-		synced = append(synced, informer.HasSynced)
-		running.Go(func() { informer.RunWithContext(ctx) })
+		inf := newInformer(w.watchOf(s.resource), w.cfg.Client.listerWatcher(s.resource, w.recordPod), s.object, w.transform,
+			handler(s.resource, s.change, s.del))
+		synced = append(synced, inf.hasSynced)
+		running.Go(func() { inf.reflector.RunWithContext(ctx) })
 	}
 
 	started := time.Now()
@@ -170,6 +197,16 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 			return nil
 		}
 	}
+}
+
+// watchOf is the state of resource's watch.
+func (w *Watcher) watchOf(resource string) *resourceWatch {
+	for _, r := range w.watches {
+		if r.resource == resource {
+			return r
+		}
+	}
+	panic("sync: no watch of " + resource)
 }
 
 func ignoreOld(f func(obj any)) func(_, obj any) { return func(_, obj any) { f(obj) } }

@@ -53,6 +53,9 @@ type Config struct {
 	Server *kube.Server
 	Dir    string   // its kubeconfig and log file are written here
 	Args   []string // flags after the common ones (node name, kubeconfig, listen addresses, JSON logs)
+	// Wrap, if set, is a command the agent runs under inside the namespace (e.g. setpriv, to run
+	// it with a container's capabilities): the agent's command line follows it.
+	Wrap []string
 }
 
 // Process is a running agent.
@@ -77,8 +80,9 @@ func Start(cfg Config) (*Process, error) {
 	if p.log, err = os.Create(p.LogPath); err != nil {
 		return nil, err
 	}
-	args := append([]string{"netns", "exec", cfg.NetNS, cfg.Bin, "run", "--node-name", cfg.Node, "--kubeconfig", kubeconfig,
-		"--metrics-addr", metricsAddr, "--health-addr", healthAddr, "--log-format", "json"}, cfg.Args...)
+	args := append(append([]string{"netns", "exec", cfg.NetNS}, cfg.Wrap...), cfg.Bin, "run", "--node-name", cfg.Node,
+		"--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr, "--log-format", "json")
+	args = append(args, cfg.Args...)
 	p.cmd = exec.Command("ip", args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	// the agent dies with this process; the starting thread must not exit before (Pdeathsig)

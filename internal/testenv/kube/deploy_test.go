@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/sync"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 )
 
@@ -214,7 +216,8 @@ func podFromTemplate(t *testing.T, ds *unstructured.Unstructured, node string) *
 }
 
 // TestDeployRBAC applies deploy/'s RBAC for real and checks, as the DaemonSet's own
-// ServiceAccount, that it can read every kind the agent watches and can write nothing.
+// ServiceAccount, that it can list and watch every kind the agent watches, read nothing else and
+// write nothing, and that the agent's watcher reaches in-sync with it.
 func TestDeployRBAC(t *testing.T) {
 	s := kube.Require(t, srv)
 	ctx := ctxFor(t)
@@ -287,22 +290,23 @@ func TestDeployRBAC(t *testing.T) {
 		}
 	}
 
-	// What the agent watches (DESIGN.md, internal/sync): read-only, cluster-wide.
+	// What the agent watches (DESIGN.md, internal/sync): list and watch, cluster-wide.
 	type access struct{ verb, group, resource string }
 	var want []access
 	for _, r := range []struct{ group, resource string }{
-		{"", "pods"}, {"", "namespaces"}, {"", "nodes"}, {"networking.k8s.io", "networkpolicies"},
+		{"", "pods"}, {"", "namespaces"}, {"networking.k8s.io", "networkpolicies"},
 	} {
-		for _, verb := range []string{"get", "list", "watch"} {
+		for _, verb := range []string{"list", "watch"} {
 			want = append(want, access{verb, r.group, r.resource})
 		}
 	}
-	// It writes nothing and reads nothing else.
+	// It writes nothing and reads nothing else: no nodes, no single objects.
 	deny := []access{
 		{"create", "", "pods"}, {"update", "", "pods"}, {"patch", "", "pods/status"}, {"delete", "", "pods"},
 		{"update", "", "namespaces"}, {"patch", "", "nodes"}, {"create", "networking.k8s.io", "networkpolicies"},
 		{"delete", "networking.k8s.io", "networkpolicies"}, {"list", "", "secrets"}, {"get", "", "configmaps"},
 		{"create", "apps", "daemonsets"}, {"escalate", "rbac.authorization.k8s.io", "clusterroles"},
+		{"list", "", "nodes"}, {"watch", "", "nodes"}, {"get", "", "nodes"}, {"get", "", "pods"},
 	}
 	for _, a := range want {
 		if ok, err := can(a.verb, a.group, a.resource); err != nil || !ok {
@@ -318,15 +322,28 @@ func TestDeployRBAC(t *testing.T) {
 		t.Logf("note: the agent cannot list clusternetworkpolicies.policy.networking.k8s.io; add it to the ClusterRole when sync watches them")
 	}
 
-	// End to end with the token: a real list and watch, the way an informer starts.
-	if _, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		t.Errorf("list pods as the agent: %v", err)
-	}
-	w, err := agent.NetworkingV1().NetworkPolicies("").Watch(ctx, metav1.ListOptions{})
+	// End to end with the token: the agent's own watcher lists and watches every resource it
+	// needs and reaches in-sync.
+	client, err := sync.NewClient(s.ConfigForToken(token))
 	if err != nil {
-		t.Errorf("watch networkpolicies as the agent: %v", err)
-	} else {
-		w.Stop()
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	out := make(chan []model.Update, 16)
+	done := make(chan error, 1)
+	go func() { done <- sync.New(sync.Config{Client: client, NodeName: "node-1"}).Run(wctx, out) }()
+	for inSync := false; !inSync; {
+		select {
+		case batch := <-out:
+			inSync = slices.Contains(batch, model.Update(model.SyncStatusUpdate{Status: model.InSync}))
+		case <-ctx.Done():
+			t.Fatal("the agent's watcher did not reach in-sync with the ServiceAccount's RBAC")
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("the agent's watcher: %v", err)
 	}
 	if _, err := agent.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "agent-may-not"}},
 		metav1.CreateOptions{}); !apierrors.IsForbidden(err) {

@@ -33,7 +33,9 @@
 //     channel of sigs.k8s.io/network-policy-api, embedded at ClusterNetworkPolicyVersion) and returns once
 //     it is served; the first write of a new CRD kind then takes ~2 s inside the API server.
 //   - RestartAPIServer kills kube-apiserver only (SIGKILL, like a crash), waits, and starts it
-//     on the same port; etcd keeps the data, so clients and informers resume.
+//     on the same port; etcd keeps the data, so clients and informers resume. BeginOutage does
+//     the same in two halves: it returns once the API server is down, and its channel reports
+//     the return, for tests that look at clients during the outage.
 //
 // Invariants:
 //   - Every child runs in its own process group with Pdeathsig SIGKILL; Stop kills the groups,

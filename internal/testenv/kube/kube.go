@@ -445,16 +445,31 @@ func (s *Server) httpClient() (*http.Client, error) {
 // their connection drop, as in a real control-plane outage. The old process is killed with
 // SIGKILL, so clients see connections reset, not a graceful drain.
 func (s *Server) RestartAPIServer(ctx context.Context, downtime time.Duration) error {
+	return <-s.BeginOutage(ctx, downtime)
+}
+
+// BeginOutage is RestartAPIServer in two halves: it returns once kube-apiserver is killed, and
+// the channel receives RestartAPIServer's result once it is back (after downtime and /readyz), so
+// that a test can look at its clients during the outage.
+func (s *Server) BeginOutage(ctx context.Context, downtime time.Duration) <-chan error {
+	back := make(chan error, 1)
 	s.mu.Lock()
 	api, stopped := s.api, s.stopped
 	s.api = nil
 	s.mu.Unlock()
 	if stopped {
-		return errors.New("kube test environment: restart after Stop")
+		back <- errors.New("kube test environment: restart after Stop")
+		return back
 	}
 	if api != nil {
 		api.kill()
 	}
+	go func() { back <- s.endOutage(ctx, downtime) }()
+	return back
+}
+
+// endOutage waits downtime and starts kube-apiserver again.
+func (s *Server) endOutage(ctx context.Context, downtime time.Duration) error {
 	if downtime > 0 {
 		select {
 		case <-time.After(downtime):

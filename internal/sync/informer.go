@@ -1,0 +1,400 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	gosync "sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+)
+
+// retryBackoff is how long a resource's reflector waits before listing or watching again after
+// the API server failed it (connection refused, an error status, an expired resourceVersion):
+// 250 ms, doubling to 2 s, each wait stretched by up to half (so at most 3 s). client-go's
+// default grows to 30 s stretched by up to 100% (60 s), and resets only every 2 minutes: after
+// an outage of 20 s its informers came back 15–45 s after the API server did (20–57 s on a live
+// cluster). At this cap an agent makes at most one attempt per resource every 2–3 s while the
+// API server is away, about client-go's rate before 1.27 (one a second), and a change made after
+// the API server's return reaches the Watcher within seconds
+// (TestWatchRecoversAfterAPIServerOutage).
+func retryBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 2 * time.Second}
+}
+
+// informer is one resource's client-go Reflector with its own retry backoff (retryBackoff;
+// client-go's informers take none) and the store it fills, which calls the Watcher's handlers.
+type informer struct {
+	reflector *cache.Reflector
+	store     *handlerStore
+}
+
+func newInformer(res *resourceWatch, lw cache.ListerWatcher, object runtime.Object, transform cache.TransformFunc,
+	h cache.ResourceEventHandler) *informer {
+	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: transform, handler: h, watch: res}
+	tracked := &trackedListerWatcher{lw: lw, ctxLW: cache.ToListerWatcherWithContext(lw), watch: res}
+	r := cache.NewReflectorWithOptions(tracked, object, store,
+		cache.ReflectorOptions{Name: res.resource, Backoff: retryBackoff()})
+	return &informer{reflector: r, store: store}
+}
+
+// hasSynced reports whether the initial list has been handed to the handler.
+func (i *informer) hasSynced() bool { return i.store.synced.Load() }
+
+// handlerStore is the store a Reflector fills: it keeps what the handler last received of each
+// object (the transform's result) and calls the handler with every change, in the reflector's
+// goroutine, as client-go's informers do from their queue (controller.go's processDeltas): an
+// add or update of an object it holds is an update (old, new); a delete of one it does not hold
+// is dropped; a relist (Replace) delivers each listed object and, for each held object the list
+// lacks, a delete with a cache.DeletedFinalStateUnknown of its last state. It has no queue of
+// its own: the handlers never block (they queue updates in the Watcher), so nothing waits.
+type handlerStore struct {
+	items     cache.Store
+	transform cache.TransformFunc
+	handler   cache.ResourceEventHandler
+	watch     *resourceWatch
+	// synced: the initial list has been delivered
+	synced atomic.Bool
+}
+
+var (
+	_ cache.ReflectorStore           = (*handlerStore)(nil)
+	_ cache.ReflectorBookmarkStore   = (*handlerStore)(nil)
+	_ cache.TransformingStore        = (*handlerStore)(nil)
+	_ cache.ListerWatcherWithContext = (*trackedListerWatcher)(nil)
+)
+
+func (s *handlerStore) Add(obj any) error    { return s.upsert(obj, false, true) }
+func (s *handlerStore) Update(obj any) error { return s.upsert(obj, false, true) }
+
+// upsert delivers obj as an add or an update; stamp: count it as an event from the API server.
+func (s *handlerStore) upsert(obj any, initial, stamp bool) error {
+	obj, err := s.transform(obj)
+	if err != nil {
+		return err
+	}
+	old, held, err := s.items.Get(obj)
+	if err != nil {
+		return err
+	}
+	if err := s.items.Add(obj); err != nil {
+		return err
+	}
+	if stamp {
+		s.watch.received()
+	}
+	if held {
+		s.handler.OnUpdate(old, obj)
+	} else {
+		s.handler.OnAdd(obj, initial)
+	}
+	return nil
+}
+
+func (s *handlerStore) Delete(obj any) error {
+	obj, err := s.transform(obj)
+	if err != nil {
+		return err
+	}
+	s.watch.received()
+	if _, held, err := s.items.Get(obj); err != nil || !held {
+		return err
+	}
+	if err := s.items.Delete(obj); err != nil {
+		return err
+	}
+	s.handler.OnDelete(obj)
+	return nil
+}
+
+// Replace delivers a (re)list. The first list finds the store empty, so only a relist builds the
+// set of listed keys that tells which held objects are gone.
+func (s *handlerStore) Replace(list []any, _ string) error {
+	s.watch.listed()
+	initial := !s.synced.Load()
+	held := s.items.ListKeys()
+	var listed map[string]struct{}
+	if len(held) > 0 {
+		listed = make(map[string]struct{}, len(list))
+	}
+	for _, obj := range list {
+		obj, err := s.transform(obj)
+		if err != nil {
+			return err
+		}
+		if listed != nil {
+			key, err := cache.MetaNamespaceKeyFunc(obj)
+			if err != nil {
+				return err
+			}
+			listed[key] = struct{}{}
+		}
+		if err := s.upsert(obj, initial, false); err != nil {
+			return err
+		}
+	}
+	if listed != nil {
+		for _, key := range held {
+			if _, ok := listed[key]; ok {
+				continue
+			}
+			old, held, err := s.items.GetByKey(key)
+			if err != nil || !held {
+				continue
+			}
+			if err := s.items.Delete(old); err != nil {
+				return err
+			}
+			s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
+		}
+	}
+	s.synced.Store(true)
+	return nil
+}
+
+// Resync is never called: the reflector has no resync period.
+func (s *handlerStore) Resync() error { return nil }
+
+// Bookmark notes that the API server is still there (a bookmark carries no object).
+func (s *handlerStore) Bookmark(string) error {
+	s.watch.received()
+	return nil
+}
+
+// Transformer lets the reflector transform what a streaming list (WatchListClient) collects
+// before Replace; the transform is idempotent.
+func (s *handlerStore) Transformer() cache.TransformFunc { return s.transform }
+
+// resourceWatch is the state of one resource's watch: whether one is open, since when none is,
+// and its metrics and log lines.
+//
+// A watch request the API server accepts counts as open at once. It is a real watch once it has
+// delivered something or lasted confirmAfter (client-go's "very short watch" bound); one that
+// ends sooner with nothing delivered was a failed attempt, and the outage it interrupted goes
+// on: client-go hands out an empty, closed watch for a request whose connection ended (a proxy
+// or load balancer before a dead API server accepts and closes; after 10 retries a second
+// apart), and the streaming-list attempt of a reflector ends that way where the API server
+// cannot stream lists. Restarts are counted, and reopening after failures logged, when a watch
+// proves real.
+type resourceWatch struct {
+	resource     string
+	log          *slog.Logger
+	confirmAfter time.Duration
+	// generation counts the watches opened; the open one is this generation's, if any
+	generation atomic.Int64
+	// downSince is when the outage began: the end of the last real watch (or New), in Unix
+	// nanoseconds; 0 while a watch is open
+	downSince atomic.Int64
+	// unconfirmed: a watch is open that has not proved real yet
+	unconfirmed atomic.Bool
+
+	mu          gosync.Mutex
+	openedAt    time.Time // of the open watch
+	outageStart int64     // downSince when the open watch opened
+	streaming   bool      // the open watch is a streaming list's (SendInitialEvents)
+	real        int       // watches that proved real
+	failures    int       // failed lists and watches since a watch last proved real, for the log
+	logged      time.Time // when a failure was last logged
+
+	// the resource's children of the Watcher's metrics; nil without metrics
+	open      prometheus.Gauge
+	restarts  prometheus.Counter
+	lists     prometheus.Counter
+	lastEvent prometheus.Gauge
+}
+
+func newResourceWatch(resource string, log *slog.Logger, m *Metrics, now time.Time) *resourceWatch {
+	r := &resourceWatch{resource: resource, log: log, confirmAfter: time.Second}
+	r.downSince.Store(now.UnixNano())
+	if m != nil {
+		r.open = m.WatchOpen.WithLabelValues(resource)
+		r.restarts = m.WatchRestarts.WithLabelValues(resource)
+		r.lists = m.Lists.WithLabelValues(resource)
+		r.lastEvent = m.LastEvent.WithLabelValues(resource)
+		r.open.Set(0)
+	}
+	return r
+}
+
+// down reports how long no watch of the resource has been open at now (0 while one is).
+func (r *resourceWatch) down(now time.Time) time.Duration {
+	since := r.downSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return now.Sub(time.Unix(0, since))
+}
+
+// opened records a watch that the API server accepted and returns its generation; streaming:
+// a streaming list's.
+func (r *resourceWatch) opened(streaming bool) int64 {
+	now := time.Now()
+	gen := r.generation.Add(1)
+	r.mu.Lock()
+	r.openedAt, r.outageStart, r.streaming = now, r.downSince.Swap(0), streaming
+	r.unconfirmed.Store(true)
+	r.mu.Unlock()
+	r.setOpen(1)
+	time.AfterFunc(r.confirmAfter, func() { r.confirm(gen) })
+	return gen
+}
+
+// confirm records that the watch of generation gen, if still open, is real.
+func (r *resourceWatch) confirm(gen int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.generation.Load() == gen && r.downSince.Load() == 0 {
+		r.confirmLocked()
+	}
+}
+
+func (r *resourceWatch) confirmLocked() {
+	if !r.unconfirmed.Swap(false) {
+		return
+	}
+	r.real++
+	if r.real > 1 && r.restarts != nil {
+		r.restarts.Inc()
+	}
+	if r.outageStart != 0 {
+		down := r.openedAt.Sub(time.Unix(0, r.outageStart)).Round(time.Millisecond)
+		switch {
+		case r.failures > 0:
+			r.log.Info("watch of the API server reopened", "resource", r.resource, "down", down, "failed_attempts", r.failures)
+		case r.real > 1:
+			r.log.Debug("watch restarted", "resource", r.resource, "down", down)
+		}
+	}
+	r.failures = 0
+}
+
+// closed records that the watch of generation gen has ended, unless a newer one is open.
+func (r *resourceWatch) closed(gen int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.generation.Load() != gen || r.downSince.Load() != 0 {
+		return
+	}
+	now := time.Now()
+	r.setOpen(0)
+	if now.Sub(r.openedAt) >= r.confirmAfter {
+		r.confirmLocked()
+	}
+	if !r.unconfirmed.Swap(false) {
+		r.downSince.Store(now.UnixNano())
+		return
+	}
+	// ended at once with nothing delivered: the outage goes on
+	start := r.outageStart
+	if start == 0 {
+		start = now.UnixNano()
+	}
+	r.downSince.Store(start)
+	if !r.streaming {
+		r.failedLocked("watch", errWatchEnded, now)
+	}
+}
+
+var errWatchEnded = errors.New("the watch ended as soon as it opened, with nothing received")
+
+// failed records a list or watch the API server did not answer or refused.
+func (r *resourceWatch) failed(op string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failedLocked(op, err, time.Now())
+}
+
+// failedLocked counts a failure. The first after a real watch is logged, and then one a minute
+// while they go on.
+func (r *resourceWatch) failedLocked(op string, err error, now time.Time) {
+	r.failures++
+	if r.failures == 1 || now.Sub(r.logged) >= time.Minute {
+		r.logged = now
+		r.log.Warn("cannot "+op+" through the API server; retrying", "resource", r.resource, "failed_attempts", r.failures, "err", err)
+	}
+}
+
+// listed records a completed list.
+func (r *resourceWatch) listed() {
+	if r.lists != nil {
+		r.lists.Inc()
+	}
+	r.received()
+}
+
+// received records that the API server sent something: a list, an event or a bookmark. The first
+// event of a watch proves it real.
+func (r *resourceWatch) received() {
+	if r.lastEvent != nil {
+		r.lastEvent.SetToCurrentTime()
+	}
+	if r.unconfirmed.Load() {
+		r.confirm(r.generation.Load())
+	}
+}
+
+func (r *resourceWatch) setOpen(v float64) {
+	if r.open != nil {
+		r.open.Set(v)
+	}
+}
+
+// trackedListerWatcher lists and watches through lw, recording in watch when a watch is open.
+type trackedListerWatcher struct {
+	lw    cache.ListerWatcher
+	ctxLW cache.ListerWatcherWithContext // lw
+	watch *resourceWatch
+}
+
+func (t *trackedListerWatcher) List(o metav1.ListOptions) (runtime.Object, error) {
+	return t.ListWithContext(context.Background(), o)
+}
+
+func (t *trackedListerWatcher) Watch(o metav1.ListOptions) (watch.Interface, error) {
+	return t.WatchWithContext(context.Background(), o)
+}
+
+func (t *trackedListerWatcher) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	list, err := t.ctxLW.ListWithContext(ctx, o)
+	if err != nil && ctx.Err() == nil {
+		t.watch.failed("list", err)
+	}
+	return list, err
+}
+
+func (t *trackedListerWatcher) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	w, err := t.ctxLW.WatchWithContext(ctx, o)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.watch.failed("watch", err)
+		}
+		return nil, err
+	}
+	streaming := o.SendInitialEvents != nil && *o.SendInitialEvents
+	return &trackedWatch{Interface: w, watch: t.watch, generation: t.watch.opened(streaming)}, nil
+}
+
+// IsWatchListSemanticsUnSupported passes on whether lw's client can stream lists.
+func (t *trackedListerWatcher) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(t.lw)
+}
+
+// trackedWatch is an open watch; the reflector stops every watch once it has ended.
+type trackedWatch struct {
+	watch.Interface
+	watch      *resourceWatch
+	generation int64
+}
+
+func (w *trackedWatch) Stop() {
+	w.Interface.Stop()
+	w.watch.closed(w.generation)
+}
