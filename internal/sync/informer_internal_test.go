@@ -119,7 +119,12 @@ func TestResourceWatch(t *testing.T) {
 	closeLast := func(r *resourceWatch, gens *[]int64) { r.closed((*gens)[len(*gens)-1]) }
 	closeFirst := func(r *resourceWatch, gens *[]int64) { r.closed((*gens)[0]) }
 	event := func(r *resourceWatch, _ *[]int64) { r.received() }
-	quiet := func(r *resourceWatch, _ *[]int64) { time.Sleep(3 * r.confirmAfter) } // the confirmation timer fires
+	quiet := func(r *resourceWatch, _ *[]int64) { // the confirmation timer fires (on a loaded machine, late)
+		time.Sleep(r.confirmAfter)
+		for deadline := time.Now().Add(10 * time.Second); r.unconfirmed.Load() && time.Now().Before(deadline); {
+			time.Sleep(r.confirmAfter)
+		}
+	}
 	tests := []struct {
 		name     string
 		steps    []step

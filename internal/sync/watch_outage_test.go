@@ -41,7 +41,7 @@ func TestWatchRecoversAfterAPIServerOutage(t *testing.T) {
 	ns := testenv.UniqueName("outage")
 	view := func(st state) state { return st.only(ns) }
 	must(s.CreateNamespace(ctx, ns, nil))
-	_, err := s.CreatePod(ctx, ns, "web", "node-1", map[string]string{"app": "web"}, nil, addrs("10.3.0.1"))
+	pod, err := s.CreatePod(ctx, ns, "web", "node-1", map[string]string{"app": "web"}, nil, addrs("10.3.0.1"))
 	must(err)
 	deny := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deny"},
 		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
@@ -61,7 +61,8 @@ func TestWatchRecoversAfterAPIServerOutage(t *testing.T) {
 	want.InSync = true
 	want.Namespaces[ns] = sync.ConvertNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	web := model.Endpoint{Key: model.EndpointKey{Namespace: ns, Name: "web"}, Node: "node-1",
-		Labels: model.LabelsOf(map[string]string{"app": "web"}), Addrs: addrs("10.3.0.1")}
+		Labels: model.LabelsOf(map[string]string{"app": "web"}), ServiceAccount: pod.Spec.ServiceAccountName,
+		Addrs: addrs("10.3.0.1"), Running: true, Created: pod.CreationTimestamp.UTC()}
 	want.Endpoints[web.Key] = web
 	want.Policies[mustPolicy(t, deny).Key] = mustPolicy(t, deny)
 	c.waitFor(t, "initial state", view, want)
