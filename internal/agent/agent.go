@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
@@ -15,14 +15,14 @@ import (
 // Calculator is the calculation graph as the loop uses it (internal/graph.Graph).
 type Calculator interface {
 	OnUpdate(model.Update)
-	Flush() []graph.Message
+	Flush() []dataplane.Message
 }
 
 // Dataplane is the nftables dataplane as the loop uses it (internal/nft).
 type Dataplane interface {
 	// Apply folds the messages into the desired state and, once in sync, commits the difference
 	// in one transaction.
-	Apply(msgs []graph.Message) error // consumes msgs (may clear its entries)
+	Apply(msgs []dataplane.Message) error // consumes msgs (may clear its entries)
 	// Resync reads the table back and repairs any drift in one transaction; it reports whether
 	// drift was found. It is also how a failed apply is retried.
 	Resync() (drift bool, err error)

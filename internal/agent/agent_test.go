@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -31,16 +31,16 @@ func (c *fakeCalc) OnUpdate(u model.Update) {
 	}
 }
 
-func (c *fakeCalc) Flush() []graph.Message {
+func (c *fakeCalc) Flush() []dataplane.Message {
 	if c.pending == 0 || !c.inSync {
 		return nil
 	}
 	c.pending = 0
-	var msgs []graph.Message
-	msgs = append(msgs, graph.PolicyRemoved{})
+	var msgs []dataplane.Message
+	msgs = append(msgs, dataplane.PolicyRemoved{})
 	if !c.sent {
 		c.sent = true
-		msgs = append(msgs, graph.InSync{})
+		msgs = append(msgs, dataplane.InSync{})
 	}
 	return msgs
 }
@@ -56,7 +56,7 @@ type fakeDataplane struct {
 	resynced chan struct{}
 }
 
-func (d *fakeDataplane) Apply([]graph.Message) error {
+func (d *fakeDataplane) Apply([]dataplane.Message) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.applies++

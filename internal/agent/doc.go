@@ -1,6 +1,6 @@
 // Package agent is the loop that joins the stages of DESIGN.md inside the running agent:
 //
-//	sources (internal/sync, internal/ifmon) ──[]model.Update──► Loop ──► graph ──[]graph.Message──► nft
+//	sources (internal/sync, internal/ifmon) ──[]model.Update──► Loop ──► graph ──[]dataplane.Message──► nft
 //
 // One goroutine owns the graph and the dataplane, so neither needs locks. The graph is told the
 // state is complete only once every source has reported in-sync (Config.Sources: the API

@@ -3,7 +3,7 @@
 // one caller goroutine, and deterministic (everything emitted is sorted; no map order leaks).
 //
 // API: New(Config{NodeName}) → OnUpdate(model.Update) for every change → Flush() []Message to
-// get the dataplane messages of messages.go; Problems() lists diagnostics about bad input.
+// get the messages of internal/dataplane; Problems() lists diagnostics about bad input.
 // Updates are handed over (model.Update): an endpoint's labels are kept as they arrive, never
 // copied and never modified; its addresses and named ports are packed into one string of the
 // graph's own (netInfo), repeated ones dropped.
@@ -55,7 +55,7 @@
 //     judges a packet for a local pod's address as that pod's. Set membership is not affected:
 //     every holder that matches contributes the address (stage 3).
 //  5. Event sequencer (flush.go). Objects touched since the last flush are marked dirty; Flush
-//     compares them with what it last emitted and emits, in the order of messages.go, at most one
+//     compares them with what it last emitted and emits, in internal/dataplane's order, at most one
 //     message per object: SetReplaced (new sets, or when the delta is larger than the set) or
 //     SetMembersChanged (the coalesced delta), PolicyUpdated, EndpointUpdated (only when changed),
 //     EndpointRemoved, PolicyRemoved, SetRemoved, then InSync once. Nothing is emitted before

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/graph/graphtest"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -128,7 +129,7 @@ func TestPodEdgeCases(t *testing.T) {
 
 // setMembers lists the members of set id ("[]" when it has none): addresses, and address/port
 // for named-port sets.
-func setMembers(st *graphtest.State, id graph.SetID) string {
+func setMembers(st *graphtest.State, id dataplane.SetID) string {
 	var out []string
 	s := st.Sets[id]
 	if s == nil {

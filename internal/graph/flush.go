@@ -6,22 +6,23 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
 // Flush returns the messages that bring the dataplane from the state of the previous Flush to
-// the current one, in the dependency order of messages.go. Before the first
+// the current one, in the dependency order of internal/dataplane. Before the first
 // SyncStatusUpdate{InSync} it returns nothing (changes accumulate); the first flush after it
 // returns the full state followed by InSync{}.
-func (g *Graph) Flush() []Message {
+func (g *Graph) Flush() []dataplane.Message {
 	if !g.inSync {
 		return nil
 	}
-	var out []Message
+	var out []dataplane.Message
 
 	// Sets added or changed.
 	setIDs := sortedKeys(g.dirtySets)
-	var removedSets []SetID
+	var removedSets []dataplane.SetID
 	for _, id := range setIDs {
 		s := g.sets[id]
 		_, sent := g.sentSets[id]
@@ -36,9 +37,9 @@ func (g *Graph) Flush() []Message {
 		case s.fresh || !sent || len(s.delta) > s.size:
 			ms := s.members(g)
 			s.size = len(ms)
-			out = append(out, SetReplaced{ID: id, Kind: s.kind, Description: s.desc, Members: ms})
+			out = append(out, dataplane.SetReplaced{ID: id, Kind: s.kind, Description: s.desc, Members: ms})
 		case len(s.delta) > 0:
-			var mc SetMembersChanged
+			var mc dataplane.SetMembersChanged
 			mc.ID = id
 			for mb, in := range s.delta {
 				if in {
@@ -74,7 +75,7 @@ func (g *Graph) Flush() []Message {
 			}
 			continue
 		}
-		msg := &PolicyUpdated{Key: k, Tier: p.m.Tier, Ingress: p.ingress, Egress: p.egress}
+		msg := &dataplane.PolicyUpdated{Key: k, Tier: p.m.Tier, Ingress: p.ingress, Egress: p.egress}
 		if sent != nil && reflect.DeepEqual(sent, msg) {
 			continue
 		}
@@ -112,17 +113,17 @@ func (g *Graph) Flush() []Message {
 	clear(g.dirtyEndpoints)
 
 	for _, k := range removedEndpoints {
-		out = append(out, EndpointRemoved{Key: k})
+		out = append(out, dataplane.EndpointRemoved{Key: k})
 	}
 	for _, k := range removedPolicies {
-		out = append(out, PolicyRemoved{Key: k})
+		out = append(out, dataplane.PolicyRemoved{Key: k})
 	}
 	for _, id := range removedSets {
-		out = append(out, SetRemoved{ID: id})
+		out = append(out, dataplane.SetRemoved{ID: id})
 	}
 	if !g.sentInSync {
 		g.sentInSync = true
-		out = append(out, InSync{})
+		out = append(out, dataplane.InSync{})
 	}
 	return out
 }
@@ -130,8 +131,8 @@ func (g *Graph) Flush() []Message {
 // resolve is the policy resolver: the endpoint's message with the addresses it owns
 // (owner.go) and, per direction, the tiers in order holding the active policies that select it,
 // in (Order, Key) order.
-func (g *Graph) resolve(e *endpoint) *EndpointUpdated {
-	msg := &EndpointUpdated{Key: e.key()}
+func (g *Graph) resolve(e *endpoint) *dataplane.EndpointUpdated {
+	msg := &dataplane.EndpointUpdated{Key: e.key()}
 	for a := range e.net.addrs() {
 		if g.owns(e, a) {
 			msg.Addrs = append(msg.Addrs, a)
@@ -167,15 +168,15 @@ func (g *Graph) resolve(e *endpoint) *EndpointUpdated {
 		}
 		return ps[i].key.String() < ps[j].key.String()
 	})
-	build := func(apply func(*policy) bool) []TierPolicies {
-		var out []TierPolicies
+	build := func(apply func(*policy) bool) []dataplane.TierPolicies {
+		var out []dataplane.TierPolicies
 		for _, p := range ps {
 			if !apply(p) {
 				continue
 			}
 			if n := len(out); n == 0 || out[n-1].Tier != p.m.Tier {
 				t := g.tiers[p.m.Tier]
-				out = append(out, TierPolicies{Tier: t.Name, DefaultAction: t.DefaultAction})
+				out = append(out, dataplane.TierPolicies{Tier: t.Name, DefaultAction: t.DefaultAction})
 			}
 			tp := &out[len(out)-1]
 			tp.Policies = append(tp.Policies, p.key)
@@ -203,8 +204,8 @@ func sortPolicyKeys(ks []model.PolicyKey) {
 }
 
 // CompareMembers orders members by address, protocol, port.
-func CompareMembers(a, b Member) int {
+func CompareMembers(a, b dataplane.Member) int {
 	return cmp.Or(a.Addr.Compare(b.Addr), cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Port, b.Port))
 }
 
-func sortMembers(ms []Member) { slices.SortFunc(ms, CompareMembers) }
+func sortMembers(ms []dataplane.Member) { slices.SortFunc(ms, CompareMembers) }

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -44,17 +45,17 @@ type Graph struct {
 	idx     index
 	holders addrIndex
 	owners  addrOwners
-	sets    map[SetID]*set
+	sets    map[dataplane.SetID]*set
 
 	queue []*policy // policies whose activity or rules must be re-settled
 
-	dirtySets      map[SetID]struct{}
+	dirtySets      map[dataplane.SetID]struct{}
 	dirtyPolicies  map[model.PolicyKey]struct{}
 	dirtyEndpoints map[model.EndpointKey]struct{}
 
-	sentSets      map[SetID]struct{}
-	sentPolicies  map[model.PolicyKey]*PolicyUpdated
-	sentEndpoints map[model.EndpointKey]*EndpointUpdated
+	sentSets      map[dataplane.SetID]struct{}
+	sentPolicies  map[model.PolicyKey]*dataplane.PolicyUpdated
+	sentEndpoints map[model.EndpointKey]*dataplane.EndpointUpdated
 }
 
 // New returns an empty graph holding model.DefaultTiers.
@@ -71,13 +72,13 @@ func New(cfg Config) *Graph {
 		idx:            newIndex(),
 		holders:        newAddrIndex(),
 		owners:         newAddrOwners(),
-		sets:           map[SetID]*set{},
-		dirtySets:      map[SetID]struct{}{},
+		sets:           map[dataplane.SetID]*set{},
+		dirtySets:      map[dataplane.SetID]struct{}{},
 		dirtyPolicies:  map[model.PolicyKey]struct{}{},
 		dirtyEndpoints: map[model.EndpointKey]struct{}{},
-		sentSets:       map[SetID]struct{}{},
-		sentPolicies:   map[model.PolicyKey]*PolicyUpdated{},
-		sentEndpoints:  map[model.EndpointKey]*EndpointUpdated{},
+		sentSets:       map[dataplane.SetID]struct{}{},
+		sentPolicies:   map[model.PolicyKey]*dataplane.PolicyUpdated{},
+		sentEndpoints:  map[model.EndpointKey]*dataplane.EndpointUpdated{},
 	}
 	for _, t := range model.DefaultTiers() {
 		g.tiers[t.Name] = t

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 )
@@ -25,7 +26,7 @@ func BenchmarkHeapAtScale(b *testing.B) {
 		}
 		sets, members = 0, 0
 		for _, m := range g.Flush() {
-			if s, ok := m.(graph.SetReplaced); ok {
+			if s, ok := m.(dataplane.SetReplaced); ok {
 				sets++
 				members += len(s.Members)
 			}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph/graphtest"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -154,7 +154,7 @@ func TestAddressOwner(t *testing.T) {
 func setHas(st *graphtest.State, desc string, a netip.Addr) bool {
 	for _, s := range st.Sets {
 		if s.Description == desc {
-			_, ok := s.Members[graph.Member{Addr: a}]
+			_, ok := s.Members[dataplane.Member{Addr: a}]
 			return ok
 		}
 	}
@@ -294,9 +294,9 @@ func checkEveryStep(t *testing.T, what string, base, ups []model.Update) {
 		for _, m := range msgs {
 			var k model.EndpointKey
 			switch m := m.(type) {
-			case graph.EndpointUpdated:
+			case dataplane.EndpointUpdated:
 				k = m.Key
-			case graph.EndpointRemoved:
+			case dataplane.EndpointRemoved:
 				k = m.Key
 			default:
 				continue

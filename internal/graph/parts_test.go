@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/graph/graphtest"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -59,7 +60,7 @@ func TestResolverTiers(t *testing.T) {
 		{"deleted policy is gone",
 			[]model.Update{pol(np1, model.TierNetworkPolicy, 0, "", true, true), model.PolicyDeleted{Key: np1}}, "", ""},
 	}
-	render := func(tps []graph.TierPolicies) string {
+	render := func(tps []dataplane.TierPolicies) string {
 		var parts []string
 		for _, tp := range tps {
 			s := tp.Tier + "(" + tp.DefaultAction.String() + "):"
@@ -127,9 +128,9 @@ func TestActivePoliciesAndSets(t *testing.T) {
 	if len(st.Policies) != 1 || len(st.Sets) != 1 {
 		t.Fatalf("after relabel:\n%s", st.Dump())
 	}
-	var changed *graph.SetMembersChanged
+	var changed *dataplane.SetMembersChanged
 	for _, m := range msgs {
-		if c, ok := m.(graph.SetMembersChanged); ok {
+		if c, ok := m.(dataplane.SetMembersChanged); ok {
 			changed = &c
 		}
 	}
@@ -138,7 +139,7 @@ func TestActivePoliciesAndSets(t *testing.T) {
 	}
 }
 
-func flushAfter(t *testing.T, g *graph.Graph, st *graphtest.State, ups ...model.Update) []graph.Message {
+func flushAfter(t *testing.T, g *graph.Graph, st *graphtest.State, ups ...model.Update) []dataplane.Message {
 	t.Helper()
 	for _, u := range ups {
 		g.OnUpdate(u)
@@ -151,7 +152,7 @@ func flushAfter(t *testing.T, g *graph.Graph, st *graphtest.State, ups ...model.
 }
 
 func members(s *graphtest.Set) []string {
-	var ms []graph.Member
+	var ms []dataplane.Member
 	for m := range s.Members {
 		ms = append(ms, m)
 	}
@@ -195,7 +196,7 @@ func TestNamedPortSets(t *testing.T) {
 				t.Fatalf("policy %+v", p)
 			}
 			set := st.Sets[p.Ingress[0].Dst.NamedPortSets[0]]
-			if set.Kind != graph.SetNamedPorts {
+			if set.Kind != dataplane.SetNamedPorts {
 				t.Fatalf("kind %d", set.Kind)
 			}
 			if got := members(set); !slices.Equal(got, tt.want) {
@@ -248,7 +249,7 @@ func TestSequencer(t *testing.T) {
 	}
 	g.OnUpdate(model.SyncStatusUpdate{Status: model.InSync})
 	msgs := g.Flush()
-	want := []graph.Message{graph.EndpointUpdated{Key: model.EndpointKey{Namespace: "x", Name: "a"}, Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, graph.InSync{}}
+	want := []dataplane.Message{dataplane.EndpointUpdated{Key: model.EndpointKey{Namespace: "x", Name: "a"}, Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, dataplane.InSync{}}
 	if !reflect.DeepEqual(msgs, want) {
 		t.Fatalf("first flush %#v, want %#v", msgs, want)
 	}
@@ -258,12 +259,12 @@ func TestSequencer(t *testing.T) {
 	}
 	g.OnUpdate(model.RouteSet{Dst: netip.MustParsePrefix("10.0.0.1/32"), Interface: "veth1"})
 	msgs = g.Flush()
-	if len(msgs) != 1 || msgs[0].(graph.EndpointUpdated).Interface != "veth1" {
+	if len(msgs) != 1 || msgs[0].(dataplane.EndpointUpdated).Interface != "veth1" {
 		t.Fatalf("route: %#v", msgs)
 	}
 	g.OnUpdate(model.EndpointDeleted{Key: model.EndpointKey{Namespace: "x", Name: "a"}})
 	msgs = g.Flush()
-	if !reflect.DeepEqual(msgs, []graph.Message{graph.EndpointRemoved{Key: model.EndpointKey{Namespace: "x", Name: "a"}}}) {
+	if !reflect.DeepEqual(msgs, []dataplane.Message{dataplane.EndpointRemoved{Key: model.EndpointKey{Namespace: "x", Name: "a"}}}) {
 		t.Fatalf("delete: %#v", msgs)
 	}
 }
@@ -365,9 +366,9 @@ func TestSharedAddress(t *testing.T) {
 			}
 			for _, s := range steps {
 				msgs := flushAfter(t, g, st, s.up)
-				changed := slices.ContainsFunc(msgs, func(m graph.Message) bool {
+				changed := slices.ContainsFunc(msgs, func(m dataplane.Message) bool {
 					switch m.(type) {
-					case graph.SetReplaced, graph.SetMembersChanged, graph.SetRemoved:
+					case dataplane.SetReplaced, dataplane.SetMembersChanged, dataplane.SetRemoved:
 						return true
 					}
 					return false

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/selector"
 )
@@ -27,8 +28,8 @@ type policy struct {
 	deleted bool
 
 	refs    []*set // sets held by the compiled rules
-	ingress []Rule
-	egress  []Rule
+	ingress []dataplane.Rule
+	egress  []dataplane.Rule
 }
 
 // prepared is a rule with its peer selectors parsed; bad rules (an invalid selector) match
@@ -216,12 +217,12 @@ func (g *Graph) releaseRules(p *policy) {
 
 func (g *Graph) compile(p *policy) {
 	var refs []*set
-	acquire := func(sp spec, kind SetKind, port string, proto model.Protocol) SetID {
+	acquire := func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) dataplane.SetID {
 		s := g.acquireSet(sp, kind, port, proto)
 		refs = append(refs, s)
 		return s.id
 	}
-	var out [2][]Rule
+	var out [2][]dataplane.Rule
 	for d := range p.rules {
 		dir := model.Direction(d)
 		if (dir == model.Ingress && !p.m.ApplyIngress) || (dir == model.Egress && !p.m.ApplyEgress) {
@@ -233,7 +234,7 @@ func (g *Graph) compile(p *policy) {
 				continue
 			}
 			r := pr.r
-			cr := Rule{
+			cr := dataplane.Rule{
 				Action:      r.Action,
 				Protocol:    r.Protocol,
 				NotProtocol: r.NotProtocol,
@@ -261,10 +262,10 @@ func (g *Graph) compile(p *policy) {
 }
 
 func (g *Graph) compileMatch(p *policy, peer *model.Peer, sp *spec, localSide bool, proto model.Protocol,
-	acquire func(spec, SetKind, string, model.Protocol) SetID) Match {
-	var m Match
+	acquire func(spec, dataplane.SetKind, string, model.Protocol) dataplane.SetID) dataplane.Match {
+	var m dataplane.Match
 	if sp != nil {
-		m.Sets = []SetID{acquire(*sp, SetAddrs, "", 0)}
+		m.Sets = []dataplane.SetID{acquire(*sp, dataplane.SetAddrs, "", 0)}
 	}
 	m.Nets = NormalizePrefixes(peer.Nets)
 	m.NotNets = NormalizePrefixes(peer.NotNets)
@@ -274,9 +275,9 @@ func (g *Graph) compileMatch(p *policy, peer *model.Peer, sp *spec, localSide bo
 	} else if sp != nil {
 		portSpec = *sp
 	}
-	ports := func(in []model.Port) ([]model.Port, []SetID) {
+	ports := func(in []model.Port) ([]model.Port, []dataplane.SetID) {
 		var nums []model.Port
-		var named []SetID
+		var named []dataplane.SetID
 		for _, pt := range in {
 			if pt.Name == "" {
 				if pt.Last < pt.First {
@@ -285,7 +286,7 @@ func (g *Graph) compileMatch(p *policy, peer *model.Peer, sp *spec, localSide bo
 				nums = append(nums, pt)
 				continue
 			}
-			named = append(named, acquire(portSpec, SetNamedPorts, pt.Name, proto))
+			named = append(named, acquire(portSpec, dataplane.SetNamedPorts, pt.Name, proto))
 		}
 		sort.Slice(nums, func(i, j int) bool {
 			if nums[i].First != nums[j].First {

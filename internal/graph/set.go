@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -20,8 +21,8 @@ import (
 // is found with the address index (see contribute). At 100,000 pods the sets' member counts
 // were 15 MB of the agent's heap, 1.8 members per address: the index is half that.
 type set struct {
-	id    SetID
-	kind  SetKind
+	id    dataplane.SetID
+	kind  dataplane.SetKind
 	desc  string
 	m     *matcher
 	port  string         // SetNamedPorts: the port name
@@ -33,22 +34,22 @@ type set struct {
 	// fresh: created since the last flush (emitted as SetReplaced); otherwise delta holds the
 	// members added (true) or removed (false) since the last flush.
 	fresh bool
-	delta map[Member]bool
+	delta map[dataplane.Member]bool
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-func makeID(prefix, key string) SetID {
+func makeID(prefix, key string) dataplane.SetID {
 	h := sha256.Sum256([]byte(key))
-	return SetID(prefix + idEncoding.EncodeToString(h[:])[:15])
+	return dataplane.SetID(prefix + idEncoding.EncodeToString(h[:])[:15])
 }
 
 // acquireSet returns the set of kind over sp (port/proto for named ports) with one more
 // reference, creating it if needed (its members are listed by the next flush).
-func (g *Graph) acquireSet(sp spec, kind SetKind, port string, proto model.Protocol) *set {
+func (g *Graph) acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) *set {
 	k := sp.key()
-	var id SetID
-	if kind == SetAddrs {
+	var id dataplane.SetID
+	if kind == dataplane.SetAddrs {
 		id = makeID("a", k)
 	} else {
 		id = makeID("p", k+"|"+strconv.Itoa(len(port))+":"+port+"|"+strconv.Itoa(int(proto)))
@@ -59,7 +60,7 @@ func (g *Graph) acquireSet(sp spec, kind SetKind, port string, proto model.Proto
 	}
 	m := g.acquireMatcher(sp)
 	desc := sp.describe()
-	if kind == SetNamedPorts {
+	if kind == dataplane.SetNamedPorts {
 		desc += " port " + port
 		if proto != model.ProtocolAny {
 			desc += "/" + strings.ToLower(proto.String())
@@ -126,11 +127,11 @@ func (s *set) hasPort(net netInfo, proto model.Protocol, port uint16) bool {
 
 // contribution yields e's members of s, each once: appendNet drops repeated addresses and named
 // ports, and two named ports the set resolves to one protocol and port would be the same.
-func (s *set) contribution(e *endpoint) iter.Seq[Member] {
-	return func(yield func(Member) bool) {
+func (s *set) contribution(e *endpoint) iter.Seq[dataplane.Member] {
+	return func(yield func(dataplane.Member) bool) {
 		for a := range e.net.addrs() {
-			if s.kind == SetAddrs {
-				if !yield(Member{Addr: a}) {
+			if s.kind == dataplane.SetAddrs {
+				if !yield(dataplane.Member{Addr: a}) {
 					return
 				}
 				continue
@@ -139,7 +140,7 @@ func (s *set) contribution(e *endpoint) iter.Seq[Member] {
 				if !s.resolves(np) {
 					continue
 				}
-				if !yield(Member{Addr: a, Protocol: np.Protocol, Port: np.Port}) {
+				if !yield(dataplane.Member{Addr: a, Protocol: np.Protocol, Port: np.Port}) {
 					return
 				}
 			}
@@ -149,18 +150,18 @@ func (s *set) contribution(e *endpoint) iter.Seq[Member] {
 
 // contributes reports whether h is one of s's endpoints and has mb among its members of s, given
 // that h holds mb's address.
-func (g *Graph) contributes(s *set, h *endpoint, mb Member) bool {
+func (g *Graph) contributes(s *set, h *endpoint, mb dataplane.Member) bool {
 	if !h.matches.has(s.m, g.idx.pos) {
 		return false
 	}
-	return s.kind == SetAddrs || s.hasPort(h.net, mb.Protocol, mb.Port)
+	return s.kind == dataplane.SetAddrs || s.hasPort(h.net, mb.Protocol, mb.Port)
 }
 
 // members lists the set's members, sorted, from its matcher's endpoints. It walks them twice,
 // to count and then to fill a list of that size: a list grown as it is filled would leave as
 // much again in garbage (a first flush at P3's scale lists 364,000 members of 32 bytes), at the
 // agent's peak, for a second walk that costs ≈ 20 ms there.
-func (s *set) members(g *Graph) []Member {
+func (s *set) members(g *Graph) []dataplane.Member {
 	n := 0
 	for e := range g.membersOf(s.m) {
 		for range s.contribution(e) {
@@ -170,7 +171,7 @@ func (s *set) members(g *Graph) []Member {
 	if n == 0 {
 		return nil
 	}
-	out := make([]Member, 0, n)
+	out := make([]dataplane.Member, 0, n)
 	for e := range g.membersOf(s.m) {
 		out = slices.AppendSeq(out, s.contribution(e))
 	}
@@ -197,7 +198,7 @@ func (g *Graph) contribute(s *set, e *endpoint, in bool) {
 			s.size--
 		}
 		if s.delta == nil {
-			s.delta = map[Member]bool{}
+			s.delta = map[dataplane.Member]bool{}
 		}
 		if was, ok := s.delta[mb]; ok && was != in {
 			delete(s.delta, mb)
@@ -209,7 +210,7 @@ func (g *Graph) contribute(s *set, e *endpoint, in bool) {
 }
 
 // contributedElsewhere reports whether an endpoint of s other than e contributes mb.
-func (g *Graph) contributedElsewhere(s *set, e *endpoint, mb Member) bool {
+func (g *Graph) contributedElsewhere(s *set, e *endpoint, mb dataplane.Member) bool {
 	for h := range g.holders.of(mb.Addr) {
 		if h != e && g.contributes(s, h, mb) {
 			return true

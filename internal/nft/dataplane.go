@@ -13,11 +13,12 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/setmap"
-	"golang.org/x/sys/unix"
 )
 
 // DefaultTable is the name of the one table nftpolicy owns.
@@ -109,7 +110,7 @@ type Dataplane struct {
 	denies    map[string]int    // deny chain name → number of class chains using it
 
 	// indexes for incremental work
-	setPolicies    map[graph.SetID]map[model.PolicyKey]struct{}
+	setPolicies    map[dataplane.SetID]map[model.PolicyKey]struct{}
 	policyGroups   map[model.PolicyKey]map[string]struct{}
 	policyEndpoint map[model.PolicyKey]map[model.EndpointKey]struct{}
 	localAddrs     map[netip.Addr]model.EndpointKey // address of a local endpoint → endpoint
@@ -130,7 +131,7 @@ type Dataplane struct {
 }
 
 type endpoint struct {
-	msg     graph.EndpointUpdated
+	msg     dataplane.EndpointUpdated
 	groups  map[dispatchKey]string // dispatch element → group chain name
 	sources []ruleset.ElementKey   // its interface . address elements (anti-spoofing)
 }
@@ -147,7 +148,7 @@ type group struct {
 	name    string
 	dir     model.Direction
 	is4     bool
-	tiers   []graph.TierPolicies
+	tiers   []dataplane.TierPolicies
 	members map[dispatchKey]struct{}
 	// classUse counts the references (peer elements, intervals, the default) to each class
 	// chain; the group holds one reference of the Dataplane's count per chain it uses.
@@ -208,7 +209,7 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		classes:        map[string]int{},
 		shared:         map[string]int{},
 		denies:         map[string]int{},
-		setPolicies:    map[graph.SetID]map[model.PolicyKey]struct{}{},
+		setPolicies:    map[dataplane.SetID]map[model.PolicyKey]struct{}{},
 		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
 		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
 		localAddrs:     map[netip.Addr]model.EndpointKey{},
@@ -242,7 +243,7 @@ func (d *Dataplane) Stats() (ruleset.Stats, uint64) { return d.table.Stats(), d.
 // transaction. On error the desired state is kept; Resync retries it. Apply consumes msgs: it
 // clears each entry once folded, so that the member lists of a first flush (≈ 20 MB at 100,000
 // pods) are not held through the compile and the commit.
-func (d *Dataplane) Apply(msgs []graph.Message) error {
+func (d *Dataplane) Apply(msgs []dataplane.Message) error {
 	for i, m := range msgs {
 		d.fold(m)
 		msgs[i] = nil
@@ -368,38 +369,38 @@ func (d *Dataplane) Close() error {
 }
 
 // fold applies one message to the state and records what it makes dirty.
-func (d *Dataplane) fold(m graph.Message) {
+func (d *Dataplane) fold(m dataplane.Message) {
 	switch m := m.(type) {
-	case graph.SetReplaced:
+	case dataplane.SetReplaced:
 		d.state.Apply(m)
 		d.setReplaced(m.ID)
 		d.sharedSetReplaced(m.ID)
-	case graph.SetRemoved:
+	case dataplane.SetRemoved:
 		d.state.Apply(m)
 		d.setReplaced(m.ID)
 		d.sharedSetReplaced(m.ID)
-	case graph.SetMembersChanged:
+	case dataplane.SetMembersChanged:
 		d.state.Apply(m)
-		for _, mbs := range [][]graph.Member{m.Removed, m.Added} {
+		for _, mbs := range [][]dataplane.Member{m.Removed, m.Added} {
 			for _, mb := range mbs {
 				d.memberChanged(m.ID, mb.Addr.Unmap())
 				d.sharedMemberChanged(m.ID, mb)
 			}
 		}
-	case graph.PolicyUpdated:
+	case dataplane.PolicyUpdated:
 		if old := d.state.Policies[m.Key]; old != nil {
 			d.indexPolicySets(old, false)
 		}
 		d.state.Apply(m)
 		d.indexPolicySets(d.state.Policies[m.Key], true)
 		d.dirtyPolicies[m.Key] = struct{}{}
-	case graph.PolicyRemoved:
+	case dataplane.PolicyRemoved:
 		if old := d.state.Policies[m.Key]; old != nil {
 			d.indexPolicySets(old, false)
 		}
 		d.state.Apply(m)
 		d.dirtyPolicies[m.Key] = struct{}{}
-	case graph.EndpointUpdated:
+	case dataplane.EndpointUpdated:
 		e := d.endpoints[m.Key]
 		if e == nil {
 			e = &endpoint{groups: map[dispatchKey]string{}}
@@ -416,20 +417,20 @@ func (d *Dataplane) fold(m graph.Message) {
 		d.indexEndpointPolicies(m.Key, &e.msg, true)
 		d.indexLocalAddrs(m.Key, &e.msg, true)
 		d.dirtyEndpoints[m.Key] = struct{}{}
-	case graph.EndpointRemoved:
+	case dataplane.EndpointRemoved:
 		if e := d.endpoints[m.Key]; e != nil {
 			d.indexEndpointPolicies(m.Key, &e.msg, false)
 			d.indexLocalAddrs(m.Key, &e.msg, false)
-			e.msg = graph.EndpointUpdated{} // removed(): regroup releases its groups
+			e.msg = dataplane.EndpointUpdated{} // removed(): regroup releases its groups
 			d.dirtyEndpoints[m.Key] = struct{}{}
 		}
-	case graph.InSync:
+	case dataplane.InSync:
 		d.inSync = true
 	}
 }
 
 // setReplaced recompiles whatever uses a set that was replaced or removed as a whole.
-func (d *Dataplane) setReplaced(id graph.SetID) {
+func (d *Dataplane) setReplaced(id dataplane.SetID) {
 	for k := range d.setPolicies[id] {
 		d.dirtyPolicies[k] = struct{}{}
 	}
@@ -438,7 +439,7 @@ func (d *Dataplane) setReplaced(id graph.SetID) {
 // memberChanged records that set id's membership of address a may have changed: a local
 // endpoint with that address may change group (its local-side facts), and the groups whose
 // rules reference the set recompute that one peer.
-func (d *Dataplane) memberChanged(id graph.SetID, a netip.Addr) {
+func (d *Dataplane) memberChanged(id dataplane.SetID, a netip.Addr) {
 	if k, ok := d.localAddrs[a]; ok {
 		d.dirtyEndpoints[k] = struct{}{}
 	}
@@ -459,7 +460,7 @@ func (d *Dataplane) memberChanged(id graph.SetID, a netip.Addr) {
 	}
 }
 
-func (d *Dataplane) indexLocalAddrs(k model.EndpointKey, m *graph.EndpointUpdated, add bool) {
+func (d *Dataplane) indexLocalAddrs(k model.EndpointKey, m *dataplane.EndpointUpdated, add bool) {
 	for _, a := range m.Addrs {
 		if add {
 			d.localAddrs[a] = k
@@ -469,7 +470,7 @@ func (d *Dataplane) indexLocalAddrs(k model.EndpointKey, m *graph.EndpointUpdate
 	}
 }
 
-func (d *Dataplane) indexPolicySets(p *graph.PolicyUpdated, add bool) {
+func (d *Dataplane) indexPolicySets(p *dataplane.PolicyUpdated, add bool) {
 	for _, id := range policySets(p) {
 		if add {
 			setmap.Add(d.setPolicies, id, p.Key)
@@ -479,8 +480,8 @@ func (d *Dataplane) indexPolicySets(p *graph.PolicyUpdated, add bool) {
 	}
 }
 
-func (d *Dataplane) indexEndpointPolicies(k model.EndpointKey, m *graph.EndpointUpdated, add bool) {
-	for _, tiers := range [][]graph.TierPolicies{m.Ingress, m.Egress} {
+func (d *Dataplane) indexEndpointPolicies(k model.EndpointKey, m *dataplane.EndpointUpdated, add bool) {
+	for _, tiers := range [][]dataplane.TierPolicies{m.Ingress, m.Egress} {
 		for _, t := range tiers {
 			for _, p := range t.Policies {
 				if add {
@@ -494,11 +495,11 @@ func (d *Dataplane) indexEndpointPolicies(k model.EndpointKey, m *graph.Endpoint
 }
 
 // policySets lists every set a policy's rules reference.
-func policySets(p *graph.PolicyUpdated) []graph.SetID {
-	var ids []graph.SetID
-	for _, rules := range [][]graph.Rule{p.Ingress, p.Egress} {
+func policySets(p *dataplane.PolicyUpdated) []dataplane.SetID {
+	var ids []dataplane.SetID
+	for _, rules := range [][]dataplane.Rule{p.Ingress, p.Egress} {
 		for i := range rules {
-			for _, m := range []*graph.Match{&rules[i].Src, &rules[i].Dst} {
+			for _, m := range []*dataplane.Match{&rules[i].Src, &rules[i].Dst} {
 				ids = append(ids, m.Sets...)
 				ids = append(ids, m.NotSets...)
 				ids = append(ids, m.NamedPortSets...)
@@ -593,7 +594,7 @@ func (d *Dataplane) wantedGroups(e *endpoint) map[dispatchKey]string {
 }
 
 // tiers is the endpoint's tier list of a direction.
-func (e *endpoint) tiers(dir model.Direction) []graph.TierPolicies {
+func (e *endpoint) tiers(dir model.Direction) []dataplane.TierPolicies {
 	if dir == model.Egress {
 		return e.msg.Egress
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
@@ -50,7 +51,7 @@ func fixedAddrs() map[string][]netip.Addr {
 }
 
 // messagesFor runs the graph of one node over the scenario.
-func messagesFor(node string, addrs map[string][]netip.Addr, sc scenario) []graph.Message {
+func messagesFor(node string, addrs map[string][]netip.Addr, sc scenario) []dataplane.Message {
 	g := graph.New(graph.Config{NodeName: node})
 	for _, u := range modelUpdates(addrs, sc.policies(addrs)) {
 		g.OnUpdate(u)

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
@@ -39,8 +39,8 @@ type Outcome struct {
 
 // State is the dataplane's view of the graph's output that the compiler reads.
 type State struct {
-	Sets     map[graph.SetID]*Set
-	Policies map[model.PolicyKey]*graph.PolicyUpdated
+	Sets     map[dataplane.SetID]*Set
+	Policies map[model.PolicyKey]*dataplane.PolicyUpdated
 	// refIndexMin: plans referencing more sets than this index peers by set (see plan.index).
 	refIndexMin int
 	// localSide caches GroupKey's local-side references per direction and tier list; cleared
@@ -50,14 +50,14 @@ type State struct {
 	compileBudget int64
 	// rejected holds the policies whose rules are not enforced as written (reject), with the
 	// rules enforced instead; a new version of the policy is enforced as written again.
-	rejected map[model.PolicyKey][]graph.Rule
+	rejected map[model.PolicyKey][]dataplane.Rule
 }
 
 // Set is a graph set: addresses, or address.proto.port members for named ports. It is indexed
 // for the compiler's two questions — is an address a member, and which named-port members an
 // address has — without a map per address (a cluster's sets hold millions of members).
 type Set struct {
-	Kind        graph.SetKind
+	Kind        dataplane.SetKind
 	Description string
 	// v4 and v6 hold an address set's members, one family each, as the table's shared selector
 	// sets (sel_…, shared.go): a listed group puts these very objects in the table, so a member is
@@ -67,14 +67,14 @@ type Set struct {
 	// addrs counts the named-port members of each address (named-port sets only).
 	addrs map[netip.Addr]uint32
 	// ports lists the named-port members of each address (named-port sets only).
-	ports map[netip.Addr][]graph.Member
+	ports map[netip.Addr][]dataplane.Member
 }
 
-func newSet(id graph.SetID, kind graph.SetKind, description string, members []graph.Member) *Set {
+func newSet(id dataplane.SetID, kind dataplane.SetKind, description string, members []dataplane.Member) *Set {
 	s := &Set{Kind: kind, Description: description}
-	if kind == graph.SetNamedPorts {
+	if kind == dataplane.SetNamedPorts {
 		s.addrs = make(map[netip.Addr]uint32, len(members))
-		s.ports = map[netip.Addr][]graph.Member{}
+		s.ports = map[netip.Addr][]dataplane.Member{}
 		return s
 	}
 	n4 := 0
@@ -90,7 +90,7 @@ func newSet(id graph.SetID, kind graph.SetKind, description string, members []gr
 }
 
 // setComment is what the table's sets of graph set id say of it: its description, else its id.
-func setComment(id graph.SetID, description string) string {
+func setComment(id dataplane.SetID, description string) string {
 	if description != "" {
 		return description
 	}
@@ -147,25 +147,25 @@ const DefaultCompileBudget = 20_000_000
 
 // NewState returns an empty State.
 func NewState() *State {
-	return &State{Sets: map[graph.SetID]*Set{}, Policies: map[model.PolicyKey]*graph.PolicyUpdated{}, refIndexMin: 16, compileBudget: DefaultCompileBudget}
+	return &State{Sets: map[dataplane.SetID]*Set{}, Policies: map[model.PolicyKey]*dataplane.PolicyUpdated{}, refIndexMin: 16, compileBudget: DefaultCompileBudget}
 }
 
 // Apply folds one graph message into the state (endpoint messages are the Dataplane's business).
-func (s *State) Apply(m graph.Message) {
+func (s *State) Apply(m dataplane.Message) {
 	switch m := m.(type) {
-	case graph.SetReplaced:
+	case dataplane.SetReplaced:
 		set := newSet(m.ID, m.Kind, m.Description, m.Members)
 		for _, mb := range m.Members {
 			set.add(mb)
 		}
 		s.Sets[m.ID] = set
-	case graph.SetMembersChanged:
+	case dataplane.SetMembersChanged:
 		set := s.Sets[m.ID]
 		if set == nil {
-			kind := graph.SetAddrs
+			kind := dataplane.SetAddrs
 			for _, mb := range append(m.Added, m.Removed...) {
 				if mb.Port != 0 || mb.Protocol != model.ProtocolAny {
-					kind = graph.SetNamedPorts
+					kind = dataplane.SetNamedPorts
 				}
 			}
 			set = newSet(m.ID, kind, "", nil)
@@ -177,21 +177,21 @@ func (s *State) Apply(m graph.Message) {
 		for _, mb := range m.Added {
 			set.add(mb)
 		}
-	case graph.SetRemoved:
+	case dataplane.SetRemoved:
 		delete(s.Sets, m.ID)
-	case graph.PolicyUpdated:
+	case dataplane.PolicyUpdated:
 		p := m
 		s.Policies[m.Key] = &p
 		delete(s.rejected, m.Key)
 		clear(s.localSide)
-	case graph.PolicyRemoved:
+	case dataplane.PolicyRemoved:
 		delete(s.Policies, m.Key)
 		delete(s.rejected, m.Key)
 		clear(s.localSide)
 	}
 }
 
-func (s *Set) add(m graph.Member) {
+func (s *Set) add(m dataplane.Member) {
 	m.Addr = m.Addr.Unmap()
 	if s.ports == nil {
 		s.family(m.Addr.Is4()).Put(ruleset.Element{ElementKey: ruleset.AddrKey(m.Addr)})
@@ -204,7 +204,7 @@ func (s *Set) add(m graph.Member) {
 	s.addrs[m.Addr]++
 }
 
-func (s *Set) remove(m graph.Member) {
+func (s *Set) remove(m dataplane.Member) {
 	m.Addr = m.Addr.Unmap()
 	if s.ports == nil {
 		s.family(m.Addr.Is4()).Delete(ruleset.AddrKey(m.Addr))
@@ -225,7 +225,7 @@ func (s *Set) remove(m graph.Member) {
 	}
 }
 
-func (s *State) member(id graph.SetID, a netip.Addr) bool {
+func (s *State) member(id dataplane.SetID, a netip.Addr) bool {
 	set := s.Sets[id]
 	if set == nil {
 		return false // a missing set has no members: bad input never widens an allow
@@ -233,12 +233,12 @@ func (s *State) member(id graph.SetID, a netip.Addr) bool {
 	return set.has(a)
 }
 
-func (s *State) namedPort(id graph.SetID, a netip.Addr, proto model.Protocol, port uint16) bool {
+func (s *State) namedPort(id dataplane.SetID, a netip.Addr, proto model.Protocol, port uint16) bool {
 	set := s.Sets[id]
 	if set == nil {
 		return false
 	}
-	return slices.Contains(set.ports[a], graph.Member{Addr: a, Protocol: proto, Port: port})
+	return slices.Contains(set.ports[a], dataplane.Member{Addr: a, Protocol: proto, Port: port})
 }
 
 // packet is what the evaluator looks at: the peer and the local endpoint address, L4 protocol
@@ -254,13 +254,13 @@ type packet struct {
 // in order, rules in order; first Allow/Deny wins; Pass goes to the next tier; a tier's default
 // applies when none decided; allow after the last tier. It is the reference semantics that the
 // compiled structures must equal.
-func (s *State) Evaluate(dir model.Direction, tiers []graph.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
+func (s *State) Evaluate(dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
 	return s.eval(dir, tiers, packet{peer: peer.Unmap(), local: local.Unmap(), known: true, proto: proto, port: port})
 }
 
 // policyRule is one rule of a tier's policies in one direction.
 type policyRule struct {
-	*graph.Rule
+	*dataplane.Rule
 	policy model.PolicyKey
 	dir    model.Direction
 	index  int // among the policy's rules of the direction
@@ -283,15 +283,15 @@ func (s *State) reject(key model.PolicyKey, reason string) {
 	if pol == nil {
 		return
 	}
-	var sub []graph.Rule
+	var sub []dataplane.Rule
 	for _, r := range slices.Concat(pol.Ingress, pol.Egress) {
 		if r.Action != model.ActionAllow && r.Action != model.ActionLog {
-			sub = []graph.Rule{{Action: model.ActionDeny, Comment: key.String() + " not enforced as written (" + reason + "): denied"}}
+			sub = []dataplane.Rule{{Action: model.ActionDeny, Comment: key.String() + " not enforced as written (" + reason + "): denied"}}
 			break
 		}
 	}
 	if s.rejected == nil {
-		s.rejected = map[model.PolicyKey][]graph.Rule{}
+		s.rejected = map[model.PolicyKey][]dataplane.Rule{}
 	}
 	s.rejected[key] = sub
 	clear(s.localSide)
@@ -301,9 +301,9 @@ func (s *State) reject(key model.PolicyKey, reason string) {
 // compile runs out of budget: a rule and each of its selectors, prefixes and ports.
 func (s *State) ruleCost(key model.PolicyKey, dir model.Direction) int {
 	n := 0
-	for r := range s.tierRules(dir, graph.TierPolicies{Policies: []model.PolicyKey{key}}) {
+	for r := range s.tierRules(dir, dataplane.TierPolicies{Policies: []model.PolicyKey{key}}) {
 		n++
-		for _, m := range []*graph.Match{&r.Src, &r.Dst} {
+		for _, m := range []*dataplane.Match{&r.Src, &r.Dst} {
 			n += len(m.Sets) + len(m.NotSets) + len(m.Nets) + len(m.NotNets) + len(m.Ports) + len(m.NotPorts) +
 				len(m.NamedPortSets) + len(m.NotNamedPortSets)
 		}
@@ -313,7 +313,7 @@ func (s *State) ruleCost(key model.PolicyKey, dir model.Direction) int {
 
 // tierRules yields the rules of a tier's policies in one direction, in evaluation order; a
 // policy the State does not hold (yet) contributes none.
-func (s *State) tierRules(dir model.Direction, t graph.TierPolicies) iter.Seq[policyRule] {
+func (s *State) tierRules(dir model.Direction, t dataplane.TierPolicies) iter.Seq[policyRule] {
 	return func(yield func(policyRule) bool) {
 		for _, key := range t.Policies {
 			pol := s.Policies[key]
@@ -336,7 +336,7 @@ func (s *State) tierRules(dir model.Direction, t graph.TierPolicies) iter.Seq[po
 	}
 }
 
-func (s *State) eval(dir model.Direction, tiers []graph.TierPolicies, p packet) Outcome {
+func (s *State) eval(dir model.Direction, tiers []dataplane.TierPolicies, p packet) Outcome {
 tiers:
 	for _, t := range tiers {
 		for r := range s.tierRules(dir, t) {
@@ -362,7 +362,7 @@ tiers:
 	return Outcome{Allow, "no tier decided: allow"}
 }
 
-func (s *State) matches(dir model.Direction, r *graph.Rule, p packet) bool {
+func (s *State) matches(dir model.Direction, r *dataplane.Rule, p packet) bool {
 	if r.IPVersion == 4 && !p.peer.Is4() || r.IPVersion == 6 && !p.peer.Is6() {
 		return false
 	}
@@ -392,7 +392,7 @@ func (s *State) matches(dir model.Direction, r *graph.Rule, p packet) bool {
 	return s.portMatch(&r.Dst, dst, dstKnown, p.proto, p.port)
 }
 
-func (s *State) addrMatch(m *graph.Match, a netip.Addr, known bool) bool {
+func (s *State) addrMatch(m *dataplane.Match, a netip.Addr, known bool) bool {
 	for _, id := range m.Sets {
 		if !known || !s.member(id, a) {
 			return false
@@ -432,7 +432,7 @@ func portIn(ps []model.Port, port uint16) bool {
 	return false
 }
 
-func (s *State) portMatch(m *graph.Match, a netip.Addr, known bool, proto model.Protocol, port uint16) bool {
+func (s *State) portMatch(m *dataplane.Match, a netip.Addr, known bool, proto model.Protocol, port uint16) bool {
 	if len(m.Ports) > 0 || len(m.NamedPortSets) > 0 {
 		if !hasPorts(proto) {
 			return false
@@ -523,7 +523,7 @@ func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Ou
 // Compile builds the decision structure for the tiers of one endpoint group in one direction and
 // family (v4: is4). local is an address of a group endpoint (ingress named ports resolve on it;
 // endpoints are grouped so that all members resolve them alike).
-func (s *State) Compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *Decision {
+func (s *State) Compile(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool) *Decision {
 	return s.compile(dir, tiers, local, is4).Decision
 }
 
@@ -540,7 +540,7 @@ type compiled struct {
 // compile compiles one group's tiers for a direction and family within the State's compile
 // budget; a compile that exhausts it stops early, its plan marked over (the Decision is then
 // incomplete and must not be used).
-func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) *compiled {
+func (s *State) compile(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool) *compiled {
 	d := &Decision{Peers: map[netip.Addr]string{}, Classes: map[string]*Class{}}
 	pl := s.newPlan(dir, tiers, local, is4, s.compileBudget)
 	cp := &compiled{Decision: d, plan: pl, local: local}
@@ -555,7 +555,7 @@ func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local n
 			}
 		}
 	} else {
-		var buf []graph.SetID
+		var buf []dataplane.SetID
 		for _, id := range pl.refs {
 			if set := s.Sets[id]; set != nil {
 				for a := range set.addresses(is4) {
@@ -609,7 +609,7 @@ func (s *State) compile(dir model.Direction, tiers []graph.TierPolicies, local n
 
 // peerChanged tells the compiled decision that set id's membership of address a may have
 // changed (the State already holds the new membership); it keeps the plan's index true.
-func (cp *compiled) peerChanged(id graph.SetID, a netip.Addr) {
+func (cp *compiled) peerChanged(id dataplane.SetID, a netip.Addr) {
 	pl := cp.plan
 	if pl.index == nil {
 		return // no index: refsOf asks the State, which is already current
@@ -709,7 +709,7 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // comment sees which policies isolated the endpoint; a long tier is named by its first two
 // policies and a count (the whole list would make one reason, and one deny chain, per distinct
 // list of thousands of names, and comments are cut at 128 bytes anyway).
-func tierDefault(t graph.TierPolicies) Outcome {
+func tierDefault(t dataplane.TierPolicies) Outcome {
 	var v Verdict
 	switch t.DefaultAction {
 	case model.ActionDeny:

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -44,45 +44,45 @@ func TestCompileMatchesModel(t *testing.T) {
 			s.refIndexMin = 0 // every other plan indexes its peers by set
 		}
 		for i := 0; i < 3; i++ {
-			var ms []graph.Member
+			var ms []dataplane.Member
 			for _, a := range pool {
 				if rng.Intn(2) == 0 {
-					ms = append(ms, graph.Member{Addr: netip.MustParseAddr(a)})
+					ms = append(ms, dataplane.Member{Addr: netip.MustParseAddr(a)})
 				}
 			}
-			s.Apply(graph.SetReplaced{ID: graph.SetID(fmt.Sprint("s", i)), Members: ms})
+			s.Apply(dataplane.SetReplaced{ID: dataplane.SetID(fmt.Sprint("s", i)), Members: ms})
 		}
-		var np []graph.Member
+		var np []dataplane.Member
 		for _, a := range pool {
 			if rng.Intn(2) == 0 {
-				np = append(np, graph.Member{Addr: netip.MustParseAddr(a), Protocol: model.ProtocolTCP, Port: uint16(rng.Intn(120))})
+				np = append(np, dataplane.Member{Addr: netip.MustParseAddr(a), Protocol: model.ProtocolTCP, Port: uint16(rng.Intn(120))})
 			}
 		}
-		s.Apply(graph.SetReplaced{ID: "np", Kind: graph.SetNamedPorts, Members: np})
-		var tiers []graph.TierPolicies
+		s.Apply(dataplane.SetReplaced{ID: "np", Kind: dataplane.SetNamedPorts, Members: np})
+		var tiers []dataplane.TierPolicies
 		for ti, tn := range []string{"admin", "default", "baseline"} {
 			if rng.Intn(3) == 0 {
 				continue
 			}
-			tp := graph.TierPolicies{Tier: tn, DefaultAction: []model.Action{model.ActionPass, model.ActionDeny, model.ActionPass}[ti]}
+			tp := dataplane.TierPolicies{Tier: tn, DefaultAction: []model.Action{model.ActionPass, model.ActionDeny, model.ActionPass}[ti]}
 			for pi := rng.Intn(3) + 1; pi > 0; pi-- {
-				var rules []graph.Rule
+				var rules []dataplane.Rule
 				for ri := rng.Intn(4); ri > 0; ri-- {
-					m := graph.Match{Nets: pick(rng.Intn(2)), NotNets: pick(rng.Intn(2))}
+					m := dataplane.Match{Nets: pick(rng.Intn(2)), NotNets: pick(rng.Intn(2))}
 					if rng.Intn(2) == 0 {
-						m.Sets = []graph.SetID{graph.SetID(fmt.Sprint("s", rng.Intn(3)))}
+						m.Sets = []dataplane.SetID{dataplane.SetID(fmt.Sprint("s", rng.Intn(3)))}
 					}
 					if rng.Intn(4) == 0 {
-						m.NotSets = []graph.SetID{graph.SetID(fmt.Sprint("s", rng.Intn(3)))}
+						m.NotSets = []dataplane.SetID{dataplane.SetID(fmt.Sprint("s", rng.Intn(3)))}
 					}
-					dst := graph.Match{Ports: ports(), NotPorts: ports()}
+					dst := dataplane.Match{Ports: ports(), NotPorts: ports()}
 					if allowOnly {
 						dst.NotPorts = nil
 					}
 					if rng.Intn(3) == 0 {
-						dst.NamedPortSets = []graph.SetID{"np"}
+						dst.NamedPortSets = []dataplane.SetID{"np"}
 					}
-					r := graph.Rule{Action: actions[rng.Intn(len(actions))], Protocol: protos[rng.Intn(len(protos))]}
+					r := dataplane.Rule{Action: actions[rng.Intn(len(actions))], Protocol: protos[rng.Intn(len(protos))]}
 					if allowOnly {
 						r.Action = []model.Action{model.ActionAllow, model.ActionLog}[rng.Intn(2)]
 					}
@@ -95,7 +95,7 @@ func TestCompileMatchesModel(t *testing.T) {
 					rules = append(rules, r)
 				}
 				k := model.PolicyKey{Kind: "P", Name: fmt.Sprint(iter, tn, pi)}
-				s.Apply(graph.PolicyUpdated{Key: k, Tier: tn, Ingress: rules, Egress: rules})
+				s.Apply(dataplane.PolicyUpdated{Key: k, Tier: tn, Ingress: rules, Egress: rules})
 				tp.Policies = append(tp.Policies, k)
 			}
 			tiers = append(tiers, tp)
@@ -114,24 +114,24 @@ func TestCompileMatchesModel(t *testing.T) {
 		for round := 0; round < 3; round++ {
 			changed := map[netip.Addr]struct{}{}
 			var events []struct {
-				id graph.SetID
+				id dataplane.SetID
 				a  netip.Addr
 			}
 			for i := 0; i < 3; i++ {
-				id := graph.SetID(fmt.Sprint("s", rng.Intn(3)))
+				id := dataplane.SetID(fmt.Sprint("s", rng.Intn(3)))
 				a := netip.MustParseAddr(pool[rng.Intn(len(pool))])
 				if a == local {
 					continue // a local-side change regroups the endpoint: a new compile, not this path
 				}
-				m := graph.SetMembersChanged{ID: id}
+				m := dataplane.SetMembersChanged{ID: id}
 				if s.member(id, a) {
-					m.Removed = []graph.Member{{Addr: a}}
+					m.Removed = []dataplane.Member{{Addr: a}}
 				} else {
-					m.Added = []graph.Member{{Addr: a}}
+					m.Added = []dataplane.Member{{Addr: a}}
 				}
 				s.Apply(m)
 				events = append(events, struct {
-					id graph.SetID
+					id dataplane.SetID
 					a  netip.Addr
 				}{id, a})
 				changed[a] = struct{}{}
@@ -166,7 +166,7 @@ func TestCompileMatchesModel(t *testing.T) {
 }
 
 // checkList probes a listed group's rules as checkCompiled probes a compiled structure.
-func checkList(t *testing.T, where string, s *State, dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, rl *ruleList, pool []string) {
+func checkList(t *testing.T, where string, s *State, dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, rl *ruleList, pool []string) {
 	t.Helper()
 	probePackets(pool, func(pa netip.Addr, proto model.Protocol, port uint16) {
 		want := s.Evaluate(dir, tiers, local, pa, proto, port)
@@ -189,7 +189,7 @@ func probePackets(pool []string, f func(netip.Addr, model.Protocol, uint16)) {
 
 // checkCompiled probes a compiled structure with every pool address and a few outside it, for
 // several protocols and ports, against the model.
-func checkCompiled(t *testing.T, where string, s *State, dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, cp *compiled, pool []string) {
+func checkCompiled(t *testing.T, where string, s *State, dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, cp *compiled, pool []string) {
 	t.Helper()
 	probePackets(pool, func(pa netip.Addr, proto model.Protocol, port uint16) {
 		want := s.Evaluate(dir, tiers, local, pa, proto, port)

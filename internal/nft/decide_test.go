@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -13,18 +13,18 @@ var (
 	udp = model.ProtocolUDP
 )
 
-func pol(name, tier string, ingress, egress []graph.Rule) graph.PolicyUpdated {
-	return graph.PolicyUpdated{Key: model.PolicyKey{Kind: "NetworkPolicy", Namespace: "ns", Name: name}, Tier: tier, Ingress: ingress, Egress: egress}
+func pol(name, tier string, ingress, egress []dataplane.Rule) dataplane.PolicyUpdated {
+	return dataplane.PolicyUpdated{Key: model.PolicyKey{Kind: "NetworkPolicy", Namespace: "ns", Name: name}, Tier: tier, Ingress: ingress, Egress: egress}
 }
 
 func key(name string) model.PolicyKey {
 	return model.PolicyKey{Kind: "NetworkPolicy", Namespace: "ns", Name: name}
 }
 
-func addrs(ss ...string) []graph.Member {
-	var out []graph.Member
+func addrs(ss ...string) []dataplane.Member {
+	var out []dataplane.Member
 	for _, s := range ss {
-		out = append(out, graph.Member{Addr: netip.MustParseAddr(s)})
+		out = append(out, dataplane.Member{Addr: netip.MustParseAddr(s)})
 	}
 	return out
 }
@@ -41,30 +41,30 @@ type probe struct {
 func TestCompileSemantics(t *testing.T) {
 	local := netip.MustParseAddr("10.0.0.10")
 	local6 := netip.MustParseAddr("fd00::10")
-	npTier := func(ps ...string) graph.TierPolicies {
-		tp := graph.TierPolicies{Tier: "default", DefaultAction: model.ActionDeny}
+	npTier := func(ps ...string) dataplane.TierPolicies {
+		tp := dataplane.TierPolicies{Tier: "default", DefaultAction: model.ActionDeny}
 		for _, p := range ps {
 			tp.Policies = append(tp.Policies, key(p))
 		}
 		return tp
 	}
-	sets := []graph.Message{
-		graph.SetReplaced{ID: "sa", Kind: graph.SetAddrs, Description: "app == 'a'", Members: addrs("10.0.1.1", "10.0.1.2", "fd00::1:1")},
-		graph.SetReplaced{ID: "sb", Kind: graph.SetAddrs, Description: "app == 'b'", Members: addrs("10.0.2.1", "10.9.9.9")},
-		graph.SetReplaced{ID: "np", Kind: graph.SetNamedPorts, Description: "named port http", Members: []graph.Member{
+	sets := []dataplane.Message{
+		dataplane.SetReplaced{ID: "sa", Kind: dataplane.SetAddrs, Description: "app == 'a'", Members: addrs("10.0.1.1", "10.0.1.2", "fd00::1:1")},
+		dataplane.SetReplaced{ID: "sb", Kind: dataplane.SetAddrs, Description: "app == 'b'", Members: addrs("10.0.2.1", "10.9.9.9")},
+		dataplane.SetReplaced{ID: "np", Kind: dataplane.SetNamedPorts, Description: "named port http", Members: []dataplane.Member{
 			{Addr: local, Protocol: tcp, Port: 8080}, {Addr: netip.MustParseAddr("10.0.1.1"), Protocol: tcp, Port: 9090}}},
 	}
 	tests := []struct {
 		name     string
-		policies []graph.PolicyUpdated
+		policies []dataplane.PolicyUpdated
 		dir      model.Direction
-		tiers    []graph.TierPolicies
+		tiers    []dataplane.TierPolicies
 		probes   []probe
 	}{
 		{
 			name:     "default deny",
-			policies: []graph.PolicyUpdated{pol("deny-all", "default", nil, nil)},
-			tiers:    []graph.TierPolicies{npTier("deny-all")},
+			policies: []dataplane.PolicyUpdated{pol("deny-all", "default", nil, nil)},
+			tiers:    []dataplane.TierPolicies{npTier("deny-all")},
 			probes: []probe{
 				{"10.0.1.1", tcp, 80, Deny}, {"192.168.0.1", udp, 53, Deny}, {"10.0.1.1", model.ProtocolICMP, 0, Deny},
 			},
@@ -76,10 +76,10 @@ func TestCompileSemantics(t *testing.T) {
 		},
 		{
 			name: "allow from selector on tcp 80",
-			policies: []graph.PolicyUpdated{pol("allow-a", "default", []graph.Rule{
-				{Action: model.ActionAllow, Protocol: tcp, Src: graph.Match{Sets: []graph.SetID{"sa"}}, Dst: graph.Match{Ports: port(80)}},
+			policies: []dataplane.PolicyUpdated{pol("allow-a", "default", []dataplane.Rule{
+				{Action: model.ActionAllow, Protocol: tcp, Src: dataplane.Match{Sets: []dataplane.SetID{"sa"}}, Dst: dataplane.Match{Ports: port(80)}},
 			}, nil)},
-			tiers: []graph.TierPolicies{npTier("allow-a")},
+			tiers: []dataplane.TierPolicies{npTier("allow-a")},
 			probes: []probe{
 				{"10.0.1.1", tcp, 80, Allow}, {"10.0.1.2", tcp, 80, Allow}, {"10.0.1.1", tcp, 81, Deny},
 				{"10.0.1.1", udp, 80, Deny}, {"10.0.2.1", tcp, 80, Deny}, {"8.8.8.8", tcp, 80, Deny},
@@ -87,11 +87,11 @@ func TestCompileSemantics(t *testing.T) {
 		},
 		{
 			name: "ipBlock with except, overlapping CIDRs",
-			policies: []graph.PolicyUpdated{pol("cidr", "default", []graph.Rule{
-				{Action: model.ActionAllow, Src: graph.Match{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, NotNets: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}}},
-				{Action: model.ActionAllow, Protocol: udp, Src: graph.Match{Nets: []netip.Prefix{netip.MustParsePrefix("10.9.9.0/24")}}, Dst: graph.Match{Ports: []model.Port{{First: 53, Last: 54}}}},
+			policies: []dataplane.PolicyUpdated{pol("cidr", "default", []dataplane.Rule{
+				{Action: model.ActionAllow, Src: dataplane.Match{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, NotNets: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}}},
+				{Action: model.ActionAllow, Protocol: udp, Src: dataplane.Match{Nets: []netip.Prefix{netip.MustParsePrefix("10.9.9.0/24")}}, Dst: dataplane.Match{Ports: []model.Port{{First: 53, Last: 54}}}},
 			}, nil)},
-			tiers: []graph.TierPolicies{npTier("cidr")},
+			tiers: []dataplane.TierPolicies{npTier("cidr")},
 			probes: []probe{
 				{"10.1.2.3", tcp, 1, Allow}, {"10.9.1.1", tcp, 80, Deny}, {"10.9.9.1", udp, 53, Allow}, {"10.9.9.1", udp, 54, Allow},
 				{"10.9.9.1", udp, 55, Deny}, {"10.9.9.9", udp, 53, Allow}, {"11.0.0.0", tcp, 80, Deny}, {"9.255.255.255", tcp, 80, Deny},
@@ -100,32 +100,32 @@ func TestCompileSemantics(t *testing.T) {
 		},
 		{
 			name: "named port resolves on the local endpoint (ingress)",
-			policies: []graph.PolicyUpdated{pol("np", "default", []graph.Rule{
-				{Action: model.ActionAllow, Protocol: tcp, Dst: graph.Match{NamedPortSets: []graph.SetID{"np"}}},
+			policies: []dataplane.PolicyUpdated{pol("np", "default", []dataplane.Rule{
+				{Action: model.ActionAllow, Protocol: tcp, Dst: dataplane.Match{NamedPortSets: []dataplane.SetID{"np"}}},
 			}, nil)},
-			tiers:  []graph.TierPolicies{npTier("np")},
+			tiers:  []dataplane.TierPolicies{npTier("np")},
 			probes: []probe{{"1.2.3.4", tcp, 8080, Allow}, {"1.2.3.4", tcp, 9090, Deny}, {"1.2.3.4", udp, 8080, Deny}},
 		},
 		{
 			name: "named port resolves per peer (egress)",
 			dir:  model.Egress,
-			policies: []graph.PolicyUpdated{pol("np", "default", nil, []graph.Rule{
-				{Action: model.ActionAllow, Protocol: tcp, Dst: graph.Match{NamedPortSets: []graph.SetID{"np"}}},
+			policies: []dataplane.PolicyUpdated{pol("np", "default", nil, []dataplane.Rule{
+				{Action: model.ActionAllow, Protocol: tcp, Dst: dataplane.Match{NamedPortSets: []dataplane.SetID{"np"}}},
 			})},
-			tiers:  []graph.TierPolicies{npTier("np")},
+			tiers:  []dataplane.TierPolicies{npTier("np")},
 			probes: []probe{{"10.0.1.1", tcp, 9090, Allow}, {"10.0.1.1", tcp, 8080, Deny}, {"10.0.1.2", tcp, 9090, Deny}},
 		},
 		{
 			name: "tiers: admin deny and pass, then networkpolicy, then baseline",
-			policies: []graph.PolicyUpdated{
-				pol("admin", "admin", []graph.Rule{
-					{Action: model.ActionDeny, Src: graph.Match{Sets: []graph.SetID{"sb"}}},
-					{Action: model.ActionPass, Protocol: tcp, Src: graph.Match{Sets: []graph.SetID{"sa"}}, Dst: graph.Match{Ports: port(22)}},
-					{Action: model.ActionAllow, Src: graph.Match{Sets: []graph.SetID{"sa"}}},
+			policies: []dataplane.PolicyUpdated{
+				pol("admin", "admin", []dataplane.Rule{
+					{Action: model.ActionDeny, Src: dataplane.Match{Sets: []dataplane.SetID{"sb"}}},
+					{Action: model.ActionPass, Protocol: tcp, Src: dataplane.Match{Sets: []dataplane.SetID{"sa"}}, Dst: dataplane.Match{Ports: port(22)}},
+					{Action: model.ActionAllow, Src: dataplane.Match{Sets: []dataplane.SetID{"sa"}}},
 				}, nil),
-				pol("np-allow-22", "default", []graph.Rule{{Action: model.ActionAllow, Protocol: tcp, Dst: graph.Match{Ports: port(22)}, Src: graph.Match{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.1.2/32")}}}}, nil),
+				pol("np-allow-22", "default", []dataplane.Rule{{Action: model.ActionAllow, Protocol: tcp, Dst: dataplane.Match{Ports: port(22)}, Src: dataplane.Match{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.1.2/32")}}}}, nil),
 			},
-			tiers: []graph.TierPolicies{
+			tiers: []dataplane.TierPolicies{
 				{Tier: "admin", DefaultAction: model.ActionPass, Policies: []model.PolicyKey{key("admin")}},
 				npTier("np-allow-22"),
 			},
@@ -139,11 +139,11 @@ func TestCompileSemantics(t *testing.T) {
 		},
 		{
 			name: "dual-stack",
-			policies: []graph.PolicyUpdated{pol("allow-a", "default", []graph.Rule{
-				{Action: model.ActionAllow, Src: graph.Match{Sets: []graph.SetID{"sa"}}},
-				{Action: model.ActionAllow, IPVersion: 6, Src: graph.Match{Nets: []netip.Prefix{netip.MustParsePrefix("fd00:1::/32")}}},
+			policies: []dataplane.PolicyUpdated{pol("allow-a", "default", []dataplane.Rule{
+				{Action: model.ActionAllow, Src: dataplane.Match{Sets: []dataplane.SetID{"sa"}}},
+				{Action: model.ActionAllow, IPVersion: 6, Src: dataplane.Match{Nets: []netip.Prefix{netip.MustParsePrefix("fd00:1::/32")}}},
 			}, nil)},
-			tiers: []graph.TierPolicies{npTier("allow-a")},
+			tiers: []dataplane.TierPolicies{npTier("allow-a")},
 			probes: []probe{
 				{"fd00::1:1", udp, 5, Allow}, {"fd00::2:1", udp, 5, Deny}, {"fd00:1::7", tcp, 1, Allow}, {"10.0.1.1", tcp, 1, Allow},
 			},
@@ -192,9 +192,9 @@ func TestCompileSemantics(t *testing.T) {
 // TestCompileClassesShared: peers with the same decision function share one class.
 func TestCompileClassesShared(t *testing.T) {
 	s := NewState()
-	s.Apply(graph.SetReplaced{ID: "sa", Members: addrs("10.0.1.1", "10.0.1.2", "10.0.1.3")})
-	s.Apply(pol("allow-a", "default", []graph.Rule{{Action: model.ActionAllow, Src: graph.Match{Sets: []graph.SetID{"sa"}}}}, nil))
-	d := s.Compile(model.Ingress, []graph.TierPolicies{{Tier: "default", DefaultAction: model.ActionDeny, Policies: []model.PolicyKey{key("allow-a")}}}, netip.MustParseAddr("10.0.0.10"), true)
+	s.Apply(dataplane.SetReplaced{ID: "sa", Members: addrs("10.0.1.1", "10.0.1.2", "10.0.1.3")})
+	s.Apply(pol("allow-a", "default", []dataplane.Rule{{Action: model.ActionAllow, Src: dataplane.Match{Sets: []dataplane.SetID{"sa"}}}}, nil))
+	d := s.Compile(model.Ingress, []dataplane.TierPolicies{{Tier: "default", DefaultAction: model.ActionDeny, Policies: []model.PolicyKey{key("allow-a")}}}, netip.MustParseAddr("10.0.0.10"), true)
 	if len(d.Peers) != 3 || len(d.Classes) != 2 || len(d.Intervals) != 0 {
 		t.Fatalf("peers %d classes %d intervals %d, want 3, 2, 0", len(d.Peers), len(d.Classes), len(d.Intervals))
 	}

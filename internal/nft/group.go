@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -14,7 +14,7 @@ import (
 // the ordered tiers and policies, plus every fact of the local address that Compile reads (its
 // membership in the local-side sets, the local-side prefixes containing it and, for ingress, its
 // named ports). Two endpoints with equal keys get identical Decisions.
-func (s *State) GroupKey(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr) string {
+func (s *State) GroupKey(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr) string {
 	local = local.Unmap()
 	var b strings.Builder
 	if local.Is4() {
@@ -59,22 +59,22 @@ func (s *State) GroupKey(dir model.Direction, tiers []graph.TierPolicies, local 
 // localSideRefs are the distinct sets, prefixes and (ingress) named-port sets that the local
 // sides of a tier list's rules reference: the facts of a local address that its compile reads.
 type localSideRefs struct {
-	sets       []graph.SetID
+	sets       []dataplane.SetID
 	nets       []netip.Prefix
-	namedPorts []graph.SetID
+	namedPorts []dataplane.SetID
 }
 
 // localRefs returns the local-side references of the rules of tiers in one direction, keyed by
 // the tiers' description (GroupKey's header) and kept until a policy changes: every local
 // endpoint of a group asks, and a walk over the rules costs as much as the policies are long.
-func (s *State) localRefs(dir model.Direction, tiers []graph.TierPolicies, header string) *localSideRefs {
+func (s *State) localRefs(dir model.Direction, tiers []dataplane.TierPolicies, header string) *localSideRefs {
 	key := dir.String() + header
 	if r, ok := s.localSide[key]; ok {
 		return r
 	}
 	refs := &localSideRefs{}
-	seenSet, seenNet, seenNP := map[graph.SetID]bool{}, map[netip.Prefix]bool{}, map[graph.SetID]bool{}
-	addSets := func(seen map[graph.SetID]bool, out *[]graph.SetID, ids []graph.SetID) {
+	seenSet, seenNet, seenNP := map[dataplane.SetID]bool{}, map[netip.Prefix]bool{}, map[dataplane.SetID]bool{}
+	addSets := func(seen map[dataplane.SetID]bool, out *[]dataplane.SetID, ids []dataplane.SetID) {
 		for _, id := range ids {
 			if !seen[id] {
 				seen[id] = true

@@ -4,19 +4,19 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
 func TestGroupKey(t *testing.T) {
 	s := NewState()
 	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
-	s.Apply(graph.SetReplaced{ID: "np", Kind: graph.SetNamedPorts, Members: []graph.Member{
+	s.Apply(dataplane.SetReplaced{ID: "np", Kind: dataplane.SetNamedPorts, Members: []dataplane.Member{
 		{Addr: a, Protocol: model.ProtocolTCP, Port: 8080}, {Addr: b, Protocol: model.ProtocolTCP, Port: 8080}, {Addr: c, Protocol: model.ProtocolTCP, Port: 9090}}})
-	s.Apply(pol("np", "default", []graph.Rule{{Action: model.ActionAllow, Dst: graph.Match{NamedPortSets: []graph.SetID{"np"}}}}, nil))
+	s.Apply(pol("np", "default", []dataplane.Rule{{Action: model.ActionAllow, Dst: dataplane.Match{NamedPortSets: []dataplane.SetID{"np"}}}}, nil))
 	s.Apply(pol("other", "default", nil, nil))
-	tiers := func(p string) []graph.TierPolicies {
-		return []graph.TierPolicies{{Tier: "default", DefaultAction: model.ActionDeny, Policies: []model.PolicyKey{key(p)}}}
+	tiers := func(p string) []dataplane.TierPolicies {
+		return []dataplane.TierPolicies{{Tier: "default", DefaultAction: model.ActionDeny, Policies: []model.PolicyKey{key(p)}}}
 	}
 	tests := []struct {
 		name   string

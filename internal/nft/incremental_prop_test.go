@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
@@ -164,7 +165,7 @@ func incrementalMatchesFresh(t *testing.T, seed int64, kernel, shared bool) {
 		}
 		t.Cleanup(func() { dp.Close() })
 	}
-	var lastMsgs []graph.Message
+	var lastMsgs []dataplane.Message
 	step := func(us ...model.Update) {
 		t.Helper()
 		for _, u := range us {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
@@ -23,10 +24,10 @@ func TestLargePolicyMatchesModel(t *testing.T) {
 		g.OnUpdate(u)
 	}
 	s := NewState()
-	var local *graph.EndpointUpdated
+	var local *dataplane.EndpointUpdated
 	for _, m := range g.Flush() {
 		s.Apply(m)
-		if e, ok := m.(graph.EndpointUpdated); ok && local == nil {
+		if e, ok := m.(dataplane.EndpointUpdated); ok && local == nil {
 			local = &e
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -28,12 +28,12 @@ const maxListRules = 8
 
 // listRule is one accepting rule of a listed group; every match it has must hold.
 type listRule struct {
-	sets, notSets []graph.SetID // peer address in each / in none
-	nets          []addrRange   // peer address in one of these disjoint ranges (when hasNets)
+	sets, notSets []dataplane.SetID // peer address in each / in none
+	nets          []addrRange       // peer address in one of these disjoint ranges (when hasNets)
 	hasNets       bool
-	proto         model.Protocol // packet protocol (ProtocolAny: any)
-	ports         []portRange    // protocol . destination port in one of these (nil: any)
-	namedPorts    graph.SetID    // egress: peer . protocol . port is a member ("": none)
+	proto         model.Protocol  // packet protocol (ProtocolAny: any)
+	ports         []portRange     // protocol . destination port in one of these (nil: any)
+	namedPorts    dataplane.SetID // egress: peer . protocol . port is a member ("": none)
 	reason        string
 }
 
@@ -57,7 +57,7 @@ type ruleList struct {
 // the map shape (a Deny or Pass rule, a negated port or protocol, or more than maxListRules
 // rules). local is an endpoint of the group: the local side of each rule and ingress named
 // ports are resolved on it.
-func (s *State) compileList(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool) (*ruleList, bool) {
+func (s *State) compileList(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool) (*ruleList, bool) {
 	rl := &ruleList{final: Outcome{Allow, "no policy applies"}}
 	if len(tiers) > 0 {
 		rl.final = Outcome{Allow, "no tier decided: allow"}
@@ -95,7 +95,7 @@ tiers:
 
 // neverMatches reports rules that match no packet of the family: another IP version, ICMP
 // type/code and source ports (not resolved into lookups: such rules match nothing, as in eval).
-func neverMatches(r *graph.Rule, is4 bool) bool {
+func neverMatches(r *dataplane.Rule, is4 bool) bool {
 	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 || r.ICMP != nil || r.NotICMP != nil {
 		return true
 	}
@@ -109,7 +109,7 @@ func (lr *listRule) matchesAll() bool {
 // listRules turns one allow rule into list rules: one per alternative of its destination port
 // (numeric and ingress named ports in one, each egress named-port set in its own), none when it
 // can match nothing here.
-func (s *State) listRules(dir model.Direction, r *graph.Rule, local netip.Addr, is4 bool, reason string) ([]listRule, bool) {
+func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Addr, is4 bool, reason string) ([]listRule, bool) {
 	if r.NotProtocol != model.ProtocolAny || len(r.Dst.NotPorts) > 0 || len(r.Dst.NotNamedPortSets) > 0 {
 		return nil, false
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
@@ -52,14 +52,14 @@ type plan struct {
 	// the other rules that require no set: they exclude some.
 	ungatedAll, ungatedNot []int32
 	ungatedBy              map[int32][]int32
-	gated                  map[graph.SetID][]int32
+	gated                  map[dataplane.SetID][]int32
 	// refs are the sets the rules' peer sides reference (Sets, NotSets, egress named-port sets),
 	// sorted: an address in one of them is a known peer (an element of the peers map).
-	refs []graph.SetID
+	refs []dataplane.SetID
 	// index maps a peer address to the refs holding it, built only for plans with more than
 	// State.refIndexMin refs; smaller plans ask their few sets directly, which keeps no per-peer
 	// state for the thousands of groups of a large cluster.
-	index  map[netip.Addr][]graph.SetID
+	index  map[netip.Addr][]dataplane.SetID
 	npRefs bool             // egress named-port sets: a peer's named ports are in its signature
 	protos []model.Protocol // non-port protocols that rules name
 	// starts are the first addresses of the elementary intervals, sorted (starts[0] is the
@@ -99,7 +99,7 @@ type planRule struct {
 	tier    int32
 	action  model.Action
 	outcome Outcome // for Allow and Deny rules
-	peer    *graph.Match
+	peer    *dataplane.Match
 	gated   bool // its peer side requires a set
 	netRule bool // its peer side has prefixes of the family: the sweep decides where it holds
 	nets    int  // prefixes of the family in peer.Nets (0: any address)
@@ -111,7 +111,7 @@ type planRule struct {
 	hasPos    bool
 	pos, neg  []portRange // static port ranges (numeric, and named ports resolved on the local side)
 	// posNP and negNP are named-port sets resolved on the peer (egress).
-	posNP, negNP []graph.SetID
+	posNP, negNP []dataplane.SetID
 }
 
 // scratch holds buffers reused across class computations.
@@ -129,8 +129,8 @@ type scratch struct {
 type portGap struct{ first, last uint16 }
 
 // newPlan prepares the rules of tiers; budget bounds the work of the plan's compile.
-func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies, local netip.Addr, is4 bool, budget int64) *plan {
-	pl := &plan{s: s, dir: dir, is4: is4, local: local, ntier: len(tiers), gated: map[graph.SetID][]int32{},
+func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool, budget int64) *plan {
+	pl := &plan{s: s, dir: dir, is4: is4, local: local, ntier: len(tiers), gated: map[dataplane.SetID][]int32{},
 		ungatedBy: map[int32][]int32{},
 		memo:      map[digest]string{}, byRules: map[digest]string{}, budget: budget}
 	pl.final = Outcome{Allow, "no policy applies"}
@@ -138,7 +138,7 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies, local n
 		pl.final = Outcome{Allow, "no tier decided: allow"}
 	}
 	seenProto := map[model.Protocol]bool{}
-	refs := map[graph.SetID]struct{}{}
+	refs := map[dataplane.SetID]struct{}{}
 	for ti, t := range tiers {
 		pl.defaults = append(pl.defaults, tierDefault(t))
 		for r := range s.tierRules(dir, t) {
@@ -183,7 +183,7 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies, local n
 	}
 	slices.Sort(pl.refs)
 	if len(pl.refs) > s.refIndexMin {
-		pl.index = map[netip.Addr][]graph.SetID{}
+		pl.index = map[netip.Addr][]dataplane.SetID{}
 		for _, id := range pl.refs {
 			if set := s.Sets[id]; set != nil {
 				for a := range set.addresses(is4) {
@@ -199,7 +199,7 @@ func (s *State) newPlan(dir model.Direction, tiers []graph.TierPolicies, local n
 	return pl
 }
 
-func addRefs(refs map[graph.SetID]struct{}, lists ...[]graph.SetID) {
+func addRefs(refs map[dataplane.SetID]struct{}, lists ...[]dataplane.SetID) {
 	for _, ids := range lists {
 		for _, id := range ids {
 			refs[id] = struct{}{}
@@ -257,7 +257,7 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 }
 
 // localNamedPorts resolves named-port sets on the local endpoint.
-func (pl *plan) localNamedPorts(ids []graph.SetID) []portRange {
+func (pl *plan) localNamedPorts(ids []dataplane.SetID) []portRange {
 	var out []portRange
 	for _, id := range ids {
 		if set := pl.s.Sets[id]; set != nil {
@@ -376,7 +376,7 @@ func (pl *plan) interval(a netip.Addr) int {
 }
 
 // refsOf lists the referenced sets holding a peer address (sorted).
-func (pl *plan) refsOf(a netip.Addr, buf []graph.SetID) []graph.SetID {
+func (pl *plan) refsOf(a netip.Addr, buf []dataplane.SetID) []dataplane.SetID {
 	if pl.index != nil {
 		return pl.index[a]
 	}
@@ -391,7 +391,7 @@ func (pl *plan) refsOf(a netip.Addr, buf []graph.SetID) []graph.SetID {
 
 // classOf computes (or recalls) the class of peer a: known, with the referenced sets refs
 // holding it, or an address of elementary interval iv that no set holds (refs empty).
-func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []graph.SetID) string {
+func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []dataplane.SetID) string {
 	sc := &pl.scratch
 	pl.spend(1 + len(refs))
 	k := binary.AppendUvarint(sc.key[:0], uint64(pl.netID[iv]))
@@ -430,7 +430,7 @@ func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []graph.SetID) s
 }
 
 // appendNamedPorts appends the peer's members of the referenced named-port sets.
-func (pl *plan) appendNamedPorts(k []byte, a netip.Addr, refs []graph.SetID) []byte {
+func (pl *plan) appendNamedPorts(k []byte, a netip.Addr, refs []dataplane.SetID) []byte {
 	for _, id := range refs {
 		if set := pl.s.Sets[id]; set != nil && set.ports != nil {
 			for _, m := range set.ports[a] {
@@ -444,7 +444,7 @@ func (pl *plan) appendNamedPorts(k []byte, a netip.Addr, refs []graph.SetID) []b
 
 // candidates lists, in evaluation order, the rules whose peer side holds for peer a, held by
 // the sets refs (none: an unknown address).
-func (pl *plan) candidates(a netip.Addr, iv int, refs []graph.SetID) []int32 {
+func (pl *plan) candidates(a netip.Addr, iv int, refs []dataplane.SetID) []int32 {
 	sc := &pl.scratch
 	holds := func(i int32) bool {
 		r := &pl.rules[i]
@@ -685,7 +685,7 @@ func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, k
 		}
 		return list
 	}
-	addNamed := func(list []portGap, ids []graph.SetID) []portGap {
+	addNamed := func(list []portGap, ids []dataplane.SetID) []portGap {
 		if !known {
 			return list
 		}

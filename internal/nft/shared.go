@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
@@ -21,10 +21,10 @@ func famSuffix(is4 bool) string {
 	return "_v6"
 }
 
-func selSetName(id graph.SetID, is4 bool) string {
+func selSetName(id dataplane.SetID, is4 bool) string {
 	return "sel_" + shortHash(string(id)) + famSuffix(is4)
 }
-func npSetName(id graph.SetID, is4 bool) string {
+func npSetName(id dataplane.SetID, is4 bool) string {
 	return "np_" + shortHash(string(id)) + famSuffix(is4)
 }
 
@@ -59,7 +59,7 @@ func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 			builders[name] = build
 			ls = append(ls, ruleset.Lookup{Key: key, Set: name, Invert: invert})
 		}
-		for i, ids := range [][]graph.SetID{lr.sets, lr.notSets} {
+		for i, ids := range [][]dataplane.SetID{lr.sets, lr.notSets} {
 			for _, id := range ids {
 				use(selSetName(id, g.is4), addr, i == 1, func() *ruleset.Set { return d.selSet(id, g.is4) })
 			}
@@ -123,7 +123,7 @@ func (d *Dataplane) acquireShared(name string, build func() *ruleset.Set) {
 // selSet is the shared set of a selector's addresses of one family: the State's own storage of
 // the set's members (State.Set), or, for a set the State lacks or that is not an address set
 // (bad input), a set of its own.
-func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
+func (d *Dataplane) selSet(id dataplane.SetID, is4 bool) *ruleset.Set {
 	if own := d.stateFamily(id, is4); own != nil {
 		return own
 	}
@@ -139,15 +139,15 @@ func (d *Dataplane) selSet(id graph.SetID, is4 bool) *ruleset.Set {
 
 // stateFamily is the State's storage of address set id's members of one family; nil when the
 // State has no such address set.
-func (d *Dataplane) stateFamily(id graph.SetID, is4 bool) *ruleset.Set {
-	if set := d.state.Sets[id]; set != nil && set.Kind == graph.SetAddrs {
+func (d *Dataplane) stateFamily(id dataplane.SetID, is4 bool) *ruleset.Set {
+	if set := d.state.Sets[id]; set != nil && set.Kind == dataplane.SetAddrs {
 		return set.family(is4)
 	}
 	return nil
 }
 
 // namedPortSet is the shared set of a named port's address . protocol . port members.
-func (d *Dataplane) namedPortSet(id graph.SetID, is4 bool) *ruleset.Set {
+func (d *Dataplane) namedPortSet(id dataplane.SetID, is4 bool) *ruleset.Set {
 	s := &ruleset.Set{Name: npSetName(id, is4), Key: namedPortSetKey(is4), Comment: ruleset.Comment(d.setComment(id)),
 		Elements: map[ruleset.ElementKey]ruleset.Value{}}
 	if set := d.state.Sets[id]; set != nil {
@@ -163,13 +163,13 @@ func (d *Dataplane) namedPortSet(id graph.SetID, is4 bool) *ruleset.Set {
 	return s
 }
 
-func namedPortKey(m graph.Member) ruleset.ElementKey {
+func namedPortKey(m dataplane.Member) ruleset.ElementKey {
 	a := m.Addr.Unmap()
 	return ruleset.ElementKey{Addr: a, AddrEnd: a, Proto: uint8(m.Protocol), Port: m.Port, PortEnd: m.Port}
 }
 
 // setComment is the comment of graph set id's sets in the table (setComment of the State's set).
-func (d *Dataplane) setComment(id graph.SetID) string {
+func (d *Dataplane) setComment(id dataplane.SetID) string {
 	if set := d.state.Sets[id]; set != nil {
 		return setComment(id, set.Description)
 	}
@@ -178,9 +178,9 @@ func (d *Dataplane) setComment(id graph.SetID) string {
 
 // sharedMemberChanged brings the shared set of set id up to date with one member whose
 // membership may have changed (the State already holds the new membership).
-func (d *Dataplane) sharedMemberChanged(id graph.SetID, m graph.Member) {
+func (d *Dataplane) sharedMemberChanged(id dataplane.SetID, m dataplane.Member) {
 	a := m.Addr.Unmap()
-	if set := d.state.Sets[id]; set != nil && set.Kind == graph.SetNamedPorts {
+	if set := d.state.Sets[id]; set != nil && set.Kind == dataplane.SetNamedPorts {
 		if s := d.table.Sets[npSetName(id, a.Is4())]; s != nil {
 			d.setSharedElement(s, namedPortKey(m), d.state.namedPort(id, a, m.Protocol, m.Port))
 		}
@@ -203,7 +203,7 @@ func (d *Dataplane) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, pres
 }
 
 // sharedSetReplaced rebuilds the shared sets of a set replaced or removed as a whole.
-func (d *Dataplane) sharedSetReplaced(id graph.SetID) {
+func (d *Dataplane) sharedSetReplaced(id dataplane.SetID) {
 	for _, is4 := range []bool{true, false} {
 		if _, ok := d.table.Sets[selSetName(id, is4)]; ok {
 			d.putSet(d.selSet(id, is4))

@@ -3,6 +3,7 @@ package nft
 import (
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
@@ -31,7 +32,7 @@ func TestSharedSelectorSetsAreStateStorage(t *testing.T) {
 		t.Helper()
 		shared := 0
 		for id, set := range d.state.Sets {
-			if set.Kind != graph.SetAddrs {
+			if set.Kind != dataplane.SetAddrs {
 				continue
 			}
 			for _, is4 := range []bool{true, false} {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/graph/graphtest"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -98,7 +99,7 @@ func TestGenerateIsDeterministic(t *testing.T) {
 
 // flush feeds updates to a fresh graph for node and returns its first flush, folded into a
 // checked state.
-func flush(t *testing.T, node string, ups []model.Update) ([]graph.Message, *graphtest.State) {
+func flush(t *testing.T, node string, ups []model.Update) ([]dataplane.Message, *graphtest.State) {
 	t.Helper()
 	g := graph.New(graph.Config{NodeName: node})
 	for _, u := range ups {
@@ -136,7 +137,7 @@ func TestGenerateFeedsGraph(t *testing.T) {
 	}
 	named := 0
 	for _, set := range st.Sets {
-		if set.Kind == graph.SetNamedPorts {
+		if set.Kind == dataplane.SetNamedPorts {
 			named++
 		}
 	}
@@ -219,9 +220,9 @@ func TestFanout(t *testing.T) {
 	// A spare joining one selector changes exactly that set, by its one address.
 	g.OnUpdate(f.Join(1, 17))
 	msgs := g.Flush()
-	var changed []graph.SetMembersChanged
+	var changed []dataplane.SetMembersChanged
 	for _, m := range msgs {
-		if c, ok := m.(graph.SetMembersChanged); ok {
+		if c, ok := m.(dataplane.SetMembersChanged); ok {
 			changed = append(changed, c)
 		}
 	}

@@ -12,37 +12,38 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
 // Set is a set as the dataplane holds it.
 type Set struct {
-	Kind        graph.SetKind
+	Kind        dataplane.SetKind
 	Description string
-	Members     map[graph.Member]struct{}
+	Members     map[dataplane.Member]struct{}
 }
 
 // State is the dataplane state built from messages.
 type State struct {
-	Sets      map[graph.SetID]*Set
-	Policies  map[model.PolicyKey]graph.PolicyUpdated
-	Endpoints map[model.EndpointKey]graph.EndpointUpdated
+	Sets      map[dataplane.SetID]*Set
+	Policies  map[model.PolicyKey]dataplane.PolicyUpdated
+	Endpoints map[model.EndpointKey]dataplane.EndpointUpdated
 	InSync    bool
 }
 
 // NewState returns an empty state.
 func NewState() *State {
 	return &State{
-		Sets:      map[graph.SetID]*Set{},
-		Policies:  map[model.PolicyKey]graph.PolicyUpdated{},
-		Endpoints: map[model.EndpointKey]graph.EndpointUpdated{},
+		Sets:      map[dataplane.SetID]*Set{},
+		Policies:  map[model.PolicyKey]dataplane.PolicyUpdated{},
+		Endpoints: map[model.EndpointKey]dataplane.EndpointUpdated{},
 	}
 }
 
-func ruleSets(r *graph.Rule) []graph.SetID {
-	var ids []graph.SetID
-	for _, m := range []*graph.Match{&r.Src, &r.Dst} {
+func ruleSets(r *dataplane.Rule) []dataplane.SetID {
+	var ids []dataplane.SetID
+	for _, m := range []*dataplane.Match{&r.Src, &r.Dst} {
 		ids = append(ids, m.Sets...)
 		ids = append(ids, m.NotSets...)
 		ids = append(ids, m.NamedPortSets...)
@@ -51,15 +52,15 @@ func ruleSets(r *graph.Rule) []graph.SetID {
 	return ids
 }
 
-func (s *State) checkRuleSets(p *graph.PolicyUpdated) error {
-	for _, rules := range [][]graph.Rule{p.Ingress, p.Egress} {
+func (s *State) checkRuleSets(p *dataplane.PolicyUpdated) error {
+	for _, rules := range [][]dataplane.Rule{p.Ingress, p.Egress} {
 		for i := range rules {
 			r := &rules[i]
-			for _, m := range []*graph.Match{&r.Src, &r.Dst} {
+			for _, m := range []*dataplane.Match{&r.Src, &r.Dst} {
 				for _, ids := range []struct {
-					ids  []graph.SetID
-					kind graph.SetKind
-				}{{m.Sets, graph.SetAddrs}, {m.NotSets, graph.SetAddrs}, {m.NamedPortSets, graph.SetNamedPorts}, {m.NotNamedPortSets, graph.SetNamedPorts}} {
+					ids  []dataplane.SetID
+					kind dataplane.SetKind
+				}{{m.Sets, dataplane.SetAddrs}, {m.NotSets, dataplane.SetAddrs}, {m.NamedPortSets, dataplane.SetNamedPorts}, {m.NotNamedPortSets, dataplane.SetNamedPorts}} {
 					for _, id := range ids.ids {
 						set := s.Sets[id]
 						if set == nil {
@@ -78,13 +79,13 @@ func (s *State) checkRuleSets(p *graph.PolicyUpdated) error {
 
 // Apply folds one message into the state, or returns an integrity error (and leaves the state
 // unchanged).
-func (s *State) Apply(msg graph.Message) error {
+func (s *State) Apply(msg dataplane.Message) error {
 	switch m := msg.(type) {
-	case graph.SetReplaced:
+	case dataplane.SetReplaced:
 		if old := s.Sets[m.ID]; old != nil && old.Kind != m.Kind {
 			return fmt.Errorf("set %s replaced with another kind", m.ID)
 		}
-		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[graph.Member]struct{}{}}
+		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[dataplane.Member]struct{}{}}
 		for _, mb := range m.Members {
 			if _, dup := set.Members[mb]; dup {
 				return fmt.Errorf("set %s: duplicate member %v", m.ID, mb)
@@ -92,7 +93,7 @@ func (s *State) Apply(msg graph.Message) error {
 			set.Members[mb] = struct{}{}
 		}
 		s.Sets[m.ID] = set
-	case graph.SetMembersChanged:
+	case dataplane.SetMembersChanged:
 		set := s.Sets[m.ID]
 		if set == nil {
 			return fmt.Errorf("members of missing set %s changed", m.ID)
@@ -116,12 +117,12 @@ func (s *State) Apply(msg graph.Message) error {
 		for _, mb := range m.Added {
 			set.Members[mb] = struct{}{}
 		}
-	case graph.SetRemoved:
+	case dataplane.SetRemoved:
 		if s.Sets[m.ID] == nil {
 			return fmt.Errorf("removing missing set %s", m.ID)
 		}
 		for _, p := range s.Policies {
-			for _, rules := range [][]graph.Rule{p.Ingress, p.Egress} {
+			for _, rules := range [][]dataplane.Rule{p.Ingress, p.Egress} {
 				for i := range rules {
 					if slices.Contains(ruleSets(&rules[i]), m.ID) {
 						return fmt.Errorf("removing set %s still referenced by %s", m.ID, p.Key)
@@ -130,17 +131,17 @@ func (s *State) Apply(msg graph.Message) error {
 			}
 		}
 		delete(s.Sets, m.ID)
-	case graph.PolicyUpdated:
+	case dataplane.PolicyUpdated:
 		if err := s.checkRuleSets(&m); err != nil {
 			return err
 		}
 		s.Policies[m.Key] = m
-	case graph.PolicyRemoved:
+	case dataplane.PolicyRemoved:
 		if _, ok := s.Policies[m.Key]; !ok {
 			return fmt.Errorf("removing missing policy %s", m.Key)
 		}
 		for _, e := range s.Endpoints {
-			for _, tiers := range [][]graph.TierPolicies{e.Ingress, e.Egress} {
+			for _, tiers := range [][]dataplane.TierPolicies{e.Ingress, e.Egress} {
 				for _, t := range tiers {
 					if slices.Contains(t.Policies, m.Key) {
 						return fmt.Errorf("removing policy %s still referenced by endpoint %s", m.Key, e.Key)
@@ -149,8 +150,8 @@ func (s *State) Apply(msg graph.Message) error {
 			}
 		}
 		delete(s.Policies, m.Key)
-	case graph.EndpointUpdated:
-		for _, tiers := range [][]graph.TierPolicies{m.Ingress, m.Egress} {
+	case dataplane.EndpointUpdated:
+		for _, tiers := range [][]dataplane.TierPolicies{m.Ingress, m.Egress} {
 			for _, t := range tiers {
 				if len(t.Policies) == 0 {
 					return fmt.Errorf("endpoint %s lists empty tier %s", m.Key, t.Tier)
@@ -167,12 +168,12 @@ func (s *State) Apply(msg graph.Message) error {
 			}
 		}
 		s.Endpoints[m.Key] = m
-	case graph.EndpointRemoved:
+	case dataplane.EndpointRemoved:
 		if _, ok := s.Endpoints[m.Key]; !ok {
 			return fmt.Errorf("removing missing endpoint %s", m.Key)
 		}
 		delete(s.Endpoints, m.Key)
-	case graph.InSync:
+	case dataplane.InSync:
 		if s.InSync {
 			return fmt.Errorf("second InSync")
 		}
@@ -185,7 +186,7 @@ func (s *State) Apply(msg graph.Message) error {
 
 // ApplyAll applies one flush's messages in order, checking the order of kinds within it too,
 // and that after it no two endpoints list one address (each address has one owner).
-func (s *State) ApplyAll(msgs []graph.Message) error {
+func (s *State) ApplyAll(msgs []dataplane.Message) error {
 	last := -1
 	for i, m := range msgs {
 		r := rank(m)
@@ -209,19 +210,19 @@ func (s *State) ApplyAll(msgs []graph.Message) error {
 	return nil
 }
 
-func rank(m graph.Message) int {
+func rank(m dataplane.Message) int {
 	switch m.(type) {
-	case graph.SetReplaced, graph.SetMembersChanged:
+	case dataplane.SetReplaced, dataplane.SetMembersChanged:
 		return 0
-	case graph.PolicyUpdated:
+	case dataplane.PolicyUpdated:
 		return 1
-	case graph.EndpointUpdated:
+	case dataplane.EndpointUpdated:
 		return 2
-	case graph.EndpointRemoved:
+	case dataplane.EndpointRemoved:
 		return 3
-	case graph.PolicyRemoved:
+	case dataplane.PolicyRemoved:
 		return 4
-	case graph.SetRemoved:
+	case dataplane.SetRemoved:
 		return 5
 	}
 	return 6
@@ -237,8 +238,8 @@ func (s *State) Dump() string {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		set := s.Sets[graph.SetID(id)]
-		ms := make([]graph.Member, 0, len(set.Members))
+		set := s.Sets[dataplane.SetID(id)]
+		ms := make([]dataplane.Member, 0, len(set.Members))
 		for mb := range set.Members {
 			ms = append(ms, mb)
 		}
@@ -296,8 +297,8 @@ func (s *State) Allowed(p Packet) bool {
 	return true
 }
 
-func (s *State) endpointsByAddr(a netip.Addr) []graph.EndpointUpdated {
-	var out []graph.EndpointUpdated
+func (s *State) endpointsByAddr(a netip.Addr) []dataplane.EndpointUpdated {
+	var out []dataplane.EndpointUpdated
 	for _, e := range s.Endpoints {
 		if slices.Contains(e.Addrs, a) {
 			out = append(out, e)
@@ -309,7 +310,7 @@ func (s *State) endpointsByAddr(a netip.Addr) []graph.EndpointUpdated {
 // Decide evaluates one direction's tier list for a packet: tiers in order, policies in order,
 // rules in order; Allow/Deny decide, Pass goes to the next tier, Log continues; a tier whose
 // policies did not decide applies its default action; after the last tier, allow.
-func (s *State) decide(dir model.Direction, tiers []graph.TierPolicies, p Packet) bool {
+func (s *State) decide(dir model.Direction, tiers []dataplane.TierPolicies, p Packet) bool {
 tiers:
 	for _, t := range tiers {
 		for _, k := range t.Policies {
@@ -346,7 +347,7 @@ tiers:
 }
 
 // Decide is the exported form of the per-direction evaluation.
-func (s *State) Decide(dir model.Direction, tiers []graph.TierPolicies, p Packet) bool {
+func (s *State) Decide(dir model.Direction, tiers []dataplane.TierPolicies, p Packet) bool {
 	return s.decide(dir, tiers, p)
 }
 
@@ -354,7 +355,7 @@ func hasPorts(p model.Protocol) bool {
 	return p == model.ProtocolTCP || p == model.ProtocolUDP || p == model.ProtocolSCTP
 }
 
-func (s *State) ruleMatches(r *graph.Rule, p Packet) bool {
+func (s *State) ruleMatches(r *dataplane.Rule, p Packet) bool {
 	if r.Protocol != model.ProtocolAny && r.Protocol != p.Proto {
 		return false
 	}
@@ -370,7 +371,7 @@ func (s *State) ruleMatches(r *graph.Rule, p Packet) bool {
 	return s.sideMatches(&r.Src, p.Src, p.Proto, p.SrcPort) && s.sideMatches(&r.Dst, p.Dst, p.Proto, p.DstPort)
 }
 
-func (s *State) member(id graph.SetID, mb graph.Member) bool {
+func (s *State) member(id dataplane.SetID, mb dataplane.Member) bool {
 	set := s.Sets[id]
 	if set == nil {
 		return false
@@ -379,14 +380,14 @@ func (s *State) member(id graph.SetID, mb graph.Member) bool {
 	return ok
 }
 
-func (s *State) sideMatches(m *graph.Match, a netip.Addr, proto model.Protocol, port uint16) bool {
+func (s *State) sideMatches(m *dataplane.Match, a netip.Addr, proto model.Protocol, port uint16) bool {
 	for _, id := range m.Sets {
-		if !s.member(id, graph.Member{Addr: a}) {
+		if !s.member(id, dataplane.Member{Addr: a}) {
 			return false
 		}
 	}
 	for _, id := range m.NotSets {
-		if s.member(id, graph.Member{Addr: a}) {
+		if s.member(id, dataplane.Member{Addr: a}) {
 			return false
 		}
 	}
@@ -396,14 +397,14 @@ func (s *State) sideMatches(m *graph.Match, a netip.Addr, proto model.Protocol, 
 	if slices.ContainsFunc(m.NotNets, func(n netip.Prefix) bool { return n.Contains(a) }) {
 		return false
 	}
-	inPorts := func(ps []model.Port, sets []graph.SetID) bool {
+	inPorts := func(ps []model.Port, sets []dataplane.SetID) bool {
 		for _, pt := range ps {
 			if port >= pt.First && port <= pt.Last {
 				return true
 			}
 		}
 		for _, id := range sets {
-			if s.member(id, graph.Member{Addr: a, Protocol: proto, Port: port}) {
+			if s.member(id, dataplane.Member{Addr: a, Protocol: proto, Port: port}) {
 				return true
 			}
 		}

@@ -1,4 +1,4 @@
-package graph
+package dataplane
 
 import (
 	"net/netip"
@@ -6,8 +6,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
-// This file is the contract between internal/graph and internal/nft: the only types the graph
-// emits. Flush returns them in dependency order:
+// The messages, in the order internal/graph's Flush returns them:
 //
 //	SetReplaced / SetMembersChanged → PolicyUpdated → EndpointUpdated → EndpointRemoved →
 //	PolicyRemoved → SetRemoved → InSync (once, the first flush after the sources are in sync)
