@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The Service check of `make e2e-kind`, beside upstream's Netpol cases: a client pod reaches a
-# dual-stack ClusterIP Service whose backend pod is isolated by a NetworkPolicy that allows that
-# client only. The allowed client must connect, another pod must not, over IPv4 and IPv6, and
-# both before the policy (everything open) and after it. The backend runs on one worker and the
-# clients on the other, so the packets cross nodes through kube-proxy's DNAT (nftables mode)
-# before nftpolicy's forward hooks see them.
+# dual-stack Service whose backend pod is isolated by a NetworkPolicy that allows that client
+# only. The allowed client must connect, another pod must not, over IPv4 and IPv6, through the
+# ClusterIPs and through the NodePort of the backend's node, and both must connect before the
+# policy. The backend runs on one worker and the clients on the other, so the packets cross
+# nodes and kube-proxy's DNAT (nftables mode) before nftpolicy's forward hooks see them. (A
+# NodePort of a node without the backend would forward the packet masqueraded to that node's
+# address: Kubernetes does not promise to keep a client's address there, so that is not checked.)
 # Needs kubectl pointed at the cluster (KUBECONFIG) and the agnhost image on the nodes.
 set -euo pipefail
 ns=nftpolicy-svc-check
@@ -26,32 +28,39 @@ apiVersion: v1
 kind: Service
 metadata: {name: backend}
 spec:
+  type: NodePort
   ipFamilyPolicy: RequireDualStack
   ipFamilies: [IPv4, IPv6]
   selector: {app: backend}
   ports: [{port: 80, targetPort: 8080, protocol: TCP}]
 YAML
 kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout=120s >/dev/null
+fmt() { case $1 in *:*) echo "[$1]" ;; *) echo "$1" ;; esac; }
 mapfile -t ips < <(kubectl -n "$ns" get svc backend -o jsonpath='{range .spec.clusterIPs[*]}{@}{"\n"}{end}')
 [ "${#ips[@]}" = 2 ] || { echo "service-check: the Service has no IPv4 and IPv6 ClusterIPs: ${ips[*]}"; exit 1; }
 
+nodeport=$(kubectl -n "$ns" get svc backend -o jsonpath='{.spec.ports[0].nodePort}')
+mapfile -t nodeips < <(kubectl get node "$w1" -o jsonpath='{range .status.addresses[?(@.type=="InternalIP")]}{.address}{"\n"}{end}')
+targets=()   # "what address:port" of each way in
+for ip in "${ips[@]}"; do targets+=("ClusterIP $(fmt "$ip"):80"); done
+for ip in "${nodeips[@]}"; do targets+=("NodePort $(fmt "$ip"):$nodeport"); done
+
 fails=0; checks=0
-# probe FROM IP: 0 when FROM connects to IP:80 within 2 s.
-probe() { kubectl -n "$ns" exec "$1" -- /agnhost connect "$(fmt "$2"):80" --timeout=2s --protocol=tcp >/dev/null 2>&1; }
-fmt() { case $1 in *:*) echo "[$1]" ;; *) echo "$1" ;; esac; }
-# expect FROM IP allowed|denied: a verdict must hold in 3 probes in a row within 60 s.
+# probe FROM ADDR:PORT: 0 when FROM connects within 2 s.
+probe() { kubectl -n "$ns" exec "$1" -- /agnhost connect "$2" --timeout=2s --protocol=tcp >/dev/null 2>&1; }
+# expect FROM "WHAT ADDR:PORT" allowed|denied: a verdict must hold in 3 probes in a row within 60 s.
 expect() {
-  local from=$1 ip=$2 want=$3 run=0 got
+  local from=$1 what=${2% *} addr=${2#* } want=$3 run=0 got
   checks=$((checks + 1))
   for _ in $(seq 30); do
-    if probe "$from" "$ip"; then got=allowed; else got=denied; fi
+    if probe "$from" "$addr"; then got=allowed; else got=denied; fi
     if [ "$got" = "$want" ]; then run=$((run + 1)); [ $run = 3 ] && break; else run=0; sleep 1; fi
   done
-  if [ $run = 3 ]; then echo "  ok   $from -> backend via ClusterIP $(fmt "$ip"):80 $want"
-  else echo "  FAIL $from -> backend via ClusterIP $(fmt "$ip"):80: want $want, got $got"; fails=$((fails + 1)); fi
+  if [ $run = 3 ]; then echo "  ok   $from -> backend via $what $addr $want"
+  else echo "  FAIL $from -> backend via $what $addr: want $want, got $got"; fails=$((fails + 1)); fi
 }
 echo "service-check: no policy (backend on $w1, clients on $w2)"
-for ip in "${ips[@]}"; do expect client "$ip" allowed; expect other "$ip" allowed; done
+for t in "${targets[@]}"; do expect client "$t" allowed; expect other "$t" allowed; done
 kubectl -n "$ns" apply -f - >/dev/null <<YAML
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -64,7 +73,7 @@ spec:
       ports: [{port: 8080, protocol: TCP}]
 YAML
 echo "service-check: policy backend-from-client (ingress to app=backend from role=client on 8080 only)"
-for ip in "${ips[@]}"; do expect client "$ip" allowed; expect other "$ip" denied; done
+for t in "${targets[@]}"; do expect client "$t" allowed; expect other "$t" denied; done
 kubectl delete namespace "$ns" --wait=false >/dev/null
 echo "service-check: $((checks - fails)) passed, $fails failed"
 [ $fails = 0 ]
