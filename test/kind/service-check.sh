@@ -7,6 +7,8 @@
 # nodes and kube-proxy's DNAT (nftables mode) before nftpolicy's forward hooks see them. (A
 # NodePort of a node without the backend would forward the packet masqueraded to that node's
 # address: Kubernetes does not promise to keep a client's address there, so that is not checked.)
+# Last, both the client and the backend are deleted and made again: they come back with new
+# addresses and new host interfaces, which the policy (and anti-spoofing) must follow.
 # Needs kubectl pointed at the cluster (KUBECONFIG) and the agnhost image on the nodes.
 set -euo pipefail
 ns=nftpolicy-svc-check
@@ -20,8 +22,9 @@ pod() { # pod NAME LABEL NODE ARGS...
   kubectl -n "$ns" run "$name" --image="$agnhost" --image-pull-policy=IfNotPresent --labels="$label" \
     --overrides="{\"spec\":{\"nodeName\":\"$node\"}}" --restart=Never -- "$@" >/dev/null
 }
-pod backend app=backend "$w1" netexec --http-port=8080
-pod client role=client "$w2" pause
+backend() { pod backend app=backend "$w1" netexec --http-port=8080; }
+client() { pod client role=client "$w2" pause; }
+backend; client
 pod other role=other "$w2" pause
 kubectl -n "$ns" apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -48,15 +51,15 @@ for ip in "${nodeips[@]}"; do targets+=("NodePort $(fmt "$ip"):$nodeport"); done
 fails=0; checks=0
 # probe FROM ADDR:PORT: 0 when FROM connects within 2 s.
 probe() { kubectl -n "$ns" exec "$1" -- /agnhost connect "$2" --timeout=2s --protocol=tcp >/dev/null 2>&1; }
-# expect FROM "WHAT ADDR:PORT" allowed|denied: a verdict must hold in 3 probes in a row within 60 s.
+# expect FROM "WHAT ADDR:PORT" allowed|denied: a verdict must hold in 2 probes in a row within 60 s.
 expect() {
   local from=$1 what=${2% *} addr=${2#* } want=$3 run=0 got
   checks=$((checks + 1))
   for _ in $(seq 30); do
     if probe "$from" "$addr"; then got=allowed; else got=denied; fi
-    if [ "$got" = "$want" ]; then run=$((run + 1)); [ $run = 3 ] && break; else run=0; sleep 1; fi
+    if [ "$got" = "$want" ]; then run=$((run + 1)); [ $run = 2 ] && break; else run=0; sleep 1; fi
   done
-  if [ $run = 3 ]; then echo "  ok   $from -> backend via $what $addr $want"
+  if [ $run = 2 ]; then echo "  ok   $from -> backend via $what $addr $want"
   else echo "  FAIL $from -> backend via $what $addr: want $want, got $got"; fails=$((fails + 1)); fi
 }
 echo "service-check: no policy (backend on $w1, clients on $w2)"
@@ -73,6 +76,13 @@ spec:
       ports: [{port: 8080, protocol: TCP}]
 YAML
 echo "service-check: policy backend-from-client (ingress to app=backend from role=client on 8080 only)"
+for t in "${targets[@]}"; do expect client "$t" allowed; expect other "$t" denied; done
+addrs() { kubectl -n "$ns" get pod "$1" -o jsonpath='{.status.podIPs[*].ip}'; }
+before="client $(addrs client), backend $(addrs backend)"
+kubectl -n "$ns" delete pod client backend --wait >/dev/null
+backend; client
+kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout=120s >/dev/null
+echo "service-check: client and backend made again (was $before; now client $(addrs client), backend $(addrs backend))"
 for t in "${targets[@]}"; do expect client "$t" allowed; expect other "$t" denied; done
 kubectl delete namespace "$ns" --wait=false >/dev/null
 echo "service-check: $((checks - fails)) passed, $fails failed"
