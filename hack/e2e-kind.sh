@@ -82,16 +82,16 @@ fi
 
 # ---- offline path ----
 [ "$(id -u)" = 0 ] || { echo "e2e-kind needs root (its own Docker daemon in its own network namespace)" >&2; exit 1; }
-snap() { # the root network namespace: links, routes, nftables, iptables (each may be empty)
+# The root network namespace: links, routes, nftables, iptables (each may be empty). The global
+# sysctls the kubelets set are put back by hack/kind/dockerd.sh stop.
+snap() {
   ip -o link | sed 's/ qlen [0-9]*//' || true; echo; ip route || true; echo; ip -6 route || true
   echo; nft list ruleset || true; echo
   if command -v iptables-save >/dev/null; then
     { iptables-save; ip6tables-save; } 2>/dev/null | { grep -v '^#' || true; } | sed 's/\[[0-9:]*\]//'
   fi
 }
-sysctls="vm.overcommit_memory kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 snap > "$report/root-netns.before"
-saved_sysctls=$(for s in $sysctls; do echo "$s=$(sysctl -n "$s")"; done)
 # kind mounts the host's /lib/modules into its nodes; Docker makes the folder when it is missing
 # (this machine's kernel has its modules built in): it is removed again at the end.
 libmodules_existed=0; [ -e /lib/modules ] && libmodules_existed=1
@@ -102,7 +102,6 @@ finish() {
   if [ -z "${KIND_KEEP:-}" ]; then
     [ -x "$(tools_dir)/kind" ] && [ -S "$KIND_RUN/docker.sock" ] && PATH="$KIND_RUN/bin:$PATH" "$(tools_dir)/kind" delete cluster --name "$cluster" >/dev/null 2>&1
     bash hack/kind/dockerd.sh stop
-    for kv in $saved_sysctls; do sysctl -q -w "$kv" >/dev/null; done
     [ $libmodules_existed = 1 ] || rmdir /lib/modules 2>/dev/null
     snap > "$report/root-netns.after"
     if diff -u "$report/root-netns.before" "$report/root-netns.after" > "$report/root-netns.diff"; then
@@ -123,8 +122,10 @@ for p in conntrack nft:nftables debootstrap dockerd:docker.io; do
   command -v "${p%%:*}" >/dev/null || apt_install "${p##*:}"
 done
 nice -n 15 bash hack/kind/build-rootfs.sh
-nice -n 15 bash hack/kind/build-tools.sh
+# The two long Go builds side by side: each has serial stretches (linking) the other fills.
+nice -n 15 bash hack/kind/build-tools.sh & tools_pid=$!
 nice -n 15 bash hack/kind/build-kube.sh
+wait $tools_pid
 kube="$(kube_dir)"; tools="$(tools_dir)"
 phase "docker daemon in netns $KIND_NETNS"
 bash hack/kind/dockerd.sh start

@@ -8,6 +8,8 @@
 # data root is in $NFTPOLICY_CACHE (the built images stay there between runs); its exec root,
 # socket and pidfile in $KIND_RUN. The default runtime is runc-nocap, which takes out of
 # privileged containers the capabilities this machine's bounding set lacks (CAP_SYS_RESOURCE).
+# start records the global sysctls a kubelet sets (vm.overcommit_memory, kernel.panic, ...), and
+# stop, which removes everything start and kind made, restores them.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -18,6 +20,8 @@ start() {
   fi
   command -v dockerd >/dev/null || { echo "dockerd: installing docker.io"; apt_install docker.io; }
   mkdir -p "$KIND_RUN" "$NFTPOLICY_CACHE/docker"
+  # The kubelets in kind's nodes set global (not per-namespace) sysctls; stop puts them back.
+  [ -s "$KIND_RUN/sysctls.saved" ] || for s in $KUBELET_SYSCTLS; do echo "$s=$(sysctl -n "$s")"; done > "$KIND_RUN/sysctls.saved"
   CGO_ENABLED=0 go build -C "$repo" -o "$KIND_RUN/runc-nocap" ./hack/kind/runc-nocap
   ip netns list | awk '{print $1}' | grep -qx "$KIND_NETNS" || ip netns add "$KIND_NETNS"
   nsenter --net="/run/netns/$KIND_NETNS" ip link set lo up
@@ -57,6 +61,9 @@ stop() {
     kill "$(cat "$KIND_RUN/exec/containerd/containerd.pid")" 2>/dev/null || true
   fi
   ip netns list | awk '{print $1}' | grep -qx "$KIND_NETNS" && ip netns del "$KIND_NETNS"
+  if [ -s "$KIND_RUN/sysctls.saved" ]; then
+    while read -r kv; do sysctl -q -w "$kv" >/dev/null || true; done < "$KIND_RUN/sysctls.saved"
+  fi
   rm -rf "$KIND_RUN"
   echo "dockerd: stopped, netns $KIND_NETNS removed"
 }

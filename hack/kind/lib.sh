@@ -40,6 +40,9 @@ KIND_NETNS="${KIND_NETNS:-kind-nftpolicy}"
 KIND_RUN="${KIND_RUN:-/run/nftpolicy-kind}"
 # Debian's docker client (20.10, the daemon's version) before any other on PATH.
 docker_cli() { DOCKER_HOST="unix://$KIND_RUN/docker.sock" /usr/bin/docker "$@"; }
+# Global sysctls the kubelet sets (pkg/kubelet/cm: protectKernelDefaults off), put back by
+# dockerd.sh stop.
+KUBELET_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 # A command in the daemon's network namespace, where the kind nodes and their published ports are.
 in_netns() { nsenter --net="/run/netns/$KIND_NETNS" "$@"; }
 # The node image's tag: the Kubernetes version and a digest of every other version it holds, and
