@@ -53,6 +53,10 @@ COPY src /src
 RUN cd /src && CGO_ENABLED=0 go build -trimpath -o /dev/null ./cmd/nftpolicy && rm -rf /src
 DOCKERFILE
   build "$go_img" "$d"
+  # Older build stages (an earlier go.sum or Go) are ~700 MB each: keep only this one.
+  for old in $(docker_cli images --format '{{.Repository}}:{{.Tag}}' nftpolicy-kind/golang); do
+    [ "$old" = "$go_img" ] || docker_cli rmi "$old" >/dev/null || true
+  done
 fi
 
 # component IMAGE BASE FILE... [-- DOCKERFILE-LINES]: BASE plus binaries in /usr/local/bin.
