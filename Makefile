@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
 export KUBE_APISERVER NFTPOLICY_CACHE KUBE_VERSION
 
-.PHONY: all deps apt-deps kube-apiserver build test vet unit e2e bench fuzz demo lint clean clean-netns e2e-kind
+.PHONY: all deps apt-deps kube-apiserver build test vet unit e2e bench fuzz demo lint clean clean-netns e2e-kind kind-cache kind-cache-state kind-clean
 
 all: build
 
@@ -82,6 +82,21 @@ clean-netns-check:
 	@left=$$(ip netns list 2>/dev/null | awk '{print $$1}' | grep '^nftp-' || true); \
 	if [ -n "$$left" ]; then echo "tests left network namespaces behind: $$left"; $(MAKE) --no-print-directory clean-netns; exit 1; fi
 
-## e2e-kind: the upstream conformance suite in a kind cluster (needs Docker; not runnable on the dev machine).
+## e2e-kind: nftpolicy in a kind cluster (dual-stack, kube-proxy nftables), upstream's Netpol
+## e2e cases and a Service check. Offline by default: everything is built here, cached in
+## $(NFTPOLICY_CACHE) (the first run takes over an hour), with a Docker daemon of its own in a
+## network namespace of its own (docs/kind.md). KIND_NODE_IMAGE=kindest/node:vX takes the online path.
 e2e-kind:
+	@[ "$$(id -u)" = 0 ] || [ -n "$$KIND_NODE_IMAGE" ] || { echo "make e2e-kind needs root"; exit 1; }
 	bash hack/e2e-kind.sh
+
+## kind-cache: build everything e2e-kind needs, without a cluster; kind-cache-state: is it built?
+kind-cache:
+	bash hack/e2e-kind.sh --build-only
+
+kind-cache-state:
+	@bash hack/kind/cache-state.sh
+
+## kind-clean: remove a kept (KIND_KEEP=1) or killed run's cluster, Docker daemon and namespace.
+kind-clean:
+	bash hack/kind/dockerd.sh stop
