@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
 export KUBE_APISERVER NFTPOLICY_CACHE KUBE_VERSION
 
-.PHONY: all deps apt-deps kube-apiserver build test vet unit e2e bench fuzz demo lint clean clean-netns e2e-kind kind-cache kind-cache-state kind-clean
+.PHONY: all deps apt-deps kube-apiserver build test vet unit e2e bench fuzz demo lint tidy-check clean clean-netns e2e-kind kind-cache kind-cache-state kind-clean
 
 all: build
 
@@ -70,6 +70,10 @@ demo: deps build
 
 lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+## tidy-check: fail when go.mod or go.sum is not as `go mod tidy` would write it.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 clean:
 	rm -rf bin/
