@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
@@ -123,5 +124,39 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"base", "deny-b"}; !slices.Equal(names, want) {
 		t.Errorf("stored ClusterNetworkPolicies = %v, want %v", names, want)
+	}
+}
+
+// TestBarrier: each sentinel's resourceVersion is newer than a write made before the call, and a
+// second call gives newer ones again.
+func TestBarrier(t *testing.T) {
+	s := kube.Require(t, srv)
+	ctx := ctxFor(t)
+	if err := s.CreateNamespace(ctx, "barrier-test", nil); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := s.Client.CoreV1().Namespaces().Get(ctx, "barrier-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := strconv.ParseUint(ns.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Barrier(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Barrier(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range []string{"namespaces", "pods", "networkpolicies"} {
+		if first[res] <= before || second[res] <= first[res] {
+			t.Errorf("%s: sentinel versions %d then %d after a write at %d; want each newer", res, first[res], second[res], before)
+		}
+	}
+	if len(first) != 3 {
+		t.Errorf("versions of %d resources, want 3: %v", len(first), first)
 	}
 }
