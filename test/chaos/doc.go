@@ -1,0 +1,56 @@
+// Package chaos is the fault suite: continuous probes between the pods of a 2-node cluster
+// while the agent, the API server, the table and the input are broken on purpose, each step
+// judged against the expected truth table.
+//
+// Place in the data flow: outside it, end to end, like test/e2e. The cluster is the local
+// harness (internal/testenv): nodes and pods as network namespaces (netns), a real etcd and
+// kube-apiserver (kube, started once for the package by TestMain), and on each node the agent
+// binary as the product runs (agentproc), with anti-spoofing over the harness's veths and every
+// other flag at its default — the resync interval included. Pods, namespaces and policies go in
+// through the API server; connectivity comes out of real sockets.
+//
+// # Pieces (all test files)
+//
+//   - cluster_test.go: the fixture — nodes a and b; six probed pods serving TCP 80 (x/web-a,
+//     x/cli-a, y/cli-a on a; x/web-b, x/cli-b, y/other-b on b); three policies (x/web-ingress:
+//     web pods accept clients of x and y; y/isolate-other: y/other-b accepts nothing;
+//     y/client-egress: clients of y send to web pods of x only), so that the table has allowed
+//     and denied cells, same-node and cross-node, by ingress and by egress; the expected truth
+//     tables, written by hand; agents started and restarted (each with a log of its own); the
+//     table of a node as `nft list` prints it, normalized.
+//   - prober_test.go: the prober and its judge (below).
+//   - chaos_test.go: TestChaos and step 1.
+//
+// # Probing and judging
+//
+// Every cell — an ordered pair of distinct probed pods, over IPv4 and over IPv6: 60 cells — is
+// probed in a loop of its own (netns.ProbeSpec, TCP, a 2 s timeout, 250 ms between probes) from
+// the fixture's start to the test's end, and every probe is kept with its start and end. The
+// expectation is a timeline of phases: from a phase's time on, every cell expects the phase's
+// truth table; a phase may name cells that settle — those whose expectation it changes, or
+// those a fault touches — whose probes overlapping its settle window are not judged. A step
+// judges every probe that started within it: a leak is a probe that connected where the table
+// says blocked, a drop one that failed where it says connected. Before it judges, a step waits
+// until every cell has been probed after the step's last settle window, so each cell is judged
+// after the fault as well; a cell with no judged probe fails the step. After each step both
+// agents must still run (no crash). A table still wrong after a settle window shows as leaks
+// or drops.
+//
+// # Steps (in order, on one fixture; each logs its figures, and the test's last lines all)
+//
+//  1. Agent SIGKILL and restart: node a's agent is killed, stays down 2 s and is started again.
+//     Nothing settles: the table stays in force throughout (its normalized listing is checked
+//     equal while the agent is down and after the restart). Figure: the restart's time to
+//     /readyz.
+//
+// # Invariants
+//
+//   - No wall-clock assertion: every wait is a timeout that fails as "never".
+//   - Expected tables never come from the agent.
+//   - The suite deletes its pods and policies at its end, so a second run on the same API
+//     server starts clean (namespaces stay: nothing here deletes them; their labels are reset).
+//
+// # Running
+//
+//	go test -count=1 -v ./test/chaos/     # as root, after `make deps`; part of `make test`
+package chaos
