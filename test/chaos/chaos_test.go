@@ -3,14 +3,29 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The acceptance's bounds, the only wall-clock assertions of the suite.
+const (
+	// changeBound: after the API server returns from an outage, a change is enforced within it.
+	changeBound = 5 * time.Second
 )
 
 const (
 	// agentDowntime is how long a SIGKILLed agent stays down before it is started again.
 	agentDowntime = 2 * time.Second
+	// apiDowntime is how long the API server stays down.
+	apiDowntime = 20 * time.Second
+	// commitTimeout is how long the agents may take to commit a step's writes before the step
+	// fails as "never enforced".
+	commitTimeout = time.Minute
 	// stepTimeout bounds one step.
 	stepTimeout = 3 * time.Minute
 )
@@ -25,6 +40,7 @@ func TestChaos(t *testing.T) {
 		run  func(t *testing.T, ctx context.Context) (quiet time.Time, figures string)
 	}{
 		{"agent SIGKILL and restart", su.agentKill},
+		{"API server outage", su.apiOutage},
 	}
 	for _, st := range steps {
 		completed := false
@@ -85,6 +101,22 @@ func (su *suite) judge(t *testing.T, ctx context.Context, name string, start, qu
 	t.Log(line)
 }
 
+// change makes allowed the expectation from at on; the probes of the cells it changes are not
+// judged from at to settled.
+func (su *suite) change(at, settled time.Time, allowed func(from, to string) bool) []cell {
+	old := su.allowed
+	var changed []cell
+	for _, c := range su.pr.cells {
+		if old(c.from, c.to) != allowed(c.from, c.to) {
+			changed = append(changed, c)
+		}
+	}
+	su.tl = append(su.tl, phase{at: at, settled: settled, want: su.table(allowed),
+		settling: func(c cell) bool { return old(c.from, c.to) != allowed(c.from, c.to) }})
+	su.allowed = allowed
+	return changed
+}
+
 // agentKill: the agent of node a is killed (SIGKILL), stays down agentDowntime and is started
 // again. Its table stays in force all along, so nothing settles: every probe is judged.
 func (su *suite) agentKill(t *testing.T, ctx context.Context) (time.Time, string) {
@@ -108,4 +140,66 @@ func (su *suite) agentKill(t *testing.T, ctx context.Context) (time.Time, string
 	}
 	return time.Now(), fmt.Sprintf("agent of node a killed, down %v, ready %.2f s after its restart, table unchanged",
 		agentDowntime, ready.Seconds())
+}
+
+// apiOutage: the API server is killed and started again after apiDowntime. The agents keep
+// their tables meanwhile (every probe judged). As soon as it is back, a policy is deleted
+// (y/isolate-other: y/other-b accepts everyone but y/cli-a, whose egress is restricted) and a
+// pod relabelled (x/cli-b app=other: web pods no longer accept it); both agents must have
+// committed the change within changeBound of the API server's return, and the cells it changes
+// settle until then.
+func (su *suite) apiOutage(t *testing.T, ctx context.Context) (time.Time, string) {
+	down := time.Now()
+	if err := su.s.RestartAPIServer(ctx, apiDowntime); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	c := su.s.Client
+	if err := c.NetworkingV1().NetworkPolicies("y").Delete(ctx, "isolate-other", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Pods("x").Patch(ctx, "cli-b", types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"other"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	changed := su.change(back, back.Add(changeBound), afterOutageAllowed)
+	committed, err := su.waitCommitted(ctx, commitTimeout)
+	// when the probes first saw each changed cell as it now should be (when the agents have not
+	// committed, what the probes saw meanwhile)
+	wait := commitTimeout
+	if err != nil {
+		wait = 0
+	}
+	seen, serr := su.pr.waitEach(ctx, back, wait, func(p probe) bool {
+		return p.ok == afterOutageAllowed(p.from, p.to) || !slices.Contains(changed, p.cell)
+	})
+	observed := "NOT by then"
+	if serr == nil {
+		observed = fmt.Sprintf("by %.2f s", seen.Sub(back).Seconds())
+	}
+	figures := fmt.Sprintf("API server killed, started again after %v, ready %.1f s after the kill; a policy deleted and a pod relabelled %.2f s after its return; probes saw every changed cell (%d) so %s",
+		apiDowntime, back.Sub(down).Seconds(), written.Sub(back).Seconds(), len(changed), observed)
+	if err != nil {
+		t.Errorf("the change made after the API server's return is not committed %v after it: %v", time.Since(back).Round(time.Second), err)
+		for node := range su.agents {
+			su.restartAgent(t, node)
+		}
+		return time.Now(), figures + fmt.Sprintf("; NOT committed by both agents (barrier) after %v: agents restarted", commitTimeout)
+	}
+	took := committed.Sub(back)
+	if took > changeBound {
+		t.Errorf("the agents committed the change %.2f s after the API server's return; the acceptance bound is %v", took.Seconds(), changeBound)
+	}
+	return maxTime(committed, back.Add(changeBound)), figures + fmt.Sprintf("; committed by both agents (barrier) %.2f s after the return", took.Seconds())
+}
+
+// afterOutageAllowed: baseAllowed without y/isolate-other, x/cli-b relabelled app=other.
+func afterOutageAllowed(from, to string) bool {
+	switch {
+	case from == "y/cli-a":
+		return isWeb(to)
+	case isWeb(to):
+		return from == "x/cli-a"
+	}
+	return true
 }

@@ -5,6 +5,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -266,6 +267,24 @@ func (su *suite) restartAgent(t *testing.T, node string) {
 	if _, err := su.startAgent(ctx, node); err != nil {
 		t.Fatalf("restarting the agent of node %s: %v", node, err)
 	}
+}
+
+// waitCommitted waits until every agent's table reflects every write made so far
+// (kube.Server.Barrier) and returns when that was; the error says each agent that has not.
+func (su *suite) waitCommitted(ctx context.Context, timeout time.Duration) (time.Time, error) {
+	versions, err := su.s.Barrier(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	errs := make(chan error, len(su.agents))
+	for _, p := range su.agents {
+		go func() { errs <- p.WaitCaughtUp(ctx, versions, timeout) }()
+	}
+	var all []error
+	for range su.agents {
+		all = append(all, <-errs)
+	}
+	return time.Now(), errors.Join(all...)
 }
 
 // tableState is the node's table as `nft list table` prints it, normalized

@@ -19,7 +19,7 @@
 //     tables, written by hand; agents started and restarted (each with a log of its own); the
 //     table of a node as `nft list` prints it, normalized.
 //   - prober_test.go: the prober and its judge (below).
-//   - chaos_test.go: TestChaos and step 1.
+//   - chaos_test.go: TestChaos and the faults of steps 1–2.
 //
 // # Probing and judging
 //
@@ -33,8 +33,9 @@
 // says blocked, a drop one that failed where it says connected. Before it judges, a step waits
 // until every cell has been probed after the step's last settle window, so each cell is judged
 // after the fault as well; a cell with no judged probe fails the step. After each step both
-// agents must still run (no crash). A table still wrong after a settle window shows as leaks
-// or drops.
+// agents must still run (no crash). Settle windows are the acceptance's bounds, or end when the
+// agents have committed a change (kube.Server.Barrier, agentproc.Process.WaitCaughtUp): a table
+// that is still wrong after them shows as leaks or drops.
 //
 // # Steps (in order, on one fixture; each logs its figures, and the test's last lines all)
 //
@@ -42,11 +43,23 @@
 //     Nothing settles: the table stays in force throughout (its normalized listing is checked
 //     equal while the agent is down and after the restart). Figure: the restart's time to
 //     /readyz.
+//  2. API server outage: kube-apiserver is killed, stays down 20 s and is started again
+//     (kube.Server.RestartAPIServer); nothing settles meanwhile. At its return, y/isolate-other
+//     is deleted and x/cli-b relabelled app=other; both agents must have committed the change
+//     (a barrier written after it) within 5 s of the return — the acceptance's bound — and the
+//     cells it changes settle until then. Figures: when the probes first saw every changed cell
+//     right, when the agents committed.
+//
+// A step that leaves the fixture wrong (a change not committed a minute after the API server's
+// return) has failed by then; it restarts the agents concerned, so that the later steps are
+// judged on their own.
 //
 // # Invariants
 //
-//   - No wall-clock assertion: every wait is a timeout that fails as "never".
-//   - Expected tables never come from the agent.
+//   - The only wall-clock assertion is the acceptance's bound of 5 s, failing with the
+//     measured figure. Every other wait is a timeout that fails as "never".
+//   - Expected tables never come from the agent; its metrics only say when it has committed,
+//     and the probes after that are judged.
 //   - The suite deletes its pods and policies at its end, so a second run on the same API
 //     server starts clean (namespaces stay: nothing here deletes them; their labels are reset).
 //
