@@ -8,14 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 )
 
 // The acceptance's bounds, the only wall-clock assertions of the suite.
 const (
 	// changeBound: after the API server returns from an outage, a change is enforced within it.
 	changeBound = 5 * time.Second
+	// restoreBound: a table flushed or deleted by another process is restored within it.
+	restoreBound = time.Second
 )
 
 const (
@@ -41,6 +47,12 @@ func TestChaos(t *testing.T) {
 	}{
 		{"agent SIGKILL and restart", su.agentKill},
 		{"API server outage", su.apiOutage},
+		{"table flushed", func(t *testing.T, ctx context.Context) (time.Time, string) {
+			return su.tableFault(t, ctx, "a", "flush")
+		}},
+		{"table deleted", func(t *testing.T, ctx context.Context) (time.Time, string) {
+			return su.tableFault(t, ctx, "b", "delete")
+		}},
 	}
 	for _, st := range steps {
 		completed := false
@@ -202,4 +214,41 @@ func afterOutageAllowed(from, to string) bool {
 		return from == "x/cli-a"
 	}
 	return true
+}
+
+// tableFault: another process (nft in the node's namespace) flushes or deletes the table. The
+// agent must repair it within restoreBound of the change's commit — timed by
+// agentproc.TimeRepair from the kernel's reports of both transactions, in a subtest of its own —
+// and the table must then equal the one before. The cells from or to the node's pods settle
+// from nft's start to restoreBound after the change's commit.
+func (su *suite) tableFault(t *testing.T, ctx context.Context, node, verb string) (time.Time, string) {
+	n := su.cl.Node(node)
+	before, err := su.tableState(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := func(c cell) bool { return su.byKey[c.from].Node == node || su.byKey[c.to].Node == node }
+	start := time.Now()
+	su.tl = append(su.tl, phase{at: start, settled: start.Add(restoreBound), want: su.table(su.allowed), settling: onNode})
+	var change, repair agentproc.TableEvent
+	t.Run("repair", func(t *testing.T) {
+		fd, err := n.FD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := agentproc.WatchTable(t, fd, "nftpolicy")
+		unix.Close(fd)
+		_, change, repair = agentproc.TimeRepair(t, n.NetNS, verb+" table inet nftpolicy", events, restoreBound)
+	})
+	if repair.At.IsZero() {
+		su.restartAgent(t, node)
+		return time.Now(), fmt.Sprintf("`nft %s table` on node %s: NOT repaired (agent restarted)", verb, node)
+	}
+	settled := change.At.Add(restoreBound)
+	su.tl[len(su.tl)-1].settled = settled
+	if after, err := su.tableState(ctx, node); err != nil || after != before {
+		t.Errorf("the repaired table differs from the one before (%v)\n--- after\n%s\n--- before\n%s", err, after, before)
+	}
+	return maxTime(time.Now(), settled), fmt.Sprintf("`nft %s table` on node %s: repaired %v after the change's commit (%v after nft started), equal to the one before",
+		verb, node, repair.At.Sub(change.At).Round(time.Microsecond), repair.At.Sub(start).Round(time.Microsecond))
 }

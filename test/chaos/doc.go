@@ -19,7 +19,7 @@
 //     tables, written by hand; agents started and restarted (each with a log of its own); the
 //     table of a node as `nft list` prints it, normalized.
 //   - prober_test.go: the prober and its judge (below).
-//   - chaos_test.go: TestChaos and the faults of steps 1–2.
+//   - chaos_test.go: TestChaos and the faults of steps 1–4.
 //
 // # Probing and judging
 //
@@ -49,15 +49,22 @@
 //     (a barrier written after it) within 5 s of the return — the acceptance's bound — and the
 //     cells it changes settle until then. Figures: when the probes first saw every changed cell
 //     right, when the agents committed.
+//  3. Table flushed: `nft flush table inet nftpolicy` in node a's namespace. The agent must
+//     repair the table within 1 s of the change — the acceptance's bound, timed by
+//     agentproc.TimeRepair between the two transactions as the kernel reports them, so that no
+//     process start-up counts — and its listing must then equal the one before. The cells from
+//     or to node a's pods settle from nft's start to 1 s after the change. Figure: the repair's
+//     time.
+//  4. Table deleted: the same with `nft delete table inet nftpolicy` on node b.
 //
-// A step that leaves the fixture wrong (a change not committed a minute after the API server's
-// return) has failed by then; it restarts the agents concerned, so that the later steps are
-// judged on their own.
+// A step that leaves the fixture wrong (a table not restored 10 s after the fault, a change not
+// committed a minute after the API server's return) has failed by then; it restarts the agents
+// concerned, so that the later steps are judged on their own.
 //
 // # Invariants
 //
-//   - The only wall-clock assertion is the acceptance's bound of 5 s, failing with the
-//     measured figure. Every other wait is a timeout that fails as "never".
+//   - The only wall-clock assertions are the acceptance's bounds, 5 s and 1 s, each failing
+//     with the measured figure. Every other wait is a timeout that fails as "never".
 //   - Expected tables never come from the agent; its metrics only say when it has committed,
 //     and the probes after that are judged.
 //   - The suite deletes its pods and policies at its end, so a second run on the same API
