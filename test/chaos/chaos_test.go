@@ -53,6 +53,7 @@ func TestChaos(t *testing.T) {
 		{"table deleted", func(t *testing.T, ctx context.Context) (time.Time, string) {
 			return su.tableFault(t, ctx, "b", "delete")
 		}},
+		{"odd objects", su.oddObjects},
 	}
 	for _, st := range steps {
 		completed := false

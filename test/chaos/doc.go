@@ -20,6 +20,7 @@
 //     table of a node as `nft list` prints it, normalized.
 //   - prober_test.go: the prober and its judge (below).
 //   - chaos_test.go: TestChaos and the faults of steps 1–4.
+//   - odd_test.go: step 5, the burst of odd objects.
 //
 // # Probing and judging
 //
@@ -56,6 +57,14 @@
 //     or to node a's pods settle from nft's start to 1 s after the change. Figure: the repair's
 //     time.
 //  4. Table deleted: the same with `nft delete table inet nftpolicy` on node b.
+//  5. Odd objects: a burst of API-valid oddities (pods without IPs, pods holding another pod's
+//     address, pods of a node that does not exist, a pod with 100 container ports, a namespace
+//     with 60 more labels, 63-character label values, a NetworkPolicy of 200 rules of 50 peers,
+//     a named port that names nothing; odd_test.go lists them) that changes no cell, so nothing
+//     settles; then a new policy selecting by a 63-character label value, whose changed cells
+//     settle until both agents have committed it. Each agent must log one line per object it
+//     rejects, as many as nftpolicy_invalid_objects_total counts. Figures: the commit times and
+//     the rejected objects.
 //
 // A step that leaves the fixture wrong (a table not restored 10 s after the fault, a change not
 // committed a minute after the API server's return) has failed by then; it restarts the agents
