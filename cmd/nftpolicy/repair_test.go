@@ -115,7 +115,7 @@ func TestAgentRepairsChangesByOthers(t *testing.T) {
 		{"table deleted", "delete table inet nftpolicy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pid := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
+			pid, _, _ := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
 			if got := list(); got != before {
 				t.Errorf("table after the repair differs from the table before\n--- after\n%s\n--- before\n%s", got, before)
 			}

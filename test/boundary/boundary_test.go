@@ -42,6 +42,7 @@ var mayImport = map[string][]string{
 	// test-only packages (a doc.go and tests)
 	"test/bench":    nil,
 	"test/e2e":      nil,
+	"test/chaos":    nil,
 	"test/boundary": nil,
 }
 
