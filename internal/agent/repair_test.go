@@ -170,7 +170,7 @@ func TestRepairOfChangesByOthers(t *testing.T) {
 		{"accepting rule inserted into forward_ingress", "insert rule inet nftpolicy forward_ingress accept"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pid := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
+			pid, _, _ := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
 			waitFor(t, 10*time.Second, "the repair's count", func() bool { return repairs(TriggerEvent) >= float64(i+1) })
 			if got := list(); got != before {
 				t.Errorf("table after the repair differs from the table before\n--- after\n%s\n--- before\n%s", got, before)

@@ -55,6 +55,8 @@ type RunConfig struct {
 	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed, or an
 	// apply has been running, for longer (Health.StaleAfter); 0: never.
 	WatchStaleAfter time.Duration
+	// CompileBudget bounds one endpoint group's compile (nft.Config.CompileBudget; 0: the default).
+	CompileBudget int64
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -78,7 +80,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
 		WatchDown: watcher.WatchDown}
 
-	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"),
+	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
 		// a policy the compiler cannot afford counts as an invalid object of its kind
 		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
 	if cfg.AntiSpoofing {

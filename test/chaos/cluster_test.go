@@ -25,8 +25,11 @@ import (
 )
 
 // agentArgs are the flags of every agent after agentproc's common ones: anti-spoofing on, over
-// the harness's veths (nftp<n>); everything else, the resync interval included, as shipped.
-var agentArgs = []string{"--anti-spoofing", "--workload-iface-prefixes", "nftp"}
+// the harness's veths (nftp<n>); a compile budget that the burst's policy of 10,000 rules
+// (big/large) exceeds and every other policy of the suite fits in many times over, so that the
+// dataplane's rejection of a policy is part of the burst; everything else, the resync interval
+// included, as shipped.
+var agentArgs = []string{"--anti-spoofing", "--workload-iface-prefixes", "nftp", "--compile-budget", "5000"}
 
 // The probed pods, all serving TCP 80 (container port "http"). Namespace x is labelled ns=x,
 // y ns=y.

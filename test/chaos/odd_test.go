@@ -47,7 +47,8 @@ func longValue(i int) string { return strings.Repeat("abcdefghij", 7)[:61] + fmt
 // of namespaces carrying one of y's 60 new labels: x/cli-a and x/cli-b accept only y's pods,
 // and of those only y/other-b may send to them (y/client-egress). Its cells settle until both
 // agents have committed it, which they must within commitTimeout. Each agent must have logged
-// one line per object it rejects, as many as nftpolicy_invalid_objects_total counts.
+// one line per object it rejects, as many as nftpolicy_invalid_objects_total counts, and each
+// rejects big/large, which exceeds the agents' compile budget (agentArgs).
 func (su *suite) oddObjects(t *testing.T, ctx context.Context) (time.Time, string) {
 	before := map[string]rejections{}
 	for node, p := range su.agents {
@@ -91,6 +92,9 @@ func (su *suite) oddObjects(t *testing.T, ctx context.Context) (time.Time, strin
 		if counted != float64(logged) {
 			t.Errorf("the agent of node %s counted %v rejected objects in nftpolicy_invalid_objects_total and logged %d",
 				node, counted, logged)
+		}
+		if counted < 1 { // big/large, over its budget: both nodes have pods of namespace big
+			t.Errorf("the agent of node %s rejected no object: big/large exceeds its compile budget", node)
 		}
 		rejected = append(rejected, fmt.Sprintf("node %s %v", node, counted))
 	}
