@@ -26,9 +26,9 @@ const DefaultTable = "nftpolicy"
 
 // Priorities of the base chains (filter = 0). kube-proxy's nftables mode filters at 0 and DNATs
 // at -100, Felix's nftables mode uses its own table at filter priorities ±0, kube-network-policies
-// uses -? (see the package doc); 7 and 8 are used by none of them. Egress is judged at 7, ingress
-// at 8: an accept in the egress chain ends only that base chain, so the ingress chain still judges
-// same-node traffic.
+// queues packets from the postrouting hook (srcnat - 5) of its own table; 7 and 8 on the forward
+// hook are used by none of them. Egress is judged at 7, ingress at 8: an accept in the egress
+// chain ends only that base chain, so the ingress chain still judges same-node traffic.
 const (
 	PriorityEgress  int32 = 7
 	PriorityIngress int32 = 8
@@ -68,7 +68,9 @@ type Config struct {
 	// CompileBudget bounds the work of one group's compile (DefaultCompileBudget when 0).
 	CompileBudget int64
 	// Rejected, if set, is called for each policy the dataplane stops enforcing as written
-	// (State.reject): its compile exceeded the compiler's budget. It is also logged.
+	// (State.reject): the compile of a group it is in exceeded the compiler's budget, or the
+	// kernel refused an object of such a group when the table was written whole. reason says
+	// which, and what. It is also logged.
 	Rejected func(key model.PolicyKey, reason string)
 }
 
@@ -241,8 +243,8 @@ func (d *Dataplane) Stats() (ruleset.Stats, uint64) { return d.table.Stats(), d.
 
 // Apply folds messages into the desired table and, once in sync, commits the difference in one
 // transaction. On error the desired state is kept; Resync retries it. Apply consumes msgs: it
-// clears each entry once folded, so that the member lists of a first flush (≈ 20 MB at 100,000
-// pods) are not held through the compile and the commit.
+// clears each entry once folded, so that the member lists of a first flush (every member of
+// every set, O(cluster's pods)) are not held through the compile and the commit.
 func (d *Dataplane) Apply(msgs []dataplane.Message) error {
 	for i, m := range msgs {
 		d.fold(m)

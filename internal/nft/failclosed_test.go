@@ -16,9 +16,9 @@ import (
 // prefix is checked) and namespace x allows ingress only from y/client on TCP 80. A new pod
 // x/new already has its interface, route and server, but the dataplane does not know it yet: a
 // connection to it is dropped and counted as unprogrammed, and not even a datagram reaches it
-// (before the check, traffic reached it whatever its namespace's policy; only its replies were
-// dropped, by anti-spoofing). Once its endpoint lands it is reachable exactly as its policy allows (TCP 80
-// from y/client, not 81). IPv4 and IPv6; the client is on node b.
+// (anti-spoofing alone would drop only its replies, and let the traffic in whatever its
+// namespace's policy). Once its endpoint lands it is reachable exactly as its policy allows
+// (TCP 80 from y/client, not 81). IPv4 and IPv6; the client is on node b.
 func TestIngressFailsClosed(t *testing.T) {
 	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}})
 	old, fresh, client := addPod(t, c, "a", "x", "old"), addPod(t, c, "a", "x", "new"), addPod(t, c, "b", "y", "client")

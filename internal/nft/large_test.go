@@ -24,7 +24,7 @@ func BenchmarkCompileLargePolicy(b *testing.B) {
 }
 
 // BenchmarkAddLargePolicy adds scale.LargePolicyBench's policy to its cluster already applied,
-// offline: the graph's and the compiler's share of P5.
+// offline: the graph's and the compiler's share of test/bench's BenchmarkLargePolicy.
 func BenchmarkAddLargePolicy(b *testing.B) {
 	spec := scale.LargePolicyBench()
 	ups, _ := scale.LargePolicy(spec)

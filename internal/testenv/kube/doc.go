@@ -1,7 +1,7 @@
 // Package kube runs a real etcd and a real kube-apiserver on the root network namespace's
 // loopback (127.0.0.1, free ports) for tests, benchmarks and the demo.
 //
-// Place in DESIGN.md's data flow: it stands in for the cluster's control plane, the source end
+// Place in docs/design.md's data flow: it stands in for the cluster's control plane, the source end
 // of "API server → sync → graph → nft". internal/sync's informers, the agent and the e2e tests
 // talk to it through the ordinary client-go stack, so what they prove holds against the real
 // API server's validation, defaulting, admission, RBAC, watch semantics and outages.
