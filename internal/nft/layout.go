@@ -234,9 +234,13 @@ func (d *Dataplane) rejectCostliest(g *group, why, detail string) bool {
 	if cost == 0 {
 		return false
 	}
-	d.log.Error("policy rejected: its rules are not enforced as written; it keeps isolating what it selects and allows nothing more",
-		"policy", worst.String(), "why", why, "direction", g.dir.String(), "rule_weight", cost, "detail", detail)
 	d.state.reject(worst, why)
+	enforced := "it keeps isolating what it selects and allows nothing"
+	if len(d.state.rejected[worst]) > 0 {
+		enforced = "it denies everything at its place in its tier"
+	}
+	d.log.Error("policy rejected: its rules are not enforced as written; "+enforced,
+		"policy", worst.String(), "why", why, "direction", g.dir.String(), "rule_weight", cost, "detail", detail)
 	if d.rejectedNow == nil {
 		d.rejectedNow = map[model.PolicyKey]struct{}{}
 	}
