@@ -9,8 +9,10 @@ import (
 	"maps"
 	"math/bits"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -545,15 +547,55 @@ func (d *Dataplane) recomputeOnce() {
 	slices.SortFunc(keys, func(a, b model.EndpointKey) int { return strings.Compare(a.String(), b.String()) })
 	d.regroup(keys)
 	// a stale group is compiled in full (which covers its dirty peers), another one peer by peer
-	for _, name := range slices.Sorted(maps.Keys(d.pendingGroups)) {
+	names := slices.Sorted(maps.Keys(d.pendingGroups))
+	pre := d.precompile(names)
+	for _, name := range names {
 		switch g := d.groups[name]; {
 		case g == nil: // left by its last endpoint meanwhile
 		case g.stale:
-			d.compileGroup(g)
+			d.compileGroup(g, pre[name])
 		case len(g.dirtyPeers) > 0:
 			d.compilePeers(g)
 		}
 	}
+}
+
+// compileResult is a group's compiled form: a rule list (listed shape) or a decision.
+type compileResult struct {
+	list *ruleList
+	cp   *compiled
+}
+
+// precompile compiles the stale groups among names on all processors: a compile only reads the
+// State (and its own plan), so groups compile at once, and compileGroup then lays each out in
+// the table, one at a time and in name order, as without it. Nothing when fewer than two.
+func (d *Dataplane) precompile(names []string) map[string]*compileResult {
+	var todo []*group
+	for _, name := range names {
+		if g := d.groups[name]; g != nil && g.stale && len(g.members) > 0 {
+			todo = append(todo, g)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(todo))
+	if workers < 2 {
+		return nil
+	}
+	out := make([]*compileResult, len(todo))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+				out[i] = d.state.compileResult(todo[i])
+			}
+		})
+	}
+	wg.Wait()
+	m := make(map[string]*compileResult, len(todo))
+	for i, g := range todo {
+		m[g.name] = out[i]
+	}
+	return m
 }
 
 // regroup recomputes the dispatch elements, group memberships and anti-spoofing elements of

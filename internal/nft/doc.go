@@ -118,9 +118,11 @@
 //     graph in the commit, in time proportional to the table's verdict-map elements, while a plain
 //     element's commit does not grow with the table — hence the fast path.
 //   - A policy change, a new set or a regrouped endpoint: the groups concerned are recompiled
-//     in full; their unchanged elements are not sent.
+//     in full; their unchanged elements are not sent. Their compiles run on all processors at
+//     once (a compile only reads the State); their results are laid out in the table one at a
+//     time, in name order.
 //   - Memory: per map-shaped group the decision (peer → interned class key) and, for plans with
-//     more than 16 gate sets, an index of peer → gate sets. Each address set's members are held
+//     more than 16 referenced sets, an index of peer → sets. Each address set's members are held
 //     once: the State keeps them in two per-family plain address sets (ruleset.NewAddrSet, 4 bytes
 //     an IPv4 address and 16 an IPv6 one, no pointers), which are the table's shared selector sets
 //     themselves when a listed group uses them, and whose elements the committer's mirror shares

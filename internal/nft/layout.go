@@ -152,17 +152,20 @@ func peerKeys(dir model.Direction, is4 bool) (addr, addrPort ruleset.Key) {
 
 // compileGroup recompiles one group's decision into its chain and maps; the committer sends
 // only the elements that changed.
-func (d *Dataplane) compileGroup(g *group) {
+func (d *Dataplane) compileGroup(g *group, pre *compileResult) {
 	g.stale = false
 	clear(g.dirtyPeers)
 	if len(g.members) == 0 {
 		return
 	}
-	if rl, ok := d.state.compileList(g.dir, g.tiers, g.sample(), g.is4); ok {
-		d.putListGroup(g, rl)
+	if pre == nil {
+		pre = d.state.compileResult(g)
+	}
+	if pre.list != nil {
+		d.putListGroup(g, pre.list)
 		return
 	}
-	cp := d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
+	cp := pre.cp
 	for cp.plan.over {
 		detail := fmt.Sprintf("compiling the %s rules of %s for %d endpoints exceeds the compiler's budget of %d",
 			g.dir, g.describe(), len(g.members), d.state.compileBudget)
@@ -213,6 +216,15 @@ func (d *Dataplane) compileGroup(g *group) {
 	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		d.putChain(chain)
 	}
+}
+
+// compileResult compiles a group's tiers: the listed shape when it applies, else a decision.
+// It only reads the State.
+func (s *State) compileResult(g *group) *compileResult {
+	if rl, ok := s.compileList(g.dir, g.tiers, g.sample(), g.is4); ok {
+		return &compileResult{list: rl}
+	}
+	return &compileResult{cp: s.compile(g.dir, g.tiers, g.sample(), g.is4)}
 }
 
 // rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the
@@ -302,7 +314,7 @@ func (d *Dataplane) compilePeers(g *group) {
 	defer clear(g.dirtyPeers)
 	set, allow := d.table.Sets[g.name+"_peers"], d.table.Sets[g.name+"_allow"]
 	if set == nil || allow == nil || g.compiled == nil {
-		d.compileGroup(g)
+		d.compileGroup(g, nil)
 		return
 	}
 	cp := g.compiled
