@@ -62,6 +62,9 @@ func TestDecodePodList(t *testing.T) {
 			p.Spec.ServiceAccountName = ""
 		case 8: // an address before the containers run
 			p.Status.Phase = corev1.PodPending
+		case 9: // no namespace and no version, which the API server never sends: the record's id
+			// is the name alone, and must not be a view of the list's buffer
+			p.Namespace, p.ResourceVersion = "", ""
 		}
 		p.UID = "0000-1111"
 		p.CreationTimestamp = metav1.Unix(1700000000+int64(i%4)*3600, 0) // pods differ in age
