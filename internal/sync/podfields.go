@@ -38,13 +38,22 @@ func decodePodFields(b []byte, p *corev1.Pod) error {
 					p.Namespace = view(v)
 				case 6:
 					p.ResourceVersion = view(v)
-				case 8: // creationTimestamp: seconds 1, nanos 2 (dropped, as metav1.Time does)
-					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
+				case 8: // creationTimestamp, as metav1.Time decodes it: an occurrence replaces the
+					// one before; empty, it is the zero time, else seconds 1 (nanos 2 dropped)
+					p.CreationTimestamp = metav1.Time{}
+					if len(v) == 0 {
+						return nil
+					}
+					var seconds int64
+					if err := eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
 						if num == 1 {
-							p.CreationTimestamp = metav1.Unix(int64(x), 0)
+							seconds = int64(x)
 						}
 						return nil
-					})
+					}); err != nil {
+						return err
+					}
+					p.CreationTimestamp = metav1.Unix(seconds, 0)
 				case 11: // a labels entry: key 1, value 2
 					var k, val []byte
 					if err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -109,6 +111,46 @@ func TestDecodePodList(t *testing.T) {
 	for _, cut := range []int{3, len(raw) / 2, len(raw) - len(protobufMagic) - 1} {
 		if _, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic):len(raw)-cut])), w.recordPod); err == nil {
 			t.Errorf("a list truncated by %d bytes decoded without error", cut)
+		}
+	}
+}
+
+// TestDecodePodFieldsCreationTimestamp: the creation time decodes as metav1.Time decodes it from
+// the generated decoder, for every encoding that decoder accepts: an empty message is the zero
+// time, a message without seconds (nanos or unknown fields only) the epoch, and a second
+// occurrence replaces the first rather than merging into it.
+func TestDecodePodFieldsCreationTimestamp(t *testing.T) {
+	seconds := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1700000000)
+	nanos := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 5)
+	unknown := protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1)
+	for _, c := range []struct {
+		name  string
+		times [][]byte // the creationTimestamp occurrences, in order
+	}{
+		{"absent", nil},
+		{"empty", [][]byte{{}}},
+		{"seconds", [][]byte{seconds}},
+		{"seconds and nanos", [][]byte{append(slices.Clone(seconds), nanos...)}},
+		{"nanos only", [][]byte{nanos}},
+		{"an unknown field only", [][]byte{unknown}},
+		{"seconds, then empty", [][]byte{seconds, {}}},
+		{"seconds, then nanos", [][]byte{seconds, nanos}},
+		{"nanos, then seconds", [][]byte{nanos, seconds}},
+	} {
+		var meta []byte
+		for _, ts := range c.times {
+			meta = protowire.AppendBytes(protowire.AppendTag(meta, 8, protowire.BytesType), ts)
+		}
+		pod := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), meta)
+		var want, got corev1.Pod
+		if err := want.Unmarshal(pod); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := decodePodFields(pod, &got); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !got.CreationTimestamp.Equal(&want.CreationTimestamp) {
+			t.Errorf("%s: creationTimestamp %v, want %v", c.name, got.CreationTimestamp, want.CreationTimestamp)
 		}
 	}
 }
