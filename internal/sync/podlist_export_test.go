@@ -19,7 +19,8 @@ type ListPodDecoder struct {
 // ListPodDecoder returns a decoder of list items whose records w makes.
 func (w *Watcher) ListPodDecoder() *ListPodDecoder { return &ListPodDecoder{w: w} }
 
-// Record decodes the protobuf v1.Pod b as the list decodes an item and returns its record.
+// Record decodes the protobuf v1.Pod b as the list decodes an item (decodePod: decodePodFields,
+// or the generated decoder for what it rejects) and returns its record.
 func (d *ListPodDecoder) Record(b []byte) (CachedPodRecord, error) {
 	r, err := d.record(b)
 	if err != nil {
@@ -36,10 +37,11 @@ func (d *ListPodDecoder) Decode(b []byte) error {
 }
 
 func (d *ListPodDecoder) record(b []byte) (*podRecord, error) {
-	if err := decodePodFields(b, &d.p); err != nil {
+	p, err := decodePod(b, &d.p)
+	if err != nil {
 		return nil, err
 	}
-	return d.w.recordPod(&d.p), nil
+	return d.w.recordPod(p), nil
 }
 
 // HandDecodes reports why decodePodFields rejects the protobuf v1.Pod b (nil: it decodes it).

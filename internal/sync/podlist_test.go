@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -152,5 +153,52 @@ func TestDecodePodFieldsCreationTimestamp(t *testing.T) {
 		if !got.CreationTimestamp.Equal(&want.CreationTimestamp) {
 			t.Errorf("%s: creationTimestamp %v, want %v", c.name, got.CreationTimestamp, want.CreationTimestamp)
 		}
+	}
+}
+
+// TestDecodePodListFallsBack: a pod that decodePodFields rejects and the generated decoder
+// reads — here hostNetwork as a varint of more than 64 bits, which protowire refuses and the
+// generated code truncates — is decoded by the generated decoder, as a watch event's pod: the
+// list goes on, with the record a watch event would make.
+func TestDecodePodListFallsBack(t *testing.T) {
+	pod := func(name string) []byte {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: "1"},
+			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"}}
+		b, err := p.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	spec := protowire.AppendTag(nil, 11, protowire.VarintType)
+	spec = append(spec, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02)
+	odd := protowire.AppendBytes(protowire.AppendTag(pod("odd"), 2, protowire.BytesType), spec)
+	if decodePodFields(odd, &corev1.Pod{}) == nil {
+		t.Fatal("decodePodFields reads a varint of more than 64 bits")
+	}
+	var want corev1.Pod
+	if err := want.Unmarshal(odd); err != nil {
+		t.Fatal(err)
+	}
+	var list []byte
+	for _, item := range [][]byte{pod("a"), odd, pod("b")} {
+		list = protowire.AppendBytes(protowire.AppendTag(list, 2, protowire.BytesType), item)
+	}
+	raw, err := (&runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Raw: list}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(Config{})
+	got, err := decodePodList(bufio.NewReader(bytes.NewReader(raw)), w.recordPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 3 {
+		t.Fatalf("%d pods decoded, want 3", len(got.Items))
+	}
+	g, _ := CachedPod(got.Items[1])
+	r, _ := CachedPod(w.recordPod(&want))
+	if !r.IsEndpoint || !reflect.DeepEqual(g, r) {
+		t.Errorf("record\n got %+v\nwant %+v", g, r)
 	}
 }
