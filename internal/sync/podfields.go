@@ -21,6 +21,13 @@ import (
 // views of b, not copies: the caller must be done with p before b changes (the record copies
 // what it keeps: recordPod, LabelsOf, the interner). The node, service account and addresses
 // are copies (a conversion error may quote an address).
+//
+// For every encoding the generated decoder reads, the record made of p is the one a watch
+// event makes of the same bytes, or decodePodFields returns an error (and decodePod uses the
+// generated decoder): TestPodListDecoderEquivalence checks it over a corpus of pods,
+// TestPodListDecoderCoversConvertPod field by field of corev1.Pod, FuzzPodDecoders over random
+// bytes. A field that ConvertPod or the record starts to read must be decoded here too; the
+// second test fails until it is.
 func decodePodFields(b []byte, p *corev1.Pod) error {
 	labels := p.Labels
 	clear(labels)
