@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"fmt"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -61,17 +62,9 @@ func decodePodFields(b []byte, p *corev1.Pod) error {
 						return err
 					}
 					p.CreationTimestamp = metav1.Unix(seconds, 0)
-				case 11: // a labels entry: key 1, value 2
-					var k, val []byte
-					if err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
-						switch num {
-						case 1:
-							k = v
-						case 2:
-							val = v
-						}
-						return nil
-					}); err != nil {
+				case 11:
+					k, val, err := labelEntry(v)
+					if err != nil {
 						return err
 					}
 					if p.Labels == nil {
@@ -122,6 +115,35 @@ func decodePodFields(b []byte, p *corev1.Pod) error {
 		}
 		return nil
 	})
+}
+
+// labelEntry reads an entry of the labels map: key 1, value 2. The generated decoder reads
+// fields 1 and 2 of an entry as length-delimited whatever their tag's wire type, and a key or
+// value running past the entry's end; here either is an error (decodePod then decodes the pod
+// with the generated decoder).
+func labelEntry(b []byte) (key, value []byte, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num != 1 && num != 2:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		case typ != protowire.BytesType:
+			return nil, nil, fmt.Errorf("a label's field %d has wire type %d", num, typ)
+		case num == 1:
+			key, n = protowire.ConsumeBytes(b)
+		default:
+			value, n = protowire.ConsumeBytes(b)
+		}
+		if n < 0 {
+			return nil, nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return key, value, nil
 }
 
 // nextContainer appends an empty container, reusing the array's element and its ports' array.

@@ -241,8 +241,9 @@ func (d *pbReader) podList(size int64, list *metainternalversion.List) error {
 // decodePod decodes one pod of the list: into p by decodePodFields, or, for bytes it rejects,
 // by the generated decoder into a Pod of its own, as a watch event's pod is decoded.
 // decodePodFields rejects some encodings that the generated decoder reads (a varint of more than
-// 64 bits, a group closed by another field number) and the API server does not write: the list
-// fails only on a pod that client-go's own list would fail on.
+// 64 bits, a group closed by another field number, a label's key or value of another wire
+// type) and the API server does not write: the list fails only on a pod that client-go's own
+// list would fail on.
 func decodePod(b []byte, p *corev1.Pod) (*corev1.Pod, error) {
 	if decodePodFields(b, p) == nil {
 		return p, nil

@@ -77,6 +77,9 @@ var decoderRegressions = []struct {
 	{"hostNetwork as a varint of more than 64 bits", seedPod(
 		cat(pbField(1, "a"), pbField(3, "ns")),
 		cat(pbField(10, "node"), protowire.AppendTag(nil, 11, protowire.VarintType), []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02}))},
+	{"a label's key tagged fixed32, which the generated decoder reads as a string of 3 bytes", seedPod(
+		cat(pbField(1, "a"), pbField(3, "ns"), pbField(11, []byte{0x0d, 0x03, 0x12, 0x01, 0x76})),
+		pbField(10, "node"))},
 }
 
 // seedPod is a pod of the metadata and spec given, with a status holding one address.
