@@ -84,7 +84,11 @@ func TestPodListDecoderEquivalence(t *testing.T) {
 	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(&corev1.PodList{ListMeta: meta, Items: pods}, &encoded); err != nil {
 		t.Fatal(err)
 	}
-	for name, resp := range map[string][]byte{"encoded by client-go": encoded.Bytes(), "mangled": podListResponse(t, meta, mangled)} {
+	for _, l := range []struct {
+		name string
+		resp []byte
+	}{{"encoded by client-go", encoded.Bytes()}, {"mangled", podListResponse(t, meta, mangled)}} {
+		name, resp := l.name, l.resp
 		var list corev1.PodList
 		if _, _, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(resp, nil, &list); err != nil {
 			t.Fatalf("%s list: client-go: %v", name, err)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
@@ -28,7 +29,7 @@ func FuzzPodDecoders(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		if len(b) <= 1000 {
+		if len(b) <= 600 {
 			f.Add(b)
 			f.Add(mangle(b, podShape, rng))
 			seeds++
@@ -37,8 +38,15 @@ func FuzzPodDecoders(f *testing.F) {
 	for _, r := range decoderRegressions {
 		f.Add(r.pod)
 	}
-	crowded := coveragePod() // more labels, containers, ports and addresses than most inputs
-	crowded.Status.PodIPs = append(crowded.Status.PodIPs, corev1.PodIP{IP: "10.9.9.9"}, corev1.PodIP{IP: "fd00::99"})
+	// more labels, containers, ports and addresses than most inputs, and small: it is decoded
+	// at every run
+	ports := []corev1.ContainerPort{{Name: "a", ContainerPort: 1}, {Name: "b", ContainerPort: 2, Protocol: corev1.ProtocolUDP}}
+	crowded := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "crowded", ResourceVersion: "1",
+		Labels: map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}},
+		Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "c1", Ports: ports}, {Name: "c2", Ports: ports}},
+			InitContainers: []corev1.Container{{Name: "i1", RestartPolicy: &always, Ports: ports}, {Name: "i2", Ports: ports}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.9",
+			PodIPs: []corev1.PodIP{{IP: "10.0.0.9"}, {IP: "fd00::9"}, {IP: "10.0.0.10"}, {IP: "fd00::10"}}}}
 	before, err := crowded.Marshal()
 	if err != nil {
 		f.Fatal(err)
