@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,7 +99,9 @@ type recordMeta struct {
 
 func newRecordMeta(namespace, name, resourceVersion string) recordMeta {
 	if namespace == "" {
-		return recordMeta{id: name + resourceVersion, keyLen: uint32(len(name))}
+		// cloned: when one of the two is empty, + returns the other itself, which may be a view
+		// of the list decoder's buffer (decodePodFields)
+		return recordMeta{id: strings.Clone(name + resourceVersion), keyLen: uint32(len(name))}
 	}
 	return recordMeta{id: namespace + "/" + name + resourceVersion,
 		nsLen: uint32(len(namespace)), keyLen: uint32(len(namespace) + 1 + len(name))}
