@@ -54,7 +54,7 @@ e2e: deps build
 
 ## bench: the performance figures of BENCHMARKS.md with ratios against baselines measured in the
 ## same run; BENCH_QUICK=1 for the short subset (about a minute). Built as the product ships
-## (CGO_ENABLED=0), and so is the agent binary P3/P4 build and run.
+## (CGO_ENABLED=0), and so is the agent binary the cold-start benchmark builds and runs.
 bench: deps
 	CGO_ENABLED=0 BENCH_QUICK=$(BENCH_QUICK) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
