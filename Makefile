@@ -38,12 +38,12 @@ vet:
 ## test: deps + vet + every test (unit, privileged integration on the real kernel and API server, e2e).
 test: deps vet
 	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (network namespaces, nftables)"; exit 1; }
-	@nft list ruleset > .root-ruleset.before
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@$(MAKE) --no-print-directory clean-netns-check
+	@nft list ruleset > .root-ruleset.before; : > .test-names
+	NFTPOLICY_NAME_LOG=$(CURDIR)/.test-names $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory clean-netns-check NAMES=.test-names
 	@nft list ruleset | diff -u .root-ruleset.before - \
 	  || { echo "the tests changed the root network namespace's nftables ruleset"; rm -f .root-ruleset.before; exit 1; }
-	@rm -f .root-ruleset.before; echo "root namespace: nftables ruleset unchanged, no nftp- namespaces left"
+	@rm -f .root-ruleset.before; echo "root namespace: nftables ruleset unchanged, no namespaces of this run left"
 
 ## unit: tests that need neither root nor the API server.
 unit:
@@ -82,9 +82,12 @@ clean:
 clean-netns:
 	@for ns in $$(ip netns list 2>/dev/null | awk '{print $$1}' | grep '^nftp-'); do ip netns del $$ns && echo "removed $$ns"; done; true
 
+## clean-netns-check: fail (and remove them) when namespaces named in $(NAMES), the names one
+## `make test` run created, are left; namespaces of other runs on this machine are not its own.
 clean-netns-check:
-	@left=$$(ip netns list 2>/dev/null | awk '{print $$1}' | grep '^nftp-' || true); \
-	if [ -n "$$left" ]; then echo "tests left network namespaces behind: $$left"; $(MAKE) --no-print-directory clean-netns; exit 1; fi
+	@left=$$(ip netns list 2>/dev/null | awk '{print $$1}' | grep -Fxf $(NAMES) || true); rm -f $(NAMES); \
+	if [ -n "$$left" ]; then echo "tests left network namespaces behind:" $$left; \
+	  for ns in $$left; do ip netns del $$ns && echo "removed $$ns"; done; exit 1; fi
 
 ## e2e-kind: nftpolicy in a kind cluster (dual-stack, kube-proxy nftables), upstream's Netpol
 ## e2e cases and a Service check. Offline by default: everything is built here, cached in
