@@ -1,5 +1,6 @@
 // Package testenv holds what every test on real parts needs: checks that fail loudly when the
-// machine lacks root or a tool, and unique names for the kernel objects a test creates.
+// machine lacks root or a tool, and unique names for the kernel objects a test creates; and
+// Choices, which turns a fuzzer's input into a random generator's choices.
 //
 // Subpackages build the local cluster harness: netns (nodes and pods as network namespaces,
 // servers, the prober and truth tables) and kube (a real etcd and kube-apiserver on loopback).
