@@ -32,6 +32,8 @@
 //     InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy v1alpha2 CRD (standard
 //     channel of sigs.k8s.io/network-policy-api, embedded at ClusterNetworkPolicyVersion) and returns once
 //     it is served; the first write of a new CRD kind then takes ~2 s inside the API server.
+//     InstallClusterNetworkPolicyExperimentalCRD installs the experimental channel's instead
+//     (nodes and domainNames peers), which the conformance suite's node-peer tests need.
 //   - RestartAPIServer kills kube-apiserver only (SIGKILL, like a crash), waits, and starts it
 //     on the same port; etcd keeps the data, so clients and informers resume. BeginOutage does
 //     the same in two halves: it returns once the API server is down, and its channel reports
