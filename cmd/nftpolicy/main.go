@@ -103,7 +103,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 // manifests, through the same graph and compiler as the agent.
 func render(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nftpolicy render", flag.ContinueOnError)
-	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies)")
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes)")
 	node := fs.String("node", "", "the node to render for")
 	table := fs.String("table", nft.DefaultTable, "table name")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -114,6 +114,10 @@ func render(args []string, stdout, stderr io.Writer) error {
 	}
 	updates, problems := sync.LoadDir(*dir)
 	for _, p := range problems {
+		if partial := (*sync.PartlyEnforcedError)(nil); errors.As(p, &partial) {
+			fmt.Fprintln(stderr, "nftpolicy:", p)
+			continue
+		}
 		fmt.Fprintln(stderr, "nftpolicy: skipped:", p)
 	}
 	g := graph.New(graph.Config{NodeName: *node})

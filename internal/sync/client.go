@@ -20,6 +20,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 )
 
 // Client is the API server as the Watcher reads it: the lists and watches of every namespace,
@@ -43,6 +44,7 @@ func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(networkingv1.AddToScheme(s))
+	utilruntime.Must(npav1alpha2.Install(s))
 	return s
 }
 
