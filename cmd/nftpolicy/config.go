@@ -29,6 +29,9 @@ type runConfig struct {
 	FailureThreshold int
 	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed this long.
 	WatchStaleAfter time.Duration
+	// CRDRecheck: how often the API server is asked again for ClusterNetworkPolicies while it
+	// does not serve them.
+	CRDRecheck time.Duration
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -54,6 +57,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.StringVar(&c.Table, "table", "nftpolicy", "name of the inet nftables table the agent owns")
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
+	fs.DurationVar(&c.CRDRecheck, "crd-recheck-interval", 30*time.Second, "while the API server does not serve ClusterNetworkPolicies (no CRD), how often to look for them again")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, err
 	}
@@ -76,6 +80,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	if c.WatchStaleAfter < 0 {
 		return c, usageErrorf("--watch-stale-after must not be negative, got %v", c.WatchStaleAfter)
+	}
+	if c.CRDRecheck <= 0 {
+		return c, usageErrorf("--crd-recheck-interval must be positive, got %v", c.CRDRecheck)
 	}
 	if c.FailureThreshold < 1 {
 		return c, usageErrorf("--failure-threshold must be at least 1")
