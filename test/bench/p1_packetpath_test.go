@@ -429,8 +429,12 @@ func BenchmarkPacketPath(b *testing.B) {
 	results := map[string]map[int]result{}
 	shapes := []shape{&chainTable{pp: pp}, &ourTable{pp: pp}, &ourTable{pp: pp, cnp: true}}
 	// addRow puts N's line in the summary as soon as a shape has been measured, so a run ended
-	// early (RSS watchdog) still shows what it measured.
+	// early (RSS watchdog) still shows what it measured; an N no shape measured (-bench filtered
+	// it out) has no line.
 	addRow := func(n int) {
+		if !slices.ContainsFunc(shapes, func(sh shape) bool { _, ok := results[sh.name()][n]; return ok }) {
+			return
+		}
 		cell := func(name string) (string, float64) {
 			r, ok := results[name][n]
 			if !ok {
