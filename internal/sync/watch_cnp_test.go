@@ -22,8 +22,9 @@ import (
 // TestWatcherClusterNetworkPolicies drives a real kube-apiserver of its own, first without the
 // ClusterNetworkPolicy CRD: the Watcher comes in sync without it and shows no watch outage;
 // the CRD installed, policies are picked up without a restart; updates, an invalid policy, a
-// domainNames peer, node peers following the nodes' labels and addresses (and not their
-// heartbeats), the CRD's removal (every policy withdrawn) and its return.
+// domainNames peer, a policy turning invalid (withdrawn) and valid again, node peers following
+// the nodes' labels and addresses (and not their heartbeats), the CRD's removal (every policy
+// withdrawn) and its return.
 func TestWatcherClusterNetworkPolicies(t *testing.T) {
 	s := kube.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -112,6 +113,19 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 	if got := testutil.ToFloat64(m.PartlyEnforced.WithLabelValues(sync.KindClusterNetworkPolicy)); got != 1 {
 		t.Errorf("nftpolicy_partly_enforced_objects_total{kind=ClusterNetworkPolicy} = %v, want 1 (dn)", got)
 	}
+
+	// A policy whose new version is invalid is withdrawn, not left in force with its old rules;
+	// the others stay. Valid again, it is back.
+	near := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Near"}}}
+	valid := a.Spec.Ingress[0].From[0].Namespaces
+	update("a", func(p *api.ClusterNetworkPolicy) { p.Spec.Ingress[0].From[0].Namespaces = near })
+	delete(want.Policies, model.PolicyKey{Kind: sync.KindClusterNetworkPolicy, Name: "a"})
+	c.waitFor(t, "a policy turned invalid is withdrawn", cnps, want)
+	if got := testutil.ToFloat64(m.InvalidObjects.WithLabelValues(sync.KindClusterNetworkPolicy)); got != 2 {
+		t.Errorf("nftpolicy_invalid_objects_total{kind=ClusterNetworkPolicy} = %v, want 2 (bad, a's invalid version)", got)
+	}
+	a = update("a", func(p *api.ClusterNetworkPolicy) { p.Spec.Ingress[0].From[0].Namespaces = valid })
+	expect("the policy valid again", a)
 
 	// Node peers: the nodes are watched from now on.
 	np := tierCNP(api.AdminTier, "nodes", 40, nil, []api.ClusterNetworkPolicyEgressRule{
