@@ -127,7 +127,10 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 	a = update("a", func(p *api.ClusterNetworkPolicy) { p.Spec.Ingress[0].From[0].Namespaces = valid })
 	expect("the policy valid again", a)
 
-	// Node peers: the nodes are watched from now on.
+	// Node peers: the nodes are watched from now on, not before.
+	if got := testutil.ToFloat64(m.Lists.WithLabelValues("nodes")); got != 0 {
+		t.Errorf("nodes listed %v times before any policy had a node peer, want 0", got)
+	}
 	np := tierCNP(api.AdminTier, "nodes", 40, nil, []api.ClusterNetworkPolicyEgressRule{
 		to(accept, "", protos(tcpPort(10250)), api.ClusterNetworkPolicyEgressPeer{Nodes: labels("role", "infra")}),
 		to(deny, "", nil, api.ClusterNetworkPolicyEgressPeer{Nodes: &metav1.LabelSelector{}}),
@@ -143,6 +146,9 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 		return out
 	}
 	expect("node peers resolved into the nodes' addresses", np, nodes()...)
+	if got := testutil.ToFloat64(m.Lists.WithLabelValues("nodes")); got != 1 {
+		t.Errorf("nodes listed %v times once a policy had a node peer, want 1", got)
+	}
 	patchNode := func(patch map[string]any, sub ...string) {
 		t.Helper()
 		b, err := json.Marshal(patch)
