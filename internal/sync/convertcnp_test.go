@@ -130,6 +130,23 @@ func TestConvertClusterNetworkPolicy(t *testing.T) {
 			}(),
 			func() model.Policy { p := cnpPolicy(nil, nil); p.NamespaceSelector = "all()"; return p }(), nil},
 
+		{"subject pods with matchExpressions: the LabelSelector semantics as for NetworkPolicy",
+			func() *api.ClusterNetworkPolicy {
+				c := cnp(nil, nil)
+				c.Spec.Subject = api.ClusterNetworkPolicySubject{Pods: &api.NamespacedPod{
+					NamespaceSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+						{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []string{"prod", "stage"}}}},
+					PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+						{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"db"}},
+						{Key: "debug", Operator: metav1.LabelSelectorOpDoesNotExist}}}}}
+				return c
+			}(),
+			func() model.Policy {
+				p := cnpPolicy(nil, nil)
+				p.Selector, p.NamespaceSelector = `tier not in {"db"} && !has(debug)`, `env in {"prod", "stage"}`
+				return p
+			}(), nil},
+
 		// Actions, rule order and labels.
 		{"Accept, Deny, Pass in order, each one model rule named by its API rule",
 			cnp([]api.ClusterNetworkPolicyIngressRule{from(accept, "a", nil, nsPeer("kubernetes.io/metadata.name", "y")),
@@ -165,6 +182,12 @@ func TestConvertClusterNetworkPolicy(t *testing.T) {
 			cnpPolicy([]model.Rule{rule(in, model.ActionDeny, model.ProtocolTCP, ns("y"), []model.Port{one(80), one(8080)}, l0),
 				rule(in, model.ActionDeny, model.ProtocolUDP, ns("y"), []model.Port{{First: 5000, Last: 5100}}, l0),
 				rule(in, model.ActionDeny, model.ProtocolSCTP, ns("y"), []model.Port{one(9003)}, l0)}, nil), nil},
+		{"udp and sctp without destinationPort, an sctp range: every UDP port, SCTP's range",
+			cnp(nil, []api.ClusterNetworkPolicyEgressRule{to(pass, "", protos(api.ClusterNetworkPolicyProtocol{UDP: &api.ClusterNetworkPolicyProtocolUDP{}},
+				api.ClusterNetworkPolicyProtocol{SCTP: &api.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &api.Port{Range: &api.PortRange{Start: 9000, End: 9010}}}}),
+				api.ClusterNetworkPolicyEgressPeer{Networks: []api.CIDR{"fd00::/8"}})}),
+			cnpPolicy(nil, []model.Rule{rule(eg, model.ActionPass, model.ProtocolUDP, model.Peer{Nets: prefixes("fd00::/8")}, nil, e0),
+				rule(eg, model.ActionPass, model.ProtocolSCTP, model.Peer{Nets: prefixes("fd00::/8")}, []model.Port{{First: 9000, Last: 9010}}, e0)}), nil},
 		{"tcp without destinationPort: every TCP port, whatever other TCP entries say",
 			cnp([]api.ClusterNetworkPolicyIngressRule{from(accept, "", protos(tcpPort(80), api.ClusterNetworkPolicyProtocol{TCP: &api.ClusterNetworkPolicyProtocolTCP{}}),
 				nsPeer("kubernetes.io/metadata.name", "y"))}, nil),
