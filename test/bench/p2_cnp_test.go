@@ -2,13 +2,12 @@ package bench_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nftpolicy/nftpolicy/internal/graph"
-	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
@@ -24,25 +23,7 @@ func BenchmarkIncrementalClusterPolicies(b *testing.B) {
 	setStage("P2 incremental, ClusterNetworkPolicies")
 	f := fanout
 	f.Cluster = true
-	node := newNetns(b, "bc")
-	g := graph.New(graph.Config{NodeName: f.Node})
-	for _, u := range f.Updates() {
-		g.OnUpdate(u)
-	}
-	dp, err := nft.New(nft.Config{NetNSFD: node.fd})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { dp.Close() })
-	t0 := time.Now()
-	if err := dp.Apply(g.Flush()); err != nil {
-		b.Fatalf("programming %d policies: %v", f.Selectors, err)
-	}
-	cold := time.Since(t0)
-	st, _ := dp.Stats()
-	report.add(row{"P2", "table programmed for P2 with ClusterNetworkPolicies (first apply)",
-		fmt.Sprintf("%d policies over %d selectors × %d members: %d elements, %d chains, %d sets in %.2f s",
-			f.Selectors, f.Selectors, f.Members, st.Elements, st.Chains, st.Sets, cold.Seconds()), "", ""})
+	_, g, dp := programFanout(b, f, "bc", "table programmed for P2 with ClusterNetworkPolicies (first apply)")
 	samples := 600
 	if quick {
 		samples = 150
@@ -55,13 +36,7 @@ func BenchmarkIncrementalClusterPolicies(b *testing.B) {
 		b.ReportMetric(us(p50), "p50-µs/apply")
 		b.ReportMetric(us(p99), "p99-µs/apply")
 		var parts []string
-		for _, c := range slices.Sorted(func(yield func(string) bool) {
-			for c := range j.byClass {
-				if !yield(c) {
-					return
-				}
-			}
-		}) {
+		for _, c := range slices.Sorted(maps.Keys(j.byClass)) {
 			d := percentile(j.byClass[c], 50)
 			b.ReportMetric(us(d), "p50-µs/"+c)
 			parts = append(parts, fmt.Sprintf("%s %.0f µs", c, us(d)))

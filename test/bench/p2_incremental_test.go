@@ -72,25 +72,7 @@ func BenchmarkIncremental(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
 	setStage("P2 incremental")
-	node := newNetns(b, "bi")
-	g := graph.New(graph.Config{NodeName: fanout.Node})
-	for _, u := range fanout.Updates() {
-		g.OnUpdate(u)
-	}
-	dp, err := nft.New(nft.Config{NetNSFD: node.fd})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { dp.Close() })
-	t0 := time.Now()
-	if err := dp.Apply(g.Flush()); err != nil {
-		b.Fatalf("programming %d policies: %v", fanout.Selectors, err)
-	}
-	cold := time.Since(t0)
-	st, _ := dp.Stats()
-	report.add(row{"P2", "table programmed for P2 (first apply)",
-		fmt.Sprintf("%d policies over %d selectors × %d members: %d elements, %d chains, %d sets in %.2f s",
-			fanout.Selectors, fanout.Selectors, fanout.Members, st.Elements, st.Chains, st.Sets, cold.Seconds()), "", ""})
+	node, g, dp := programFanout(b, fanout, "bi", "table programmed for P2 (first apply)")
 
 	// Where does a joining spare land? One join and one leave, checked in the kernel too.
 	g.OnUpdate(fanout.Join(0, 0))
@@ -191,6 +173,33 @@ func BenchmarkIncremental(b *testing.B) {
 				fmt.Sprintf("%.1f×", ratio), "≥ 20×", meets(ratio >= 20)})
 		}
 	})
+}
+
+// programFanout programs f's cluster into a new node namespace (named with tag) through a
+// graph and a fresh Dataplane, in one first apply, and reports the table's size and the apply's
+// time in the row named figure.
+func programFanout(b *testing.B, f scale.Fanout, tag, figure string) (*netnsHandle, *graph.Graph, *nft.Dataplane) {
+	b.Helper()
+	node := newNetns(b, tag)
+	g := graph.New(graph.Config{NodeName: f.Node})
+	for _, u := range f.Updates() {
+		g.OnUpdate(u)
+	}
+	dp, err := nft.New(nft.Config{NetNSFD: node.fd})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { dp.Close() })
+	t0 := time.Now()
+	if err := dp.Apply(g.Flush()); err != nil {
+		b.Fatalf("programming %d policies: %v", f.Selectors, err)
+	}
+	cold := time.Since(t0)
+	st, _ := dp.Stats()
+	report.add(row{"P2", figure,
+		fmt.Sprintf("%d policies over %d selectors × %d members: %d elements, %d chains, %d sets in %.2f s",
+			f.Selectors, f.Selectors, f.Members, st.Elements, st.Chains, st.Sets, cold.Seconds()), "", ""})
+	return node, g, dp
 }
 
 // joins are the times of joinAndLeave's changes: the graph's (OnUpdate + Flush), the
