@@ -173,9 +173,17 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 		cnps  []sourced // converted once every node is known
 	)
 	// taken: every object named so far, valid or not, so that a later duplicate is skipped
-	// rather than silently replacing it
+	// rather than silently replacing it. take reports whether obj is to be converted: it has a
+	// name, and none of the same kind and namespace came before.
 	taken := map[string]bool{}
-	take := func(it sourced, obj runtime.Object) bool {
+	take := func(it sourced, obj interface {
+		runtime.Object
+		GetName() string
+	}) bool {
+		if obj.GetName() == "" {
+			fail(it, errors.New("metadata.name is empty"))
+			return false
+		}
 		id := objectName(obj)
 		if taken[id] {
 			fail(it, errors.New("duplicate, skipped"))
@@ -191,10 +199,6 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 		}
 		switch o := it.obj.(type) {
 		case *corev1.Namespace:
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if !take(it, o) {
 				continue
 			}
@@ -205,10 +209,6 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				o.Namespace = corev1.NamespaceDefault
 			}
 			key := model.EndpointKey{Namespace: o.Namespace, Name: o.Name}
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if !take(it, o) {
 				continue
 			}
@@ -225,10 +225,6 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				o = o.DeepCopy()
 				o.Namespace = corev1.NamespaceDefault
 			}
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if !take(it, o) {
 				continue
 			}
@@ -239,18 +235,10 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 			}
 			policies[p.Key] = p
 		case *npav1alpha2.ClusterNetworkPolicy:
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if take(it, o) {
 				cnps = append(cnps, it)
 			}
 		case *corev1.Node:
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if take(it, o) {
 				nodes = append(nodes, o)
 			}
