@@ -47,12 +47,7 @@ func PacketPathPolicies(n int, server model.Endpoint, clients ...model.Endpoint)
 			addrs = clientAddrs
 		} else {
 			addrs = peerAddrs(i)
-			pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: model.Endpoint{
-				Key:    model.EndpointKey{Namespace: PacketPathNamespace, Name: fmt.Sprintf("peer-%05d", i)},
-				Node:   "node-remote",
-				Labels: model.LabelsOf(map[string]string{"peer": fmt.Sprintf("p%d", i)}),
-				Addrs:  addrs,
-			}})
+			pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: peer(i)})
 		}
 		pp.Peers = append(pp.Peers, addrs)
 		pp.Updates = append(pp.Updates, model.PolicySet{Policy: model.Policy{
@@ -70,6 +65,16 @@ func PacketPathPolicies(n int, server model.Endpoint, clients ...model.Endpoint)
 	}
 	pp.Updates = append(pp.Updates, model.SyncStatusUpdate{Status: model.InSync})
 	return pp
+}
+
+// peer is policy i's remote peer pod: peer-<i> labelled peer=p<i>, at peerAddrs(i).
+func peer(i int) model.Endpoint {
+	return model.Endpoint{
+		Key:    model.EndpointKey{Namespace: PacketPathNamespace, Name: fmt.Sprintf("peer-%05d", i)},
+		Node:   "node-remote",
+		Labels: model.LabelsOf(map[string]string{"peer": fmt.Sprintf("p%d", i)}),
+		Addrs:  peerAddrs(i),
+	}
 }
 
 func peerAddrs(i int) []netip.Addr {
@@ -117,12 +122,7 @@ func PacketPathClusterPolicies(n int, server model.Endpoint, clients ...model.En
 			}
 		} else {
 			addrs = peerAddrs(i)
-			pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: model.Endpoint{
-				Key:    model.EndpointKey{Namespace: PacketPathNamespace, Name: fmt.Sprintf("peer-%05d", i)},
-				Node:   "node-remote",
-				Labels: model.LabelsOf(map[string]string{"peer": fmt.Sprintf("p%d", i)}),
-				Addrs:  addrs,
-			}})
+			pp.Updates = append(pp.Updates, model.EndpointSet{Endpoint: peer(i)})
 			rules = []model.Rule{{Action: []model.Action{model.ActionDeny, model.ActionPass, model.ActionAllow}[i%3], Protocol: model.ProtocolTCP,
 				Source:      model.Peer{Selector: fmt.Sprintf("peer == 'p%d'", i), NamespaceSelector: "all()"},
 				Destination: model.Peer{Ports: port}, Label: label(0)}}

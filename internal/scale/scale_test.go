@@ -146,14 +146,21 @@ func TestGenerateFeedsGraph(t *testing.T) {
 	}
 }
 
-func TestPacketPathPolicies(t *testing.T) {
-	addr := netip.MustParseAddr
-	server := model.Endpoint{Key: model.EndpointKey{Name: "server"}, Node: "n1", Addrs: []netip.Addr{addr("10.0.0.2")}}
+// packetPathEndpoints are the server (10.0.0.2) and 4 clients (10.0.1.1–4) of the packet-path
+// tests, on node n1.
+func packetPathEndpoints() (model.Endpoint, []model.Endpoint) {
+	server := model.Endpoint{Key: model.EndpointKey{Name: "server"}, Node: "n1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}}
 	var clients []model.Endpoint
 	for i := range 4 {
 		clients = append(clients, model.Endpoint{Key: model.EndpointKey{Name: fmt.Sprintf("client%d", i)}, Node: "n1",
 			Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})}})
 	}
+	return server, clients
+}
+
+func TestPacketPathPolicies(t *testing.T) {
+	addr := netip.MustParseAddr
+	server, clients := packetPathEndpoints()
 	tcp80 := func(src netip.Addr) graphtest.Packet {
 		return graphtest.Packet{Src: src, Dst: addr("10.0.0.2"), Proto: model.ProtocolTCP, SrcPort: 40000, DstPort: 80}
 	}
@@ -195,12 +202,7 @@ func TestPacketPathPolicies(t *testing.T) {
 // the layers (a Pass in the admin tier ends at the last policy's deny of every pod).
 func TestPacketPathClusterPolicies(t *testing.T) {
 	addr := netip.MustParseAddr
-	server := model.Endpoint{Key: model.EndpointKey{Name: "server"}, Node: "n1", Addrs: []netip.Addr{addr("10.0.0.2")}}
-	var clients []model.Endpoint
-	for i := range 4 {
-		clients = append(clients, model.Endpoint{Key: model.EndpointKey{Name: fmt.Sprintf("client%d", i)}, Node: "n1",
-			Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})}})
-	}
+	server, clients := packetPathEndpoints()
 	to := func(src netip.Addr, port uint16) graphtest.Packet {
 		return graphtest.Packet{Src: src, Dst: addr("10.0.0.2"), Proto: model.ProtocolTCP, SrcPort: 40000, DstPort: port}
 	}
