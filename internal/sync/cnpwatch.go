@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"hash/maphash"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	gosync "sync"
@@ -316,7 +317,7 @@ func (w *Watcher) nodeChanged(oldObj, newObj any) {
 		}
 		delete(w.nodes, name)
 	} else {
-		if had && slices.Equal(before.addrs, now.addrs) && mapsEqual(before.labels, now.labels) {
+		if had && slices.Equal(before.addrs, now.addrs) && maps.Equal(before.labels, now.labels) {
 			return
 		}
 		w.nodes[name] = now
@@ -330,18 +331,6 @@ func (w *Watcher) nodeChanged(oldObj, newObj any) {
 			w.emitNodePolicyLocked(np)
 		}
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
 
 // slimNode keeps of a node what convertNode reads: name, labels, resourceVersion and its
