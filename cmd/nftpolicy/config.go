@@ -31,6 +31,9 @@ type runConfig struct {
 	FailureThreshold int
 	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed this long.
 	WatchStaleAfter time.Duration
+	// CRDRecheck: how often the API server is asked again for ClusterNetworkPolicies while it
+	// does not serve them.
+	CRDRecheck time.Duration
 	// CompileBudget bounds the work of one endpoint group's compile (nft.DefaultCompileBudget).
 	CompileBudget int64
 }
@@ -59,6 +62,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
 	fs.Int64Var(&c.CompileBudget, "compile-budget", nft.DefaultCompileBudget, "work one group of endpoints' compile may do (about a rule visited or a port range painted each); a group over it has its costliest policy rejected: counted in nftpolicy_invalid_objects_total and logged")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
+	fs.DurationVar(&c.CRDRecheck, "crd-recheck-interval", 30*time.Second, "while the API server does not serve ClusterNetworkPolicies (no CRD), how often to look for them again")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, err
 	}
@@ -81,6 +85,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	if c.WatchStaleAfter < 0 {
 		return c, usageErrorf("--watch-stale-after must not be negative, got %v", c.WatchStaleAfter)
+	}
+	if c.CRDRecheck <= 0 {
+		return c, usageErrorf("--crd-recheck-interval must be positive, got %v", c.CRDRecheck)
 	}
 	if c.CompileBudget < 1 {
 		return c, usageErrorf("--compile-budget must be positive, got %d", c.CompileBudget)

@@ -60,6 +60,14 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 	if got := crd.GetAnnotations()["policy.networking.k8s.io/bundle-version"]; got != kube.ClusterNetworkPolicyVersion {
 		t.Errorf("embedded CRD bundle-version %q, want %q", got, kube.ClusterNetworkPolicyVersion)
 	}
+	var exp unstructured.Unstructured
+	if err := yaml.Unmarshal(kube.ClusterNetworkPolicyExperimentalCRD(), &exp.Object); err != nil {
+		t.Fatal(err)
+	}
+	if a := exp.GetAnnotations(); a["policy.networking.k8s.io/bundle-version"] != kube.ClusterNetworkPolicyVersion ||
+		a["policy.networking.k8s.io/channel"] != "experimental" || exp.GetName() != crd.GetName() {
+		t.Errorf("embedded experimental CRD %s: annotations %v", exp.GetName(), a)
+	}
 	gomod, err := os.ReadFile("../../../go.mod")
 	if err != nil {
 		t.Fatal(err)
