@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
 export KUBE_APISERVER NFTPOLICY_CACHE KUBE_VERSION
 
-.PHONY: all deps apt-deps kube-apiserver build test vet unit e2e bench fuzz demo lint clean clean-netns e2e-kind
+.PHONY: all deps apt-deps kube-apiserver build test vet unit e2e bench fuzz demo lint tidy-check clean clean-netns e2e-kind kind-cache kind-cache-state kind-clean
 
 all: build
 
@@ -38,12 +38,12 @@ vet:
 ## test: deps + vet + every test (unit, privileged integration on the real kernel and API server, e2e).
 test: deps vet
 	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (network namespaces, nftables)"; exit 1; }
-	@nft list ruleset > .root-ruleset.before
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@$(MAKE) --no-print-directory clean-netns-check
+	@nft list ruleset > .root-ruleset.before; : > .test-names
+	NFTPOLICY_NAME_LOG=$(CURDIR)/.test-names $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory clean-netns-check NAMES=.test-names
 	@nft list ruleset | diff -u .root-ruleset.before - \
 	  || { echo "the tests changed the root network namespace's nftables ruleset"; rm -f .root-ruleset.before; exit 1; }
-	@rm -f .root-ruleset.before; echo "root namespace: nftables ruleset unchanged, no nftp- namespaces left"
+	@rm -f .root-ruleset.before; echo "root namespace: nftables ruleset unchanged, no namespaces of this run left"
 
 ## unit: tests that need neither root nor the API server.
 unit:
@@ -54,15 +54,20 @@ e2e: deps build
 
 ## bench: the performance figures of BENCHMARKS.md with ratios against baselines measured in the
 ## same run; BENCH_QUICK=1 for the short subset (about a minute). Built as the product ships
-## (CGO_ENABLED=0), and so is the agent binary P3/P4 build and run.
+## (CGO_ENABLED=0), and so is the agent binary the cold-start benchmark builds and runs.
 bench: deps
 	CGO_ENABLED=0 BENCH_QUICK=$(BENCH_QUICK) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
-## fuzz: each fuzz target for 60 s (the seed corpora run in `make test`).
+## fuzz: each fuzz target for FUZZ_TIME (60 s; the seed corpora run in `make test`). FUZZ_FLAGS go
+## to go test; by default inputs are not minimised: the targets that generate a case from their
+## input find a new interesting input every few runs, and minimising each (go's default: up to
+## 60 s) took most of their time (FuzzCompile: 138 runs in two minutes). A failing input is
+## written out as found. Add e.g. -parallel 1 on shared cores.
+FUZZ_FLAGS ?= -fuzzminimizetime 0
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZ_TIME:-60s} $$pkg || exit 1; \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZ_TIME:-60s} $(FUZZ_FLAGS) $$pkg || exit 1; \
 	  done; done
 
 demo: deps build
@@ -71,6 +76,10 @@ demo: deps build
 lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
+## tidy-check: fail when go.mod or go.sum is not as `go mod tidy` would write it.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+
 clean:
 	rm -rf bin/
 
@@ -78,10 +87,28 @@ clean:
 clean-netns:
 	@for ns in $$(ip netns list 2>/dev/null | awk '{print $$1}' | grep '^nftp-'); do ip netns del $$ns && echo "removed $$ns"; done; true
 
+## clean-netns-check: fail (and remove them) when namespaces named in $(NAMES), the names one
+## `make test` run created, are left; namespaces of other runs on this machine are not its own.
 clean-netns-check:
-	@left=$$(ip netns list 2>/dev/null | awk '{print $$1}' | grep '^nftp-' || true); \
-	if [ -n "$$left" ]; then echo "tests left network namespaces behind: $$left"; $(MAKE) --no-print-directory clean-netns; exit 1; fi
+	@left=$$(ip netns list 2>/dev/null | awk '{print $$1}' | grep -Fxf $(NAMES) || true); rm -f $(NAMES); \
+	if [ -n "$$left" ]; then echo "tests left network namespaces behind:" $$left; \
+	  for ns in $$left; do ip netns del $$ns && echo "removed $$ns"; done; exit 1; fi
 
-## e2e-kind: the upstream conformance suite in a kind cluster (needs Docker; not runnable on the dev machine).
+## e2e-kind: nftpolicy in a kind cluster (dual-stack, kube-proxy nftables), upstream's Netpol
+## e2e cases and a Service check. Offline by default: everything is built here, cached in
+## $(NFTPOLICY_CACHE) (the first run takes over an hour), with a Docker daemon of its own in a
+## network namespace of its own (docs/kind.md). KIND_NODE_IMAGE=kindest/node:vX takes the online path.
 e2e-kind:
+	@[ "$$(id -u)" = 0 ] || [ -n "$$KIND_NODE_IMAGE" ] || { echo "make e2e-kind needs root"; exit 1; }
 	bash hack/e2e-kind.sh
+
+## kind-cache: build everything e2e-kind needs, without a cluster; kind-cache-state: is it built?
+kind-cache:
+	bash hack/e2e-kind.sh --build-only
+
+kind-cache-state:
+	@bash hack/kind/cache-state.sh
+
+## kind-clean: remove a kept (KIND_KEEP=1) or killed run's cluster, Docker daemon and namespace.
+kind-clean:
+	bash hack/kind/dockerd.sh stop

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/nft"
 )
 
 // runConfig is the configuration of `nftpolicy run`: flags, with environment variables as
@@ -32,6 +34,8 @@ type runConfig struct {
 	// CRDRecheck: how often the API server is asked again for ClusterNetworkPolicies while it
 	// does not serve them.
 	CRDRecheck time.Duration
+	// CompileBudget bounds the work of one endpoint group's compile (nft.DefaultCompileBudget).
+	CompileBudget int64
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -56,6 +60,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.BoolVar(&c.CleanupOnExit, "cleanup-on-exit", false, "remove the nftables table on exit (default: leave it, so policy stays enforced across restarts)")
 	fs.StringVar(&c.Table, "table", "nftpolicy", "name of the inet nftables table the agent owns")
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
+	fs.Int64Var(&c.CompileBudget, "compile-budget", nft.DefaultCompileBudget, "work one group of endpoints' compile may do (about a rule visited or a port range painted each); a group over it has its costliest policy rejected: counted in nftpolicy_invalid_objects_total and logged")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
 	fs.DurationVar(&c.CRDRecheck, "crd-recheck-interval", 30*time.Second, "while the API server does not serve ClusterNetworkPolicies (no CRD), how often to look for them again")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -83,6 +88,9 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	}
 	if c.CRDRecheck <= 0 {
 		return c, usageErrorf("--crd-recheck-interval must be positive, got %v", c.CRDRecheck)
+	}
+	if c.CompileBudget < 1 {
+		return c, usageErrorf("--compile-budget must be positive, got %d", c.CompileBudget)
 	}
 	if c.FailureThreshold < 1 {
 		return c, usageErrorf("--failure-threshold must be at least 1")

@@ -1,4 +1,4 @@
-// Command nftpolicy wires the stages of DESIGN.md into the agent operators run:
+// Command nftpolicy wires the stages of docs/design.md into the agent operators run:
 //
 //	internal/sync → internal/graph → internal/nft, with internal/ifmon beside
 //

@@ -179,11 +179,11 @@ func status(t *testing.T, p *agentproc.Process, url string) (int, string) {
 	return code, strings.TrimSpace(body)
 }
 
-// TestAgentAPIServerOutage runs the agent binary through two 20 s outages of the API server, as
-// operators tried on a live cluster: meanwhile the table stays in force (the refused client
-// stays refused), /healthz stays ok and /readyz fails once the watches have been closed longer
-// than --watch-stale-after; when the API server is back, a change is enforced within 5 s (the
-// issue's acceptance; a generous bound on a figure the test logs) and /readyz is ok again.
+// TestAgentAPIServerOutage runs the agent binary through two 20 s outages of the API server:
+// meanwhile the table stays in force (the refused client stays refused), /healthz stays ok and
+// /readyz fails once the watches have been closed longer than --watch-stale-after; when the API
+// server is back, a change is enforced within 5 s (a generous bound on a figure the test logs)
+// and /readyz is ok again.
 func TestAgentAPIServerOutage(t *testing.T) {
 	s := kube.Require(t, srv)
 	ctx := context.Background()
@@ -242,16 +242,15 @@ func TestAgentAPIServerOutage(t *testing.T) {
 	}
 }
 
-// outage is how long the API server stays away in TestAgentAPIServerOutage: the outage operators
-// tried on a live cluster.
+// outage is how long the API server stays away in TestAgentAPIServerOutage.
 const outage = 20 * time.Second
 
 // TestAgentStopsOnSIGTERM sends SIGTERM to the agent binary and checks that it exits with status 0
-// within 1 s (the acceptance, a generous bound on a figure the test logs: a DaemonSet
-// rollout waits for it on every node) and leaves its table in force: the refused client is still
-// refused after the exit. Cases: an agent in sync; one whose API server is unreachable (its
-// watches retrying); one working on a policy of 200 rules of 50 peers, which may take the
-// compiler long — the last case, as every later start would compile it too.
+// within 1 s (a generous bound on a figure the test logs: a DaemonSet rollout waits for it on every
+// node) and leaves its table in force: the refused client is still refused after the exit. Cases:
+// an agent in sync; one whose API server is unreachable (its watches retrying); one working on a
+// policy of 200 rules of 50 peers, which may take the compiler long — the last case, as every later
+// start would compile it too.
 func TestAgentStopsOnSIGTERM(t *testing.T) {
 	s := kube.Require(t, srv)
 	f := newFaultNode(t, s)

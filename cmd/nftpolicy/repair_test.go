@@ -21,7 +21,7 @@ import (
 // TestAgentRepairsChangesByOthers runs the agent binary with the default resync interval (90 s)
 // on a node where y-repair/client may not reach x-repair/server (default-deny ingress). Another
 // process (nft in the node's namespace) flushes the table, then deletes it: each time the table
-// is repaired within 1 s (the acceptance's bound, timed by agentproc.TimeRepair; the figures are
+// is repaired within 1 s (a generous bound, timed by agentproc.TimeRepair; the figures are
 // logged) — `nft list table` then equals the listing before — the client is blocked again, the
 // log names the nft process, and /metrics counts the repairs with trigger "event". (Other
 // changes take the same path: internal/agent's TestRepairOfChangesByOthers.)
@@ -115,7 +115,7 @@ func TestAgentRepairsChangesByOthers(t *testing.T) {
 		{"table deleted", "delete table inet nftpolicy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pid := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
+			pid, _, _ := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
 			if got := list(); got != before {
 				t.Errorf("table after the repair differs from the table before\n--- after\n%s\n--- before\n%s", got, before)
 			}

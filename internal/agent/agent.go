@@ -290,7 +290,7 @@ type syncCount struct{ seen, need int }
 // emits nothing the dataplane would commit. It drops each update from the batch once the graph
 // has it: what the graph does not keep of an update (the boxed update, an endpoint's address and
 // port slices) is then garbage at the next collection instead of live until the batch ends. A
-// cold start's first batch is the whole cluster (≈ 98,000 updates, ≈ 20 MB at 100,000 pods), and
+// cold start's first batch is the whole cluster (an update per pod, namespace and policy), and
 // the collections during it set the heap's goal for the first apply.
 func feed(calc Calculator, batch []model.Update, synced *syncCount, inSync *bool, versions map[string]string) int {
 	n := 0

@@ -1,27 +1,27 @@
-// Package agent is the loop that joins the stages of DESIGN.md inside the running agent:
+// Package agent is the loop that joins the stages of docs/design.md inside the running agent:
 //
 //	sources (internal/sync, internal/ifmon) ──[]model.Update──► Loop ──► graph ──[]dataplane.Message──► nft
 //
 // One goroutine owns the graph and the dataplane, so neither needs locks. The graph is told the
-// state is complete only once every source has reported in-sync (Config.Sources: the API
-// watcher and the interface monitor's first dump), so the first commit holds the interfaces of
-// the pods already running. Updates that arrive
-// together are coalesced into one graph flush and one netlink transaction. A failed apply is
-// retried by a full resync with exponential backoff; a periodic resync repairs drift. The loop
-// also drives the agent's metrics (Metrics) and health (Health): /healthz fails after
-// FailureThreshold consecutive failures, and nothing else (an API outage leaves the table in
-// force, and a restart would not help); /readyz turns ready once the first full apply after
-// in-sync has committed, and fails while the last apply failed, or while an apply has run, or a
-// watch of the API server been closed, for longer than Health.StaleAfter. Run returns within
-// shutdownGrace (100 ms) of its context's end, leaving an apply that still runs to end with the
-// process: the kernel's table is the last committed transaction either way. The model.SourceVersion updates of a batch are not fed to the graph:
-// once the batch is committed (or changed nothing, and no apply is failing), their versions are
-// published as nftpolicy_source_resource_version — the table reflects every change of that
-// resource up to it. A batch's updates are dropped from it as the graph takes them (feed): a cold
-// start's first batch is the whole cluster, and what the graph does not keep of it must not
-// stay live until the batch ends. Config.FirstCommit is called once, when that first full apply
-// has committed: the binary ends TuneGoRuntime's start-up settings there (goruntime.go), which
-// trade the collector's work during the cold start for nothing at its peak.
+// state is complete only once every source has reported in-sync (Config.Sources: the API watcher
+// and the interface monitor's first dump), so the first commit holds the interfaces of the pods
+// already running. Updates that arrive together are coalesced into one graph flush and one netlink
+// transaction. A failed apply is retried by a full resync with exponential backoff; a periodic
+// resync repairs drift. The loop also drives the agent's metrics (Metrics) and health (Health):
+// /healthz fails after FailureThreshold consecutive failures, and nothing else (an API outage
+// leaves the table in force, and a restart would not help); /readyz turns ready once the first full
+// apply after in-sync has committed, and fails while the last apply failed, or while an apply has
+// run, or a watch of the API server been closed, for longer than Health.StaleAfter. Run returns
+// within shutdownGrace (100 ms) of its context's end, leaving an apply that still runs to end with
+// the process: the kernel's table is the last committed transaction either way. The
+// model.SourceVersion updates of a batch are not fed to the graph: once the batch is committed (or
+// changed nothing, and no apply is failing), their versions are published as
+// nftpolicy_source_resource_version — the table reflects every change of that resource up to it. A
+// batch's updates are dropped from it as the graph takes them (feed): a cold start's first batch is
+// the whole cluster, and what the graph does not keep of it must not stay live until the batch
+// ends. Config.FirstCommit is called once, when that first full apply has committed: the binary
+// ends TuneGoRuntime's start-up settings there (goruntime.go), which trade the collector's work
+// during the cold start for nothing at its peak.
 //
 // Changes by others: Run starts the dataplane's table monitor, whose reports (Config.TableChanges)
 // say that another process changed the table, or that changes may have gone unreported. The loop

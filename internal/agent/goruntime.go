@@ -17,20 +17,20 @@ import (
 // cross it and get the agent killed while most of the heap is garbage. TuneGoRuntime, unless
 // the operator's own GOGC or GOMEMLIMIT says otherwise:
 //   - collects when the heap has grown 40% over what is live (Felix's default goGCThreshold,
-//     for the same reason): at 100,000 pods the peak RSS falls by ≈ 30 MiB for a little more
-//     collector work (BENCHMARKS.md);
+//     for the same reason): a lower peak RSS for a little more collector work (BENCHMARKS.md
+//     gives the command that measures the agent under GOGC=100);
 //   - sets the soft memory limit to 90% of the container's (cgroup v2 memory.max, or v1
 //     memory.limit_in_bytes): the collector works harder as the heap nears the limit instead;
-//   - until the first full commit (endStartup), collects at Go's 100% under a soft memory limit
-//     of StartupMemory instead. A cold start builds the whole state from nothing: at 40% the heap
-//     is collected at 1.4×, 1.4²×, … of a few MiB on its way to ≈ 80 MiB live at 100,000 pods,
-//     each collection scanning all that is live then, on the cores the API server needs to
-//     answer the list. The limit keeps the peak where 40% puts it at that scale (P4). It is
-//     never tighter than 40% over what is live: after each collection (a cleanup,
-//     runtime.AddCleanup, runs once per collection) it is raised to what 40% would let the
-//     process reach, so a larger cluster is collected as after the start, not over and over at
-//     the limit. In a container it is at most the container's limit above. An operator's GOGC
-//     or GOMEMLIMIT turns it off.
+//   - until the first full commit (endStartup), collects at Go's 100% under a soft memory limit of
+//     StartupMemory instead. A cold start builds the whole state from nothing: at 40% the heap is
+//     collected at 1.4×, 1.4²×, … of a few MiB on its way to the whole state, each collection
+//     scanning all that is live then, on the cores the API server needs to answer the list. The
+//     limit keeps the peak where 40% puts it for a cluster of 100,000 pods (BENCHMARKS.md, the
+//     agent's peak RSS). It is never tighter than 40% over what is live: after each collection (a
+//     cleanup, runtime.AddCleanup, runs once per collection) it is raised to what 40% would let the
+//     process reach, so a larger cluster is collected as after the start, not over and over at the
+//     limit. In a container it is at most the container's limit above. An operator's GOGC or
+//     GOMEMLIMIT turns it off.
 
 // GCPercent is the GOGC the agent runs with unless GOGC is set.
 const GCPercent = 40
@@ -39,8 +39,8 @@ const GCPercent = 40
 const startupGCPercent = 100
 
 // StartupMemory is the soft memory limit (the Go runtime's memory, not the binary's resident
-// pages) before the first full commit: about what 40% over the live heap comes to at 100,000
-// pods, ≈ 140 MiB of RSS with the binary's (docs/operating.md).
+// pages) before the first full commit: about what 40% over the live heap comes to for a cluster
+// of 100,000 pods (docs/operating.md).
 const StartupMemory = 120 << 20
 
 // TuneGoRuntime applies the settings above to this process and returns what it set, for the log,

@@ -64,7 +64,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) t
 // inserts an accepting rule into a base chain of ours: each time the loop repairs the table
 // without reading it back (the listing equals the one before, the client is blocked again),
 // counts one repair with trigger "event" and one foreign change, and logs the nft process's pid
-// and command. The repair commits within 1 s of the change each time (the acceptance's bound,
+// and command. The repair commits within 1 s of the change each time (a generous bound,
 // timed between the two transactions by a second event monitor, agentproc.TimeRepair; the
 // figures are logged). Without the monitor the table would stay open until the periodic resync,
 // 90 s later: the test would fail.
@@ -170,7 +170,7 @@ func TestRepairOfChangesByOthers(t *testing.T) {
 		{"accepting rule inserted into forward_ingress", "insert rule inet nftpolicy forward_ingress accept"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pid := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
+			pid, _, _ := agentproc.TimeRepair(t, node.NetNS, tc.script, observed, time.Second)
 			waitFor(t, 10*time.Second, "the repair's count", func() bool { return repairs(TriggerEvent) >= float64(i+1) })
 			if got := list(); got != before {
 				t.Errorf("table after the repair differs from the table before\n--- after\n%s\n--- before\n%s", got, before)

@@ -58,6 +58,8 @@ type RunConfig struct {
 	// CRDRecheck: how often the API server is asked again for ClusterNetworkPolicies while it
 	// does not serve them (sync.Config.AbsentRecheck); 0: 30 s.
 	CRDRecheck time.Duration
+	// CompileBudget bounds one endpoint group's compile (nft.Config.CompileBudget; 0: the default).
+	CompileBudget int64
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -81,7 +83,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
 		WatchDown: watcher.WatchDown}
 
-	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"),
+	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
 		// a policy the compiler cannot afford counts as an invalid object of its kind
 		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
 	if cfg.AntiSpoofing {

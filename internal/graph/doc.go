@@ -1,4 +1,4 @@
-// Package graph is the calculation graph of DESIGN.md's data flow (internal/sync and
+// Package graph is the calculation graph of docs/design.md's data flow (internal/sync and
 // internal/ifmon → graph → internal/nft). It is pure Go: no I/O, no goroutines, no wall clock,
 // one caller goroutine, and deterministic (everything emitted is sorted; no map order leaks).
 //
@@ -78,7 +78,7 @@
 //   - Endpoint add / relabel: O(candidate matchers of its labels and namespace) evaluations,
 //     plus O(sets on the matchers it joins or leaves · its addresses · the endpoints sharing
 //     them, usually none), plus O(addresses + named ports) to pack them (repeats dropped with
-//     a map beyond 16: a pod may declare thousands of ports, ≈ 7 ms at 10,000 named ports twice
+//     a map beyond 16: a pod may declare thousands of ports, ≈ 8 ms at 10,000 named ports twice
 //     over, BenchmarkManyNamedPorts). A local endpoint sharing an address re-resolves the other
 //     local holders (usually none).
 //   - Endpoint delete: O(its matches + their sets · its addresses · the endpoints sharing them).
@@ -100,7 +100,8 @@
 // per matcher that matches it (matchers do not list their members). Nothing per pod is kept for
 // a label no selector uses (epByAnchor files only the anchors matchers use).
 // The owner rule keeps, per local endpoint only, its address list entries and its claim
-// (running, created). BenchmarkHeapAtScale (P3's 100,000 pods, 5,000 policies) retains ≈ 48 MiB.
+// (running, created). BenchmarkHeapAtScale (a cluster of 100,000 pods and 5,000 policies)
+// retains ≈ 48 MiB.
 //
 // # Output contract
 //

@@ -9,9 +9,9 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 )
 
-// BenchmarkHeapAtScale is the heap the graph retains for P3's cluster (100,000 pods, 1,000
-// namespaces, 5,000 policies, 250 local pods), input streamed as the agent receives it and the
-// first flush's messages dropped: what set membership and the rest of the graph cost at scale.
+// BenchmarkHeapAtScale is the heap the graph retains for scale.ColdStart's cluster (100,000 pods,
+// 1,000 namespaces, 5,000 policies, 250 local pods), input streamed as the agent receives it and
+// the first flush's messages dropped: what set membership and the rest of the graph cost at scale.
 func BenchmarkHeapAtScale(b *testing.B) {
 	spec := scale.ColdStart()
 	var heap uint64

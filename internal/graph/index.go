@@ -32,10 +32,10 @@ type endpoint struct {
 	matches matchSet
 }
 
-// matchSet is a set of matchers: a slice, as most endpoints match a few (a map each was 20 MB
-// of the agent's heap at 100,000 pods). Once it grows past matchSetIndexed, the positions of
-// its matchers are kept in a matchPositions (the index's: a field for them in every endpoint
-// was 0.8 MB) so that adding and removing stay O(1) for an endpoint that many selectors match.
+// matchSet is a set of matchers: a slice, as most endpoints match a few (a map each would cost
+// ≈ 200 bytes an endpoint). Once it grows past matchSetIndexed, the positions of its matchers
+// are kept in a matchPositions (the index's, not a field of every endpoint: 8 bytes an endpoint
+// saved) so that adding and removing stay O(1) for an endpoint that many selectors match.
 type matchSet struct {
 	list []*matcher
 }
@@ -115,8 +115,9 @@ type account struct {
 	key    accountKey
 	labels selector.Map
 	exists bool
-	// endpoints counts the endpoints of the account, which are among its namespace's (a map
-	// of them was 2.5 MB at 100,000 pods, and is only walked when the account's labels change)
+	// endpoints counts the endpoints of the account, which are among its namespace's (a map of
+	// them would cost an entry per endpoint, for a walk made only when the account's labels
+	// change)
 	endpoints int
 }
 
@@ -205,8 +206,8 @@ type anchor struct {
 
 // matcher is a spec with the index's state. It does not list the endpoints it matches: each
 // endpoint lists its matchers (e.matches), and membersOf finds a matcher's among the candidates
-// of its anchor (a map of members per matcher was ≈ 7 MB at P3's 100,000 pods, for walks that
-// happen when a set is made, listed or dropped, and when a policy's selector changes).
+// of its anchor (a map of members per matcher would hold an entry per membership, for walks that
+// happen only when a set is made, listed or dropped, and when a policy's selector changes).
 type matcher struct {
 	spec   spec
 	key    string
@@ -251,11 +252,11 @@ type index struct {
 	// epByAnchor files endpoints under the anchorScopeEq/anchorEpEq/anchorEpKey anchors that
 	// matchers are filed under (an entry, possibly empty, exists exactly while byAnchor has the
 	// anchor): most labels (pod-template-hash) are never selected on, and filing every label of
-	// every endpoint cost P3's 100,000 pods ≈ 0.25 s and 34 MB. An entry is built by one scan of
-	// the endpoints (of its namespace, for anchorScopeEq) when its first matcher appears. The
-	// members of a matcher are found among these candidates (membersOf): a namespaced selector
-	// of 100 pods in a namespace of 10,000 walks 100, not 10,000. nsByAnchor files namespaces
-	// under anchorNsEq/anchorNsKey of their labels.
+	// every endpoint would cost a map entry per label of every pod. An entry is built by one scan
+	// of the endpoints (of its namespace, for anchorScopeEq) when its first matcher appears. The
+	// members of a matcher are found among these candidates (membersOf): a namespaced selector of
+	// 100 pods in a namespace of 10,000 walks 100, not 10,000. nsByAnchor files namespaces under
+	// anchorNsEq/anchorNsKey of their labels.
 	epByAnchor map[anchor]map[*endpoint]struct{}
 	nsByAnchor map[anchor]map[*namespace]struct{}
 	// pos indexes the endpoints' large matchSets

@@ -35,7 +35,7 @@ type policy struct {
 // prepared is a rule with its peer selectors parsed; bad rules (an invalid selector) match
 // nothing and are left out of the compiled policy.
 type prepared struct {
-	r        *model.Rule // in the policy's m (a copy was 328 bytes a rule)
+	r        *model.Rule // in the policy's m (a copy would be 328 bytes a rule)
 	src, dst *spec
 	bad      bool
 	index    int

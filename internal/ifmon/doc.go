@@ -1,19 +1,21 @@
 // Package ifmon is the agent's sense of the host network: it watches links, host addresses and
 // host routes of one network namespace over rtnetlink and reports their changes.
 //
-// Place in the data flow (DESIGN.md): beside internal/graph. Its events translate (ToUpdates) into
-// model.RouteSet / RouteDeleted (a local pod's host route /32 or /128 and the host interface it
-// leaves through) and model.HostAddrSet / HostAddrDeleted (addresses of the node itself). The
-// dataplane also uses WorkloadInterfaces (names matching configured prefixes such as "veth",
-// "cali") to fail closed on workload interfaces that have no endpoint yet.
+// Place in the data flow (docs/design.md §2): beside internal/graph. Its events translate
+// (ToUpdates) into model.RouteSet / RouteDeleted (a local pod's host route /32 or /128 and the
+// host interface it leaves through) and model.HostAddrSet / HostAddrDeleted (addresses of the
+// node itself). The graph gives each local endpoint the interface of its host route, which is
+// how internal/nft knows the interface behind each pod (its sources sets) and fails closed on
+// workload interfaces whose pod it has not programmed, through prefix rules of its own.
+// WorkloadInterfaces and IsWorkload (interface names matching Config.WorkloadPrefixes, such as
+// "veth" or "cali") are not on that path.
 //
 // Design: one NETLINK_ROUTE socket, bound to the namespace given by its fd (0 = current), joins
 // the link, IPv4/IPv6 address and IPv4/IPv6 route multicast groups (by group number with
 // JoinGroup); then a full dump (links, addresses, main-table unicast routes) is taken on a second
 // socket and reconciled against the state (Config.Synced is called once it has been handed over).
-// Events follow; there is no polling. Each received batch
-// is applied to the state and the differences are delivered as one []Event to the Handler, in
-// the goroutine running Run.
+// Events follow; there is no polling. Each received batch is applied to the state and the
+// differences are delivered as one []Event to the Handler, in the goroutine running Run.
 //
 // Routes are kept by destination with the interface index they go out of; the interface name is
 // resolved through the link table, so a rename emits RouteSet with the new name and a link

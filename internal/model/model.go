@@ -1,6 +1,6 @@
-// Package model is the internal policy model of DESIGN.md: the one vocabulary that every policy API
-// is converted into by internal/sync and that internal/graph computes on. It is Felix's model, so
-// NetworkPolicy, ClusterNetworkPolicy and (later) Calico's own API all fit.
+// Package model is the internal policy model (docs/design.md §3): the one vocabulary that every
+// policy API is converted into by internal/sync and that internal/graph computes on. It is Felix's
+// model, so NetworkPolicy, ClusterNetworkPolicy and (later) Calico's own API all fit.
 //
 // The package holds plain data and the update messages that carry it; it has no behaviour beyond
 // small helpers, no I/O and no dependency on Kubernetes.

@@ -35,6 +35,30 @@ func workloadPrefix(t *testing.T, p *netns.Pod) string {
 	return prefix
 }
 
+// addPod adds a pod of the harness, failing the test on a harness error.
+func addPod(t *testing.T, c *netns.Cluster, node, ns, name string) *netns.Pod {
+	t.Helper()
+	p, err := c.AddPod(node, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// podUpdates are the model updates of a harness pod labelled pod=<name> on node, with the host
+// routes ifmon would report when node is the local one.
+func podUpdates(p *netns.Pod, node, local string) []model.Update {
+	us := []model.Update{model.EndpointSet{Endpoint: model.Endpoint{
+		Key: model.EndpointKey{Namespace: p.Namespace, Name: p.Name}, Node: node,
+		Labels: model.LabelsOf(map[string]string{"pod": p.Name}), Addrs: p.Addrs}}}
+	if node == local {
+		for _, a := range p.Addrs {
+			us = append(us, model.RouteSet{Dst: netip.PrefixFrom(a, a.BitLen()), Interface: p.HostIface})
+		}
+	}
+	return us
+}
+
 // receives is Sink.Receives failing the test on a harness error.
 func receives(t *testing.T, s *netns.Sink, fromNS string, src, dst netip.Addr) bool {
 	t.Helper()
@@ -51,30 +75,13 @@ func receives(t *testing.T, s *netns.Sink, fromNS string, src, dst netip.Addr) b
 // datagram passes when the check is off, so the test can fail.
 func TestAntiSpoofing(t *testing.T) {
 	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}})
-	src, err := c.AddPod("a", "x", "src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := c.AddPod("b", "x", "dst")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, dst := addPod(t, c, "a", "x", "src"), addPod(t, c, "b", "x", "dst")
 	nodeA := c.Node("a")
 	fd := nodeFD(t, nodeA)
 	prefix := workloadPrefix(t, src)
 
 	g := graph.New(graph.Config{NodeName: "a"})
-	endpoint := func(p *netns.Pod, node string) []model.Update {
-		us := []model.Update{model.EndpointSet{Endpoint: model.Endpoint{
-			Key: model.EndpointKey{Namespace: p.Namespace, Name: p.Name}, Node: node,
-			Labels: model.LabelsOf(map[string]string{"pod": p.Name}), Addrs: p.Addrs}}}
-		if node == "a" {
-			for _, a := range p.Addrs {
-				us = append(us, model.RouteSet{Dst: netip.PrefixFrom(a, a.BitLen()), Interface: p.HostIface})
-			}
-		}
-		return us
-	}
+	endpoint := func(p *netns.Pod, node string) []model.Update { return podUpdates(p, node, "a") }
 	ups := []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"ns": "x"}}}}
 	ups = append(ups, endpoint(src, "a")...)
 	ups = append(ups, endpoint(dst, "b")...)
@@ -168,10 +175,7 @@ func TestAntiSpoofing(t *testing.T) {
 
 	// fail closed: a new pod whose endpoint is not programmed passes nothing, then passes once
 	// its endpoint (with its interface) is applied
-	late, err := c.AddPod("a", "x", "late")
-	if err != nil {
-		t.Fatal(err)
-	}
+	late := addPod(t, c, "a", "x", "late")
 	sk := sink(t, dst.NetNS, dst.IP(false))
 	if receives(t, sk, late.NetNS, late.IP(false), dst.IP(false)) {
 		t.Errorf("a workload interface without a programmed endpoint passed traffic")

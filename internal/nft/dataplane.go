@@ -9,8 +9,10 @@ import (
 	"maps"
 	"math/bits"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -26,9 +28,9 @@ const DefaultTable = "nftpolicy"
 
 // Priorities of the base chains (filter = 0). kube-proxy's nftables mode filters at 0 and DNATs
 // at -100, Felix's nftables mode uses its own table at filter priorities ±0, kube-network-policies
-// uses -? (see the package doc); 7 and 8 are used by none of them. Egress is judged at 7, ingress
-// at 8: an accept in the egress chain ends only that base chain, so the ingress chain still judges
-// same-node traffic.
+// queues packets from the postrouting hook (srcnat - 5) of its own table; 7 and 8 on the forward
+// hook are used by none of them. Egress is judged at 7, ingress at 8: an accept in the egress
+// chain ends only that base chain, so the ingress chain still judges same-node traffic.
 const (
 	PriorityEgress  int32 = 7
 	PriorityIngress int32 = 8
@@ -68,7 +70,9 @@ type Config struct {
 	// CompileBudget bounds the work of one group's compile (DefaultCompileBudget when 0).
 	CompileBudget int64
 	// Rejected, if set, is called for each policy the dataplane stops enforcing as written
-	// (State.reject): its compile exceeded the compiler's budget. It is also logged.
+	// (State.reject): the compile of a group it is in exceeded the compiler's budget, or the
+	// kernel refused an object of such a group when the table was written whole. reason says
+	// which, and what. It is also logged.
 	Rejected func(key model.PolicyKey, reason string)
 }
 
@@ -241,8 +245,8 @@ func (d *Dataplane) Stats() (ruleset.Stats, uint64) { return d.table.Stats(), d.
 
 // Apply folds messages into the desired table and, once in sync, commits the difference in one
 // transaction. On error the desired state is kept; Resync retries it. Apply consumes msgs: it
-// clears each entry once folded, so that the member lists of a first flush (≈ 20 MB at 100,000
-// pods) are not held through the compile and the commit.
+// clears each entry once folded, so that the member lists of a first flush (every member of
+// every set, O(cluster's pods)) are not held through the compile and the commit.
 func (d *Dataplane) Apply(msgs []dataplane.Message) error {
 	for i, m := range msgs {
 		d.fold(m)
@@ -543,15 +547,55 @@ func (d *Dataplane) recomputeOnce() {
 	slices.SortFunc(keys, func(a, b model.EndpointKey) int { return strings.Compare(a.String(), b.String()) })
 	d.regroup(keys)
 	// a stale group is compiled in full (which covers its dirty peers), another one peer by peer
-	for _, name := range slices.Sorted(maps.Keys(d.pendingGroups)) {
+	names := slices.Sorted(maps.Keys(d.pendingGroups))
+	pre := d.precompile(names)
+	for _, name := range names {
 		switch g := d.groups[name]; {
 		case g == nil: // left by its last endpoint meanwhile
 		case g.stale:
-			d.compileGroup(g)
+			d.compileGroup(g, pre[name])
 		case len(g.dirtyPeers) > 0:
 			d.compilePeers(g)
 		}
 	}
+}
+
+// compileResult is a group's compiled form: a rule list (listed shape) or a decision.
+type compileResult struct {
+	list *ruleList
+	cp   *compiled
+}
+
+// precompile compiles the stale groups among names on all processors: a compile only reads the
+// State (and its own plan), so groups compile at once, and compileGroup then lays each out in
+// the table, one at a time and in name order, as without it. Nothing when fewer than two.
+func (d *Dataplane) precompile(names []string) map[string]*compileResult {
+	var todo []*group
+	for _, name := range names {
+		if g := d.groups[name]; g != nil && g.stale && len(g.members) > 0 {
+			todo = append(todo, g)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(todo))
+	if workers < 2 {
+		return nil
+	}
+	out := make([]*compileResult, len(todo))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+				out[i] = d.state.compileResult(todo[i])
+			}
+		})
+	}
+	wg.Wait()
+	m := make(map[string]*compileResult, len(todo))
+	for i, g := range todo {
+		m[g.name] = out[i]
+	}
+	return m
 }
 
 // regroup recomputes the dispatch elements, group memberships and anti-spoofing elements of

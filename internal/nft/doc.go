@@ -1,6 +1,6 @@
-// Package nft is the dataplane of DESIGN.md's data flow (internal/graph → internal/nft → kernel):
-// it folds the graph's messages into the desired `inet nftpolicy` table and commits each apply's
-// difference as one netlink transaction through internal/nft/ruleset.
+// Package nft is the dataplane of docs/design.md's data flow (internal/graph → internal/nft →
+// kernel): it folds the graph's messages into the desired `inet nftpolicy` table and commits each
+// apply's difference as one netlink transaction through internal/nft/ruleset.
 //
 // # Parts
 //
@@ -71,16 +71,16 @@
 //	  chain deny_spoofed, deny_unprogrammed          counter drop
 //
 // Anti-spoofing (with Config.WorkloadPrefixes): every packet forwarded from a workload interface,
-// established ones included, must carry a source address of the pod that interface leads to.
-// A spoofed source is dropped, and so is everything from an interface whose endpoint is not
-// programmed yet (fail closed). Likewise a new connection forwarded to a workload interface
-// passes only to the address of the pod behind it once that pod is programmed: a pod the agent
-// does not know yet receives nothing (deny_unprogrammed counts it), whatever its namespace's
-// policy, until its endpoint and its interface are both known — one API event and one route
-// event, then one apply. A pod without policy is reachable from then on. A prefix is checked from the first local endpoint whose
-// interface has it (its rules then stay): with a bridge CNI no endpoint is ever behind a
-// workload interface, and nothing is checked. Traffic from a pod to its own node (input) is not
-// checked: it carries IPv6 neighbour discovery from link-local addresses.
+// established ones included, must carry a source address of the pod that interface leads to. A
+// spoofed source is dropped, and so is everything from an interface whose endpoint is not
+// programmed yet (fail closed). Likewise a new connection forwarded to a workload interface passes
+// only to the address of the pod behind it once that pod is programmed: a pod the agent does not
+// know yet receives nothing (deny_unprogrammed counts it), whatever its namespace's policy, until
+// its endpoint and its interface are both known — one API event and one route event, then one
+// apply. A pod without policy is reachable from then on. A prefix is checked from the first local
+// endpoint whose interface has it (its rules then stay): with a bridge CNI no endpoint is ever
+// behind a workload interface, and nothing is checked. Traffic from a pod to its own node (input)
+// is not checked: it carries IPv6 neighbour discovery from link-local addresses.
 //
 // A pod's traffic to its own node is judged by its egress policy in input_host, as its traffic
 // to another node is in forward_egress, so a rule about node addresses (a ClusterNetworkPolicy
@@ -109,43 +109,45 @@
 //     at most 8 rules of a few set lookups each (a group with more rules takes the map shape).
 //   - Compile of a map-shaped group: O(R·(A + I) + P log P) at worst for R rules, P prefixes,
 //     I ≤ 2P+1 elementary intervals and A known peers (plan's comment), bounded by the budget
-//     (about a second of CPU, 2,000,000 class elements); a policy of 200 rules × 50 peers over
-//     10,000 pods spends about a twentieth of it (BENCHMARKS.md).
-//   - Listed shape: no element per group; each selector's members once per table (P3's cluster:
-//     the map shape copied namespace-wide selectors into hundreds of groups). A pod joining or
-//     leaving a selector is one plain element of its sel_ set, whatever the number of groups.
+//     (DefaultCompileBudget: at most 2,000,000 class elements); BenchmarkLargePolicy checks that
+//     a policy of 200 rules × 50 peers over 10,000 pods compiles within it.
+//   - Listed shape: no element per group; each selector's members once per table, however many
+//     groups use it (the map shape holds a selector's members once per group using it). A pod
+//     joining or leaving a selector is one plain element of its sel_ set, whatever the number of
+//     groups.
 //   - Map shape, elements per group and family: known peers + ipBlock intervals; per class: its
 //     port segments. Class chains are content-addressed and shared by all groups.
 //   - Map shape, a pod joining or leaving a selector (SetMembersChanged): in each group whose rules
-//     reference the set, only that address's class is recomputed (compiled.recompilePeer, with
-//     the group's plan kept from its last full compile) and its elements changed; a local
-//     endpoint is regrouped only if its own address changed membership. Elements change in place
-//     through Set.Put and Delete, whose journal gives the commit exactly the changed keys and
-//     their committed values, so its cost does not grow with the set. A
-//     fast peer's elements are plain (allow set); a goto element (peers map) makes the kernel
-//     validate the table's whole jump graph in the commit, ≈ 50 ns per verdict-map element (≈
-//     0.5 ms at 10,000 elements, against ≈ 34 µs for a plain element) — hence the fast path.
+//     reference the set, only that address's class is recomputed (compiled.recompilePeer, with the
+//     group's plan kept from its last full compile) and its elements changed; a local endpoint is
+//     regrouped only if its own address changed membership. Elements change in place through
+//     Set.Put and Delete, whose journal gives the commit exactly the changed keys and their
+//     committed values, so its cost does not grow with the set. A fast peer's elements are plain
+//     (allow set); a goto element (peers map) makes the kernel validate the table's whole jump
+//     graph in the commit, in time proportional to the table's verdict-map elements, while a plain
+//     element's commit does not grow with the table — hence the fast path.
 //   - A policy change, a new set or a regrouped endpoint: the groups concerned are recompiled
-//     in full; their unchanged elements are not sent.
+//     in full; their unchanged elements are not sent. Their compiles run on all processors at
+//     once (a compile only reads the State); their results are laid out in the table one at a
+//     time, in name order.
 //   - Memory: per map-shaped group the decision (peer → interned class key) and, for plans with
-//     more than 16 gate sets, an index of peer → gate sets. Each address set's members are held
-//     once: the State keeps them in two per-family plain address sets (ruleset.NewAddrSet, 4
-//     bytes an IPv4 address and 16 an IPv6 one, no pointers), which are the table's shared
-//     selector sets themselves when a listed group uses them, and whose elements the
-//     committer's mirror shares
+//     more than 16 referenced sets, an index of peer → sets. Each address set's members are held
+//     once: the State keeps them in two per-family plain address sets (ruleset.NewAddrSet, 4 bytes
+//     an IPv4 address and 16 an IPv6 one, no pointers), which are the table's shared selector sets
+//     themselves when a listed group uses them, and whose elements the committer's mirror shares
 //     (ruleset's journal); named-port sets keep a member count per address. Apply consumes its
 //     messages (a first flush's member lists are dropped once folded, not held to the commit).
-//   - Set sizes (dataplane.go: setSize): when the table is written whole (the first commit,
-//     a resync), a set without interval of at least 1,024 elements is made with a size, the
-//     power of two at or above twice its elements. The kernel then lays its hash table out at
-//     once instead of growing it as the elements arrive, which halved P3's first apply. The
-//     size is the most elements the kernel accepts and is kept for the set's life: later
-//     commits keep it (a set put again under its name takes it back), and an apply that leaves
-//     a set over its size replaces the table, sizing every set anew — once per doubling of a
-//     set. Sets made by a later commit, and smaller ones, have none.
-//   - Measured (BENCHMARKS.md): P3's cluster is 364,359 elements in one transaction, ≈ 0.25 s
-//     for the first full apply (0.43 s without set sizes, ≈ 0.37 s of it the kernel's, inside
-//     the sendmsg); one pod joining a selector p50 ≈ 20–40 µs.
+//   - Set sizes (dataplane.go: setSize): when the table is written whole (the first commit, a
+//     resync), a set without interval of at least 1,024 elements is made with a size, the power of
+//     two at or above twice its elements. The kernel then lays its hash table out at once instead
+//     of growing it (and re-hashing its elements) as they arrive. The size is the most elements the
+//     kernel accepts and is kept for the set's life: later commits keep it (a set put again under
+//     its name takes it back), and an apply that leaves a set over its size replaces the table,
+//     sizing every set anew — once per doubling of a set. Sets made by a later commit, and smaller
+//     ones, have none.
+//   - Measured (BENCHMARKS.md, with the command for each): the first full apply of a cluster of
+//     100,000 pods (test/bench BenchmarkColdStart) and one pod joining or leaving a selector
+//     (BenchmarkIncremental).
 //
 // # Invariants
 //
@@ -160,7 +162,7 @@
 //   - All endpoints of a group have equal local-side facts (GroupKey), so its compile may read
 //     any one of them (the lowest address, replaced when it leaves).
 //   - A dispatch or sources element is keyed by an address, and the graph gives each address
-//     one local endpoint (graph.EndpointUpdated.Addrs). One apply may move an address from
+//     one local endpoint (dataplane.EndpointUpdated.Addrs). One apply may move an address from
 //     one endpoint to another: the dirty endpoints are regrouped in two passes, every
 //     withdrawal (left groups, deleted dispatch and sources elements) before any put, so the
 //     old owner's delete never takes the new owner's element (TestSharedAddressInKernel,

@@ -2,7 +2,6 @@ package nft_test
 
 import (
 	"context"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +16,12 @@ import (
 // prefix is checked) and namespace x allows ingress only from y/client on TCP 80. A new pod
 // x/new already has its interface, route and server, but the dataplane does not know it yet: a
 // connection to it is dropped and counted as unprogrammed, and not even a datagram reaches it
-// (before the check, traffic reached it whatever its namespace's policy; only its replies were
-// dropped, by anti-spoofing). Once its endpoint lands it is reachable exactly as its policy allows (TCP 80
-// from y/client, not 81). IPv4 and IPv6; the client is on node b.
+// (anti-spoofing alone would drop only its replies, and let the traffic in whatever its
+// namespace's policy). Once its endpoint lands it is reachable exactly as its policy allows
+// (TCP 80 from y/client, not 81). IPv4 and IPv6; the client is on node b.
 func TestIngressFailsClosed(t *testing.T) {
 	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}})
-	old, err := c.AddPod("a", "x", "old")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fresh, err := c.AddPod("a", "x", "new")
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := c.AddPod("b", "y", "client")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, fresh, client := addPod(t, c, "a", "x", "old"), addPod(t, c, "a", "x", "new"), addPod(t, c, "b", "y", "client")
 	for _, p := range []*netns.Pod{old, fresh} {
 		for _, port := range []uint16{80, 81} {
 			if err := c.Serve(p.NetNS, "TCP", port); err != nil {
@@ -41,25 +29,11 @@ func TestIngressFailsClosed(t *testing.T) {
 			}
 		}
 	}
-	fd, err := c.Node("a").FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeFD(fd) })
-	prefix := strings.TrimRight(old.HostIface, "0123456789abcdef")
+	fd := nodeFD(t, c.Node("a"))
+	prefix := workloadPrefix(t, old)
 
 	g := graph.New(graph.Config{NodeName: "a"})
-	endpoint := func(p *netns.Pod, node string) []model.Update {
-		us := []model.Update{model.EndpointSet{Endpoint: model.Endpoint{
-			Key: model.EndpointKey{Namespace: p.Namespace, Name: p.Name}, Node: node,
-			Labels: model.LabelsOf(map[string]string{"pod": p.Name}), Addrs: p.Addrs}}}
-		if node == "a" {
-			for _, a := range p.Addrs {
-				us = append(us, model.RouteSet{Dst: netip.PrefixFrom(a, a.BitLen()), Interface: p.HostIface})
-			}
-		}
-		return us
-	}
+	endpoint := func(p *netns.Pod, node string) []model.Update { return podUpdates(p, node, "a") }
 	ups := []model.Update{
 		model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"ns": "x"}}},
 		model.NamespaceSet{Namespace: model.Namespace{Name: "y", Labels: map[string]string{"ns": "y"}}},

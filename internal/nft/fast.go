@@ -12,9 +12,10 @@ import (
 // a peer needs no goto element in the group's peers map: one element per allowed port in the
 // group's <group>_allow set (address . protocol . port, a plain hash set), looked up first and
 // accepting; every other packet of the peer falls through to the nets map and the default, which
-// give it exactly what its class gives. Adding a plain element costs the kernel tens of µs; a
-// goto element makes it validate the whole jump graph of the table (≈ 50 ns per verdict-map
-// element), so pod joins and leaves of such peers stay cheap at any table size.
+// give it exactly what its class gives. Adding a plain element costs the kernel the same at any
+// table size; a goto element makes it validate the whole jump graph of the table, in time
+// proportional to its verdict-map elements. So pod joins and leaves of such peers stay cheap at
+// any table size.
 
 // maxFastPorts bounds the elements one fast peer adds.
 const maxFastPorts = 16

@@ -1,7 +1,6 @@
 package nft
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -68,6 +67,6 @@ func TestLargePolicyMatchesModel(t *testing.T) {
 				}
 			}
 		}
-		t.Log(fmt.Sprintf("v4=%v: %d known peers, %d intervals, %d classes", is4, len(cp.Peers), len(cp.Intervals), len(cp.Classes)))
+		t.Logf("v4=%v: %d known peers, %d intervals, %d classes", is4, len(cp.Peers), len(cp.Intervals), len(cp.Classes))
 	}
 }

@@ -16,14 +16,7 @@ func BenchmarkCompileLargePolicy(b *testing.B) {
 	ups, pol := scale.LargePolicy(spec)
 	ups = append(ups, model.PolicySet{Policy: pol})
 	for b.Loop() {
-		g := graph.New(graph.Config{NodeName: spec.Node})
-		for _, u := range ups {
-			g.OnUpdate(u)
-		}
-		dp := nft.NewOffline(nft.Config{})
-		if err := dp.Apply(g.Flush()); err != nil {
-			b.Fatal(err)
-		}
+		_, dp := programOffline(b, spec.Node, ups)
 		st, _ := dp.Stats()
 		b.ReportMetric(float64(st.Elements), "elements")
 		b.ReportMetric(float64(st.Chains), "chains")
@@ -31,18 +24,11 @@ func BenchmarkCompileLargePolicy(b *testing.B) {
 }
 
 // BenchmarkAddLargePolicy adds scale.LargePolicyBench's policy to its cluster already applied,
-// offline: the graph's and the compiler's share of P5.
+// offline: the graph's and the compiler's share of test/bench's BenchmarkLargePolicy.
 func BenchmarkAddLargePolicy(b *testing.B) {
 	spec := scale.LargePolicyBench()
 	ups, _ := scale.LargePolicy(spec)
-	g := graph.New(graph.Config{NodeName: spec.Node})
-	for _, u := range ups {
-		g.OnUpdate(u)
-	}
-	dp := nft.NewOffline(nft.Config{})
-	if err := dp.Apply(g.Flush()); err != nil {
-		b.Fatal(err)
-	}
+	g, dp := programOffline(b, spec.Node, ups)
 	for b.Loop() {
 		b.StopTimer()
 		_, pol := scale.LargePolicy(spec)
@@ -56,4 +42,19 @@ func BenchmarkAddLargePolicy(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// programOffline feeds updates to a new graph for node and applies its flush to a new offline
+// dataplane.
+func programOffline(tb testing.TB, node string, ups []model.Update) (*graph.Graph, *nft.Dataplane) {
+	tb.Helper()
+	g := graph.New(graph.Config{NodeName: node})
+	for _, u := range ups {
+		g.OnUpdate(u)
+	}
+	dp := nft.NewOffline(nft.Config{})
+	if err := dp.Apply(g.Flush()); err != nil {
+		tb.Fatal(err)
+	}
+	return g, dp
 }

@@ -156,17 +156,20 @@ func peerKeys(dir model.Direction, is4 bool) (addr, addrPort ruleset.Key) {
 
 // compileGroup recompiles one group's decision into its chain and maps; the committer sends
 // only the elements that changed.
-func (d *Dataplane) compileGroup(g *group) {
+func (d *Dataplane) compileGroup(g *group, pre *compileResult) {
 	g.stale = false
 	clear(g.dirtyPeers)
 	if len(g.members) == 0 {
 		return
 	}
-	if rl, ok := d.state.compileList(g.dir, g.tiers, g.sample(), g.is4); ok {
-		d.putListGroup(g, rl)
+	if pre == nil {
+		pre = d.state.compileResult(g)
+	}
+	if pre.list != nil {
+		d.putListGroup(g, pre.list)
 		return
 	}
-	cp := d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
+	cp := pre.cp
 	for cp.plan.over {
 		detail := fmt.Sprintf("compiling the %s rules of %s for %d endpoints exceeds the compiler's budget of %d",
 			g.dir, g.describe(), len(g.members), d.state.compileBudget)
@@ -219,6 +222,15 @@ func (d *Dataplane) compileGroup(g *group) {
 	}
 }
 
+// compileResult compiles a group's tiers: the listed shape when it applies, else a decision.
+// It only reads the State.
+func (s *State) compileResult(g *group) *compileResult {
+	if rl, ok := s.compileList(g.dir, g.tiers, g.sample(), g.is4); ok {
+		return &compileResult{list: rl}
+	}
+	return &compileResult{cp: s.compile(g.dir, g.tiers, g.sample(), g.is4)}
+}
+
 // rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the
 // first by key among equals) — why says why in a few words, detail in full — and reports false
 // when none is left to reject.
@@ -238,9 +250,13 @@ func (d *Dataplane) rejectCostliest(g *group, why, detail string) bool {
 	if cost == 0 {
 		return false
 	}
-	d.log.Error("policy rejected: its rules are not enforced as written; it keeps isolating what it selects and allows nothing more",
-		"policy", worst.String(), "why", why, "direction", g.dir.String(), "rule_weight", cost, "detail", detail)
 	d.state.reject(worst, why)
+	enforced := "it keeps isolating what it selects and allows nothing"
+	if len(d.state.rejected[worst]) > 0 {
+		enforced = "it denies everything at its place in its tier"
+	}
+	d.log.Error("policy rejected: its rules are not enforced as written; "+enforced,
+		"policy", worst.String(), "why", why, "direction", g.dir.String(), "rule_weight", cost, "detail", detail)
 	if d.rejectedNow == nil {
 		d.rejectedNow = map[model.PolicyKey]struct{}{}
 	}
@@ -302,7 +318,7 @@ func (d *Dataplane) compilePeers(g *group) {
 	defer clear(g.dirtyPeers)
 	set, allow := d.table.Sets[g.name+"_peers"], d.table.Sets[g.name+"_allow"]
 	if set == nil || allow == nil || g.compiled == nil {
-		d.compileGroup(g)
+		d.compileGroup(g, nil)
 		return
 	}
 	cp := g.compiled

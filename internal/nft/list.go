@@ -11,17 +11,16 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
-// The listed shape of a group. When every rule that can match in a group's plan allows (no Deny,
-// no Pass: a Kubernetes NetworkPolicy tier), the outcome of a packet does not depend on the
-// order of the rules — it is allowed if any rule matches, and gets the final outcome (the first
-// tier default, else allow) otherwise. Such a group with few rules is compiled into a short list
-// of accepting rules whose peer matches are lookups in sets shared by the whole table — one set
-// per selector (sel_…), named-port set (np_…), ipBlock (nets_…) and port list (ports_…) —
-// instead of an address → class map of its own. A selector's members
-// are then programmed once, not once per group that references it, and a pod joining a selector
-// is one element of one set. The packet cost is bounded by maxListRules rules of a few lookups
-// each; a group with more rules, or with Deny or Pass rules, keeps the map shape, whose cost
-// does not grow with its rules.
+// The listed shape of a group. When every rule that can match in a group's plan allows (no Deny, no
+// Pass: a Kubernetes NetworkPolicy tier), the outcome of a packet does not depend on the order of
+// the rules — it is allowed if any rule matches, and gets the final outcome (the first tier
+// default, else allow) otherwise. Such a group with few rules is compiled into a short list of
+// accepting rules whose peer matches are lookups in sets shared by the whole table — one set per
+// selector (sel_…), named-port set (np_…), ipBlock (nets_…) and port list (ports_…) — instead of an
+// address → class map of its own. A selector's members are then programmed once, not once per group
+// that references it, and a pod joining a selector is one element of one set. The packet cost is
+// bounded by maxListRules rules of a few lookups each; a group with more rules, or with Deny or
+// Pass rules, keeps the map shape, whose cost does not grow with its rules.
 
 // maxListRules bounds the rules of a listed group's chain, hence the lookups of a first packet.
 const maxListRules = 8

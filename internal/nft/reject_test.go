@@ -25,8 +25,13 @@ func costlyPolicies(n int) []model.Policy {
 			model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, NotNets: []netip.Prefix{except}},
 			model.Peer{Ports: []model.Port{tcp(uint16(2000 + i))}}))
 	}
+	return append(otherPolicies(), np("x", "costly", "pod == 'a'", costly, nil, model.Ingress))
+}
+
+// otherPolicies are the policies beside the one a rejection test rejects: x/allow-y (TCP 80 into
+// x/a from namespace y) and y/allow-xa (TCP 80 into y/b from x/a).
+func otherPolicies() []model.Policy {
 	return []model.Policy{
-		np("x", "costly", "pod == 'a'", costly, nil, model.Ingress),
 		np("x", "allow-y", "pod == 'a'", []model.Rule{
 			allowTCP(model.Peer{NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
 		}, nil, model.Ingress),
@@ -36,6 +41,22 @@ func costlyPolicies(n int) []model.Policy {
 	}
 }
 
+// othersAllow is the truth table of otherPolicies, decided=false for what the rejected policy
+// alone allowed into x/a.
+func othersAllow(p probe) (allowed, decided bool) {
+	switch {
+	case p.from.key() == p.to.key():
+		return true, true
+	case p.to.key() == "y/b":
+		return p.from.key() == "x/a" && p.proto == model.ProtocolTCP && p.port == 80, true
+	case p.to.key() != "x/a":
+		return true, true
+	case p.from.ns == "y" && p.proto == model.ProtocolTCP && p.port == 80:
+		return true, true
+	}
+	return false, false
+}
+
 // TestRejectCostlyPolicy: a policy whose compile exceeds the budget is rejected — reported once,
 // by key — and no longer allows anything, while it keeps isolating the pod it selects; the other
 // policy of that pod and the policies of other pods are enforced exactly. Within the budget, the
@@ -43,19 +64,6 @@ func costlyPolicies(n int) []model.Policy {
 func TestRejectCostlyPolicy(t *testing.T) {
 	tc := newTrafficCluster(t)
 	sc := scenario{name: "costly", policies: static(costlyPolicies(600)...)}
-	others := func(p probe) (bool, bool) {
-		switch {
-		case p.from.key() == p.to.key():
-			return true, true
-		case p.to.key() == "y/b":
-			return p.from.key() == "x/a" && p.proto == model.ProtocolTCP && p.port == 80, true
-		case p.to.key() != "x/a":
-			return true, true
-		case p.from.ns == "y" && p.proto == model.ProtocolTCP && p.port == 80:
-			return true, true
-		}
-		return false, false
-	}
 	for _, c := range []struct {
 		name     string
 		budget   int64
@@ -77,7 +85,7 @@ func TestRejectCostlyPolicy(t *testing.T) {
 				t.Errorf("rejected %v, want %v", rejected, c.rejected)
 			}
 			sc.allowed = func(p probe) bool {
-				if ok, decided := others(p); decided {
+				if ok, decided := othersAllow(p); decided {
 					return ok
 				}
 				return c.tcp81 && !p.is6 && p.proto == model.ProtocolTCP && p.port == 81
@@ -129,28 +137,14 @@ func (o overlapping) Commit(t *ruleset.Table, c *ruleset.Changes) error {
 // 81 (which x/cidr allowed), and y/b's policy holds. Real kernel and traffic, IPv4 and IPv6.
 func TestRejectRefusedPolicy(t *testing.T) {
 	tc := newTrafficCluster(t)
-	sc := scenario{name: "refused", policies: static(
+	sc := scenario{name: "refused", policies: static(append(otherPolicies(),
 		np("x", "cidr", "pod == 'a'", []model.Rule{
 			allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, model.Peer{Ports: []model.Port{tcp(81)}}),
 			allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}}, model.Peer{Ports: []model.Port{tcp(81)}}),
-		}, nil, model.Ingress),
-		np("x", "allow-y", "pod == 'a'", []model.Rule{
-			allowTCP(model.Peer{NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
-		}, nil, model.Ingress),
-		np("y", "allow-xa", "pod == 'b'", []model.Rule{
-			allowTCP(model.Peer{Selector: "pod == 'a'", NamespaceSelector: "ns == 'x'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
-		}, nil, model.Ingress),
-	)}
+		}, nil, model.Ingress))...)}
 	sc.allowed = func(p probe) bool {
-		switch {
-		case p.from.key() == p.to.key():
-			return true
-		case p.to.key() == "y/b":
-			return p.from.key() == "x/a" && p.proto == model.ProtocolTCP && p.port == 80
-		case p.to.key() == "x/a":
-			return p.from.ns == "y" && p.proto == model.ProtocolTCP && p.port == 80
-		}
-		return true
+		ok, _ := othersAllow(p) // nothing more: x/cidr is rejected
+		return ok
 	}
 	var rejected []model.PolicyKey
 	for _, n := range tc.c.Nodes() {

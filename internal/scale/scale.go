@@ -23,9 +23,9 @@ type Spec struct {
 	Seed int64
 }
 
-// ColdStart is the cluster of issue 12's P3 and P4 (the benchmarks' cold start and the graph's
-// BenchmarkHeapAtScale): 100,000 pods in 1,000 namespaces, 5,000 policies, 250 pods on
-// "node-bench".
+// ColdStart is the cluster of the cold-start benchmarks (test/bench's BenchmarkColdStart and
+// BenchmarkColdStartAPI, the graph's BenchmarkHeapAtScale): 100,000 pods in 1,000 namespaces,
+// 5,000 policies, 250 pods on "node-bench".
 func ColdStart() Spec {
 	return Spec{Pods: 100000, Namespaces: 1000, Policies: 5000, LocalPods: 250, Node: "node-bench", Seed: 1}
 }

@@ -1,8 +1,8 @@
-// Package sync is the agent's view of the cluster: the first stage of DESIGN.md's data flow
+// Package sync is the agent's view of the cluster: the first stage of docs/design.md's data flow
 // (Kubernetes API → sync → graph → nft). It turns Namespaces, Pods, NetworkPolicies and
 // ClusterNetworkPolicies (with the Nodes their node peers select) into model updates
-// (internal/model) and reports sync status. It is the only package that knows
-// Kubernetes types; nothing downstream does.
+// (internal/model) and reports sync status. It is the only stage that knows Kubernetes types
+// (the binary's client set-up aside); nothing downstream does.
 //
 // # Sources
 //
@@ -10,17 +10,17 @@
 //     pods are members of the sets that local policies use; the graph tells local ones by
 //     Endpoint.Node) and NetworkPolicies, over protobuf, through a Client (client.go): a REST
 //     client of a scheme holding only those types, not client-go's clientset, whose packages
-//     register all 55 of Kubernetes' API groups at start-up (see Client for what that cost). Each
-//     resource has a client-go Reflector of its own with the Watcher's retry backoff, filling a
-//     store that calls the handlers itself (informer.go): client-go's informers take no backoff,
-//     and a shared informer's listener buffer allocated a trace per event during the initial list
-//     of pods. The pod reflector lists through podlist.go, which decodes the response pod by pod as it arrives instead of reading it
-//     whole and decoding one PodList (client-go falls back to one unpaginated list when the API
-//     server cannot stream it), reading only the fields a record uses (podfields.go: 2.1 µs and 488
-//     bytes for a realistic pod against 7.0 µs and 6.3 KB through the generated decoder). After the
-//     updates of each event, the next batch carries a model.SourceVersion of its resource: the
-//     agent publishes, once committed, the versions its table reflects. ServiceAccounts are not
-//     watched: no API the agent reads uses their labels.
+//     register all 55 of Kubernetes' API groups at start-up (see Client). Each resource has a
+//     client-go Reflector of its own with the Watcher's retry backoff, filling a store that calls
+//     the handlers itself (informer.go): client-go's informers take no backoff, and a shared
+//     informer's listener buffer allocates a trace per event during the initial list of pods. The
+//     pod reflector lists through podlist.go, which decodes the response pod by pod as it arrives
+//     instead of reading it whole and decoding one PodList (client-go falls back to one unpaginated
+//     list when the API server cannot stream it), reading only the fields a record uses by hand
+//     (podfields.go) and skipping the rest without allocating it; watch events go through
+//     client-go's generated decoder. After the updates of each event, the next batch carries a
+//     model.SourceVersion of its resource: the agent publishes, once committed, the versions its
+//     table reflects. ServiceAccounts are not watched: no API the agent reads uses their labels.
 //   - ClusterNetworkPolicies (cnpwatch.go; policy.networking.k8s.io/v1alpha2, a custom resource
 //     read as JSON through the same REST client approach, not the module's generated clientset
 //     and informers) are optional: while the API server does not serve them (no CRD), the
@@ -85,8 +85,8 @@
 //     outage emits nothing: the consumer keeps the last state.
 //   - After an API outage the Watcher follows changes again within seconds of the API server's
 //     return: a reflector retries its list or watch 250 ms after a failure, the wait doubling to
-//     2 s and stretched by up to half (retryBackoff; client-go's default grows to 30–60 s and
-//     kept informers away for up to a minute), and resumes its watch from the last
+//     2 s and stretched by up to half (retryBackoff; client-go's default grows to 30–60 s, which
+//     keeps informers away for up to a minute), and resumes its watch from the last
 //     resourceVersion or relists. A connection to an API server that went silent is closed
 //     within 11 s (APIDialer: TCP keepalive and user timeout), one to an API server that came
 //     back without its state at the next keepalive probe. WatchDown tells how long a resource has
@@ -115,12 +115,8 @@
 //     Watcher (intern.go, bounded), so records and the endpoints the graph keeps share one copy
 //     instead of one the decoder made per pod. Measured by TestInformerCacheMemory (lists decoded
 //     from protobuf, as from the API server): 10,000 realistic pods, 500 namespaces and 2,000
-//     policies add ~2.7 MiB of heap (caches and the Watcher's records; ~11.2 MiB with the emitted
-//     endpoints and policies kept, as the graph keeps them; the budget is 50 MiB; ~3.7 and
-//     ~11.6 MiB before records were 48 bytes with one string). Policies cached as slimmed objects,
-//     with the Watcher recording the model.Policy it emitted, and no interning made it ~14.7 MiB
-//     (~18.9 MiB); earlier, measured on the fake's shared strings, pod records keeping the endpoint
-//     ~17 MiB, a slimmed *corev1.Pod instead ~34 MiB.
+//     policies add ~2.6 MiB of heap (caches and the Watcher's records; ~11.2 MiB with the emitted
+//     endpoints and policies kept, as the graph keeps them); the test fails above 50 MiB.
 //
 // # Tests
 //

@@ -17,15 +17,14 @@ import (
 	"k8s.io/client-go/util/watchlist"
 )
 
-// retryBackoff is how long a resource's reflector waits before listing or watching again after
-// the API server failed it (connection refused, an error status, an expired resourceVersion):
-// 250 ms, doubling to 2 s, each wait stretched by up to half (so at most 3 s). client-go's
-// default grows to 30 s stretched by up to 100% (60 s), and resets only every 2 minutes: after
-// an outage of 20 s its informers came back 15–45 s after the API server did (20–57 s on a live
-// cluster). At this cap an agent makes at most one attempt per resource every 2–3 s while the
-// API server is away, about client-go's rate before 1.27 (one a second), and a change made after
-// the API server's return reaches the Watcher within seconds
-// (TestWatchRecoversAfterAPIServerOutage).
+// retryBackoff is how long a resource's reflector waits before listing or watching again after the
+// API server failed it (connection refused, an error status, an expired resourceVersion): 250 ms,
+// doubling to 2 s, each wait stretched by up to half (so at most 3 s). client-go's default grows to
+// 30 s stretched by up to 100% (60 s), and resets only every 2 minutes: after an outage of 20 s its
+// informers come back 15–45 s after the API server does. At this cap an agent makes at most one
+// attempt per resource every 2–3 s while the API server is away, about client-go's rate before 1.27
+// (one a second), and a change made after the API server's return reaches the Watcher within
+// seconds (TestWatchRecoversAfterAPIServerOutage).
 func retryBackoff() *wait.Backoff {
 	return &wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 2 * time.Second}
 }

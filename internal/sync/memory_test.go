@@ -127,7 +127,7 @@ func realisticPolicy(i int) *networkingv1.NetworkPolicy {
 
 // TestInformerCacheMemory measures the heap that the watcher's informer caches (and its record
 // of what it emitted) hold for 10,000 pods, 500 namespaces and 2,000 policies of realistic
-// size, and checks the budget of 50 MiB. The objects come from a fake clientset built
+// size, and checks it against a budget of 50 MiB. The objects come from a fake clientset built
 // before the first measurement (its own copies are in the baseline); the informers' caches
 // hold the transformed copies they list. The fake's lists go through protobuf (protobufLists),
 // so that, as from the API server, every listed object has strings of its own rather than

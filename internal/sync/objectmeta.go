@@ -7,15 +7,15 @@ import (
 
 // A record is its own metav1.Object: client-go's stores key each object through meta.Accessor,
 // and the reflector and the Watcher read its version the same way, several times per pod event.
-// Through GetObjectMeta each of those calls allocated an ObjectMeta (≈ 250 bytes; ≈ 100 MB of
-// garbage over P3's initial list). recordMeta answers the name and version; the other fields a
+// Through GetObjectMeta each of those calls would allocate an ObjectMeta (≈ 250 bytes), several
+// per pod of an initial list. recordMeta answers the name and version; the other fields a
 // record does not have read as empty, and setting them does nothing (no one writes a cached
 // object).
 //
 // The name a record answers is its cache key, "namespace/name", and its namespace is empty:
 // client-go's key function (MetaNamespaceKeyFunc) then returns the name as it is, where for a
-// namespace it would build "namespace/name" anew on every call — the key each cache entry kept
-// was a string of its own (2.5–4 MB at 100,000 pods), besides the garbage of the calls. The key
+// namespace it would build "namespace/name" anew on every call — the key each cache entry keeps
+// would be a string of its own (25–40 bytes a pod), besides the garbage of the calls. The key
 // is the one MetaNamespaceKeyFunc gives the API object, so tombstones and the keys of watch
 // events agree. The Watcher reads a record's own namespace and name (ns, name), never these.
 

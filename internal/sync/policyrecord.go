@@ -16,7 +16,7 @@ import (
 
 // policyRecord is what the policy informer caches of a NetworkPolicy, as podRecord is for a pod:
 // the outcome of its conversion, made once when the version arrives. The API object's spec
-// (its LabelSelectors' maps above all) was ≈ 1–2 KB a policy, and the Watcher kept the
+// (its LabelSelectors' maps above all) is ≈ 1–2 KB a policy, and the Watcher would keep the
 // model.Policy it last emitted besides, to emit only changes. Like a pod's, the record keeps the
 // policy only until the event handler hands it to the graph, which keeps it; the next version is
 // compared by fingerprint, and whether the old record converted tells whether the policy is in

@@ -161,10 +161,10 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	}
 	// Each resource has a client-go Reflector with the Watcher's retry backoff, filling a store
 	// that calls the handlers itself (informer.go): client-go's informers take no backoff, and
-	// theirs kept them away for up to a minute after an API server outage. A shared informer
+	// theirs keeps them away for up to a minute after an API server outage. A shared informer
 	// would also hand every event to its handlers through a buffer and, while more than 1,024
-	// wait there (all of an initial list of pods), allocate a trace for each (≈ 25 MB of garbage
-	// for P3's 100,000 pods). Pods are listed by podlist.go.
+	// wait there (all of an initial list of pods), allocate a trace for each (≈ 250 bytes of
+	// garbage a pod). Pods are listed by podlist.go.
 	var synced []cache.InformerSynced
 	var running gosync.WaitGroup
 	defer running.Wait()

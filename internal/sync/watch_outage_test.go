@@ -25,7 +25,7 @@ const outage = 20 * time.Second
 
 // TestWatchRecoversAfterAPIServerOutage kills the API server, keeps it away for 20 s, and makes a
 // change as soon as it is back: the change must be in the update stream within 5 s of the API
-// server's return (the acceptance; a generous bound on a figure the test logs). Meanwhile
+// server's return (a generous bound on a figure the test logs). Meanwhile
 // the Watcher reports its watches closed (WatchDown, nftpolicy_watch_open), and afterwards open
 // again, with each resource's restart counted.
 func TestWatchRecoversAfterAPIServerOutage(t *testing.T) {

@@ -1,24 +1,30 @@
-// Package bench holds the benchmarks of issue 12 (`make bench`): figures operators care about,
-// measured on the real graph, the real nftables dataplane and real traffic in network namespaces
-// this package creates (named with testenv.NetnsPrefix, removed at the end of each benchmark).
+// Package bench holds the benchmarks of `make bench`, whose figures BENCHMARKS.md records under the
+// ids used here (P1…P5): figures operators care about, measured on the real graph, the real
+// nftables dataplane and real traffic in network namespaces this package creates (named with
+// testenv.NetnsPrefix, removed at the end of each benchmark).
 //
 //   - P1 packet path (BenchmarkPacketPath): new TCP connections/s and p50 connect latency from 4
-//     client pods to a server pod through a node namespace, with 0, 100, 1,000 and 10,000 policies
+//     client pods to a server pod through a node namespace, with 8, 100, 1,000 and 10,000 policies
 //     selecting the server (internal/scale.PacketPathPolicies), for nftpolicy's table and for the
-//     "chain per policy" table Felix and kube-router write, measured in the same run.
+//     "chain per policy" table Felix and kube-router write, measured in the same run, each
+//     relative to the same table with the server not judged (N = 0).
 //   - P2 incremental (BenchmarkIncremental): one pod joining or leaving one selector with 2,000
 //     policies over 2,000 selectors of 100 members programmed (internal/scale.Fanout): graph flush
 //     and Dataplane.Apply per change, beside the same element change executed with `nft`.
 //     BenchmarkAPIToKernel: the same cluster through a real kube-apiserver (internal/testenv/kube)
 //     and the agent in process; latency from a label patch to the element in `nft monitor`.
-//   - P3/P4 cold start of 100,000 pods, 5,000 policies and 250 local pods (internal/scale.Generate).
-//     BenchmarkColdStartAPI, issue 12's definition: the objects written into a real API server's
-//     etcd and the API server restarted over them, then the agent (the product binary,
-//     cmd/nftpolicy) from start to its first full commit — time, transactions, elements, its
-//     peak RSS, and the CPU time of the agent and of the API server and etcd meanwhile.
-//     BenchmarkColdStart: the graph and the first full Dataplane.Apply in process (issue 11's
-//     figure), and the peak RSS of a process doing only that. NFTP_BENCH_AGENT_CPUPROFILE=<file>
-//     also starts agent.Run once in a test process and writes its CPU profile.
+//   - P3/P4 cold start of 100,000 pods, 5,000 policies and 250 local pods
+//     (internal/scale.Generate). BenchmarkColdStartAPI, the agent as operators run it: the objects
+//     written into a real API server's etcd and the API server restarted over them, then the agent
+//     (the product binary, cmd/nftpolicy) from start to its first full commit — time, transactions,
+//     elements, its peak RSS, and the CPU time of the agent and of the API server and etcd
+//     meanwhile.
+//     BenchmarkColdStart: the graph and the first full Dataplane.Apply in process (the
+//     dataplane's part), and the peak RSS of a process doing only that.
+//     NFTP_BENCH_AGENT_CPUPROFILE=<file> (or _HEAPPROFILE) also starts agent.Run once in a test
+//     process and writes its CPU profile (or its live heap) at its first commit.
+//   - P5 large policy (BenchmarkLargePolicy): one NetworkPolicy of 200 rules × 50 peers over
+//     10,000 pods (internal/scale.LargePolicyBench), from its update to its commit.
 //
 // Each benchmark runs a fixed workload per call (b.N only raises the sample count), reports its
 // figures with b.ReportMetric, and adds them to the summary table that TestMain prints after the

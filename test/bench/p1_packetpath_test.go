@@ -45,9 +45,9 @@ func newPacketPath(b *testing.B) *packetPath {
 	}
 	// The server's accept queue must outlast a pause of its accepting goroutines (this
 	// process's collector, or the clients holding both Ps): with Go's backlog (the root
-	// namespace's somaxconn, 4096 here) it overflowed in most runs (TcpExtListenOverflows 86 in
-	// one), and every SYN it dropped stalled its client for the 1 s retransmission, often all
-	// four at once, so that whole measuring windows counted no connection.
+	// namespace's somaxconn, 4096 here) it overflows in most runs (TcpExtListenOverflows counts
+	// it), and every SYN it drops stalls its client for the 1 s retransmission, often all four
+	// at once, so that whole measuring windows count no connection.
 	run(b, "ip", "netns", "exec", pp.server.name, "sysctl", "-qw", fmt.Sprintf("net.core.somaxconn=%d", serverBacklog))
 	for _, port := range []int{allowedPort, deniedPort} {
 		var ln net.Listener
@@ -397,9 +397,9 @@ func median(xs []float64) float64 {
 // the last), for nftpolicy's table and for the chain-per-policy table in the same run. Each N is
 // measured in rounds: the server not judged (the N = 0 baseline of the same table), then judged
 // by the N policies, 15 times 300 ms each; the figure is the median of the rounds' ratios,
-// which cancels most of the load other processes put on the machine. (With three 1.5 s rounds
-// and the server's accept queue at Go's default, the figure swung 0.29–1.74× at 1,000 policies
-// between runs of the same code: see listenBacklog's caller.)
+// which cancels most of the load other processes put on the machine. (With a few long rounds,
+// or the server's accept queue at Go's default, the figure at 1,000 policies swings by a factor
+// of several between runs of the same code: see listenBacklog's caller.)
 func BenchmarkPacketPath(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")

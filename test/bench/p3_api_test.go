@@ -37,14 +37,13 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 )
 
-// BenchmarkColdStartAPI is P3 and P4 as issue 12 defines them: the agent (the product binary,
-// cmd/nftpolicy, as agentColdStart runs it) starting against a real API server that holds P3's
-// cluster — time from start to its first full commit, the transactions it took, and its peak
-// RSS then. Creating
-// 100,000 pods through the API takes minutes here (≈ 240/s), so the objects are written straight
-// into the API server's etcd, as the API server stores them (JSON is read back like its own
-// protobuf), and the API server serves them from there. Its own etcd and API server: P2's objects
-// would be listed too. Not run with BENCH_QUICK.
+// BenchmarkColdStartAPI is P3 and P4: the agent (the product binary, cmd/nftpolicy, as
+// agentColdStart runs it) starting against a real API server that holds P3's cluster — time from
+// start to its first full commit, the transactions it took, and its peak RSS then. Creating 100,000
+// pods through the API takes minutes here (≈ 240/s), so the objects are written straight into the
+// API server's etcd, as the API server stores them (JSON is read back like its own protobuf), and
+// the API server serves them from there. Its own etcd and API server: P2's objects would be listed
+// too. Not run with BENCH_QUICK.
 func BenchmarkColdStartAPI(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
@@ -562,8 +561,9 @@ func waitQuiet(b *testing.B) {
 
 // firstCommit passes the agent's log records at level on and closes committed at its first
 // "applied" record, which the agent logs (at debug level) after each commit: the child waits on
-// it instead of gathering the metrics registry every few milliseconds, which cost the process
-// under measurement ≈ 20 MB of garbage. The transactions are still counted from the registry.
+// it instead of gathering the metrics registry every few milliseconds, which would cost the
+// process under measurement ≈ 20 MB of garbage. The transactions are still counted from the
+// registry.
 type firstCommit struct {
 	slog.Handler
 	level     slog.Level

@@ -23,12 +23,12 @@ var coldSpec = scale.ColdStart()
 
 const mib = 1 << 20
 
-// BenchmarkColdStart is P3 and P4 in process, the dataplane's part of the cold start (issue 11's
-// figure): the whole cluster (generated beforehand) fed to a fresh graph, its first flush applied
-// by a fresh Dataplane to an empty node namespace — time of each stage, transactions (one),
-// elements programmed; then the same cold start in a child process that streams the generated
-// updates into the graph (so the input list is not held), reporting its peak RSS (VmHWM) and the
-// Go heap the graph and dataplane retain. BenchmarkColdStartAPI measures the whole agent.
+// BenchmarkColdStart is P3 and P4 in process, the dataplane's part of the cold start: the whole
+// cluster (generated beforehand) fed to a fresh graph, its first flush applied by a fresh Dataplane
+// to an empty node namespace — time of each stage, transactions (one), elements programmed; then
+// the same cold start in a child process that streams the generated updates into the graph (so the
+// input list is not held), reporting its peak RSS (VmHWM) and the Go heap the graph and dataplane
+// retain. BenchmarkColdStartAPI measures the whole agent.
 func BenchmarkColdStart(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
@@ -79,7 +79,7 @@ func BenchmarkColdStart(b *testing.B) {
 	scaleDesc := fmt.Sprintf("%d pods, %d policies, %d local pods", coldSpec.Pods, coldSpec.Policies, coldSpec.LocalPods)
 	report.add(row{"P3", "first full Dataplane.Apply in process (" + scaleDesc + "): compile + one transaction",
 		fmt.Sprintf("%.2f s (graph before it %.2f s; both %.2f s)", applyT.Seconds(), graphT.Seconds(), total.Seconds()),
-		"≤ 1 s (issue 11)", meets(applyT <= time.Second)})
+		"≤ 1 s", meets(applyT <= time.Second)})
 	report.add(row{"P3", "transactions of the first full apply; elements, chains, sets programmed",
 		fmt.Sprintf("%d; %d elements, %d chains, %d sets (no ENOBUFS)", tx, st.Elements, st.Chains, st.Sets),
 		"1 transaction", meets(tx == 1)})
@@ -121,7 +121,7 @@ func childColdStartMemory(b *testing.B) childMemory {
 // The child is this test binary (the in-process P4 row's process, and the agent when a profile
 // is asked for). It runs without the memory profiler's sampling, as the product binary does: the
 // product links no runtime.MemProfile, so the linker turns sampling off from its start, while
-// testing imports runtime/pprof and this binary samples, which cost the child 1.4 MiB of profile
+// testing imports runtime/pprof and this binary samples, which costs the child 1.4 MiB of profile
 // buckets (GODEBUG memprofilerate=0, unless a heap profile is asked for).
 func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...string) {
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^" + test + "$", "-test.bench=^$", "-test.count=1", "-test.v"}, extraArgs...)...)

@@ -37,9 +37,12 @@ var mayImport = map[string][]string{
 	"internal/testenv/kube":      {"internal/testenv"},
 	"internal/testenv/agentproc": {"internal/testenv", "internal/testenv/kube", "internal/testenv/netns", "internal/nft/ruleset"},
 	"cmd/nftpolicy-demo":         {"internal/testenv/agentproc", "internal/testenv/kube", "internal/testenv/netns"},
+	// the OCI runtime wrapper of the offline kind path (hack/kind)
+	"hack/kind/runc-nocap": nil,
 	// test-only packages (a doc.go and tests)
 	"test/bench":    nil,
 	"test/e2e":      nil,
+	"test/chaos":    nil,
 	"test/boundary": nil,
 }
 

@@ -4,7 +4,7 @@
 // (internal/testenv: nodes and pods as network namespaces, a real etcd and kube-apiserver) with
 // the agent enforcing on every node, over IPv4 and IPv6.
 //
-// Place in DESIGN.md's data flow: outside it, end to end. Policies, namespaces and pods go in
+// Place in docs/design.md's data flow: outside it, end to end. Policies, namespaces and pods go in
 // through the API server exactly as a cluster's users write them; connectivity comes out of real
 // sockets between pod namespaces. Nothing here looks at the agent's internals.
 //

@@ -25,7 +25,7 @@ type Enforcer interface {
 	// called (stop waits for it to end).
 	Start(ctx context.Context, node string) (stop func(), err error)
 	// CaughtUp returns once every started node's programmed state reflects each resource up to
-	// the given resourceVersion (the barrier, barrier_test.go).
+	// the given resourceVersion (the barrier, kube.Server.Barrier).
 	CaughtUp(ctx context.Context, versions map[string]uint64) error
 }
 

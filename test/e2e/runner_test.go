@@ -60,18 +60,16 @@ type harness struct {
 	addrs map[string][]netip.Addr
 	// enf, when set, is waited for after every step's writes (caughtUp): the oracle fabric
 	// reads the API server itself and needs no barrier.
-	enf      Enforcer
-	barriers int
+	enf Enforcer
 }
 
-// caughtUp waits until the enforcer has committed every write made so far (barrier_test.go).
+// caughtUp waits until the enforcer has committed every write made so far (kube.Server.Barrier).
 func (h *harness) caughtUp(t *testing.T, ctx context.Context, what string) {
 	t.Helper()
 	if h.enf == nil {
 		return
 	}
-	h.barriers++
-	versions, err := barrier(ctx, h.srv, h.barriers)
+	versions, err := h.srv.Barrier(ctx)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}

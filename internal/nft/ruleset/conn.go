@@ -22,10 +22,10 @@ import (
 // rmem_max/wmem_max do not cap them; memory is charged only as used. A transaction is one
 // sendmsg (the kernel ends a batch with its datagram), so the write buffer bounds the largest
 // table a Replace can write: 512 MiB (the kernel doubles it to 1 GiB, SO_SNDBUFFORCE's ceiling)
-// holds about 4 million elements with comments; 64 MiB refused the ~930,000 of the cold-start
-// benchmark with EMSGSIZE. Every message of a batch is acked and the kernel queues all acks
-// before Flush reads one; each ack is charged as a whole small skb (~1 KiB), so 16 MiB overflowed
-// (ENOBUFS) on the ~60,000 messages of a 10,000-policy table: 256 MiB (doubled) holds ~500,000.
+// holds about 4 million elements with comments (a batch larger than the buffer fails with
+// EMSGSIZE). Every message of a batch is acked and the kernel queues all acks before Flush reads
+// one; each ack is charged as a whole small skb (~1 KiB), so 256 MiB (doubled) holds the acks of
+// ~500,000 messages (a 10,000-policy table is ~60,000; a smaller buffer fails with ENOBUFS).
 const (
 	writeBuffer = 512 << 20
 	readBuffer  = 256 << 20
@@ -132,9 +132,9 @@ func (c *Conn) dial() error {
 // primeDumps makes the kernel fill dump replies in 32 KiB datagrams instead of ~4 KiB ones.
 // The kernel sizes each dump datagram by the largest buffer a recvmsg on the socket ever offered,
 // and mdlayher/netlink reads with a buffer exactly as large as the datagram it peeked. Dumping a
-// hash set resumes every datagram by walking the set from its start, so small datagrams make
-// reading 100,000 elements back quadratic: ~4 s here instead of ~0.5 s. One GETGEN request read
-// with a 32 KiB buffer raises that size for the life of the socket.
+// hash set resumes every datagram by walking the set from its start, so reading n elements back
+// costs O(n²/d) for d elements a datagram. One GETGEN request read with a 32 KiB buffer raises
+// the datagram size eightfold for the life of the socket.
 func primeDumps(nc *netlink.Conn) error {
 	req := netlink.Message{
 		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN), Flags: netlink.Request},
@@ -267,10 +267,10 @@ func (c *Conn) flush() error {
 }
 
 // batch queues operations on the google/nftables Conn as they are encoded, elements chunk by
-// chunk, so that no encoded form of a whole table is held besides the batch's own bytes (at
-// P3's scale the collected elements and their encodings were ≈ 100 MB more). An error part-way
-// leaves a half-built batch: the caller abandons it (Conn.abandon), which also drops v0.3.0's
-// sticky marshal error.
+// chunk, so that no encoded form of a whole table is held besides the batch's own bytes
+// (collecting them first would hold every element twice more: as a value and encoded). An
+// error part-way leaves a half-built batch: the caller abandons it (Conn.abandon), which also
+// drops v0.3.0's sticky marshal error.
 type batch struct {
 	conn    *Conn
 	nft     *nftables.Conn // conn.enc
@@ -488,7 +488,7 @@ func (b *batch) replace(desired *Table) error {
 		if err := b.addSet(s); err != nil {
 			return err
 		}
-		// in map order: the kernel needs none, and sorting P3's 364k elements cost ≈ 60 ms
+		// in map order: the kernel needs none, and sorting would cost O(n log n) per set
 		if err := b.elements(s, s.All(), s.Len(), false); err != nil {
 			return err
 		}

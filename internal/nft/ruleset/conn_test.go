@@ -219,9 +219,9 @@ func TestEdgeKeys(t *testing.T) {
 	}
 }
 
-// TestAddrSet: a set of plain addresses held in Addrs (NewAddrSet) is programmed, changed in
+// TestAddrSet: a set of plain addresses held in addrs (NewAddrSet) is programmed, changed in
 // place (one transaction, no Replace), read back and rendered like the same set held in Elements;
-// an element Addrs cannot hold moves the set to Elements, and the commit still lands.
+// an element addrs cannot hold moves the set to Elements, and the commit still lands.
 func TestAddrSet(t *testing.T) {
 	c, ns := openConn(t)
 	tb := NewTable("addrs")

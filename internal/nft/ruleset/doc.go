@@ -6,7 +6,7 @@
 //
 // # Place in the data flow
 //
-// DESIGN.md: graph → internal/nft (compiler: decisions, layout) → ruleset (this package) →
+// docs/design.md §2: graph → internal/nft (compiler: decisions, layout) → ruleset (this package) →
 // netlink → kernel. internal/nft owns the desired Table and mutates it in place; for every apply it
 // calls Conn.Commit with the Changes it made (sets added, replaced or removed, chains; sets changed
 // in place name themselves through their journals), and Conn.Replace at start-up and after a
@@ -14,16 +14,16 @@
 //
 // # Invariants
 //
-//   - The mirror equals what the last successful batch left in the kernel, as far as this
-//     process knows (Conn.Committed returns a copy). It shares the elements of the caller's sets
-//     rather than copying them (at P3's scale the copy was 65 MB and 0.25 s): once committed, a
-//     set records in its journal the committed state of every key its Put and Delete change, and
-//     the mirror reads the set's elements with those changes undone. Elements of a committed set
-//     therefore change only through Put and Delete (a direct write to Set.Elements would be
-//     missed by the next Commit, and repaired by the next Verify); a set may be replaced by
-//     another object at any time (compared whole). A set that leaves the committed table (or
-//     the mirror, on Replace and Delete) may live on with its owner: its journal ends and it
-//     records nothing until committed again, whole (TestSetKeptOutsideTable). Chains are copied.
+//   - The mirror equals what the last successful batch left in the kernel, as far as this process
+//     knows (Conn.Committed returns a copy). It shares the elements of the caller's sets rather
+//     than copying them (a copy would cost O(elements of the table) per commit and hold every
+//     element twice): once committed, a set records in its journal the committed state of every key
+//     its Put and Delete change, and the mirror reads the set's elements with those changes undone.
+//     Elements of a committed set therefore change only through Put and Delete (a direct write to
+//     Set.Elements would be missed by the next Commit, and repaired by the next Verify); a set may
+//     be replaced by another object at any time (compared whole). A set that leaves the committed
+//     table (or the mirror, on Replace and Delete) may live on with its owner: its journal ends and
+//     it records nothing until committed again, whole (TestSetKeptOutsideTable). Chains are copied.
 //   - One Commit or Replace is at most one batch (one sendmsg): the kernel applies all of it
 //     or none. A batch the kernel refuses fails with a KernelError per refused message, naming
 //     the object (table, chain or set) the message changed: the batch marks which object its
@@ -82,9 +82,9 @@
 // load from other work): one element in a table of 2,000 sets × 100 elements ≈93–118 µs per Commit
 // next to ≈76–90 µs for the same one-element batch sent straight through google/nftables (the
 // netlink round trip and the kernel commit dominate, and the kernel's commit grows with the number
-// of sets in the table); one element in a set of 100,000 (table of 8 sets) ≈60–70 ms when that set
-// is replaced by another object (a whole-set diff: ≈0.6 µs per element of map walking, cache
-// misses) and ≈17–34 µs when it changes in place (commit-set100k).
+// of sets in the table); one element changed in place in a set of 100,000 (table of 8 sets)
+// ≈17–34 µs (commit-set100k), whatever the set's size. A set replaced by another object is
+// diffed whole instead: a map lookup per element of either side.
 //
 // # Replace
 //
@@ -95,20 +95,20 @@
 //
 // # The wire: how a batch is built and sent (wire.go)
 //
-// v0.3.0's Flush holds every queued message until the end, then marshals each again and appends
-// the copies to one growing slice; its SetAddElements builds each element as attribute values and
-// marshals every level into a new slice. At P3's scale (364,000 elements) that was ≈ 50 MB live
-// at the commit, the agent's peak, and ≈ 95 MB of garbage. Here a batch is built on a second
-// google/nftables Conn (Conn.enc) dialled onto a function instead of a socket (its test dial):
-// it encodes tables, chains, sets and rules as before, and the batch flushes it after each chain's
-// rules and before each chunk of elements, so that each message is copied once into the wire's
-// blocks (4 KiB growing to 1 MiB, never copied again) and dropped. Set elements are encoded
+// v0.3.0's Flush holds every queued message until the end, then marshals each again and appends the
+// copies to one growing slice; its SetAddElements builds each element as attribute values and
+// marshals every level into a new slice. That holds several copies of a whole batch live at the
+// commit, the agent's peak, and leaves a few hundred bytes of garbage per element. Here a batch is
+// built on a second google/nftables Conn (Conn.enc) dialled onto a function instead of a socket
+// (its test dial): it encodes tables, chains, sets and rules, and the batch flushes it after each
+// chain's rules and before each chunk of elements, so that each message is copied once into the
+// wire's blocks (4 KiB growing to 1 MiB, never copied again) and dropped. Set elements are encoded
 // straight into the wire by elementMessage, byte for byte as v0.3.0 would (TestElementMessages
-// compares them for every key shape, maps, intervals and comments). The blocks go to the kernel
-// in one sendmsg (an iovec) on the lasting socket of Conn.nft, which then reads one ack or error
-// per message that asked for one, as v0.3.0's Flush does; queries (tables, chains, rules) still
-// go through Conn.nft. P3's first apply: 0.95 → 0.56 s, of which ≈ 0.37 s is the kernel's
-// sendmsg; the agent's peak RSS 265 → ≈ 190 MiB.
+// compares them for every key shape, maps, intervals and comments). The blocks go to the kernel in
+// one sendmsg (an iovec) on the lasting socket of Conn.nft, which then reads one ack or error per
+// message that asked for one, as v0.3.0's Flush does; queries (tables, chains, rules) go through
+// Conn.nft. A batch's bytes are thus held once, in the wire, and an element is encoded once, into
+// it.
 //
 // # Chunking and socket buffers
 //
@@ -119,14 +119,15 @@
 // The lasting netlink socket gets a 512 MiB write buffer (netlink refuses a batch larger than
 // sndbuf) and a 256 MiB read buffer (one ack per message, and the echo of a failing message), set
 // with SO_SNDBUFFORCE/SO_RCVBUFFORCE through WithSockOptions, so rmem_max/wmem_max do not cap them.
-// ENOBUFS or any other failure is returned; the caller's answer is a Replace. Replace of 100,000
-// elements with comments takes ≈0.5–0.6 s here.
+// ENOBUFS or any other failure is returned; the caller's answer is a Replace. TestReplaceScale
+// logs the time of a Replace, and of a Verify, of 100,000 elements with comments.
 //
 // Reading back: the kernel sizes each dump datagram by the largest buffer a recvmsg on the socket
 // ever offered, mdlayher/netlink reads with a buffer exactly as large as the datagram it peeked,
-// and a hash-set dump re-walks the set from its start for every datagram. Left alone, reading
-// 100,000 elements back takes ≈4.5 s (≈4 KiB datagrams, quadratic); primeDumps reads one GETGEN
-// reply with a 32 KiB buffer when the socket is opened, and the same read takes ≈0.6 s.
+// and a hash-set dump re-walks the set from its start for every datagram, so reading n elements
+// back costs O(n²/d) for d elements a datagram. Left alone, datagrams are ≈ 4 KiB; primeDumps
+// reads one GETGEN reply with a 32 KiB buffer when the socket is opened, which makes every later
+// datagram 32 KiB: eight times fewer walks.
 //
 // # Verify
 //

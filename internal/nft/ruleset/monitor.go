@@ -20,7 +20,7 @@ import (
 // once, one message per element, rule, set and chain; the Conn's own transactions are filtered
 // out before they are queued (filterOwn). The kernel doubles the size asked for: 32 MiB holds the
 // events of another process's flush of a 200,000-element set, read only after it committed
-// (4 MiB held 50,000 and overflowed at 100,000). Each ENOBUFS doubles it up to monitorBufferMax.
+// (the queue grows by one event per element). Each ENOBUFS doubles it up to monitorBufferMax.
 // Memory is charged only as events are queued.
 const (
 	monitorBuffer    = 32 << 20

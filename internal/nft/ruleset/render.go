@@ -20,6 +20,7 @@ func Comment(s string) string {
 	if s == "" {
 		return ""
 	}
+	s = cutComment(s) // first: a long reason is not scanned past what is kept
 	if strings.ContainsAny(s, "\"\n\r\t") {
 		s = strings.Map(func(r rune) rune {
 			switch r {
@@ -31,14 +32,19 @@ func Comment(s string) string {
 			return r
 		}, s)
 	}
-	if len(s) > MaxCommentLen {
-		cut := MaxCommentLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut]
+	return cutComment(s) // again: Map turns an invalid byte into a 3-byte rune
+}
+
+// cutComment cuts s to MaxCommentLen bytes at a rune boundary.
+func cutComment(s string) string {
+	if len(s) <= MaxCommentLen {
+		return s
 	}
-	return s
+	cut := MaxCommentLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // hookOrder is the order of base chains in Render and in a full Replace.

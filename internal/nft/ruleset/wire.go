@@ -17,8 +17,8 @@ import (
 
 // A batch's bytes are written here, not by google/nftables v0.3.0's Flush. Its Flush holds every
 // queued message until the end, then marshals each one again and appends the copies to one
-// growing slice: at P3's scale (364,000 elements) ≈ 10 MB of messages, as much again in copies
-// and ≈ 30 MB of slice growth, all live at the commit, the agent's peak. Here the google/nftables
+// growing slice: the queued messages, their copies and the slice's growth, several times the
+// batch's size, all live at the commit, the agent's peak. Here the google/nftables
 // Conn that builds a batch (Conn.enc) is dialled onto capture instead of a socket, and the batch
 // flushes it after every chunk of elements: each message is written once into wire's blocks and
 // dropped. The blocks go to the kernel in one sendmsg (an iovec; the kernel ends a batch with its
@@ -265,7 +265,7 @@ func (c *Conn) readAcks(raw syscall.RawConn, w *wire) error {
 // Set elements are encoded here straight into a batch's wire, byte for byte as v0.3.0's
 // SetAddElements and SetDeleteElements would (TestElementMessages compares them); those build
 // every element as attribute values, marshal each level into a new slice and the message again
-// (≈ 95 MB of garbage at P3's scale).
+// (a few hundred bytes of garbage per element).
 
 // elementMessage returns the payload of a NEWSETELEM or DELSETELEM message for els of set s in
 // table, appended to dst[:0].

@@ -183,6 +183,27 @@ func (p *Process) Stop() error {
 	return err
 }
 
+// Kill sends SIGKILL, as a crash or the kernel's OOM killer would end the agent (its table stays),
+// and waits for the exit.
+func (p *Process) Kill() error {
+	_ = p.cmd.Process.Kill()
+	err := <-p.exited
+	p.exited <- err // Stop and Exited still see it
+	p.log.Close()
+	return err
+}
+
+// Exited reports, without waiting, whether the agent has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
 // Tail is the end of the agent's log, at most n bytes.
 func (p *Process) Tail(n int) string {
 	b, _ := os.ReadFile(p.LogPath)

@@ -72,8 +72,9 @@ func NextTableEvent(tb testing.TB, events <-chan TableEvent, timeout time.Durati
 // again). It logs the time from the change to the repair as WatchTable saw them (their commits,
 // unless it read both at once when delayed: then less) and an upper bound of it, from the start
 // of nft (nft's start-up included), and fails the test if the former exceeds limit, if nft
-// fails, or if either transaction does not come within 10 s. It returns nft's pid.
-func TimeRepair(tb testing.TB, netnsName, script string, events <-chan TableEvent, limit time.Duration) (pid uint32) {
+// fails, or if either transaction does not come within 10 s. It returns nft's pid and the two
+// transactions.
+func TimeRepair(tb testing.TB, netnsName, script string, events <-chan TableEvent, limit time.Duration) (pid uint32, change, repair TableEvent) {
 	tb.Helper()
 	cmd := exec.Command("ip", "netns", "exec", netnsName, "nft", script)
 	var out strings.Builder
@@ -86,11 +87,11 @@ func TimeRepair(tb testing.TB, netnsName, script string, events <-chan TableEven
 	if err := cmd.Wait(); err != nil {
 		tb.Fatalf("nft %s: %v: %s", script, err, out.String())
 	}
-	change := NextTableEvent(tb, events, 10*time.Second)
+	change = NextTableEvent(tb, events, 10*time.Second)
 	if change.PID != pid {
 		tb.Fatalf("first transaction after nft %s: %v; want nft's (pid %d)", script, change.TableChange, pid)
 	}
-	repair := NextTableEvent(tb, events, 10*time.Second)
+	repair = NextTableEvent(tb, events, 10*time.Second)
 	replace := slices.ContainsFunc(repair.Objects, func(o ruleset.ObjectChange) bool { return o.Op == "delete" && o.Kind == "table" })
 	if repair.PID == pid || !replace {
 		tb.Fatalf("transaction after nft's: %v; want the agent's Replace", repair.TableChange)
@@ -100,5 +101,5 @@ func TimeRepair(tb testing.TB, netnsName, script string, events <-chan TableEven
 	if took > limit {
 		tb.Errorf("nft %s: repaired %v after the change; want within %v", script, took, limit)
 	}
-	return pid
+	return pid, change, repair
 }

@@ -77,10 +77,10 @@ type manifest struct {
 	obj  *unstructured.Unstructured
 }
 
-// TestDeployManifestsServerDryRun is the equivalent of `kubectl apply --dry-run=server -f
-// deploy/` on a fresh cluster (issue 7's acceptance): each object is created with dryRun=All and
-// strict field validation (kubectl's default), so the real API server's decoding, defaulting,
-// validation and admission (e.g. that priorityClassName exists) judge it; nothing is stored.
+// TestDeployManifestsServerDryRun is the equivalent of `kubectl apply --dry-run=server -f deploy/`
+// on a fresh cluster: each object is created with dryRun=All and strict field validation (kubectl's
+// default), so the real API server's decoding, defaulting, validation and admission (e.g. that
+// priorityClassName exists) judge it; nothing is stored.
 func TestDeployManifestsServerDryRun(t *testing.T) {
 	s := kube.Require(t, srv)
 	ctx := ctxFor(t)
@@ -290,7 +290,7 @@ func TestDeployRBAC(t *testing.T) {
 		}
 	}
 
-	// What the agent watches (DESIGN.md, internal/sync): list and watch, cluster-wide.
+	// What the agent watches (internal/sync): list and watch, cluster-wide.
 	type access struct{ verb, group, resource string }
 	var want []access
 	for _, r := range []struct{ group, resource string }{

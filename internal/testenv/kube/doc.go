@@ -1,7 +1,7 @@
 // Package kube runs a real etcd and a real kube-apiserver on the root network namespace's
 // loopback (127.0.0.1, free ports) for tests, benchmarks and the demo.
 //
-// Place in DESIGN.md's data flow: it stands in for the cluster's control plane, the source end
+// Place in docs/design.md's data flow: it stands in for the cluster's control plane, the source end
 // of "API server → sync → graph → nft". internal/sync's informers, the agent and the e2e tests
 // talk to it through the ordinary client-go stack, so what they prove holds against the real
 // API server's validation, defaulting, admission, RBAC, watch semantics and outages.
@@ -34,6 +34,8 @@
 //     it is served; the first write of a new CRD kind then takes ~2 s inside the API server.
 //     InstallClusterNetworkPolicyExperimentalCRD installs the experimental channel's instead
 //     (nodes and domainNames peers), which the conformance suite's node-peer tests need.
+//   - Barrier writes one sentinel object per resource an agent watches and returns their
+//     resourceVersions: once an agent's table reflects them, it reflects every earlier write.
 //   - RestartAPIServer kills kube-apiserver only (SIGKILL, like a crash), waits, and starts it
 //     on the same port; etcd keeps the data, so clients and informers resume. BeginOutage does
 //     the same in two halves: it returns once the API server is down, and its channel reports

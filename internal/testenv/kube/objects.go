@@ -31,6 +31,14 @@ const PauseImage = "registry.k8s.io/pause:3.10"
 // most one address per family, the API server checks). It returns the pod as stored.
 func (s *Server) CreatePod(ctx context.Context, ns, name, node string, labels map[string]string,
 	ports []corev1.ContainerPort, ips []netip.Addr) (*corev1.Pod, error) {
+	return s.CreatePodInPhase(ctx, ns, name, node, labels, ports, corev1.PodRunning, ips)
+}
+
+// CreatePodInPhase is CreatePod with another phase (Pending, Succeeded, Failed; SetPodStatus),
+// or with none: phase "" leaves the status the API server gave the pod (Pending, no address),
+// as before a kubelet reports. The pod is in no other phase in between.
+func (s *Server) CreatePodInPhase(ctx context.Context, ns, name, node string, labels map[string]string,
+	ports []corev1.ContainerPort, phase corev1.PodPhase, ips []netip.Addr) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: corev1.PodSpec{
@@ -38,10 +46,14 @@ func (s *Server) CreatePod(ctx context.Context, ns, name, node string, labels ma
 			Containers: []corev1.Container{{Name: "c", Image: PauseImage, Ports: ports}},
 		},
 	}
-	if _, err := s.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	created, err := s.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		return nil, fmt.Errorf("create pod %s/%s: %w", ns, name, err)
 	}
-	return s.SetPodStatus(ctx, ns, name, corev1.PodRunning, ips)
+	if phase == "" {
+		return created, nil
+	}
+	return s.SetPodStatus(ctx, ns, name, phase, ips)
 }
 
 // SetPodStatus merge-patches a pod's status subresource: phase, condition Ready (true when

@@ -5,6 +5,8 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
@@ -131,5 +133,71 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 	slices.Sort(names)
 	if want := []string{"base", "deny-b"}; !slices.Equal(names, want) {
 		t.Errorf("stored ClusterNetworkPolicies = %v, want %v", names, want)
+	}
+}
+
+// TestBarrier: each sentinel's resourceVersion is newer than a write made before the call, and a
+// second call gives newer ones again.
+func TestBarrier(t *testing.T) {
+	s := kube.Require(t, srv)
+	ctx := ctxFor(t)
+	if err := s.CreateNamespace(ctx, "barrier-test", nil); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := s.Client.CoreV1().Namespaces().Get(ctx, "barrier-test", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := strconv.ParseUint(ns.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Barrier(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Barrier(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range []string{"namespaces", "pods", "networkpolicies"} {
+		if first[res] <= before || second[res] <= first[res] {
+			t.Errorf("%s: sentinel versions %d then %d after a write at %d; want each newer", res, first[res], second[res], before)
+		}
+	}
+	if len(first) != 3 {
+		t.Errorf("versions of %d resources, want 3: %v", len(first), first)
+	}
+}
+
+// TestCreatePodInPhase: a pod made in a phase is stored in it, with its addresses; one made in
+// none is stored as the API server makes it (Pending, no address).
+func TestCreatePodInPhase(t *testing.T) {
+	s := kube.Require(t, srv)
+	ctx := ctxFor(t)
+	if err := s.CreateNamespace(ctx, "phases", nil); err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr("10.244.1.9")
+	for _, tc := range []struct {
+		phase, want corev1.PodPhase
+		ips         []netip.Addr
+		wantIP      string
+	}{
+		{corev1.PodSucceeded, corev1.PodSucceeded, []netip.Addr{ip}, ip.String()},
+		{corev1.PodPending, corev1.PodPending, []netip.Addr{ip}, ip.String()},
+		{"", corev1.PodPending, []netip.Addr{ip}, ""},
+	} {
+		name := "in-" + strings.ToLower(string(tc.phase)) + "-phase"
+		if _, err := s.CreatePodInPhase(ctx, "phases", name, "node-1", nil, nil, tc.phase, tc.ips); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Client.CoreV1().Pods("phases").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase != tc.want || p.Status.PodIP != tc.wantIP || p.Spec.NodeName != "node-1" {
+			t.Errorf("%s: phase %q, podIP %q, node %q; want %q, %q, node-1", name, p.Status.Phase, p.Status.PodIP, p.Spec.NodeName, tc.want, tc.wantIP)
+		}
 	}
 }

@@ -1,8 +1,8 @@
-// Package netns is the local cluster harness of network namespaces: nodes and pods as
-// namespaces routed like a ptp CNI, in-process TCP/UDP servers and probes, and upstream-style
-// truth tables. The nft traffic tests, the e2e tests, the benchmarks and `make demo` use it
-// (DESIGN.md "Testing — real parts"); in the data flow it stands where the kernel of a real node
-// stands: internal/nft programs a node namespace (Node.FD) and the prober checks real packets.
+// Package netns is the local cluster harness of network namespaces: nodes and pods as namespaces
+// routed like a ptp CNI, in-process TCP/UDP servers and probes, and upstream-style truth tables.
+// The nft traffic tests, the e2e tests, the benchmarks and `make demo` use it (docs/design.md §10
+// names the tests); in the data flow it stands where the kernel of a real node stands: internal/nft
+// programs a node namespace (Node.FD) and the prober checks real packets.
 //
 // # Topology
 //
