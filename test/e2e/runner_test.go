@@ -117,12 +117,26 @@ func (h *harness) caughtUp(t *testing.T, ctx context.Context, what string) {
 
 // newHarness makes w's namespaces and pods on fab and in the API server. Objects left by an
 // earlier harness on the same API server are reused (namespaces: no controller runs to delete
-// them) or replaced (pods).
+// them) or replaced (pods). When the test ends, the pods it made (h.addrs: w's and any added
+// since) are deleted from the API server: the next harness's pods get the same addresses, and
+// a stale pod of another namespace at one of them would be a member of other selectors' sets.
 func newHarness(t *testing.T, s *kube.Server, fab fabric, w *world) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	h := &harness{srv: s, fab: fab, w: w, addrs: map[string][]netip.Addr{}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		zero := int64(0)
+		for key := range h.addrs {
+			ns, name := splitKey(key)
+			err := s.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting pod %s: %v", key, err)
+			}
+		}
+	})
 	for _, ns := range w.namespaces {
 		if err := s.CreateNamespace(ctx, ns, w.nsLabels(ns)); err != nil && !apierrors.IsAlreadyExists(err) /* it unwraps with errors.As */ {
 			t.Fatal(err)
@@ -241,24 +255,10 @@ func (h *harness) validate(t *testing.T, ctx context.Context, what string, v fam
 func (h *harness) reset(t *testing.T, ctx context.Context, v familyView) {
 	t.Helper()
 	c := h.srv.Client
-	if h.cnps != nil {
-		list, err := h.cnps.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatalf("listing the ClusterNetworkPolicies: %v", err)
-		}
-		for _, p := range list.Items {
-			if p.Name == kube.BarrierName {
-				continue
-			}
-			if err := h.cnps.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				t.Fatalf("deleting ClusterNetworkPolicy %s: %v", p.Name, err)
-			}
-		}
+	if err := h.deletePolicies(ctx); err != nil {
+		t.Fatal(err)
 	}
 	for _, ns := range h.w.namespaces {
-		if err := c.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			t.Fatalf("deleting the policies of %s: %v", ns, err)
-		}
 		n, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -289,6 +289,32 @@ func (h *harness) reset(t *testing.T, ctx context.Context, v familyView) {
 	h.validate(t, ctx, "reset (no policy)", v, protocolTCP, 80, NewReachability(h.w.pods, true))
 }
 
+// deletePolicies deletes the NetworkPolicies of the world's namespaces and, when the harness
+// has their client, every ClusterNetworkPolicy but Barrier's sentinel.
+func (h *harness) deletePolicies(ctx context.Context) error {
+	for _, ns := range h.w.namespaces {
+		if err := h.srv.Client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("delete the policies of %s: %w", ns, err)
+		}
+	}
+	if h.cnps == nil {
+		return nil
+	}
+	list, err := h.cnps.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list the ClusterNetworkPolicies: %w", err)
+	}
+	for _, p := range list.Items {
+		if p.Name == kube.BarrierName {
+			continue
+		}
+		if err := h.cnps.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ClusterNetworkPolicy %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
 // apply performs a step's mutations through the API server, in Step's documented order.
 func (h *harness) apply(ctx context.Context, s Step, v View) error {
 	c := h.srv.Client
@@ -307,10 +333,8 @@ func (h *harness) apply(ctx context.Context, s Step, v View) error {
 		}
 	}
 	if s.DeleteAllPolicies {
-		for _, ns := range modelNamespaces() {
-			if err := c.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-				return fmt.Errorf("delete the policies of %s: %w", ns, err)
-			}
+		if err := h.deletePolicies(ctx); err != nil {
+			return err
 		}
 	}
 	for ns, l := range s.NamespaceLabels {
