@@ -127,6 +127,10 @@ func (h *harness) addHostPod(ctx context.Context, hp hostPod) error {
 	return nil
 }
 
+// strictCreate makes the API server reject, not prune, a field its schema lacks: a node peer
+// under the standard CRD fails the test instead of vanishing from the policy.
+var strictCreate = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+
 // runCNP runs one conformance test: reset, apply its manifest, then each subtest's changes and
 // pokes.
 func (h *harness) runCNP(t *testing.T, c cnpTest, v familyView, f *netnsFabric) {
@@ -140,9 +144,9 @@ func (h *harness) runCNP(t *testing.T, c cnpTest, v familyView, f *netnsFabric) 
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *policyv1alpha2.ClusterNetworkPolicy:
-			_, err = h.cnps.Create(ctx, o, metav1.CreateOptions{})
+			_, err = h.cnps.Create(ctx, o, strictCreate)
 		case *networkingv1.NetworkPolicy:
-			_, err = h.srv.Client.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			_, err = h.srv.Client.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, strictCreate)
 		default:
 			err = fmt.Errorf("unexpected object %T", o)
 		}
@@ -175,7 +179,7 @@ func (h *harness) change(ctx context.Context, ch change, v View) error {
 		return err
 	}
 	ch.Edit(p, v)
-	_, err = h.cnps.Update(ctx, p, metav1.UpdateOptions{})
+	_, err = h.cnps.Update(ctx, p, metav1.UpdateOptions{FieldValidation: metav1.FieldValidationStrict})
 	return err
 }
 
