@@ -68,29 +68,12 @@ func TestCNPConformance(t *testing.T) {
 		}
 	}
 
-	agentCtx, stopAll := context.WithCancel(context.Background())
-	t.Cleanup(stopAll)
-	for _, node := range nodeNames() {
-		stop, err := enf.Start(agentCtx, node)
-		if err != nil {
-			t.Fatalf("starting the enforcer on node %s: %v", node, err)
+	startEnforcers(t, enf)
+	h.perFamily(t, func(t *testing.T, v familyView) {
+		for _, c := range cnpTests() {
+			t.Run(c.Name, func(t *testing.T) { h.runCNP(t, c, v, fab) })
 		}
-		t.Cleanup(stop)
-	}
-	for _, is6 := range []bool{false, true} {
-		fam := "IPv4"
-		if is6 {
-			fam = "IPv6"
-		}
-		t.Run(fam, func(t *testing.T) {
-			v := h.view(t, is6)
-			start := time.Now()
-			for _, c := range cnpTests() {
-				t.Run(c.Name, func(t *testing.T) { h.runCNP(t, c, v, fab) })
-			}
-			t.Logf("%s: %d conformance tests in %s", fam, len(cnpTests()), time.Since(start).Round(time.Second))
-		})
-	}
+	})
 }
 
 // addHostPod makes a hostNetwork pod: its servers listen in its node's namespace on the node's

@@ -70,18 +70,21 @@
 //
 // # Runner design
 //
-// One API server for the package (kube.SharedMain in TestMain); namespaces x, y, z and the 9
-// pods made once per run (an earlier run's pods on the same server are replaced), pods
-// alternating between nodes a and b so every table mixes same-node and cross-node paths; each
-// pod serves TCP and UDP on 80 and 81 and is created through the API with its addresses as
-// status. On the netns fabric an Enforcer (newEnforcer, enforcer_e2e_test.go) builds the agent
+// One API server for the package (kube.SharedMain in TestMain). Each runner test builds a world
+// once (for the netpol cases namespaces x, y, z and the 9 pods; for the ClusterNetworkPolicy
+// tests the houses' 8 pods and the 2 hostNetwork pods), pods alternating between nodes a and b
+// so every table mixes same-node and cross-node paths; each pod serves its world's TCP and UDP
+// ports (80 and 81 for the netpol model) and is created through the API with its addresses as
+// status (an earlier harness's pods are replaced, and a harness deletes its pods when its test
+// ends). On the netns fabric an Enforcer (newEnforcer, enforcer_e2e_test.go) builds the agent
 // once and starts it as a process inside each node's namespace (`ip netns exec`), with
 // --anti-spoofing, reaching the API server through a forwarder on the node's loopback, and waits
-// for its /readyz. Each validation probes the 9×9 matrix (1 s connect timeout) and
+// for its /readyz; after each step's writes the runner waits until every agent has committed
+// them (kube.Server.Barrier). Each validation probes the 9×9 matrix (1 s connect timeout) and
 // repeats until the table matches or 10 s pass (upstream's retry budget), then fails with the
 // tables. Between cases: delete all policies, restore labels, wait for the all-reachable matrix.
-// The runner tests fail (never skip) without the API server binaries; TestConformance also
-// without root or without an Enforcer.
+// The runner tests fail (never skip) without the API server binaries; TestConformance and
+// TestCNPConformance also without root or without an Enforcer.
 //
 // # Running
 //

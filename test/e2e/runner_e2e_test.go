@@ -41,16 +41,22 @@ func TestConformance(t *testing.T) {
 	h := newHarness(t, s, fab, netpolWorld())
 	h.enf = enf
 
-	agentCtx, stopAll := context.WithCancel(context.Background())
+	startEnforcers(t, enf)
+	h.runAll(t)
+}
+
+// startEnforcers starts enf on every node; they stop when the test ends.
+func startEnforcers(t *testing.T, enf Enforcer) {
+	t.Helper()
+	ctx, stopAll := context.WithCancel(context.Background())
 	t.Cleanup(stopAll)
 	for _, node := range nodeNames() {
-		stop, err := enf.Start(agentCtx, node)
+		stop, err := enf.Start(ctx, node)
 		if err != nil {
 			t.Fatalf("starting the enforcer on node %s: %v", node, err)
 		}
 		t.Cleanup(stop)
 	}
-	h.runAll(t)
 }
 
 // netnsFabric is the netns cluster: TCP and UDP probed by its prober, SCTP by the raw-socket

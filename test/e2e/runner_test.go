@@ -164,18 +164,25 @@ func newHarness(t *testing.T, s *kube.Server, fab fabric, w *world) *harness {
 
 // runAll runs every case on IPv4 and on IPv6.
 func (h *harness) runAll(t *testing.T) {
+	h.perFamily(t, func(t *testing.T, v familyView) {
+		for _, c := range cases() {
+			t.Run(caseName(c), func(t *testing.T) { h.run(t, c, v) })
+		}
+	})
+}
+
+// perFamily calls run in a subtest IPv4 with that family's view, then in IPv6, and logs how
+// long each took.
+func (h *harness) perFamily(t *testing.T, run func(t *testing.T, v familyView)) {
 	for _, is6 := range []bool{false, true} {
 		fam := "IPv4"
 		if is6 {
 			fam = "IPv6"
 		}
 		t.Run(fam, func(t *testing.T) {
-			v := h.view(t, is6)
 			start := time.Now()
-			for _, c := range cases() {
-				t.Run(caseName(c), func(t *testing.T) { h.run(t, c, v) })
-			}
-			t.Logf("%s: %d cases in %s", fam, len(cases()), time.Since(start).Round(time.Second))
+			run(t, h.view(t, is6))
+			t.Logf("%s: done in %s", fam, time.Since(start).Round(time.Second))
 		})
 	}
 }
