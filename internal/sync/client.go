@@ -87,9 +87,10 @@ func NewClient(rc *rest.Config) (Client, error) {
 	// custom resources are served as JSON only
 	json := *base
 	json.ContentType, json.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
-	json.APIPath, json.GroupVersion = "/apis", &npav1alpha2.SchemeGroupVersion
+	gv := schema.GroupVersion(npav1alpha2.GroupVersion)
+	json.APIPath, json.GroupVersion = "/apis", &gv
 	if c.policy, err = rest.RESTClientForConfigAndClient(&json, hc); err != nil {
-		return nil, fmt.Errorf("sync: the API client of %s: %w", npav1alpha2.SchemeGroupVersion, err)
+		return nil, fmt.Errorf("sync: the API client of %s: %w", gv, err)
 	}
 	return &c, nil
 }
