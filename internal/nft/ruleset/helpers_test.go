@@ -107,7 +107,8 @@ func newSet(name string, k Key, isMap, interval bool, comment string) *Set {
 
 // sampleTable is a representative table: the layout internal/nft builds (three base chains with
 // conntrack rules, v4/v6 dispatch maps to per-pod chains, an interval map of addresses, a
-// protocol . port interval map, a protocol map, counter-drop chains), comments everywhere.
+// protocol . port interval map, a protocol map, counter-drop chains, one of them logging at a
+// limited rate), comments everywhere.
 func sampleTable(name string) *Table {
 	t := NewTable(name)
 	est := Rule{CtState: CtEstablishedRelated, Verdict: Verdict{Kind: Accept}, Comment: "replies of allowed connections"}
@@ -149,6 +150,11 @@ func sampleTable(name string) *Table {
 	}}
 	t.Chains["deny_x"] = &Chain{Name: "deny_x", Comment: "denied by default/allow-web", Rules: []Rule{
 		{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "default/allow-web"},
+	}}
+	t.Chains["deny_logged"] = &Chain{Name: "deny_logged", Comment: "denied and logged", Rules: []Rule{
+		{Limit: &Limit{Rate: 10, Unit: PerSecond, Burst: 5}, Log: &Log{Group: 100, Prefix: "deny_logged"}, Comment: "log a few"},
+		{Limit: &Limit{Rate: 3, Unit: PerMinute, Burst: 20}, Log: &Log{Group: 7}},
+		{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "denied and logged"},
 	}}
 
 	in4 := newSet("ingress_v4", KeyIPDaddr, true, false, "local pod address -> its ingress chain")

@@ -357,6 +357,12 @@ func RenderRule(r Rule) string {
 			parts = append(parts, fmt.Sprintf("%s @%s", keyExpr(l.Key), l.Set))
 		}
 	}
+	if l := r.Limit; l != nil {
+		parts = append(parts, l.String())
+	}
+	if l := r.Log; l != nil {
+		parts = append(parts, l.String())
+	}
 	if r.Counter {
 		parts = append(parts, "counter")
 	}
@@ -367,6 +373,24 @@ func RenderRule(r Rule) string {
 		parts = append(parts, fmt.Sprintf("comment %q", c))
 	}
 	return strings.Join(parts, " ")
+}
+
+// String is the limit as nft lists it: the burst only when it is not nft's default, 5.
+func (l Limit) String() string {
+	unit := map[LimitUnit]string{PerSecond: "second", PerMinute: "minute", PerHour: "hour", PerDay: "day"}[l.Unit]
+	s := fmt.Sprintf("limit rate %d/%s", l.Rate, unit)
+	if l.Burst != 5 && l.Burst != 0 {
+		s += fmt.Sprintf(" burst %d packets", l.Burst)
+	}
+	return s
+}
+
+// String is the log statement as nft lists it.
+func (l Log) String() string {
+	if l.Prefix == "" {
+		return fmt.Sprintf("log group %d", l.Group)
+	}
+	return fmt.Sprintf("log prefix %q group %d", l.Prefix, l.Group)
 }
 
 // Stats counts the table's objects.
@@ -438,8 +462,11 @@ func (s *Set) Clone() *Set {
 // Equal reports whether two rules are the same.
 func (r Rule) Equal(o Rule) bool {
 	return slices.Equal(r.Lookups, o.Lookups) && r.L4Proto == o.L4Proto && r.CtState == o.CtState && r.Iifname == o.Iifname && r.Oifname == o.Oifname && r.Counter == o.Counter &&
-		r.Verdict == o.Verdict && Comment(r.Comment) == Comment(o.Comment)
+		r.Verdict == o.Verdict && Comment(r.Comment) == Comment(o.Comment) && equalPtr(r.Limit, o.Limit) && equalPtr(r.Log, o.Log)
 }
+
+// equalPtr reports whether two optional statements are both absent or equal.
+func equalPtr[T comparable](a, b *T) bool { return a == b || a != nil && b != nil && *a == *b }
 
 // sameProps reports whether two sets have the same properties (everything but the elements).
 func (s *Set) sameProps(o *Set) bool {

@@ -119,7 +119,8 @@ func (v Verdict) String() string {
 
 // Rule is one rule, in the fixed statement order
 //
-//	[ct state …] [iifname "…"] [oifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map] [counter] [verdict] comment "…"
+//	[ct state …] [iifname "…"] [oifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map]
+//	    [limit rate …] [log …] [counter] [verdict] comment "…"
 //
 // Match fields left zero are absent. A rule with a Map has no Verdict (the map decides); a map
 // lookup can only be the last of its lookups.
@@ -134,10 +135,44 @@ type Rule struct {
 	// Lookups are set membership matches (`KEY @Set`, all must hold) and, when the last one has
 	// Map, a verdict-map lookup (`KEY vmap @Set`).
 	Lookups []Lookup
+	// Limit, when set, lets only the packets within its rate past it: the others skip the rest
+	// of the rule (its log, counter and verdict) and go on with the next rule.
+	Limit *Limit
+	// Log, when set, sends the packet to an NFLOG group.
+	Log     *Log
 	Counter bool
 	Verdict Verdict
 	Comment string
 }
+
+// Limit is a rate limit in packets (`limit rate 10/second burst 5 packets`): Rate packets per
+// Unit, with bursts of up to Burst packets above it (nft's default is 5).
+type Limit struct {
+	Rate  uint64
+	Unit  LimitUnit
+	Burst uint32
+}
+
+// LimitUnit is the time unit of a limit's rate.
+type LimitUnit uint8
+
+// The units nft writes.
+const (
+	PerSecond LimitUnit = iota + 1
+	PerMinute
+	PerHour
+	PerDay
+)
+
+// Log sends a packet to netlink log (NFLOG) group Group with a prefix (`log prefix "…" group N`):
+// a process that has bound the group receives it, nothing else does.
+type Log struct {
+	Group  uint16
+	Prefix string
+}
+
+// MaxLogPrefix is the longest log prefix the kernel takes (NF_LOG_PREFIXLEN, less the NUL).
+const MaxLogPrefix = 127
 
 // Lookup references a named set or verdict map of the same table.
 type Lookup struct {
