@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"reflect"
+	"strings"
 )
 
 // Table is the in-memory model of one `inet` table: the single source of truth the committer
@@ -505,18 +506,24 @@ type Element struct {
 }
 
 func (k ElementKey) String() string {
-	switch {
-	case k.Ifname != "":
-		return fmt.Sprintf("%q", k.Ifname)
-	case k.Addr.IsValid() && k.AddrEnd != k.Addr && k.AddrEnd.IsValid():
-		return k.Addr.String() + "-" + k.AddrEnd.String()
-	case k.Addr.IsValid():
-		return k.Addr.String()
-	case k.PortEnd != k.Port:
-		return fmt.Sprintf("%d . %d-%d", k.Proto, k.Port, k.PortEnd)
-	default:
-		return fmt.Sprintf("%d . %d", k.Proto, k.Port)
+	var parts []string
+	if k.Ifname != "" {
+		parts = append(parts, fmt.Sprintf("%q", k.Ifname))
 	}
+	switch {
+	case k.Addr.IsValid() && k.AddrEnd != k.Addr && k.AddrEnd.IsValid():
+		parts = append(parts, k.Addr.String()+"-"+k.AddrEnd.String())
+	case k.Addr.IsValid():
+		parts = append(parts, k.Addr.String())
+	}
+	switch {
+	case len(parts) > 0 && k.Proto == 0:
+	case k.PortEnd != k.Port && k.PortEnd != 0:
+		parts = append(parts, fmt.Sprintf("%d . %d-%d", k.Proto, k.Port, k.PortEnd))
+	default:
+		parts = append(parts, fmt.Sprintf("%d . %d", k.Proto, k.Port))
+	}
+	return strings.Join(parts, " . ")
 }
 
 // Changes names the objects a Commit must look at besides the committed sets changed in place
