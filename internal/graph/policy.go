@@ -242,6 +242,7 @@ func (g *Graph) compile(p *policy) {
 				ICMP:        copyICMP(r.ICMP),
 				NotICMP:     copyICMP(r.NotICMP),
 				Comment:     p.key.String() + " " + dir.String() + " rule " + strconv.Itoa(pr.index),
+				Index:       pr.index,
 			}
 			if r.Name != "" {
 				cr.Comment += " (" + r.Name + ")"
