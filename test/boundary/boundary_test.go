@@ -29,8 +29,10 @@ var mayImport = map[string][]string{
 	"internal/nft":             {"internal/model", "internal/dataplane", "internal/setmap", "internal/nft/ruleset"},
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
 		"internal/nft/ruleset", "internal/ifmon"},
+	// explain runs the stages offline for one flow, on top of them as the agent does
+	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/agent"},
+		"internal/agent", "internal/explain"},
 	// the local cluster harness, and the demo that drives it
 	"internal/testenv":           nil,
 	"internal/testenv/netns":     {"internal/testenv"},
