@@ -27,6 +27,8 @@ var mayImport = map[string][]string{
 	"internal/graph/graphtest": {"internal/model", "internal/dataplane", "internal/graph"},
 	"internal/nft/ruleset":     nil,
 	"internal/nft":             {"internal/model", "internal/dataplane", "internal/setmap", "internal/nft/ruleset"},
+	// nflog reads the kernel's logs of denied packets, beside the dataplane
+	"internal/nflog": nil,
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
 		"internal/nft/ruleset", "internal/ifmon"},
 	// explain runs the stages offline for one flow, on top of them as the agent does
@@ -51,7 +53,7 @@ var mayImport = map[string][]string{
 // noKubernetes are the packages that must not depend on any k8s.io package, directly or not:
 // only sync (and what sits on top of it) knows Kubernetes.
 var noKubernetes = []string{"internal/model", "internal/selector", "internal/dataplane", "internal/graph",
-	"internal/nft", "internal/nft/ruleset", "internal/ifmon"}
+	"internal/nft", "internal/nft/ruleset", "internal/ifmon", "internal/nflog"}
 
 type listed struct {
 	ImportPath string
