@@ -69,6 +69,8 @@ type Config struct {
 	Logger           *slog.Logger
 	// CompileBudget bounds the work of one group's compile (DefaultCompileBudget when 0).
 	CompileBudget int64
+	// DenyLog, if set, makes the deny chains log what they drop (denylog.go).
+	DenyLog *DenyLog
 	// Rejected, if set, is called for each policy the dataplane stops enforcing as written
 	// (State.reject): the compile of a group it is in exceeded the compiler's budget, or the
 	// kernel refused an object of such a group when the table was written whole. reason says
@@ -112,6 +114,11 @@ type Dataplane struct {
 	classes   map[string]int    // class chain name → number of groups using it
 	shared    map[string]int    // shared set name → number of listed groups using it (shared.go)
 	denies    map[string]int    // deny chain name → number of class chains using it
+	// denyReasons holds each deny chain's reason, whole; denyOrigins what it names, once found
+	// (denylog.go)
+	denyReasons map[string]string
+	denyOrigins map[string]Origin
+	denyLog     *DenyLog
 
 	// indexes for incremental work
 	setPolicies    map[dataplane.SetID]map[model.PolicyKey]struct{}
@@ -213,6 +220,9 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		classes:        map[string]int{},
 		shared:         map[string]int{},
 		denies:         map[string]int{},
+		denyReasons:    map[string]string{},
+		denyOrigins:    map[string]Origin{},
+		denyLog:        cfg.DenyLog,
 		setPolicies:    map[dataplane.SetID]map[model.PolicyKey]struct{}{},
 		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
 		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
@@ -904,14 +914,18 @@ func shortHash(s string) string {
 type denyChains struct {
 	table   string
 	reasons map[string]string // chain → reason (its comment)
+	info    map[string]DenyInfo
 }
 
-// noteDenies records the deny chains of the table just committed, for DeniedPackets.
+// noteDenies records the deny chains of the table just committed, for DeniedPackets and
+// DenyChain.
 func (d *Dataplane) noteDenies() {
-	dc := &denyChains{table: d.table.Name, reasons: make(map[string]string, len(d.denies))}
+	dc := &denyChains{table: d.table.Name, reasons: make(map[string]string, len(d.denies)),
+		info: make(map[string]DenyInfo, len(d.denies))}
 	for name := range d.denies {
 		if c, ok := d.table.Chains[name]; ok {
 			dc.reasons[name] = c.Comment
+			dc.info[name] = d.denyInfo(name)
 		}
 	}
 	d.denied.Store(dc)

@@ -34,9 +34,9 @@ func (d *Dataplane) addSkeleton() {
 			{chainSpoofed, "spoofed source, or a workload interface without a programmed endpoint"},
 			{chainUnprogrammed, "new connection to a workload interface whose pod is not programmed yet"},
 		} {
-			d.putChain(&ruleset.Chain{Name: c.name, Comment: c.reason, Rules: []ruleset.Rule{
-				{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: c.reason}}})
+			d.putChain(&ruleset.Chain{Name: c.name, Comment: c.reason, Rules: d.denyRules(c.name, c.reason)})
 			d.denies[c.name] = 1 // counted in DeniedPackets, never released
+			d.denyReasons[c.name] = c.reason
 		}
 	}
 	d.putForwardEgress()
@@ -523,9 +523,8 @@ func (d *Dataplane) verdict(o Outcome) ruleset.Verdict {
 	name := "deny_" + shortHash(o.Reason)
 	d.denies[name]++
 	if d.denies[name] == 1 {
-		d.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: []ruleset.Rule{
-			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: ruleset.Comment(o.Reason)},
-		}})
+		d.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: d.denyRules(name, o.Reason)})
+		d.denyReasons[name] = o.Reason
 	}
 	return ruleset.Verdict{Kind: ruleset.Goto, Chain: name}
 }
@@ -537,6 +536,8 @@ func (d *Dataplane) releaseDeny(v ruleset.Verdict) {
 	d.denies[v.Chain]--
 	if d.denies[v.Chain] <= 0 {
 		delete(d.denies, v.Chain)
+		delete(d.denyReasons, v.Chain)
+		delete(d.denyOrigins, v.Chain)
 		d.dropChain(v.Chain)
 	}
 }
