@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
 // runConfig is the configuration of `nftpolicy run`: flags, with environment variables as
@@ -33,6 +35,8 @@ type runConfig struct {
 	WatchStaleAfter time.Duration
 	// CompileBudget bounds the work of one endpoint group's compile (nft.DefaultCompileBudget).
 	CompileBudget int64
+	// DenyLog, with --log-denied: the NFLOG group and rate of the deny chains' logs.
+	DenyLog *nft.DenyLog
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -59,11 +63,26 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
 	fs.Int64Var(&c.CompileBudget, "compile-budget", nft.DefaultCompileBudget, "work one group of endpoints' compile may do (about a rule visited or a port range painted each); a group over it has its costliest policy rejected: counted in nftpolicy_invalid_objects_total and logged")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
+	logDenied := fs.Bool("log-denied", false, "log each denied packet (pods, port, the policy or tier default that denied), within --log-denied-rate per deny reason; the accept path is not touched")
+	logRate := fs.String("log-denied-rate", "10/second", "most denied packets logged per deny reason: N/second, N/minute, N/hour or N/day, after a burst of --log-denied-burst")
+	logBurst := fs.Uint("log-denied-burst", 5, "denied packets logged at once above --log-denied-rate")
+	logGroup := fs.Uint("log-denied-group", 100, "NFLOG group the deny chains log to, which the agent reads (no other process of the node may bind it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *logDenied {
+		limit, err := parseRate(*logRate)
+		if err != nil {
+			return c, err
+		}
+		if *logBurst < 1 || *logBurst > 1<<16 || *logGroup > 1<<16-1 {
+			return c, usageErrorf("--log-denied-burst must be 1-65536 and --log-denied-group 0-65535")
+		}
+		limit.Burst = uint32(*logBurst)
+		c.DenyLog = &nft.DenyLog{Group: uint16(*logGroup), Limit: limit}
 	}
 	if c.NodeName == "" {
 		return c, usageErrorf("the node name is required: set NODE_NAME or --node-name")
@@ -94,6 +113,18 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 		}
 	}
 	return c, nil
+}
+
+// parseRate reads N/second, N/minute, N/hour or N/day.
+func parseRate(s string) (ruleset.Limit, error) {
+	units := map[string]ruleset.LimitUnit{"second": ruleset.PerSecond, "minute": ruleset.PerMinute, "hour": ruleset.PerHour, "day": ruleset.PerDay}
+	n, unit, _ := strings.Cut(s, "/")
+	rate, err := strconv.ParseUint(n, 10, 32)
+	u, ok := units[unit]
+	if err != nil || rate == 0 || !ok {
+		return ruleset.Limit{}, usageErrorf("--log-denied-rate %q: want N/second, N/minute, N/hour or N/day with N ≥ 1", s)
+	}
+	return ruleset.Limit{Rate: rate, Unit: u}, nil
 }
 
 // isTerminal reports whether f is a character device (a terminal), without a dependency.

@@ -28,6 +28,8 @@ func TestUsageErrors(t *testing.T) {
 		{"stray argument", []string{"run", "extra"}, withNode, "unexpected arguments"},
 		{"unknown command", []string{"frobnicate"}, withNode, "unknown command"},
 		{"render without dir", []string{"render", "--node", "a"}, withNode, "-f DIR"},
+		{"bad deny log rate", []string{"run", "--log-denied", "--log-denied-rate", "10/fortnight"}, withNode, "--log-denied-rate"},
+		{"zero deny log burst", []string{"run", "--log-denied", "--log-denied-burst", "0"}, withNode, "--log-denied-burst"},
 		{"explain without a flow", []string{"explain", "-f", "dir"}, withNode, "explain needs --from"},
 		{"explain, bad port", []string{"explain", "-f", "dir", "--from", "x/a", "--to", "x/b", "--port", "http"}, withNode, "port of 1-65535"},
 		{"explain, bad protocol", []string{"explain", "-f", "dir", "--from", "x/a", "--to", "x/b", "--port", "80/gre"}, withNode, "unknown protocol"},

@@ -57,6 +57,9 @@ type RunConfig struct {
 	WatchStaleAfter time.Duration
 	// CompileBudget bounds one endpoint group's compile (nft.Config.CompileBudget; 0: the default).
 	CompileBudget int64
+	// DenyLog, if set, logs denied packets within a rate per deny reason: the deny chains send
+	// them to its NFLOG group and the agent writes a line for each (denylog.go).
+	DenyLog *nft.DenyLog
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -86,6 +89,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.AntiSpoofing {
 		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
 	}
+	ncfg.DenyLog = cfg.DenyLog
 	dp, err := nft.New(ncfg)
 	if err != nil {
 		return err
@@ -130,8 +134,14 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}
 
 	updates := make(chan []model.Update, 64)
+	watched := updates
+	if cfg.DenyLog != nil {
+		if watched, err = startDenyLog(ctx, cfg, dp, log, reg, updates, errs); err != nil {
+			return err
+		}
+	}
 	go func() {
-		if err := watcher.Run(ctx, updates); err != nil && ctx.Err() == nil {
+		if err := watcher.Run(ctx, watched); err != nil && ctx.Err() == nil {
 			errs <- fmt.Errorf("watching the API server: %w", err)
 		}
 	}()

@@ -30,11 +30,11 @@ var mayImport = map[string][]string{
 	// nflog reads the kernel's logs of denied packets, beside the dataplane
 	"internal/nflog": nil,
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/ruleset", "internal/ifmon"},
+		"internal/nft/ruleset", "internal/ifmon", "internal/nflog"},
 	// explain runs the stages offline for one flow, on top of them as the agent does
 	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/agent", "internal/explain"},
+		"internal/nft/ruleset", "internal/agent", "internal/explain"},
 	// the local cluster harness, and the demo that drives it
 	"internal/testenv":           nil,
 	"internal/testenv/netns":     {"internal/testenv"},
