@@ -44,10 +44,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = cleanup(args, stderr)
 	case "explain":
 		err = explainFlow(ctx, args, getenv, stdout, stderr)
+	case "trace":
+		err = traceFlow(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "nftpolicy", version)
 	default:
-		err = usageErrorf("unknown command %q: want run, render, explain, cleanup or version", cmd)
+		err = usageErrorf("unknown command %q: want run, render, explain, trace, cleanup or version", cmd)
 	}
 	switch {
 	case err == nil:

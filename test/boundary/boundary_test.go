@@ -36,7 +36,7 @@ var mayImport = map[string][]string{
 	// explain runs the stages offline for one flow, on top of them as the agent does
 	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/ruleset", "internal/agent", "internal/explain"},
+		"internal/nft/ruleset", "internal/agent", "internal/explain", "internal/trace"},
 	// the local cluster harness, and the demo that drives it
 	"internal/testenv":           nil,
 	"internal/testenv/netns":     {"internal/testenv"},
