@@ -42,6 +42,7 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		IsMap:         s.Map,
 		Size:          s.Size,
 		Comment:       Comment(s.Comment),
+		Counter:       s.Counter,
 	}
 	if s.Map {
 		ns.DataType = nftables.TypeVerdict

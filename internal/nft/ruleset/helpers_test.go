@@ -180,6 +180,7 @@ func sampleTable(name string) *Table {
 	put(nets6, rangeKey("fd00:2::5", "fd00:2::9"), Verdict{Kind: Drop}, "")
 	t.Sets[nets6.Name] = nets6
 	ports := newSet("class_x_ports", KeyL4ProtoDport, true, true, "protocol . port -> verdict")
+	ports.Counter = true // every element counts its packets
 	put(ports, ElementKey{Proto: 6, Port: 80, PortEnd: 80}, Verdict{Kind: Accept}, "allow-web port 80")
 	put(ports, ElementKey{Proto: 6, Port: 8000, PortEnd: 8100}, goTo("deny_x"), "")
 	put(ports, ElementKey{Proto: 17, Port: 53, PortEnd: 53}, Verdict{Kind: Accept}, "dns")
@@ -207,6 +208,7 @@ func sampleTable(name string) *Table {
 	put(src6, ElementKey{Ifname: "veth0", Addr: netip.MustParseAddr("fd00::1"), AddrEnd: netip.MustParseAddr("fd00::1")}, Verdict{}, "default/a")
 	t.Sets[src6.Name] = src6
 	allow := newSet("allow_a", KeyIPSaddrL4ProtoDport, false, false, "peer . protocol . port allowed")
+	allow.Counter = true
 	put(allow, ElementKey{Addr: netip.MustParseAddr("10.0.1.5"), AddrEnd: netip.MustParseAddr("10.0.1.5"), Proto: 6, Port: 80, PortEnd: 80}, Verdict{}, "web/x")
 	put(allow, ElementKey{Addr: netip.MustParseAddr("10.0.1.5"), AddrEnd: netip.MustParseAddr("10.0.1.5"), Proto: 17, Port: 53, PortEnd: 53}, Verdict{}, "")
 	t.Sets[allow.Name] = allow

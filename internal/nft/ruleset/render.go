@@ -167,6 +167,9 @@ func renderSet(b *strings.Builder, s *Set) {
 	if s.Interval {
 		b.WriteString("\t\tflags interval\n")
 	}
+	if s.Counter {
+		b.WriteString("\t\tcounter\n")
+	}
 	if c := Comment(s.Comment); c != "" {
 		fmt.Fprintf(b, "\t\tcomment %q\n", c)
 	}
@@ -186,6 +189,9 @@ func renderSet(b *strings.Builder, s *Set) {
 func renderElement(s *Set, e Element) string {
 	var b strings.Builder
 	b.WriteString(renderKey(s.Key, e.ElementKey))
+	if s.Counter {
+		b.WriteString(" counter") // nft adds the values, which listings compare without
+	}
 	if c := Comment(e.Comment); c != "" {
 		fmt.Fprintf(&b, " comment %q", c)
 	}
@@ -471,7 +477,7 @@ func equalPtr[T comparable](a, b *T) bool { return a == b || a != nil && b != ni
 // sameProps reports whether two sets have the same properties (everything but the elements).
 func (s *Set) sameProps(o *Set) bool {
 	return s.Name == o.Name && s.Key == o.Key && s.Map == o.Map && s.Interval == o.Interval &&
-		s.Size == o.Size && Comment(s.Comment) == Comment(o.Comment)
+		s.Size == o.Size && s.Counter == o.Counter && Comment(s.Comment) == Comment(o.Comment)
 }
 
 // sameProps reports whether two chains have the same name, comment and base.

@@ -201,6 +201,10 @@ type Set struct {
 	// The kernel keeps a set's size for its life: a Commit that changes it replaces the table
 	// (sameProps).
 	Size uint32
+	// Counter gives every element a counter of the packets that matched it (`counter` in the
+	// set's declaration): a lookup that finds the element counts the packet there, at the cost
+	// of the element's counter memory. ReadCounts reads them.
+	Counter bool
 	// Elements maps each element's key to its value: the key is held once, not again in the
 	// value (≈ 112 bytes a map entry; a key in Value too would add ≈ 72).
 	Elements map[ElementKey]Value

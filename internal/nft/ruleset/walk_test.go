@@ -34,15 +34,15 @@ func TestWalk(t *testing.T) {
 		err   string
 	}{
 		{"allowed by the allow set", sample, "forward", pkt("10.0.1.5", "10.0.0.1", 6, 80),
-			"forward#2 ingress_v4[10.0.0.1 comment \"default/a\" : goto pod_a] goto pod_a | pod_a#0 allow_a[10.0.1.5 . tcp . 80 comment \"web/x\"] accept | accept", ""},
+			"forward#2 ingress_v4[10.0.0.1 comment \"default/a\" : goto pod_a] goto pod_a | pod_a#0 allow_a[10.0.1.5 . tcp . 80 counter comment \"web/x\"] accept | accept", ""},
 		{"a known peer's class denies the port", sample, "forward", pkt("10.0.1.5", "10.0.0.1", 6, 8050),
 			"forward#2 ingress_v4[10.0.0.1 comment \"default/a\" : goto pod_a] goto pod_a | pod_a#2 peers_a[10.0.1.5 comment \"web/x\" : goto class_x] goto class_x | " +
-				"class_x#0 class_x_ports[tcp . 8000-8100 : goto deny_x] goto deny_x | deny_x#0 drop | drop", ""},
+				"class_x#0 class_x_ports[tcp . 8000-8100 counter : goto deny_x] goto deny_x | deny_x#0 drop | drop", ""},
 		{"a peer element drops", sample, "forward", pkt("10.0.1.6", "10.0.0.2", 17, 53),
 			"forward#2 ingress_v4[10.0.0.2 comment \"default/b\" : goto pod_a] goto pod_a | pod_a#2 peers_a[10.0.1.6 : drop] drop | drop", ""},
 		{"an ipBlock range, a port allowed", sample, "forward", pkt("10.1.2.3", "10.0.0.1", 17, 53),
 			"forward#2 ingress_v4[10.0.0.1 comment \"default/a\" : goto pod_a] goto pod_a | pod_a#3 nets_v4[10.1.0.0/16 comment \"allow-web rule 0\" : goto class_x] goto class_x | " +
-				"class_x#0 class_x_ports[udp . 53 comment \"dns\" : accept] accept | accept", ""},
+				"class_x#0 class_x_ports[udp . 53 counter comment \"dns\" : accept] accept | accept", ""},
 		{"a protocol without ports", sample, "forward", pkt("10.1.2.3", "10.0.0.1", 1, 0),
 			"forward#2 ingress_v4[10.0.0.1 comment \"default/a\" : goto pod_a] goto pod_a | pod_a#3 nets_v4[10.1.0.0/16 comment \"allow-web rule 0\" : goto class_x] goto class_x | " +
 				"class_x#1 class_x_l4[icmp comment \"icmp\" : accept] accept | accept", ""},
@@ -50,7 +50,7 @@ func TestWalk(t *testing.T) {
 			"forward#2 ingress_v4[10.0.0.1 comment \"default/a\" : goto pod_a] goto pod_a | pod_a#5 goto deny_x | deny_x#0 drop | drop", ""},
 		{"IPv6 through the IPv6 map", sample, "forward", pkt("fd00:1::7", "fd00::1", 6, 80),
 			"forward#3 ingress_v6[fd00::1 comment \"default/a\" : goto pod_a] goto pod_a | pod_a#4 nets_v6[fd00:1::/64 comment \"v6 block\" : goto class_x] goto class_x | " +
-				"class_x#0 class_x_ports[tcp . 80 comment \"allow-web port 80\" : accept] accept | accept", ""},
+				"class_x#0 class_x_ports[tcp . 80 counter comment \"allow-web port 80\" : accept] accept | accept", ""},
 		{"no rule matches: the base chain's policy", sample, "forward", pkt("10.7.0.1", "10.9.9.9", 6, 80), "accept", ""},
 		{"a spoofed source on a workload interface", sample, "forward",
 			Packet{Iifname: "veth3", Src: ip("10.0.0.9"), Dst: ip("10.9.9.9"), Proto: 6, Dport: 80},
