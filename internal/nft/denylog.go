@@ -1,11 +1,12 @@
 package nft
 
 import (
-	"maps"
-	"slices"
-
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
+
+// DefaultDenyLogLimit is the rate deny logging defaults to, per deny chain: 10 packets a second
+// after a burst of 5.
+var DefaultDenyLogLimit = ruleset.Limit{Rate: 10, Unit: ruleset.PerSecond, Burst: 5}
 
 // DenyLog makes every deny chain log the packets it drops to an NFLOG group, within a rate: a
 // chain's first rule is `limit rate … log prefix "<chain>" group N`, then its `counter drop`.
@@ -34,8 +35,8 @@ func (d *Dataplane) denyRules(name, reason string) []ruleset.Rule {
 type DenyInfo struct {
 	// Reason is the reason the chain counts, whole (its comment is cut at 128 bytes).
 	Reason string
-	// Origin is what the reason names (with DenyLog; OriginUnknown for the anti-spoofing and
-	// fail-closed chains). A tier default's Direction is that of one group it denies for.
+	// Origin is what the reason names (ReasonOrigin; OriginUnknown for the anti-spoofing and
+	// fail-closed chains).
 	Origin Origin
 }
 
@@ -46,28 +47,9 @@ func (d *Dataplane) DenyChain(name string) (DenyInfo, bool) {
 	if dc == nil {
 		return DenyInfo{}, false
 	}
-	info, ok := dc.info[name]
-	return info, ok
-}
-
-// denyInfo is what noteDenies publishes of deny chain name: its whole reason and, with DenyLog,
-// its origin, found once per chain in the groups' rules and defaults.
-func (d *Dataplane) denyInfo(name string) DenyInfo {
-	info := DenyInfo{Reason: d.denyReasons[name], Origin: Origin{Kind: OriginUnknown}}
-	if d.denyLog == nil {
-		return info
+	reason, ok := dc.full[name]
+	if !ok {
+		return DenyInfo{}, false
 	}
-	if o, ok := d.denyOrigins[name]; ok {
-		info.Origin = o
-		return info
-	}
-	for _, gname := range slices.Sorted(maps.Keys(d.groups)) {
-		g := d.groups[gname]
-		if o := d.state.origin(g.dir, g.tiers, info.Reason); o.Kind != OriginUnknown {
-			info.Origin = o
-			break
-		}
-	}
-	d.denyOrigins[name] = info.Origin
-	return info
+	return DenyInfo{Reason: reason, Origin: d.ReasonOrigin(reason)}, true
 }

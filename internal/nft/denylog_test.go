@@ -46,7 +46,7 @@ func TestDenyLog(t *testing.T) {
 			"ClusterNetworkPolicy/admin-deny-y-to-x ingress rule 1 (deny)", "rule [admin] ClusterNetworkPolicy/admin-deny-y-to-x #1 deny"},
 		{"tiers-admin-deny-and-pass", "y/a", "x/a", model.ProtocolTCP, 80, true, "", ""},
 		{"default-deny-ingress-x", "x/b", "x/a", model.ProtocolUDP, 80, true,
-			"tier default default deny: no rule of NetworkPolicy/x/deny-all matched", "tier default [default] deny [NetworkPolicy/x/deny-all]"},
+			"tier default default deny: no rule of NetworkPolicy/x/deny-all matched", "tier default [default] deny []"},
 	} {
 		name := c.scenario + " " + c.from + "→" + c.to
 		dp, err := nft.New(nft.Config{NetNSFD: fd,

@@ -377,7 +377,7 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 	}
 	_, key := peerKeys(g.dir, g.is4)
 	set := &ruleset.Set{Name: name, Key: key, Comment: "peer . protocol . port that its rules allow (peers of the fast path)",
-		Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
+		Counter: d.countAllowed, Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
 	for _, e := range elements {
 		set.Put(e)
 	}
@@ -466,7 +466,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 	chain := &ruleset.Chain{Name: name, Comment: c.summary()}
 	if len(c.Protos) > 0 {
 		set := &ruleset.Set{Name: name + "_l4", Key: ruleset.KeyL4Proto, Map: true, Comment: "protocols without ports",
-			Elements: map[ruleset.ElementKey]ruleset.Value{}}
+			Counter: d.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, p := range sortedProtos(c.Protos) {
 			o := c.Protos[p]
 			ek := ruleset.ElementKey{Proto: uint8(p)}
@@ -477,7 +477,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 	}
 	if len(c.Ports) > 0 {
 		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: true,
-			Comment: "protocol . destination port → verdict", Elements: map[ruleset.ElementKey]ruleset.Value{}}
+			Comment: "protocol . destination port → verdict", Counter: d.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, s := range c.Ports {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
 			set.Elements[ek] = ruleset.Value{Verdict: d.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
@@ -485,7 +485,9 @@ func (d *Dataplane) acquireClass(c *Class) {
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}}})
 	}
-	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: d.verdict(c.Other), Comment: ruleset.Comment(c.Other.Reason)})
+	v := d.verdict(c.Other)
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: v, Counter: d.countAllowed && v.Kind == ruleset.Accept,
+		Comment: ruleset.Comment(c.Other.Reason)})
 	d.putChain(chain)
 }
 
@@ -537,7 +539,6 @@ func (d *Dataplane) releaseDeny(v ruleset.Verdict) {
 	if d.denies[v.Chain] <= 0 {
 		delete(d.denies, v.Chain)
 		delete(d.denyReasons, v.Chain)
-		delete(d.denyOrigins, v.Chain)
 		d.dropChain(v.Chain)
 	}
 }

@@ -381,10 +381,14 @@ func RenderRule(r Rule) string {
 	return strings.Join(parts, " ")
 }
 
+// String is the unit as nft writes it: second, minute, hour, day.
+func (u LimitUnit) String() string {
+	return map[LimitUnit]string{PerSecond: "second", PerMinute: "minute", PerHour: "hour", PerDay: "day"}[u]
+}
+
 // String is the limit as nft lists it: the burst only when it is not nft's default, 5.
 func (l Limit) String() string {
-	unit := map[LimitUnit]string{PerSecond: "second", PerMinute: "minute", PerHour: "hour", PerDay: "day"}[l.Unit]
-	s := fmt.Sprintf("limit rate %d/%s", l.Rate, unit)
+	s := fmt.Sprintf("limit rate %d/%s", l.Rate, l.Unit)
 	if l.Burst != 5 && l.Burst != 0 {
 		s += fmt.Sprintf(" burst %d packets", l.Burst)
 	}
