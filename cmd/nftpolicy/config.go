@@ -37,6 +37,8 @@ type runConfig struct {
 	CompileBudget int64
 	// DenyLog, with --log-denied: the NFLOG group and rate of the deny chains' logs.
 	DenyLog *nft.DenyLog
+	// CountAllowed: count what each policy allows too (nft.Config.CountAllowed).
+	CountAllowed bool
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -64,8 +66,10 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.Int64Var(&c.CompileBudget, "compile-budget", nft.DefaultCompileBudget, "work one group of endpoints' compile may do (about a rule visited or a port range painted each); a group over it has its costliest policy rejected: counted in nftpolicy_invalid_objects_total and logged")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
 	logDenied := fs.Bool("log-denied", false, "log each denied packet (pods, port, the policy or tier default that denied), within --log-denied-rate per deny reason; the accept path is not touched")
-	logRate := fs.String("log-denied-rate", "10/second", "most denied packets logged per deny reason: N/second, N/minute, N/hour or N/day, after a burst of --log-denied-burst")
-	logBurst := fs.Uint("log-denied-burst", 5, "denied packets logged at once above --log-denied-rate")
+	def := nft.DefaultDenyLogLimit
+	logRate := fs.String("log-denied-rate", fmt.Sprintf("%d/%s", def.Rate, def.Unit), "most denied packets logged per deny reason: N/second, N/minute, N/hour or N/day, after a burst of --log-denied-burst")
+	logBurst := fs.Uint("log-denied-burst", uint(def.Burst), "denied packets logged at once above --log-denied-rate")
+	fs.BoolVar(&c.CountAllowed, "count-allowed", false, "count the packets each policy allows too, in nftpolicy_policy_packets_total (denied ones are always counted)")
 	logGroup := fs.Uint("log-denied-group", 100, "NFLOG group the deny chains log to, which the agent reads (no other process of the node may bind it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, err

@@ -94,7 +94,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing,
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, FailureThreshold: cfg.FailureThreshold,
 		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
-		CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog,
+		CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,
 	})
 }
 

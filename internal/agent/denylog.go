@@ -116,12 +116,8 @@ func (l *denyLogger) packet(p nflog.Packet) {
 		if o.Kind == nft.OriginRule {
 			attrs = append(attrs, slog.Int("rule", o.Rule))
 		}
-	case nft.OriginTierDefault:
-		var ps []string
-		for _, k := range o.Policies {
-			ps = append(ps, k.String())
-		}
-		attrs = append(attrs, slog.String("tier", o.Tier), slog.String("tier_default", o.Action.String()), slog.Any("policies", ps))
+	case nft.OriginTierDefault: // the reason names the tier's policies
+		attrs = append(attrs, slog.String("tier", o.Tier), slog.String("tier_default", o.Action.String()))
 	}
 	attrs = append(attrs, slog.String("chain", p.Prefix))
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "packet denied", attrs...)

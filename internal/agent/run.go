@@ -60,6 +60,9 @@ type RunConfig struct {
 	// DenyLog, if set, logs denied packets within a rate per deny reason: the deny chains send
 	// them to its NFLOG group and the agent writes a line for each (denylog.go).
 	DenyLog *nft.DenyLog
+	// CountAllowed counts the packets each policy allows too (nft.Config.CountAllowed), for
+	// nftpolicy_policy_packets_total (policycounts.go).
+	CountAllowed bool
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -89,7 +92,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.AntiSpoofing {
 		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
 	}
-	ncfg.DenyLog = cfg.DenyLog
+	ncfg.DenyLog, ncfg.CountAllowed = cfg.DenyLog, cfg.CountAllowed
 	dp, err := nft.New(ncfg)
 	if err != nil {
 		return err
@@ -100,7 +103,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			_ = dp.Close()
 		}
 	}()
-	reg.MustRegister(newDenyCollector(dp))
+	reg.MustRegister(newDenyCollector(dp), newPolicyCollector(dp))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
