@@ -38,12 +38,12 @@ vet:
 ## test: deps + vet + every test (unit, privileged integration on the real kernel and API server, e2e).
 test: deps vet
 	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (network namespaces, nftables)"; exit 1; }
-	@nft list ruleset > .root-ruleset.before
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@$(MAKE) --no-print-directory clean-netns-check
+	@nft list ruleset > .root-ruleset.before; : > .test-names
+	NFTPOLICY_NAME_LOG=$(CURDIR)/.test-names $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory clean-netns-check NAMES=.test-names
 	@nft list ruleset | diff -u .root-ruleset.before - \
 	  || { echo "the tests changed the root network namespace's nftables ruleset"; rm -f .root-ruleset.before; exit 1; }
-	@rm -f .root-ruleset.before; echo "root namespace: nftables ruleset unchanged, no nftp- namespaces left"
+	@rm -f .root-ruleset.before; echo "root namespace: nftables ruleset unchanged, no namespaces of this run left"
 
 ## unit: tests that need neither root nor the API server.
 unit:
@@ -54,15 +54,20 @@ e2e: deps build
 
 ## bench: the performance figures of BENCHMARKS.md with ratios against baselines measured in the
 ## same run; BENCH_QUICK=1 for the short subset (about a minute). Built as the product ships
-## (CGO_ENABLED=0), and so is the agent binary P3/P4 build and run.
+## (CGO_ENABLED=0), and so is the agent binary the cold-start benchmark builds and runs.
 bench: deps
 	CGO_ENABLED=0 BENCH_QUICK=$(BENCH_QUICK) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
-## fuzz: each fuzz target for 60 s (the seed corpora run in `make test`).
+## fuzz: each fuzz target for FUZZ_TIME (60 s; the seed corpora run in `make test`). FUZZ_FLAGS go
+## to go test; by default inputs are not minimised: the targets that generate a case from their
+## input find a new interesting input every few runs, and minimising each (go's default: up to
+## 60 s) took most of their time (FuzzCompile: 138 runs in two minutes). A failing input is
+## written out as found. Add e.g. -parallel 1 on shared cores.
+FUZZ_FLAGS ?= -fuzzminimizetime 0
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZ_TIME:-60s} $$pkg || exit 1; \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $${FUZZ_TIME:-60s} $(FUZZ_FLAGS) $$pkg || exit 1; \
 	  done; done
 
 demo: deps build
@@ -82,9 +87,12 @@ clean:
 clean-netns:
 	@for ns in $$(ip netns list 2>/dev/null | awk '{print $$1}' | grep '^nftp-'); do ip netns del $$ns && echo "removed $$ns"; done; true
 
+## clean-netns-check: fail (and remove them) when namespaces named in $(NAMES), the names one
+## `make test` run created, are left; namespaces of other runs on this machine are not its own.
 clean-netns-check:
-	@left=$$(ip netns list 2>/dev/null | awk '{print $$1}' | grep '^nftp-' || true); \
-	if [ -n "$$left" ]; then echo "tests left network namespaces behind: $$left"; $(MAKE) --no-print-directory clean-netns; exit 1; fi
+	@left=$$(ip netns list 2>/dev/null | awk '{print $$1}' | grep -Fxf $(NAMES) || true); rm -f $(NAMES); \
+	if [ -n "$$left" ]; then echo "tests left network namespaces behind:" $$left; \
+	  for ns in $$left; do ip netns del $$ns && echo "removed $$ns"; done; exit 1; fi
 
 ## e2e-kind: nftpolicy in a kind cluster (dual-stack, kube-proxy nftables), upstream's Netpol
 ## e2e cases and a Service check. Offline by default: everything is built here, cached in

@@ -429,10 +429,12 @@ func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []dataplane.SetI
 	return ck
 }
 
-// appendNamedPorts appends the peer's members of the referenced named-port sets.
+// appendNamedPorts appends, for each referenced named-port set, its id and the peer's members
+// of it: equal members of different sets are different signatures.
 func (pl *plan) appendNamedPorts(k []byte, a netip.Addr, refs []dataplane.SetID) []byte {
 	for _, id := range refs {
 		if set := pl.s.Sets[id]; set != nil && set.ports != nil {
+			k = append(append(k, id...), 0)
 			for _, m := range set.ports[a] {
 				k = append(k, byte(m.Protocol), byte(m.Port>>8), byte(m.Port))
 			}

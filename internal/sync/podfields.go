@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"fmt"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -21,6 +22,13 @@ import (
 // views of b, not copies: the caller must be done with p before b changes (the record copies
 // what it keeps: recordPod, LabelsOf, the interner). The node, service account and addresses
 // are copies (a conversion error may quote an address).
+//
+// For every encoding the generated decoder reads, the record made of p is the one a watch
+// event makes of the same bytes, or decodePodFields returns an error (and decodePod uses the
+// generated decoder): TestPodListDecoderEquivalence checks it over a corpus of pods,
+// TestPodListDecoderCoversConvertPod field by field of corev1.Pod, FuzzPodDecoders over random
+// bytes. A field that ConvertPod or the record starts to read must be decoded here too; the
+// second test fails until it is.
 func decodePodFields(b []byte, p *corev1.Pod) error {
 	labels := p.Labels
 	clear(labels)
@@ -38,24 +46,25 @@ func decodePodFields(b []byte, p *corev1.Pod) error {
 					p.Namespace = view(v)
 				case 6:
 					p.ResourceVersion = view(v)
-				case 8: // creationTimestamp: seconds 1, nanos 2 (dropped, as metav1.Time does)
-					return eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
-						if num == 1 {
-							p.CreationTimestamp = metav1.Unix(int64(x), 0)
-						}
+				case 8: // creationTimestamp, as metav1.Time decodes it: an occurrence replaces the
+					// one before; empty, it is the zero time, else seconds 1 (nanos 2 dropped)
+					p.CreationTimestamp = metav1.Time{}
+					if len(v) == 0 {
 						return nil
-					})
-				case 11: // a labels entry: key 1, value 2
-					var k, val []byte
-					if err := eachField(v, func(num protowire.Number, v []byte, _ uint64) error {
-						switch num {
-						case 1:
-							k = v
-						case 2:
-							val = v
+					}
+					var seconds int64
+					if err := eachField(v, func(num protowire.Number, _ []byte, x uint64) error {
+						if num == 1 {
+							seconds = int64(x)
 						}
 						return nil
 					}); err != nil {
+						return err
+					}
+					p.CreationTimestamp = metav1.Unix(seconds, 0)
+				case 11:
+					k, val, err := labelEntry(v)
+					if err != nil {
 						return err
 					}
 					if p.Labels == nil {
@@ -106,6 +115,35 @@ func decodePodFields(b []byte, p *corev1.Pod) error {
 		}
 		return nil
 	})
+}
+
+// labelEntry reads an entry of the labels map: key 1, value 2. The generated decoder reads
+// fields 1 and 2 of an entry as length-delimited whatever their tag's wire type, and a key or
+// value running past the entry's end; here either is an error (decodePod then decodes the pod
+// with the generated decoder).
+func labelEntry(b []byte) (key, value []byte, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num != 1 && num != 2:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		case typ != protowire.BytesType:
+			return nil, nil, fmt.Errorf("a label's field %d has wire type %d", num, typ)
+		case num == 1:
+			key, n = protowire.ConsumeBytes(b)
+		default:
+			value, n = protowire.ConsumeBytes(b)
+		}
+		if n < 0 {
+			return nil, nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return key, value, nil
 }
 
 // nextContainer appends an empty container, reusing the array's element and its ports' array.

@@ -19,13 +19,12 @@ import (
 
 // The pod informer's list, decoded pod by pod. client-go's typed list decodes a PodList: one
 // array of full Pod values grown item by item, all alive until the informer has transformed
-// them. At 100,000 pods that was ≈ 2 s of copying and most of the agent's peak memory
-// (BenchmarkColdStartAPI). Here the protobuf response is walked item by item, each pod decoded
-// by its generated code and turned into what the cache keeps of it (its podRecord) at
-// once, into a list of pointers. It matters
-// when the API server answers the initial list in one response — the watch cache ignores
-// `limit` at resourceVersion 0, and client-go's streaming list (WatchListClient), which would
-// replace it, needs an etcd with progress notifications.
+// them. Here the protobuf response is walked item by item, each pod decoded by decodePodFields
+// (only the fields its record reads; the generated decoder for a pod it rejects, decodePod) and
+// turned into what the cache keeps of it (its podRecord) at once, into a list of pointers. It
+// matters when the API server answers the initial list in one response — the watch cache
+// ignores `limit` at resourceVersion 0, and client-go's streaming list (WatchListClient), which
+// would replace it, needs an etcd with progress notifications.
 
 // protobufMagic starts every protobuf-encoded Kubernetes object (runtime.Unknown follows).
 var protobufMagic = []byte("k8s\x00")
@@ -197,13 +196,13 @@ func (d *pbReader) skip(typ protowire.Type) error {
 	return fmt.Errorf("unsupported wire type %d", typ)
 }
 
-// podList reads a v1.PodList of size bytes: its metadata and its items, each pod decoded by its
-// generated code and turned into its record at once.
+// podList reads a v1.PodList of size bytes: its metadata and its items, each pod decoded
+// (decodePod) and turned into its record at once.
 func (d *pbReader) podList(size int64, list *metainternalversion.List) error {
 	end := d.n + size
-	// One Pod value, its labels map and its slices serve every item: decoded anew they were
-	// ≈ 1.6 KB of garbage a pod (160 MB at 100,000 pods, which the collector paid for during the
-	// list). A record keeps none of them: the conversion builds its own slices.
+	// One Pod value, its labels map and its slices serve every item: decoding each pod anew would
+	// leave ≈ 1.6 KB of garbage a pod for the collector during the list. A record keeps none of
+	// them: the conversion builds its own slices.
 	var p corev1.Pod
 	for d.n < end {
 		num, typ, err := d.tag()
@@ -226,17 +225,34 @@ func (d *pbReader) podList(size int64, list *metainternalversion.List) error {
 			}
 			continue
 		}
-		// items: only what the record reads (podfields.go); b stays unchanged until the record
-		// is made
-		if err := decodePodFields(b, &p); err != nil {
+		// items: b stays unchanged until the record is made
+		pod, err := decodePod(b, &p)
+		if err != nil {
 			return fmt.Errorf("pod %d: %w", len(list.Items), err)
 		}
-		list.Items = append(list.Items, d.record(&p))
+		list.Items = append(list.Items, d.record(pod))
 	}
 	if d.n != end {
 		return errors.New("a field overruns the list")
 	}
 	return nil
+}
+
+// decodePod decodes one pod of the list: into p by decodePodFields, or, for bytes it rejects,
+// by the generated decoder into a Pod of its own, as a watch event's pod is decoded.
+// decodePodFields rejects some encodings that the generated decoder reads (a varint of more than
+// 64 bits, a group closed by another field number, a label's key or value of another wire
+// type) and the API server does not write: the list fails only on a pod that client-go's own
+// list would fail on.
+func decodePod(b []byte, p *corev1.Pod) (*corev1.Pod, error) {
+	if decodePodFields(b, p) == nil {
+		return p, nil
+	}
+	whole := &corev1.Pod{}
+	if err := whole.Unmarshal(b); err != nil {
+		return nil, err
+	}
+	return whole, nil
 }
 
 // byteCounter counts the bytes binary.ReadUvarint takes.

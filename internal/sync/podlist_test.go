@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -62,6 +65,9 @@ func TestDecodePodList(t *testing.T) {
 			p.Spec.ServiceAccountName = ""
 		case 8: // an address before the containers run
 			p.Status.Phase = corev1.PodPending
+		case 9: // no namespace and no version, which the API server never sends: the record's id
+			// is the name alone, and must not be a view of the list's buffer
+			p.Namespace, p.ResourceVersion = "", ""
 		}
 		p.UID = "0000-1111"
 		p.CreationTimestamp = metav1.Unix(1700000000+int64(i%4)*3600, 0) // pods differ in age
@@ -107,5 +113,92 @@ func TestDecodePodList(t *testing.T) {
 		if _, err := decodePodList(bufio.NewReader(bytes.NewReader(raw[len(protobufMagic):len(raw)-cut])), w.recordPod); err == nil {
 			t.Errorf("a list truncated by %d bytes decoded without error", cut)
 		}
+	}
+}
+
+// TestDecodePodFieldsCreationTimestamp: the creation time decodes as metav1.Time decodes it from
+// the generated decoder, for every encoding that decoder accepts: an empty message is the zero
+// time, a message without seconds (nanos or unknown fields only) the epoch, and a second
+// occurrence replaces the first rather than merging into it.
+func TestDecodePodFieldsCreationTimestamp(t *testing.T) {
+	seconds := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 1700000000)
+	nanos := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 5)
+	unknown := protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1)
+	for _, c := range []struct {
+		name  string
+		times [][]byte // the creationTimestamp occurrences, in order
+	}{
+		{"absent", nil},
+		{"empty", [][]byte{{}}},
+		{"seconds", [][]byte{seconds}},
+		{"seconds and nanos", [][]byte{append(slices.Clone(seconds), nanos...)}},
+		{"nanos only", [][]byte{nanos}},
+		{"an unknown field only", [][]byte{unknown}},
+		{"seconds, then empty", [][]byte{seconds, {}}},
+		{"seconds, then nanos", [][]byte{seconds, nanos}},
+		{"nanos, then seconds", [][]byte{nanos, seconds}},
+	} {
+		var meta []byte
+		for _, ts := range c.times {
+			meta = protowire.AppendBytes(protowire.AppendTag(meta, 8, protowire.BytesType), ts)
+		}
+		pod := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), meta)
+		var want, got corev1.Pod
+		if err := want.Unmarshal(pod); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if err := decodePodFields(pod, &got); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !got.CreationTimestamp.Equal(&want.CreationTimestamp) {
+			t.Errorf("%s: creationTimestamp %v, want %v", c.name, got.CreationTimestamp, want.CreationTimestamp)
+		}
+	}
+}
+
+// TestDecodePodListFallsBack: a pod that decodePodFields rejects and the generated decoder
+// reads — here hostNetwork as a varint of more than 64 bits, which protowire refuses and the
+// generated code truncates — is decoded by the generated decoder, as a watch event's pod: the
+// list goes on, with the record a watch event would make.
+func TestDecodePodListFallsBack(t *testing.T) {
+	pod := func(name string) []byte {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: "1"},
+			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"}}
+		b, err := p.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	spec := protowire.AppendTag(nil, 11, protowire.VarintType)
+	spec = append(spec, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02)
+	odd := protowire.AppendBytes(protowire.AppendTag(pod("odd"), 2, protowire.BytesType), spec)
+	if decodePodFields(odd, &corev1.Pod{}) == nil {
+		t.Fatal("decodePodFields reads a varint of more than 64 bits")
+	}
+	var want corev1.Pod
+	if err := want.Unmarshal(odd); err != nil {
+		t.Fatal(err)
+	}
+	var list []byte
+	for _, item := range [][]byte{pod("a"), odd, pod("b")} {
+		list = protowire.AppendBytes(protowire.AppendTag(list, 2, protowire.BytesType), item)
+	}
+	raw, err := (&runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Raw: list}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(Config{})
+	got, err := decodePodList(bufio.NewReader(bytes.NewReader(raw)), w.recordPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 3 {
+		t.Fatalf("%d pods decoded, want 3", len(got.Items))
+	}
+	g, _ := CachedPod(got.Items[1])
+	r, _ := CachedPod(w.recordPod(&want))
+	if !r.IsEndpoint || !reflect.DeepEqual(g, r) {
+		t.Errorf("record\n got %+v\nwant %+v", g, r)
 	}
 }

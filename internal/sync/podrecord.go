@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,13 +16,12 @@ import (
 )
 
 // podRecord is what the pod informer caches of a pod (transform): the outcome of its conversion,
-// made once when the pod version arrives, and the name and version the cache keys it by. A
-// slimmed corev1.Pod was ≈ 1.7 KB (174 MB of the agent's heap at 100,000 pods), and every event
-// converted both the old and the new version again. It does not keep the endpoint past its
-// event: the graph keeps every endpoint emitted, and the Watcher then only needs to tell whether
-// the next version converts to the same endpoint (fingerprint) and whether this one was an
-// endpoint (for deletes). A record with the endpoint took 208 B, this one 48 B plus its id, and
-// the endpoint's labels, addresses and ports are no longer held after the graph drops them.
+// made once when the pod version arrives, and the name and version the cache keys it by: 48 B
+// plus its id, where a slimmed corev1.Pod would be ≈ 1.7 KB and every event would convert both
+// the old and the new version again. It does not keep the endpoint past its event: the graph
+// keeps every endpoint emitted, and the Watcher then only needs to tell whether the next version
+// converts to the same endpoint (fingerprint) and whether this one was an endpoint (for
+// deletes), so the endpoint's labels, addresses and ports are held once, by the graph.
 type podRecord struct {
 	recordMeta
 	// fingerprint is the endpoint's (fingerprint, never 0); 0 when the pod is no endpoint
@@ -88,8 +88,8 @@ func (r *podRecord) DeepCopyObject() runtime.Object {
 // recordMeta is what the informers' caches key a record by: with GetObjectKind and DeepCopyObject
 // (each record's own) a record is a runtime.Object, which is what their stores hold, and it is
 // its own metav1.Object (objectmeta.go). Its namespace, name and resourceVersion are one string,
-// id, "namespace/name" (the cache key) followed by the version: one allocation a record where
-// the three strings and the cache's key were four.
+// id, "namespace/name" (the cache key) followed by the version: one allocation a record instead
+// of four (the three strings and the cache's key).
 type recordMeta struct {
 	noMeta
 	id            string
@@ -98,7 +98,9 @@ type recordMeta struct {
 
 func newRecordMeta(namespace, name, resourceVersion string) recordMeta {
 	if namespace == "" {
-		return recordMeta{id: name + resourceVersion, keyLen: uint32(len(name))}
+		// cloned: when one of the two is empty, + returns the other itself, which may be a view
+		// of the list decoder's buffer (decodePodFields)
+		return recordMeta{id: strings.Clone(name + resourceVersion), keyLen: uint32(len(name))}
 	}
 	return recordMeta{id: namespace + "/" + name + resourceVersion,
 		nsLen: uint32(len(namespace)), keyLen: uint32(len(namespace) + 1 + len(name))}

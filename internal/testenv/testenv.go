@@ -1,5 +1,6 @@
 // Package testenv holds what every test on real parts needs: checks that fail loudly when the
-// machine lacks root or a tool, and unique names for the kernel objects a test creates.
+// machine lacks root or a tool, and unique names for the kernel objects a test creates; and
+// Choices, which turns a fuzzer's input into a random generator's choices.
 //
 // Subpackages build the local cluster harness: netns (nodes and pods as network namespaces,
 // servers, the prober and truth tables) and kube (a real etcd and kube-apiserver on loopback).
@@ -20,6 +21,11 @@ import (
 // NetnsPrefix starts the name of every network namespace the harness and the tests create, so
 // `make clean-netns` can remove leftovers of a killed run.
 const NetnsPrefix = "nftp-"
+
+// NameLogEnv names an environment variable: when it holds a file path, UniqueName appends each
+// name it returns to that file, one per line. `make test` sets it so that its leak check looks
+// at the namespaces of its own run only, not at those of another run on the same machine.
+const NameLogEnv = "NFTPOLICY_NAME_LOG"
 
 // RequireRoot fails the test (it never skips) when not running as root: tests on real parts must
 // not pass silently on a machine that cannot run them.
@@ -58,7 +64,30 @@ var seq atomic.Uint64
 // four hex digits (fixed width, so that pid 0x3cc with call 0xc1 and pid 0x3ccc with call 1 do
 // not both give "3ccc1", which let parallel test packages collide) and the call's number. With
 // a tag of 2 bytes it is short enough to serve as an interface name too.
+//
+// When the environment variable NameLogEnv names a file, the name is appended to it; a failure
+// to write it panics, as a leak check that misses names would pass silently.
 func UniqueName(tag string) string {
 	n := seq.Add(1)
-	return fmt.Sprintf("%s%s%04x%x", NetnsPrefix, tag, os.Getpid()&0xffff, n)
+	name := fmt.Sprintf("%s%s%04x%x", NetnsPrefix, tag, os.Getpid()&0xffff, n)
+	if path := os.Getenv(NameLogEnv); path != "" {
+		if err := appendLine(path, name); err != nil {
+			panic(fmt.Sprintf("testenv: record name %s in %s=%s: %v", name, NameLogEnv, path, err))
+		}
+	}
+	return name
+}
+
+// appendLine appends line and a newline to the file at path with one write, which O_APPEND
+// keeps whole when several test processes append at once.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(line + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
 }

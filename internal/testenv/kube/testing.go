@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -40,13 +41,17 @@ func StartForTest(tb testing.TB) *Server {
 // SharedMain is for TestMain: it starts one Server for the whole test package (the fixture is
 // heavy), stores it in *out, runs m and stops the Server. When the Server cannot start (binary
 // missing, start-up failure) it says why on stderr, still runs m with *out nil, and every test
-// that calls Require fails loudly; tests that do not need the API server still run.
+// that calls Require fails loudly; tests that do not need the API server still run. A process
+// that runs no test (runsNoTest) starts none.
 //
 //	var srv *kube.Server
 //	func TestMain(m *testing.M) { os.Exit(kube.SharedMain(m, &srv)) }
 //	func TestX(t *testing.T) { s := kube.Require(t, srv); ... }
 func SharedMain(m *testing.M, out **Server) int {
 	*out = nil
+	if runsNoTest() {
+		return m.Run()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	s, err := Start(ctx, Config{})
 	cancel()
@@ -68,6 +73,21 @@ func SharedMain(m *testing.M, out **Server) int {
 		}
 	}
 	return code
+}
+
+// runsNoTest reports whether this test process runs no test that could need a Server: it lists
+// tests (-test.list), or only fuzzes — a fuzzing worker, or a fuzzing run that runs no test
+// (-run '^$', as `make fuzz` does), whose every worker process would start a Server of its own.
+func runsNoTest() bool {
+	flag.Parse() // TestMain runs before m.Run parses the testing flags
+	value := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return value("test.list") != "" || value("test.fuzzworker") == "true" ||
+		value("test.fuzz") != "" && value("test.run") == "^$"
 }
 
 // Require returns s, failing the test (never skipping) when s is nil because SharedMain could
