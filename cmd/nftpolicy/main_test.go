@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -91,5 +93,41 @@ func TestExplainCommand(t *testing.T) {
 				t.Errorf("%v: output lacks %q:\n%s", args, w, stdout.String())
 			}
 		}
+	}
+}
+
+// TestOperatingDocExplain: every `nftpolicy explain -f …` example in docs/operating.md shows the
+// output the command prints today, byte for byte.
+func TestOperatingDocExplain(t *testing.T) {
+	const root = "../.."
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, block := range strings.Split(string(doc), "```text\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		cmdline, want, _ := strings.Cut(block, "\n")
+		args, ok := strings.CutPrefix(cmdline, "$ nftpolicy explain ")
+		if !ok {
+			continue
+		}
+		argv := append([]string{"explain"}, strings.Fields(args)...)
+		for i := range argv {
+			if i > 0 && argv[i-1] == "-f" {
+				argv[i] = filepath.Join(root, argv[i])
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), argv, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+			t.Fatalf("%s: exit code %d: %s", cmdline, code, stderr.String())
+		}
+		if stdout.String() != want {
+			t.Errorf("%s: docs/operating.md shows\n%s\nthe command prints\n%s", cmdline, want, stdout.String())
+		}
+		n++
+	}
+	if n < 2 {
+		t.Fatalf("docs/operating.md has %d explain examples, want a denied and an allowed flow", n)
 	}
 }

@@ -126,6 +126,7 @@ func TestTraceCommand(t *testing.T) {
 			t.Fatalf("trace from %s: %v\n%s", tc.from, err, out)
 		}
 		text := out.String()
+		t.Logf("trace from %s:\n%s", tc.from, text)
 		rest := text
 		for _, w := range tc.want {
 			i := strings.Index(rest, w)
