@@ -22,8 +22,9 @@ import (
 // TestAgentLogsDenied runs the agent with --log-denied at 5 lines a minute per deny reason after
 // a burst of 5: a denied connection gives a log line naming both pods, the port and the policy,
 // counted in nftpolicy_denied_logged_total; then a flood of 100,000 denied UDP packets (all
-// counted by the deny chain) gives no more lines than the rate lets through: the kernel's bucket
-// holds the burst at first and gains the rate, 5 a minute.
+// counted by the deny chain, and in nftpolicy_policy_packets_total as the tier default's) gives
+// no more lines than the rate lets through: the kernel's bucket holds the burst at first and
+// gains the rate, 5 a minute.
 func TestAgentLogsDenied(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip", "nft", "go")
@@ -106,6 +107,9 @@ func TestAgentLogsDenied(t *testing.T) {
 	if len(got) == 0 {
 		t.Fatal("no log line for the denied connection")
 	}
+	if line, err := json.Marshal(got[0]); err == nil {
+		t.Logf("log line: %s", line)
+	}
 	want := map[string]any{"src_namespace": clientNS, "src_pod": "client", "dst_namespace": serverNS, "dst_pod": "server",
 		"src": client.IP(false).String(), "dst": server.IP(false).String(), "protocol": "tcp", "port": 80.0,
 		"reason": reason, "tier": "default", "tier_default": "deny"}
@@ -135,6 +139,12 @@ func TestAgentLogsDenied(t *testing.T) {
 	}
 	if len(got) < burst {
 		t.Errorf("%d log lines; want the burst's %d at least", len(got), burst)
+	}
+	// nftpolicy_policy_packets_total counts the same drops by what decided them: the default of
+	// tier default, which has no policy and no direction
+	tierDefault := `nftpolicy_policy_packets_total{direction="",policy="",tier="default",verdict="deny"}`
+	if v, n := metric(tierDefault), metric(denied); v != n || v < flood {
+		t.Errorf("%s = %v, want the deny chain's %v (≥ %d)", tierDefault, v, n, flood)
 	}
 }
 
