@@ -26,59 +26,19 @@ import (
 // no more lines than the rate lets through: the kernel's bucket holds the burst at first and
 // gains the rate, 5 a minute.
 func TestAgentLogsDenied(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip", "nft", "go")
 	s := kube.Require(t, srv)
 	ctx := context.Background()
-	bin, err := agentproc.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := netns.NewForTest(t, netns.Config{Nodes: []string{"dl"}})
 	const serverNS, clientNS = "x-denylog", "y-denylog"
-	pods := map[string]*netns.Pod{}
-	for ns, name := range map[string]string{serverNS: "server", clientNS: "client"} {
-		if err := s.CreateNamespace(ctx, ns, nil); err != nil {
-			t.Fatal(err)
-		}
-		p, err := c.AddPod("dl", ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.CreatePod(ctx, ns, name, "dl", map[string]string{"app": name}, nil, p.Addrs); err != nil {
-			t.Fatal(err)
-		}
-		pods[name] = p
-	}
-	server, client := pods["server"], pods["client"]
-	if err := c.Serve(server.NetNS, netns.TCP, 80); err != nil {
-		t.Fatal(err)
-	}
+	an := newAgentNode(t, s, "dl", podSpec{serverNS, "server", true}, podSpec{clientNS, "client", false})
+	server, client := an.pods["server"], an.pods["client"]
 	denyAll := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "deny-all", Namespace: serverNS},
 		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
 	if _, err := s.Client.NetworkingV1().NetworkPolicies(serverNS).Create(ctx, denyAll, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const rate, burst = 5, 5
-	node := c.Node("dl")
 	start := time.Now() // the deny chains' buckets cannot be older
-	agent, err := agentproc.Start(agentproc.Config{Bin: bin, Node: "dl", NetNS: node.NetNS, Server: s, Dir: t.TempDir(),
-		Args: []string{"--log-denied", "--log-denied-rate", "5/minute", "--log-denied-burst", "5"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Stop()
-		if t.Failed() {
-			t.Logf("agent log (tail):\n%s", agent.Tail(6000))
-		}
-	})
-	if err := agentproc.ForwardAPI(c, node.NetNS, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.WaitReady(ctx, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	agent := an.start("--log-denied", "--log-denied-rate", "5/minute", "--log-denied-burst", "5")
 	const reason = "tier default default deny: no rule of NetworkPolicy/x-denylog/deny-all matched"
 	metric := func(name string) float64 {
 		_, page, err := agent.Get(agentproc.MetricsURL)

@@ -25,33 +25,11 @@ import (
 // all of it the agent's table is what it was, rule handles included (`nft -s -a list`), and the
 // agent repaired nothing.
 func TestTraceCommand(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip", "nft", "go")
 	s := kube.Require(t, srv)
 	ctx := context.Background()
-	bin, err := agentproc.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := netns.NewForTest(t, netns.Config{Nodes: []string{"tr"}})
 	const serverNS, clientNS = "x-trace", "y-trace"
-	pods := map[string]*netns.Pod{}
-	for _, p := range []struct{ ns, name string }{{serverNS, "server"}, {clientNS, "friend"}, {clientNS, "client"}} {
-		if err := s.CreateNamespace(ctx, p.ns, nil); err != nil && !strings.Contains(err.Error(), "already exists") {
-			t.Fatal(err)
-		}
-		pod, err := c.AddPod("tr", p.ns, p.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.CreatePod(ctx, p.ns, p.name, "tr", map[string]string{"app": p.name}, nil, pod.Addrs); err != nil {
-			t.Fatal(err)
-		}
-		pods[p.name] = pod
-	}
-	if err := c.Serve(pods["server"].NetNS, netns.TCP, 80); err != nil {
-		t.Fatal(err)
-	}
+	an := newAgentNode(t, s, "tr", podSpec{serverNS, "server", true}, podSpec{clientNS, "friend", false}, podSpec{clientNS, "client", false})
+	pods, node := an.pods, an.node
 	port := intstr.FromInt32(80)
 	allow := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allow-friend", Namespace: serverNS},
 		Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
@@ -61,23 +39,7 @@ func TestTraceCommand(t *testing.T) {
 	if _, err := s.Client.NetworkingV1().NetworkPolicies(serverNS).Create(ctx, allow, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	node := c.Node("tr")
-	agent, err := agentproc.Start(agentproc.Config{Bin: bin, Node: "tr", NetNS: node.NetNS, Server: s, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Stop()
-		if t.Failed() {
-			t.Logf("agent log (tail):\n%s", agent.Tail(6000))
-		}
-	})
-	if err := agentproc.ForwardAPI(c, node.NetNS, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.WaitReady(ctx, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	agent := an.start()
 	listing := func(what ...string) string {
 		out, err := netns.Exec(ctx, node.NetNS, append([]string{"nft", "-s", "-a", "list"}, what...)...)
 		if err != nil {
@@ -88,7 +50,7 @@ func TestTraceCommand(t *testing.T) {
 	armed := func() bool { return strings.Contains(listing("tables"), "nftpolicy_trace") }
 	// start runs `nftpolicy trace` in the node and returns once its table is in place.
 	start := func(args ...string) (*exec.Cmd, *strings.Builder) {
-		cmd := exec.Command("ip", append([]string{"netns", "exec", node.NetNS, bin, "trace"}, args...)...)
+		cmd := exec.Command("ip", append([]string{"netns", "exec", node.NetNS, an.bin, "trace"}, args...)...)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
