@@ -110,6 +110,6 @@
 // referenced before it exists and nothing is removed while referenced. After every flush no
 // two EndpointUpdated of the state list one address, though one flush may move an address from
 // one endpoint to another (TestSharedAddressEveryOrder). Package graphtest holds that state
-// builder with integrity checks and a reference evaluator (Allowed) of the policy model over
-// it.
+// builder with integrity checks and the reference evaluator of the policy model (Evaluate),
+// by which the graph's tests and the nft compiler's judge packets.
 package graph

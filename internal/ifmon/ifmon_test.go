@@ -13,25 +13,15 @@ import (
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
-	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
-// netns creates a namespace removed at test end and returns its name and an open fd.
-func netns(t *testing.T) (string, int) {
+// newNetns creates a namespace removed at test end, its loopback down as the kernel makes it, and
+// returns its name and an open fd.
+func newNetns(t *testing.T) (string, int) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	name := testenv.UniqueName("ifm")
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	f, err := os.Open(filepath.Join("/run/netns", name))
-	if err != nil {
-		t.Fatalf("open netns: %v", err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return name, int(f.Fd())
+	ns := netns.NewBare(t, "ifm", netns.LoopbackDown)
+	return ns.Name, ns.FD
 }
 
 func ipIn(t *testing.T, ns string, args string) {
@@ -115,7 +105,7 @@ func start(t *testing.T, cfg Config) (*Monitor, *recorder) {
 }
 
 func TestEvents(t *testing.T) {
-	ns, fd := netns(t)
+	ns, fd := newNetns(t)
 	m, rec := start(t, Config{NetNS: fd, WorkloadPrefixes: []string{"va", "vc"}})
 	cur := 0
 	link := func(name string) Link {
@@ -215,7 +205,7 @@ func assertEqualsDump(t *testing.T, m *Monitor, fd int) {
 }
 
 func TestBurstResync(t *testing.T) {
-	ns, fd := netns(t)
+	ns, fd := newNetns(t)
 	m, _ := start(t, Config{NetNS: fd, ReadBuffer: 4096})
 	var b strings.Builder
 	for i := range 500 {

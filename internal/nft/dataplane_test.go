@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,28 +62,15 @@ func messagesFor(node string, addrs map[string][]netip.Addr, sc scenario) []data
 // open handle; both go away when the test ends.
 func bareNetns(t *testing.T) (string, int) {
 	t.Helper()
-	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip", "nft")
-	name := testenv.UniqueName("nft")
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	f, err := os.Open("/run/netns/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return name, int(f.Fd())
+	ns := netns.NewBare(t, "nft", netns.LoopbackDown)
+	return ns.Name, ns.FD
 }
 
+// nftIn runs nft in the namespace and returns its output; it fails the test on error.
 func nftIn(t *testing.T, ns string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("nft %s in %s: %v\n%s", strings.Join(args, " "), ns, err, out)
-	}
-	return string(out)
+	return netns.Nft(t, ns, "", args...)
 }
 
 func checkGolden(t *testing.T, path, got string) {

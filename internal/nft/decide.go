@@ -241,23 +241,6 @@ func (s *State) namedPort(id dataplane.SetID, a netip.Addr, proto model.Protocol
 	return slices.Contains(set.ports[a], dataplane.Member{Addr: a, Protocol: proto, Port: port})
 }
 
-// packet is what the evaluator looks at: the peer and the local endpoint address, L4 protocol
-// and destination port. known=false means the peer is in no set (interval/default lookups).
-type packet struct {
-	peer, local netip.Addr
-	known       bool
-	proto       model.Protocol
-	port        uint16
-}
-
-// Evaluate resolves the policy model's evaluation order for one packet: tiers in order, policies
-// in order, rules in order; first Allow/Deny wins; Pass goes to the next tier; a tier's default
-// applies when none decided; allow after the last tier. It is the reference semantics that the
-// compiled structures must equal.
-func (s *State) Evaluate(dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
-	return s.eval(dir, tiers, packet{peer: peer.Unmap(), local: local.Unmap(), known: true, proto: proto, port: port})
-}
-
 // policyRule is one rule of a tier's policies in one direction.
 type policyRule struct {
 	*dataplane.Rule
@@ -316,17 +299,7 @@ func (s *State) ruleCost(key model.PolicyKey, dir model.Direction) int {
 func (s *State) tierRules(dir model.Direction, t dataplane.TierPolicies) iter.Seq[policyRule] {
 	return func(yield func(policyRule) bool) {
 		for _, key := range t.Policies {
-			pol := s.Policies[key]
-			if pol == nil {
-				continue
-			}
-			rules := pol.Ingress
-			if dir == model.Egress {
-				rules = pol.Egress
-			}
-			if sub, ok := s.rejected[key]; ok {
-				rules = sub // its rules, as the State enforces them (reject)
-			}
+			rules := s.policyRules(key, dir)
 			for i := range rules {
 				if !yield(policyRule{Rule: &rules[i], policy: key, dir: dir, index: i}) {
 					return
@@ -336,70 +309,32 @@ func (s *State) tierRules(dir model.Direction, t dataplane.TierPolicies) iter.Se
 	}
 }
 
-func (s *State) eval(dir model.Direction, tiers []dataplane.TierPolicies, p packet) Outcome {
-tiers:
-	for _, t := range tiers {
-		for r := range s.tierRules(dir, t) {
-			if !s.matches(dir, r.Rule, p) {
-				continue
-			}
-			switch r.Action {
-			case model.ActionAllow:
-				return Outcome{Allow, r.reason() + " (allow)"}
-			case model.ActionDeny:
-				return Outcome{Deny, r.reason() + " (deny)"}
-			case model.ActionPass:
-				continue tiers
-			}
-		}
-		if o := tierDefault(t); o.Verdict != 0 {
-			return o
-		}
+// policyRules returns a policy's rules in one direction as the State enforces them (reject);
+// none for a policy it does not hold (yet).
+func (s *State) policyRules(key model.PolicyKey, dir model.Direction) []dataplane.Rule {
+	pol := s.Policies[key]
+	if pol == nil {
+		return nil
 	}
-	if len(tiers) == 0 {
-		return Outcome{Allow, "no policy applies"}
+	if sub, ok := s.rejected[key]; ok {
+		return sub
 	}
-	return Outcome{Allow, "no tier decided: allow"}
-}
-
-func (s *State) matches(dir model.Direction, r *dataplane.Rule, p packet) bool {
-	if r.IPVersion == 4 && !p.peer.Is4() || r.IPVersion == 6 && !p.peer.Is6() {
-		return false
-	}
-	if r.Protocol != model.ProtocolAny && r.Protocol != p.proto {
-		return false
-	}
-	if r.NotProtocol != model.ProtocolAny && r.NotProtocol == p.proto {
-		return false
-	}
-	if r.ICMP != nil || r.NotICMP != nil {
-		// ICMP type/code is not resolved into the lookup structures yet: such a rule matches
-		// nothing (never widens an allow; a type-restricted deny is not enforced).
-		return false
-	}
-	src, dst := p.peer, p.local
-	srcKnown, dstKnown := p.known, true
 	if dir == model.Egress {
-		src, dst = p.local, p.peer
-		srcKnown, dstKnown = true, p.known
+		return pol.Egress
 	}
-	if !s.addrMatch(&r.Src, src, srcKnown) || !s.addrMatch(&r.Dst, dst, dstKnown) {
-		return false
-	}
-	if len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0 {
-		return false // source ports: unsupported, the rule matches nothing
-	}
-	return s.portMatch(&r.Dst, dst, dstKnown, p.proto, p.port)
+	return pol.Ingress
 }
 
-func (s *State) addrMatch(m *dataplane.Match, a netip.Addr, known bool) bool {
+// addrMatch reports whether address a passes one side of a rule: a member of every set of
+// Sets and of none of NotSets, in one of Nets (when any) and in none of NotNets.
+func (s *State) addrMatch(m *dataplane.Match, a netip.Addr) bool {
 	for _, id := range m.Sets {
-		if !known || !s.member(id, a) {
+		if !s.member(id, a) {
 			return false
 		}
 	}
 	for _, id := range m.NotSets {
-		if known && s.member(id, a) {
+		if s.member(id, a) {
 			return false
 		}
 	}
@@ -418,46 +353,6 @@ func (s *State) addrMatch(m *dataplane.Match, a netip.Addr, known bool) bool {
 	for _, n := range m.NotNets {
 		if n.Contains(a) {
 			return false
-		}
-	}
-	return true
-}
-
-func portIn(ps []model.Port, port uint16) bool {
-	for _, p := range ps {
-		if p.Name == "" && p.First <= port && port <= p.Last {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *State) portMatch(m *dataplane.Match, a netip.Addr, known bool, proto model.Protocol, port uint16) bool {
-	if len(m.Ports) > 0 || len(m.NamedPortSets) > 0 {
-		if !hasPorts(proto) {
-			return false
-		}
-		ok := portIn(m.Ports, port)
-		for _, id := range m.NamedPortSets {
-			if !ok && known && s.namedPort(id, a, proto, port) {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	if len(m.NotPorts) > 0 || len(m.NotNamedPortSets) > 0 {
-		if !hasPorts(proto) {
-			return false
-		}
-		if portIn(m.NotPorts, port) {
-			return false
-		}
-		for _, id := range m.NotNamedPortSets {
-			if known && s.namedPort(id, a, proto, port) {
-				return false
-			}
 		}
 	}
 	return true

@@ -4,10 +4,11 @@
 //
 // # Parts
 //
-//   - State (decide.go): the sets and policies the graph sent. State.Evaluate is the reference
-//     semantics of the policy model — tiers in order, policies in order, rules in order, first
-//     Allow/Deny wins, Pass goes to the next tier, a tier's default when policies of it applied
-//     and none decided, allow after the last tier.
+//   - State (decide.go): the sets and policies the graph sent. It enforces the policy model —
+//     tiers in order, policies in order, rules in order, first Allow/Deny wins, Pass goes to the
+//     next tier, a tier's default when policies of it applied and none decided, allow after the
+//     last tier — whose reference evaluator, graphtest.Evaluate, the tests compare every compiled
+//     shape with.
 //   - Compile (decide.go, plan.go): resolves that order, in Go, for one endpoint group, direction
 //     and family into a Decision. A plan flattens the group's rules (leaving out those that can
 //     match nothing here), cuts the address space by their prefixes in one sweep, and computes a

@@ -116,7 +116,7 @@ func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Ad
 	if dir == model.Egress {
 		peer, localSide = &r.Dst, &r.Src
 	}
-	if !s.addrMatch(localSide, local, true) {
+	if !s.addrMatch(localSide, local) {
 		return nil, true
 	}
 	base := listRule{sets: peer.Sets, notSets: peer.NotSets, reason: reason}

@@ -216,7 +216,7 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 	if pl.dir == model.Egress {
 		peer, localSide = &r.Dst, &r.Src
 	}
-	if !pl.s.addrMatch(localSide, pl.local, true) {
+	if !pl.s.addrMatch(localSide, pl.local) {
 		return planRule{}, false
 	}
 	pr := planRule{action: r.Action, peer: peer, gated: len(peer.Sets) > 0, proto: r.Protocol, notProt: r.NotProtocol}

@@ -323,10 +323,16 @@ func FromLabelSelector(matchLabels map[string]string, matchExpressions []Require
 		}
 	}
 	sel := build(normalize(&node{op: opAnd, kids: kids}))
-	// the result's text must parse back (the graph and the dataplane's comments read it): the
-	// grammar has no escapes, so some keys and values cannot be written
-	if _, err := Parse(sel.String()); err != nil {
+	// the result's text must parse back into the same selector (the graph and the dataplane's
+	// comments read it): the grammar has no escapes and trims blanks, so some keys and values
+	// cannot be written
+	text := sel.String()
+	back, err := Parse(text)
+	if err != nil {
 		return nil, fmt.Errorf("selector: label keys or values the selector language cannot express: %w", err)
+	}
+	if back.String() != text {
+		return nil, fmt.Errorf("selector: label keys or values the selector language cannot express: %q reads back as %q", text, back.String())
 	}
 	return sel, nil
 }

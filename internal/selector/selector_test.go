@@ -86,4 +86,11 @@ func TestFromLabelSelector(t *testing.T) {
 	if s, err := FromLabelSelector(map[string]string{"k": `a'b"c`}, nil); err == nil {
 		t.Errorf("unexpressible value accepted as %s", s)
 	}
+	// a key with a blank at its edge reads back as another key (the parser trims blanks): refused,
+	// never handed on as a selector that would match the trimmed key
+	for _, k := range []string{" pp", "pp ", "p p"} {
+		if s, err := FromLabelSelector(map[string]string{k: "b"}, nil); err == nil {
+			t.Errorf("key %q accepted as %s", k, s)
+		}
+	}
 }

@@ -21,8 +21,9 @@
 //     meanwhile.
 //     BenchmarkColdStart: the graph and the first full Dataplane.Apply in process (the
 //     dataplane's part), and the peak RSS of a process doing only that.
-//     NFTP_BENCH_AGENT_CPUPROFILE=<file> (or _HEAPPROFILE) also starts agent.Run once in a test
-//     process and writes its CPU profile (or its live heap) at its first commit.
+//     NFTP_BENCH_AGENT_CPUPROFILE=<file> (or _HEAPPROFILE) also starts the agent built with the
+//     tag nftpolicy_profile once, which writes its CPU profile (or its live heap) right after its
+//     first commit.
 //   - P5 large policy (BenchmarkLargePolicy): one NetworkPolicy of 200 rules × 50 peers over
 //     10,000 pods (internal/scale.LargePolicyBench), from its update to its commit.
 //

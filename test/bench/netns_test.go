@@ -1,17 +1,12 @@
 package bench_test
 
 import (
-	"bytes"
-	"context"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
@@ -37,24 +32,14 @@ type netnsHandle struct {
 	fd   int
 }
 
-// newNetns creates a network namespace named testenv.UniqueName(tag) and removes it when tb ends.
+// newNetns creates a network namespace named testenv.UniqueName(tag), its loopback up, and
+// removes it when tb ends.
 func newNetns(tb testing.TB, tag string) *netnsHandle {
 	tb.Helper()
-	name := testenv.UniqueName(tag)
-	run(tb, "ip", "netns", "add", name)
-	live.Store(name, true)
-	tb.Cleanup(func() {
-		_ = exec.Command("ip", "netns", "del", name).Run()
-		live.Delete(name)
-	})
-	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		tb.Fatalf("opening netns %s: %v", name, err)
-	}
-	tb.Cleanup(func() { unix.Close(fd) })
-	h := &netnsHandle{name: name, fd: fd}
-	run(tb, "ip", "-n", name, "link", "set", "lo", "up")
-	return h
+	ns := netns.NewBare(tb, tag, netns.LoopbackUp)
+	live.Store(ns.Name, true)
+	tb.Cleanup(func() { live.Delete(ns.Name) })
+	return &netnsHandle{name: ns.Name, fd: ns.FD}
 }
 
 // do runs fn on a fresh OS thread that has entered the namespace: sockets fn creates belong to
@@ -74,19 +59,7 @@ func run(tb testing.TB, argv ...string) string {
 // nftIn feeds script to `nft -f -` inside the namespace.
 func nftIn(tb testing.TB, h *netnsHandle, script string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.name, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		head := script
-		if len(head) > 2000 {
-			head = head[:2000] + "…"
-		}
-		tb.Fatalf("nft -f in %s: %v\n%s\nscript:\n%s", h.name, err, out.String(), head)
-	}
+	netns.Nft(tb, h.name, script, "-f", "-")
 }
 
 // pod is a pod namespace with one address, routed from the node namespace.

@@ -7,31 +7,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/metrics"
-	"runtime/pprof"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/rest"
 
-	"github.com/nftpolicy/nftpolicy/internal/agent"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
-	nsync "github.com/nftpolicy/nftpolicy/internal/sync"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
@@ -77,17 +68,21 @@ func BenchmarkColdStartAPI(b *testing.B) {
 		b.Fatal(err)
 	}
 	waitQuiet(b)
-	res, collected := agentColdStart(b, srv, bin, newNetns(b, "bp").name)
+	res, collected := agentColdStart(b, srv, bin, newNetns(b, "bp").name, agentProfiles{})
 	waitQuiet(b)
-	unsettled, collectedUnsettled := agentColdStart(b, srv, bin, newNetns(b, "bq").name)
-	if os.Getenv("NFTP_BENCH_AGENT_CPUPROFILE")+os.Getenv("NFTP_BENCH_AGENT_HEAPPROFILE") != "" {
-		// the product takes no profiles: the same agent.Run in a test process does
+	unsettled, collectedUnsettled := agentColdStart(b, srv, bin, newNetns(b, "bq").name, agentProfiles{})
+	if prof := (agentProfiles{os.Getenv("NFTP_BENCH_AGENT_CPUPROFILE"), os.Getenv("NFTP_BENCH_AGENT_HEAPPROFILE")}); prof != (agentProfiles{}) {
+		// the product takes no profiles: the same agent built with the tag nftpolicy_profile does
+		pbin, err := agentproc.Build(b.TempDir(), "nftpolicy_profile")
+		if err != nil {
+			b.Fatal(err)
+		}
 		if err := srv.CollectGarbage(ctx); err != nil {
 			b.Fatal(err)
 		}
 		waitQuiet(b)
-		prof, _ := childAgentColdStart(b, srv, newNetns(b, "br").name)
-		b.Logf("profiled in-test agent: first commit %v, peak RSS %d MiB, CPU %v", prof.FirstCommit, prof.PeakRSS>>20, prof.CPU)
+		pr, _ := agentColdStart(b, srv, pbin, newNetns(b, "br").name, prof)
+		b.Logf("profiled agent: first commit %v, peak RSS %d MiB, CPU %v", pr.FirstCommit, pr.PeakRSS>>20, pr.CPU)
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(res.FirstCommit.Seconds()*1e3, "ms/agent-cold-start")
@@ -167,19 +162,6 @@ func loadCluster(b *testing.B, srv *kube.Server, spec scale.Spec) {
 			b.Fatalf("the API server lists %d pods of the %d written into etcd", len(l.Items), pods)
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// writeHeapProfile writes the live heap (after a collection) to file.
-func writeHeapProfile(t *testing.T, file string) {
-	runtime.GC()
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := pprof.WriteHeapProfile(f); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -358,7 +340,7 @@ func etcdPut(ctx context.Context, url string, kvs []etcdKV) error {
 	return nil
 }
 
-// agentResult is what the P3/P4 agent child reports.
+// agentResult is what agentColdStart measures of the agent.
 type agentResult struct {
 	FirstCommit        time.Duration
 	Transactions       int
@@ -371,26 +353,6 @@ type agentResult struct {
 	APICPU time.Duration
 }
 
-const agentChildEnv = "NFTP_BENCH_AGENT"
-
-type agentChildConfig struct {
-	URL, Token, NetNS, Node string
-	CA                      []byte
-}
-
-// childAgentColdStart runs TestColdStartAgentChild against srv, programming namespace netns.
-func childAgentColdStart(b *testing.B, srv *kube.Server, netns string) (r agentResult, collections int) {
-	before := apiCollections(b, srv)
-	cfg, _ := json.Marshal(agentChildConfig{URL: srv.URL, Token: srv.Token, CA: srv.CAData, NetNS: netns, Node: coldSpec.Node})
-	var args []string
-	// where the agent's time goes; NFTP_BENCH_AGENT_HEAPPROFILE=f: what it holds at its first commit
-	if prof := os.Getenv("NFTP_BENCH_AGENT_CPUPROFILE"); prof != "" {
-		args = append(args, "-test.cpuprofile="+prof)
-	}
-	runChild(b, "TestColdStartAgentChild", agentChildEnv+"="+string(cfg), "P3AGENT", &r, args...)
-	return r, apiCollections(b, srv) - before
-}
-
 // apiCollections is how many times the API server has collected its garbage.
 func apiCollections(b *testing.B, srv *kube.Server) int {
 	n, err := srv.Collections(b.Context())
@@ -398,127 +360,6 @@ func apiCollections(b *testing.B, srv *kube.Server) int {
 		b.Fatal(err)
 	}
 	return n
-}
-
-// TestColdStartAgentChild is BenchmarkColdStartAPI's agent process; it does nothing unless
-// started by it. It runs agent.Run until the first commit (nftpolicy_transactions_total
-// turns 1) and reports the time since the start and the process's peak RSS.
-func TestColdStartAgentChild(t *testing.T) {
-	env := os.Getenv(agentChildEnv)
-	if env == "" {
-		return
-	}
-	var cfg agentChildConfig
-	if err := json.Unmarshal([]byte(env), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := unix.Open("/run/netns/"+cfg.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	client, err := nsync.NewClient(&rest.Config{Host: cfg.URL, BearerToken: cfg.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CA}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, endStartup := agent.TuneGoRuntime(os.Getenv, os.ReadFile) // as cmd/nftpolicy does: the product's GC settings
-	reg := prometheus.NewRegistry()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	level := slog.LevelInfo
-	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	committed := make(chan struct{})
-	logger := slog.New(firstCommit{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}), level, committed, new(sync.Once)})
-	start := time.Now()
-	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" { // how the resident memory grows, every 100 ms
-		go memoryTrace(ctx, t, start)
-	}
-	go func() {
-		done <- agent.Run(ctx, agent.RunConfig{Client: client, NodeName: cfg.Node, NetNSFD: fd,
-			ResyncInterval: time.Hour, Registry: reg, FirstCommit: endStartup,
-			Logger: logger})
-	}()
-	defer func() { cancel(); <-done }()
-	gauge := func(name string) float64 {
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-				m := mf.GetMetric()[0]
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-		return 0
-	}
-	select {
-	case <-committed:
-	case err := <-done:
-		t.Fatalf("agent stopped before its first commit: %v", err)
-	case <-time.After(time.Minute):
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				t.Log(mf.GetName(), m.GetLabel(), m.GetCounter().GetValue(), m.GetGauge().GetValue(), m.GetHistogram().GetSampleCount())
-			}
-		}
-		t.Fatal("no commit within a minute")
-	}
-	// the metrics follow the log line; an apply that sent nothing would count no transaction
-	for gauge("nftpolicy_transactions_total") < 1 {
-		if time.Since(start) > time.Minute {
-			t.Fatal("an apply but no transaction within a minute")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	first := time.Since(start)
-	var ru unix.Rusage
-	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" { // where the resident memory is
-		t.Logf("memory at the first commit, MiB: VmRSS %d = RssAnon %d + RssFile %d (the binary); Go heap: spans %d, in use %d, idle %d (released %d)",
-			procStatus("VmRSS")>>20, procStatus("RssAnon")>>20, procStatus("RssFile")>>20,
-			ms.HeapSys>>20, ms.HeapInuse>>20, ms.HeapIdle>>20, ms.HeapReleased>>20)
-		var classes []metrics.Sample
-		for _, d := range metrics.All() {
-			if strings.HasPrefix(d.Name, "/memory/classes/") {
-				classes = append(classes, metrics.Sample{Name: d.Name})
-			}
-		}
-		metrics.Read(classes)
-		for _, c := range classes {
-			t.Logf("%-50s %6.1f MiB", c.Name, float64(c.Value.Uint64())/(1<<20))
-		}
-	}
-	if f := os.Getenv("NFTP_BENCH_AGENT_HEAPPROFILE"); f != "" { // what is live at the first commit
-		writeHeapProfile(t, f)
-	}
-	res, _ := json.Marshal(agentResult{FirstCommit: first, Transactions: int(gauge("nftpolicy_transactions_total")),
-		Elements: int(gauge("nftpolicy_set_elements")), PeakRSS: procStatus("VmHWM"), HeapInUse: ms.HeapInuse, CPU: cpu})
-	fmt.Printf("P3AGENT %s\n", res)
-}
-
-// memoryTrace logs the process's resident memory and its Go heap every 100 ms until ctx ends.
-func memoryTrace(ctx context.Context, t *testing.T, start time.Time) {
-	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"},
-		{Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		metrics.Read(samples)
-		t.Logf("%5d ms: VmRSS %3d MiB, heap live %3d objects %3d free %3d released %3d MiB, %d GCs", time.Since(start).Milliseconds(),
-			procStatus("VmRSS")>>20, samples[0].Value.Uint64()>>20, samples[1].Value.Uint64()>>20,
-			samples[2].Value.Uint64()>>20, samples[3].Value.Uint64()>>20, samples[4].Value.Uint64())
-	}
 }
 
 // waitQuiet collects this process's garbage (the objects loaded into etcd, the lists read back)
@@ -557,38 +398,4 @@ func waitQuiet(b *testing.B) {
 			return
 		}
 	}
-}
-
-// firstCommit passes the agent's log records at level on and closes committed at its first
-// "applied" record, which the agent logs (at debug level) after each commit: the child waits on
-// it instead of gathering the metrics registry every few milliseconds, which would cost the
-// process under measurement ≈ 20 MB of garbage. The transactions are still counted from the
-// registry.
-type firstCommit struct {
-	slog.Handler
-	level     slog.Level
-	committed chan struct{}
-	once      *sync.Once
-}
-
-func (h firstCommit) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h firstCommit) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "applied" {
-		h.once.Do(func() { close(h.committed) })
-	}
-	if r.Level < h.level {
-		return nil
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h firstCommit) WithAttrs(as []slog.Attr) slog.Handler {
-	h.Handler = h.Handler.WithAttrs(as)
-	return h
-}
-
-func (h firstCommit) WithGroup(name string) slog.Handler {
-	h.Handler = h.Handler.WithGroup(name)
-	return h
 }

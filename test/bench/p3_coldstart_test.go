@@ -115,30 +115,12 @@ func childColdStartMemory(b *testing.B) childMemory {
 	return m
 }
 
-// runChild runs test (one of this package's child tests) in a process of its own with env set,
-// and decodes the JSON it prints on the line starting with prefix into out.
-//
-// The child is this test binary (the in-process P4 row's process, and the agent when a profile
-// is asked for). It runs without the memory profiler's sampling, as the product binary does: the
-// product links no runtime.MemProfile, so the linker turns sampling off from its start, while
-// testing imports runtime/pprof and this binary samples, which costs the child 1.4 MiB of profile
-// buckets (GODEBUG memprofilerate=0, unless a heap profile is asked for).
-func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...string) {
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^" + test + "$", "-test.bench=^$", "-test.count=1", "-test.v"}, extraArgs...)...)
-	cmd.Env = append(os.Environ(), env)
-	if os.Getenv("NFTP_BENCH_AGENT_HEAPPROFILE") == "" {
-		godebug := "memprofilerate=0"
-		if s := os.Getenv("GODEBUG"); s != "" {
-			godebug = s + "," + godebug
-		}
-		cmd.Env = append(cmd.Env, "GODEBUG="+godebug)
-	}
-	// the child's alone, not the API server's
-	for _, v := range []string{"GOMEMLIMIT", "GOGC"} {
-		if s := os.Getenv("NFTP_BENCH_CHILD_" + v); s != "" {
-			cmd.Env = append(cmd.Env, v+"="+s)
-		}
-	}
+// runChild runs test (one of this package's child tests) in a process of its own with env set
+// (and measuredEnv's), and decodes the JSON it prints on the line starting with prefix into out.
+// The child is this test binary: the in-process P4 row's process.
+func runChild(b *testing.B, test, env, prefix string, out any) {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.bench=^$", "-test.count=1", "-test.v")
+	cmd.Env = append(append(os.Environ(), env), measuredEnv(false)...)
 	text, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("%s: %v\n%s", test, err, text)
@@ -155,6 +137,29 @@ func runChild(b *testing.B, test, env, prefix string, out any, extraArgs ...stri
 		}
 	}
 	b.Fatalf("%s printed no %s line:\n%s", test, prefix, text)
+}
+
+// measuredEnv is what a process under measurement that the benchmarks start adds to their
+// environment. It runs without the memory profiler's sampling unless sampleHeap, as the product
+// binary does: the product links no runtime.MemProfile, so the linker turns sampling off from its
+// start, while testing imports runtime/pprof and a test binary samples, which costs it 1.4 MiB of
+// profile buckets (GODEBUG memprofilerate=0). NFTP_BENCH_CHILD_GOGC and _GOMEMLIMIT set its GOGC
+// and GOMEMLIMIT alone, not the API server's.
+func measuredEnv(sampleHeap bool) []string {
+	var env []string
+	if !sampleHeap {
+		godebug := "memprofilerate=0"
+		if s := os.Getenv("GODEBUG"); s != "" {
+			godebug = s + "," + godebug
+		}
+		env = append(env, "GODEBUG="+godebug)
+	}
+	for _, v := range []string{"GOMEMLIMIT", "GOGC"} {
+		if s := os.Getenv("NFTP_BENCH_CHILD_" + v); s != "" {
+			env = append(env, v+"="+s)
+		}
+	}
+	return env
 }
 
 // TestColdStartMemoryChild is BenchmarkColdStart's P4 child; it does nothing unless started by

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
@@ -23,8 +25,10 @@ import (
 // returns once the agent has logged its first commit: the time from starting the process to
 // that record's timestamp, the process's peak RSS (VmHWM) and CPU then, its transactions and
 // elements from its metrics, and the CPU time of the API server and etcd and the API server's
-// collections meanwhile.
-func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r agentResult, collections int) {
+// collections meanwhile. With profiles asked for (prof), bin must be built with the tag
+// nftpolicy_profile: the agent profiles its CPU from its start and writes the profiles right
+// after its first commit.
+func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string, prof agentProfiles) (r agentResult, collections int) {
 	fwd, err := netns.Forward(netnsName, netip.MustParseAddrPort(agentproc.APIAddr), strings.TrimPrefix(srv.URL, "https://"))
 	if err != nil {
 		b.Fatal(err)
@@ -40,7 +44,7 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 	apiBefore := apiCPU()
 	start := time.Now()
 	p, err := agentproc.Start(agentproc.Config{Bin: bin, Node: coldSpec.Node, NetNS: netnsName, Server: srv, Dir: b.TempDir(),
-		Args: []string{"--log-level", "debug", "--resync-interval", "1h"}})
+		Args: []string{"--log-level", "debug", "--resync-interval", "1h"}, Env: prof.env()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,6 +75,7 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 	r.PeakRSS, r.FilePages = procField(pid, "VmHWM"), procField(pid, "RssFile")
 	r.CPU = procCPU(pid)
 	r.APICPU = apiCPU() - apiBefore
+	prof.collect(b, pid)
 	_, page, err := p.Get(agentproc.MetricsURL)
 	if err != nil {
 		b.Fatalf("the agent's metrics: %v", err)
@@ -89,6 +94,39 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string) (r ag
 		fmt.Fprintf(os.Stderr, "the agent's resident memory until its first commit:\n%s\n", strings.Join(trace, "\n"))
 	}
 	return r, apiCollections(b, srv) - before
+}
+
+// agentProfiles are the files a profiled agent writes its CPU profile and its live heap to; ""
+// for none.
+type agentProfiles struct{ cpu, heap string }
+
+// env is the agent's environment for them (cmd/nftpolicy/profile.go) and its measuredEnv.
+func (p agentProfiles) env() []string {
+	if p == (agentProfiles{}) {
+		return nil
+	}
+	return append([]string{"NFTPOLICY_CPUPROFILE=" + p.cpu, "NFTPOLICY_HEAPPROFILE=" + p.heap}, measuredEnv(p.heap != "")...)
+}
+
+// collect has the agent of pid write its profiles (SIGUSR1) and waits, up to a minute, until
+// they are in place.
+func (p agentProfiles) collect(b *testing.B, pid int) {
+	if p == (agentProfiles{}) {
+		return
+	}
+	if err := unix.Kill(pid, unix.SIGUSR1); err != nil {
+		b.Fatalf("asking the agent for its profiles: %v", err)
+	}
+	for _, f := range []string{p.cpu, p.heap} {
+		for deadline := time.Now().Add(time.Minute); f != ""; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(f); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("the agent wrote no profile %s within a minute", f)
+			}
+		}
+	}
 }
 
 // firstApplied returns the time of the first "applied" record of the agent's JSON log (the

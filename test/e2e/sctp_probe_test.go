@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
 // TestSCTPProbe proves the raw SCTP prober on two namespaces joined by a veth: every INIT
@@ -20,9 +19,9 @@ import (
 // IPv6, and conntrack took the packets as valid SCTP (the rule sits after a ct state invalid
 // drop).
 func TestSCTPProbe(t *testing.T) {
-	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip", "nft")
-	a, b := testenv.UniqueName("sa"), testenv.UniqueName("sb")
+	na, nb := netns.NewBare(t, "sa", netns.LoopbackUp), netns.NewBare(t, "sb", netns.LoopbackUp)
+	a, b := na.Name, nb.Name
 	va, vb := testenv.UniqueName("va"), testenv.UniqueName("vb")
 	run := func(args ...string) {
 		t.Helper()
@@ -30,27 +29,14 @@ func TestSCTPProbe(t *testing.T) {
 			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	for _, ns := range []string{a, b} {
-		run("ip", "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	}
 	run("ip", "link", "add", va, "netns", a, "type", "veth", "peer", "name", vb, "netns", b)
 	addrs := map[string][2]string{a: {"10.250.0.1/24", "fd00:250::1/64"}, b: {"10.250.0.2/24", "fd00:250::2/64"}}
 	for ns, dev := range map[string]string{a: va, b: vb} {
 		run("ip", "-n", ns, "addr", "add", addrs[ns][0], "dev", dev)
 		run("ip", "-n", ns, "addr", "add", addrs[ns][1], "dev", dev, "nodad")
-		run("ip", "-n", ns, "link", "set", "lo", "up")
 		run("ip", "-n", ns, "link", "set", dev, "up")
 	}
-	fds := map[string]int{}
-	for _, ns := range []string{a, b} {
-		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Close(fd) })
-		fds[ns] = fd
-	}
+	fds := map[string]int{a: na.FD, b: nb.FD}
 	ends := func(is6 bool) []sctpEnd {
 		var out []sctpEnd
 		for _, ns := range []string{a, b} {
@@ -81,8 +67,7 @@ func TestSCTPProbe(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cmd := exec.Command("ip", "netns", "exec", b, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(`table inet probe {
+	netns.Nft(t, b, `table inet probe {
 	chain in {
 		type filter hook input priority 0; policy accept;
 		ct state invalid drop
@@ -90,10 +75,7 @@ func TestSCTPProbe(t *testing.T) {
 		sctp dport 80 drop
 	}
 }
-`)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft: %v: %s", err, out)
-	}
+`, "-f", "-")
 	for _, tc := range []struct {
 		is6  bool
 		port uint16

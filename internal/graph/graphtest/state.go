@@ -1,8 +1,9 @@
 // Package graphtest is test support for internal/graph and its consumers: State folds the
 // graph's messages into the dataplane state they describe, checking referential integrity on
-// every message (nothing referenced before it exists, nothing removed while referenced), and
-// Allowed is a reference evaluator of the policy model over that state — an oracle for the
-// graph's semantics and for the nft compiler.
+// every message (nothing referenced before it exists, nothing removed while referenced).
+// Evaluate is the reference evaluator of the policy model over any such state (Model) — the
+// oracle of the graph's tests (State.Allowed) and of the nft compiler's, which judge a packet
+// by it.
 package graphtest
 
 import (
@@ -274,7 +275,8 @@ func (s *State) Dump() string {
 	return b.String()
 }
 
-// Packet is the first packet of a connection.
+// Packet is the first packet of a connection. SrcPort is not judged: a rule with source ports
+// matches nothing (Evaluate).
 type Packet struct {
 	Src, Dst         netip.Addr
 	Proto            model.Protocol
@@ -285,12 +287,12 @@ type Packet struct {
 // endpoint) and the ingress policies of the destination (if it is one) must both allow it.
 func (s *State) Allowed(p Packet) bool {
 	for _, e := range s.endpointsByAddr(p.Src) {
-		if !s.decide(model.Egress, e.Egress, p) {
+		if !s.Decide(model.Egress, e.Egress, p) {
 			return false
 		}
 	}
 	for _, e := range s.endpointsByAddr(p.Dst) {
-		if !s.decide(model.Ingress, e.Ingress, p) {
+		if !s.Decide(model.Ingress, e.Ingress, p) {
 			return false
 		}
 	}
@@ -307,68 +309,33 @@ func (s *State) endpointsByAddr(a netip.Addr) []dataplane.EndpointUpdated {
 	return out
 }
 
-// Decide evaluates one direction's tier list for a packet: tiers in order, policies in order,
-// rules in order; Allow/Deny decide, Pass goes to the next tier, Log continues; a tier whose
-// policies did not decide applies its default action; after the last tier, allow.
-func (s *State) decide(dir model.Direction, tiers []dataplane.TierPolicies, p Packet) bool {
-tiers:
-	for _, t := range tiers {
-		for _, k := range t.Policies {
-			pol := s.Policies[k]
-			rules := pol.Ingress
-			if dir == model.Egress {
-				rules = pol.Egress
-			}
-			for i := range rules {
-				r := &rules[i]
-				if !s.ruleMatches(r, p) {
-					continue
-				}
-				switch r.Action {
-				case model.ActionAllow:
-					return true
-				case model.ActionDeny:
-					return false
-				case model.ActionPass:
-					continue tiers
-				}
-			}
-		}
-		switch t.DefaultAction {
-		case model.ActionAllow:
-			return true
-		case model.ActionPass:
-			continue
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// Decide is the exported form of the per-direction evaluation.
+// Decide evaluates one direction's tier list for a packet (Evaluate): for egress the source is
+// the local endpoint, for ingress the destination.
 func (s *State) Decide(dir model.Direction, tiers []dataplane.TierPolicies, p Packet) bool {
-	return s.decide(dir, tiers, p)
+	local, peer := p.Dst, p.Src
+	if dir == model.Egress {
+		local, peer = p.Src, p.Dst
+	}
+	return Evaluate(s, dir, tiers, local, peer, p.Proto, p.DstPort).Allow
 }
 
-func hasPorts(p model.Protocol) bool {
-	return p == model.ProtocolTCP || p == model.ProtocolUDP || p == model.ProtocolSCTP
+// Rules returns a held policy's rules in one direction (Model).
+func (s *State) Rules(key model.PolicyKey, dir model.Direction) []dataplane.Rule {
+	pol := s.Policies[key]
+	if dir == model.Egress {
+		return pol.Egress
+	}
+	return pol.Ingress
 }
 
-func (s *State) ruleMatches(r *dataplane.Rule, p Packet) bool {
-	if r.Protocol != model.ProtocolAny && r.Protocol != p.Proto {
-		return false
-	}
-	if r.NotProtocol != model.ProtocolAny && r.NotProtocol == p.Proto {
-		return false
-	}
-	if r.IPVersion == 4 && !p.Src.Is4() || r.IPVersion == 6 && !p.Src.Is6() {
-		return false
-	}
-	if r.ICMP != nil || r.NotICMP != nil {
-		return false // ICMP type/code is not modelled by this oracle
-	}
-	return s.sideMatches(&r.Src, p.Src, p.Proto, p.SrcPort) && s.sideMatches(&r.Dst, p.Dst, p.Proto, p.DstPort)
+// Member reports whether a is a member of address set id (Model).
+func (s *State) Member(id dataplane.SetID, a netip.Addr) bool {
+	return s.member(id, dataplane.Member{Addr: a})
+}
+
+// NamedPort reports whether (a, proto, port) is a member of named-port set id (Model).
+func (s *State) NamedPort(id dataplane.SetID, a netip.Addr, proto model.Protocol, port uint16) bool {
+	return s.member(id, dataplane.Member{Addr: a, Protocol: proto, Port: port})
 }
 
 func (s *State) member(id dataplane.SetID, mb dataplane.Member) bool {
@@ -378,45 +345,4 @@ func (s *State) member(id dataplane.SetID, mb dataplane.Member) bool {
 	}
 	_, ok := set.Members[mb]
 	return ok
-}
-
-func (s *State) sideMatches(m *dataplane.Match, a netip.Addr, proto model.Protocol, port uint16) bool {
-	for _, id := range m.Sets {
-		if !s.member(id, dataplane.Member{Addr: a}) {
-			return false
-		}
-	}
-	for _, id := range m.NotSets {
-		if s.member(id, dataplane.Member{Addr: a}) {
-			return false
-		}
-	}
-	if len(m.Nets) > 0 && !slices.ContainsFunc(m.Nets, func(n netip.Prefix) bool { return n.Contains(a) }) {
-		return false
-	}
-	if slices.ContainsFunc(m.NotNets, func(n netip.Prefix) bool { return n.Contains(a) }) {
-		return false
-	}
-	inPorts := func(ps []model.Port, sets []dataplane.SetID) bool {
-		for _, pt := range ps {
-			if port >= pt.First && port <= pt.Last {
-				return true
-			}
-		}
-		for _, id := range sets {
-			if s.member(id, dataplane.Member{Addr: a, Protocol: proto, Port: port}) {
-				return true
-			}
-		}
-		return false
-	}
-	if len(m.Ports) > 0 || len(m.NamedPortSets) > 0 {
-		if !hasPorts(proto) || !inPorts(m.Ports, m.NamedPortSets) {
-			return false
-		}
-	}
-	if (len(m.NotPorts) > 0 || len(m.NotNamedPortSets) > 0) && hasPorts(proto) && inPorts(m.NotPorts, m.NotNamedPortSets) {
-		return false
-	}
-	return true
 }

@@ -80,7 +80,7 @@ func TestDelete(t *testing.T) {
 	if err := c.Delete(); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if out, err := nftRun(ns, "", "list", "table", "inet", "gone"); err == nil {
+	if out, err := nftRun(ns, "list", "table", "inet", "gone"); err == nil {
 		t.Fatalf("table still listed after Delete:\n%s", out)
 	}
 	if c.Committed() != nil {

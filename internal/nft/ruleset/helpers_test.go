@@ -1,36 +1,21 @@
 package ruleset
 
 import (
+	"context"
 	"net/netip"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
 // newNetns creates a network namespace for the test, removed when it ends, and returns its name
 // and an open handle (closed at the end).
 func newNetns(tb testing.TB) (string, int) {
 	tb.Helper()
-	testenv.RequireRoot(tb)
 	testenv.RequireCommand(tb, "ip", "nft")
-	name := testenv.UniqueName("rs")
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		tb.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	tb.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			tb.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	f, err := os.Open("/run/netns/" + name)
-	if err != nil {
-		tb.Fatalf("opening netns %s: %v", name, err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	return name, int(f.Fd())
+	ns := netns.NewBare(tb, "rs", netns.LoopbackDown)
+	return ns.Name, ns.FD
 }
 
 // openConn opens a Conn on a new namespace.
@@ -48,19 +33,12 @@ func openConn(tb testing.TB) (*Conn, string) {
 // nftIn runs nft in the namespace with stdin and returns its output; it fails the test on error.
 func nftIn(tb testing.TB, ns, stdin string, args ...string) string {
 	tb.Helper()
-	out, err := nftRun(ns, stdin, args...)
-	if err != nil {
-		tb.Fatalf("nft %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return netns.Nft(tb, ns, stdin, args...)
 }
 
-func nftRun(ns, stdin string, args ...string) (string, error) {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
+// nftRun runs nft in the namespace and returns its output and error.
+func nftRun(ns string, args ...string) (string, error) {
+	out, err := netns.Exec(context.Background(), ns, append([]string{"nft"}, args...)...)
 	return string(out), err
 }
 

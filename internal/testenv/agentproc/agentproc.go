@@ -28,10 +28,15 @@ const (
 	healthAddr  = "127.0.0.1:9465"
 )
 
-// Build compiles cmd/nftpolicy into dir and returns the binary's path.
-func Build(dir string) (string, error) {
+// Build compiles cmd/nftpolicy into dir, with the build tags given (nftpolicy_profile: the
+// agent writes Go profiles, cmd/nftpolicy/profile.go), and returns the binary's path.
+func Build(dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "nftpolicy")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nftpolicy/nftpolicy/cmd/nftpolicy").CombinedOutput(); err != nil {
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	if out, err := exec.Command("go", append(args, "github.com/nftpolicy/nftpolicy/cmd/nftpolicy")...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the agent: %w\n%s", err, out)
 	}
 	return bin, nil
@@ -56,6 +61,8 @@ type Config struct {
 	// Wrap, if set, is a command the agent runs under inside the namespace (e.g. setpriv, to run
 	// it with a container's capabilities): the agent's command line follows it.
 	Wrap []string
+	// Env is added to the environment the agent inherits from the test process ("KEY=value").
+	Env []string
 }
 
 // Process is a running agent.
@@ -84,6 +91,9 @@ func Start(cfg Config) (*Process, error) {
 		"--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr, "--log-format", "json")
 	args = append(args, cfg.Args...)
 	p.cmd = exec.Command("ip", args...)
+	if len(cfg.Env) > 0 {
+		p.cmd.Env = append(os.Environ(), cfg.Env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	// the agent dies with this process; the starting thread must not exit before (Pdeathsig)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -156,8 +156,8 @@ func TestTraffic(t *testing.T) {
 			r := NewReachability(keys(pods), true)
 			for _, k := range keys(pods) {
 				if onA(k) {
-					r.ExpectAllFrom(k, false)
-					r.ExpectAllTo(k, false)
+					r.ExpectAllEgress(k, false)
+					r.ExpectAllIngress(k, false)
 				}
 			}
 			for _, k := range keys(pods) {

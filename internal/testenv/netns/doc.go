@@ -2,7 +2,9 @@
 // routed like a ptp CNI, in-process TCP/UDP servers and probes, and upstream-style truth tables.
 // The nft traffic tests, the e2e tests, the benchmarks and `make demo` use it (docs/design.md §10
 // names the tests); in the data flow it stands where the kernel of a real node stands: internal/nft
-// programs a node namespace (Node.FD) and the prober checks real packets.
+// programs a node namespace (Node.FD) and the prober checks real packets. Tests that need one
+// namespace, or lay out their own topology, take a bare one (NewBare: nothing but its loopback)
+// and run nft inside a namespace with Nft.
 //
 // # Topology
 //
@@ -42,7 +44,7 @@
 //   - Close removes every namespace (pods' included) after stopping servers and forwarders, and
 //     is idempotent. NewForTest registers Close before creating anything, so a failing or
 //     panicking test leaves nothing behind.
-//   - In every namespace, before its links exist: net.ipv6.conf.{default,all}.accept_dad=0 and
+//   - In every namespace of a cluster, before its links exist: net.ipv6.conf.{default,all}.accept_dad=0 and
 //     rp_filter=0 (IPv4 settings of a new namespace are inherited from the root's); lo is up.
 //     Nodes forward both families. IPv6 addresses are added nodad, so nothing is tentative.
 //   - AddPod and New return only once every veth they made is running (a new veth passes no

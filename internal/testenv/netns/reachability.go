@@ -2,6 +2,7 @@ package netns
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -71,7 +72,9 @@ func (t *TruthTable) render(cell func(from, to string) string) string {
 }
 
 // Reachability pairs the expected truth table with the observed one, as upstream's netpol e2e.
-// Rows are sources ("ns/name"), columns destinations.
+// Rows are sources ("ns/name"), columns destinations. The expecting calls are upstream's; they
+// panic on a key the table does not have (a transcription error, which upstream fails too: the
+// cell would be kept and never compared).
 type Reachability struct {
 	Keys     []string
 	Expected *TruthTable
@@ -87,18 +90,61 @@ func NewReachability(keys []string, defaultExpect bool) *Reachability {
 	}
 }
 
-// Expect sets one expected cell.
-func (r *Reachability) Expect(from, to string, ok bool) { r.Expected.Set(from, to, ok) }
+// check panics on a key the table does not have.
+func (r *Reachability) check(keys ...string) {
+	for _, k := range keys {
+		if !slices.Contains(r.Keys, k) {
+			panic(fmt.Sprintf("reachability: pod %q is not in the table %v", k, r.Keys))
+		}
+	}
+}
 
-// ExpectAllFrom sets the expected row of from.
-func (r *Reachability) ExpectAllFrom(from string, ok bool) {
+// Get returns the expected cell from→to.
+func (r *Reachability) Get(from, to string) bool {
+	r.check(from, to)
+	v, _ := r.Expected.Get(from, to)
+	return v
+}
+
+// Expect sets one expected cell.
+func (r *Reachability) Expect(from, to string, ok bool) {
+	r.check(from, to)
+	r.Expected.Set(from, to, ok)
+}
+
+// Peer matches pods by namespace and/or name; an empty field matches everything.
+type Peer struct {
+	Namespace string
+	Pod       string
+}
+
+func (p *Peer) matches(key string) bool {
+	ns, name, _ := strings.Cut(key, "/")
+	return (p.Namespace == "" || p.Namespace == ns) && (p.Pod == "" || p.Pod == name)
+}
+
+// ExpectPeer sets every expected cell whose source matches from and destination matches to.
+func (r *Reachability) ExpectPeer(from, to *Peer, ok bool) {
+	for _, f := range r.Keys {
+		for _, t := range r.Keys {
+			if from.matches(f) && to.matches(t) {
+				r.Expected.Set(f, t, ok)
+			}
+		}
+	}
+}
+
+// ExpectAllEgress sets the expected row of from: all traffic out of it.
+func (r *Reachability) ExpectAllEgress(from string, ok bool) {
+	r.check(from)
 	for _, to := range r.Keys {
 		r.Expected.Set(from, to, ok)
 	}
 }
 
-// ExpectAllTo sets the expected column of to.
-func (r *Reachability) ExpectAllTo(to string, ok bool) {
+// ExpectAllIngress sets the expected column of to: all traffic into it.
+func (r *Reachability) ExpectAllIngress(to string, ok bool) {
+	r.check(to)
 	for _, from := range r.Keys {
 		r.Expected.Set(from, to, ok)
 	}
@@ -106,6 +152,20 @@ func (r *Reachability) ExpectAllTo(to string, ok bool) {
 
 // Observe records one probe result.
 func (r *Reachability) Observe(from, to string, ok bool) { r.Observed.Set(from, to, ok) }
+
+// Compare is Summary of the expected table against observed, asked of every cell but the self
+// cells (loopback: never observed, never counted); r's own observed table is left as it is.
+func (r *Reachability) Compare(observed func(from, to string) bool) (wrong int, report string) {
+	c := &Reachability{Keys: r.Keys, Expected: r.Expected, Observed: NewTruthTable(r.Keys, nil)}
+	for _, f := range c.Keys {
+		for _, t := range c.Keys {
+			if f != t {
+				c.Observe(f, t, observed(f, t))
+			}
+		}
+	}
+	return c.Summary()
+}
 
 // Summary counts the wrong cells — observed differently than expected, or never observed (except
 // the self cells, which are ignored when not observed, as upstream ignores loopback) — and

@@ -36,7 +36,7 @@ func TestReachabilitySummary(t *testing.T) {
 		{
 			name:   "isolated destination, one cell wrong",
 			def:    true,
-			expect: func(r *Reachability) { r.ExpectAllTo("y/c", false); r.Expect("y/c", "y/c", true) },
+			expect: func(r *Reachability) { r.ExpectAllIngress("y/c", false); r.Expect("y/c", "y/c", true) },
 			observe: func(r *Reachability) {
 				all(r, true)
 				r.Observe("x/a", "y/c", false)
@@ -50,7 +50,7 @@ func TestReachabilitySummary(t *testing.T) {
 		{
 			name:   "egress deny from one source, all right",
 			def:    true,
-			expect: func(r *Reachability) { r.ExpectAllFrom("x/a", false) },
+			expect: func(r *Reachability) { r.ExpectAllEgress("x/a", false) },
 			observe: func(r *Reachability) {
 				all(r, true)
 				for _, to := range ks {

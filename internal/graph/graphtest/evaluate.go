@@ -1,0 +1,129 @@
+package graphtest
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// Model is what Evaluate reads of a dataplane state: the policies' rules and the sets' members.
+type Model interface {
+	// Rules returns a policy's rules in one direction as the state enforces them; none for a
+	// policy it does not hold.
+	Rules(key model.PolicyKey, dir model.Direction) []dataplane.Rule
+	// Member reports whether address a is a member of address set id; a missing set has none.
+	Member(id dataplane.SetID, a netip.Addr) bool
+	// NamedPort reports whether (a, proto, port) is a member of named-port set id.
+	NamedPort(id dataplane.SetID, a netip.Addr, proto model.Protocol, port uint16) bool
+}
+
+// Decision is what decided a packet in one direction: a rule, a tier's default, or nothing
+// (after the last tier: allow).
+type Decision struct {
+	Allow bool
+	// Rule is the rule that decided, Policy its policy and Index its place among the policy's
+	// rules of the direction; Rule is nil when no rule decided.
+	Rule   *dataplane.Rule
+	Policy model.PolicyKey
+	Index  int
+	// Tier is the tier whose default decided; nil when a rule decided or no tier did.
+	Tier *dataplane.TierPolicies
+}
+
+// Evaluate is the reference semantics of the policy model for the first packet of a connection
+// in one direction of a local endpoint (local: its address; peer: the other end; port: the
+// destination port): tiers in order, policies in order, rules in order; Allow and Deny decide,
+// Pass goes to the next tier, Log continues; a tier whose policies did not decide applies its
+// default when that is Allow or Deny, and passes otherwise; after the last tier, allow.
+// Addresses are compared unmapped. As the dataplane enforces them (docs/design.md, limits): a
+// rule with ICMP type/code or source ports matches nothing, and a rule with ports or excluded
+// ports matches only protocols with ports.
+func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Decision {
+	local, peer = local.Unmap(), peer.Unmap()
+tiers:
+	for i := range tiers {
+		t := &tiers[i]
+		for _, key := range t.Policies {
+			rules := m.Rules(key, dir)
+			for j := range rules {
+				r := &rules[j]
+				if !matches(m, dir, r, local, peer, proto, port) {
+					continue
+				}
+				switch r.Action {
+				case model.ActionAllow, model.ActionDeny:
+					return Decision{Allow: r.Action == model.ActionAllow, Rule: r, Policy: key, Index: j}
+				case model.ActionPass:
+					continue tiers
+				}
+			}
+		}
+		switch t.DefaultAction {
+		case model.ActionAllow, model.ActionDeny:
+			return Decision{Allow: t.DefaultAction == model.ActionAllow, Tier: t}
+		}
+	}
+	return Decision{Allow: true}
+}
+
+func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.Addr, proto model.Protocol, port uint16) bool {
+	if r.IPVersion == 4 && !peer.Is4() || r.IPVersion == 6 && !peer.Is6() {
+		return false
+	}
+	if r.Protocol != model.ProtocolAny && r.Protocol != proto {
+		return false
+	}
+	if r.NotProtocol != model.ProtocolAny && r.NotProtocol == proto {
+		return false
+	}
+	if r.ICMP != nil || r.NotICMP != nil {
+		return false
+	}
+	if len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0 {
+		return false
+	}
+	src, dst := peer, local
+	if dir == model.Egress {
+		src, dst = local, peer
+	}
+	return addrMatch(m, &r.Src, src) && addrMatch(m, &r.Dst, dst) && portMatch(m, &r.Dst, dst, proto, port)
+}
+
+func addrMatch(m Model, mt *dataplane.Match, a netip.Addr) bool {
+	member := func(id dataplane.SetID) bool { return m.Member(id, a) }
+	in := func(n netip.Prefix) bool { return n.Contains(a) }
+	return !slices.ContainsFunc(mt.Sets, func(id dataplane.SetID) bool { return !member(id) }) &&
+		!slices.ContainsFunc(mt.NotSets, member) &&
+		(len(mt.Nets) == 0 || slices.ContainsFunc(mt.Nets, in)) &&
+		!slices.ContainsFunc(mt.NotNets, in)
+}
+
+// portMatch: the destination port of a is in Ports or NamedPortSets (when either is set) and in
+// neither NotPorts nor NotNamedPortSets; numeric ranges with a name are skipped.
+func portMatch(m Model, mt *dataplane.Match, a netip.Addr, proto model.Protocol, port uint16) bool {
+	in := func(ps []model.Port, sets []dataplane.SetID) bool {
+		for _, p := range ps {
+			if p.Name == "" && p.First <= port && port <= p.Last {
+				return true
+			}
+		}
+		return slices.ContainsFunc(sets, func(id dataplane.SetID) bool { return m.NamedPort(id, a, proto, port) })
+	}
+	if len(mt.Ports) > 0 || len(mt.NamedPortSets) > 0 {
+		if !hasPorts(proto) || !in(mt.Ports, mt.NamedPortSets) {
+			return false
+		}
+	}
+	if len(mt.NotPorts) > 0 || len(mt.NotNamedPortSets) > 0 {
+		if !hasPorts(proto) || in(mt.NotPorts, mt.NotNamedPortSets) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasPorts(p model.Protocol) bool {
+	return p == model.ProtocolTCP || p == model.ProtocolUDP || p == model.ProtocolSCTP
+}
