@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"net/http"
 	"net/netip"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -56,6 +57,7 @@ var exampleSteps = []struct {
 
 type agentCluster struct {
 	t      *testing.T
+	s      *kube.Server
 	c      *netns.Cluster
 	pods   []*netns.Pod
 	bin    string
@@ -69,7 +71,7 @@ func newAgentCluster(t *testing.T, s *kube.Server) *agentCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac := &agentCluster{t: t, c: netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}}), bin: bin,
+	ac := &agentCluster{t: t, s: s, c: netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}}), bin: bin,
 		dir: t.TempDir(), agents: map[string]*agentproc.Process{}}
 	for _, ns := range []string{"x", "y"} {
 		if err := s.CreateNamespace(ctx, ns, map[string]string{"ns": ns}); err != nil {
@@ -93,13 +95,13 @@ func newAgentCluster(t *testing.T, s *kube.Server) *agentCluster {
 	return ac
 }
 
-// startAgent runs `nftpolicy run` inside the node's namespace; it reaches the API server at
-// agentproc.APIAddr once forwarded.
-func (ac *agentCluster) startAgent(node string) {
+// startAgent runs `nftpolicy run` inside the node's namespace, with extra flags after the
+// common ones; it reaches the cluster's API server at agentproc.APIAddr once forwarded.
+func (ac *agentCluster) startAgent(node string, extra ...string) {
 	t := ac.t
-	p, err := agentproc.Start(agentproc.Config{Bin: ac.bin, Node: node, NetNS: ac.c.Node(node).NetNS, Server: srv, Dir: ac.dir,
-		Args: []string{"--resync-interval", "2s", "--log-level", "debug",
-			"--anti-spoofing", "--workload-iface-prefixes", "nftp"}}) // the harness's node-side veths
+	p, err := agentproc.Start(agentproc.Config{Bin: ac.bin, Node: node, NetNS: ac.c.Node(node).NetNS, Server: ac.s, Dir: ac.dir,
+		Args: append([]string{"--resync-interval", "2s", "--log-level", "debug",
+			"--anti-spoofing", "--workload-iface-prefixes", "nftp"}, extra...)}) // the harness's node-side veths
 	if err != nil {
 		t.Fatal(err)
 	}

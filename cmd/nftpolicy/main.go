@@ -94,7 +94,7 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing,
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, FailureThreshold: cfg.FailureThreshold,
 		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
-		CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,
+		CRDRecheck: cfg.CRDRecheck, CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,
 	})
 }
 
@@ -118,7 +118,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 // manifests, through the same graph and compiler as the agent.
 func render(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nftpolicy render", flag.ContinueOnError)
-	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies)")
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes)")
 	node := fs.String("node", "", "the node to render for")
 	table := fs.String("table", nft.DefaultTable, "table name")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -129,6 +129,10 @@ func render(args []string, stdout, stderr io.Writer) error {
 	}
 	updates, problems := sync.LoadDir(*dir)
 	for _, p := range problems {
+		if partial := (*sync.PartlyEnforcedError)(nil); errors.As(p, &partial) {
+			fmt.Fprintln(stderr, "nftpolicy:", p)
+			continue
+		}
 		fmt.Fprintln(stderr, "nftpolicy: skipped:", p)
 	}
 	g := graph.New(graph.Config{NodeName: *node})

@@ -25,6 +25,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad duration", []string{"run", "--resync-interval", "soon"}, withNode, "resync-interval"},
 		{"negative resync", []string{"run", "--resync-interval", "-1s"}, withNode, "must be positive"},
 		{"negative watch staleness", []string{"run", "--watch-stale-after", "-1s"}, withNode, "--watch-stale-after"},
+		{"zero CRD recheck", []string{"run", "--crd-recheck-interval", "0s"}, withNode, "--crd-recheck-interval"},
 		{"bad log level", []string{"run", "--log-level", "loud"}, withNode, "--log-level"},
 		{"bad log format", []string{"run", "--log-format", "xml"}, withNode, "--log-format"},
 		{"stray argument", []string{"run", "extra"}, withNode, "unexpected arguments"},

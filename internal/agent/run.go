@@ -55,6 +55,9 @@ type RunConfig struct {
 	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed, or an
 	// apply has been running, for longer (Health.StaleAfter); 0: never.
 	WatchStaleAfter time.Duration
+	// CRDRecheck: how often the API server is asked again for ClusterNetworkPolicies while it
+	// does not serve them (sync.Config.AbsentRecheck); 0: 30 s.
+	CRDRecheck time.Duration
 	// CompileBudget bounds one endpoint group's compile (nft.Config.CompileBudget; 0: the default).
 	CompileBudget int64
 	// DenyLog, if set, logs denied packets within a rate per deny reason: the deny chains send
@@ -82,7 +85,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	metrics := NewMetrics(reg)
 	syncMetrics := sync.NewMetrics(reg)
 	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
-		Metrics: syncMetrics})
+		Metrics: syncMetrics, AbsentRecheck: cfg.CRDRecheck})
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
 		WatchDown: watcher.WatchDown}
 

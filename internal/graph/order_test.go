@@ -131,9 +131,13 @@ func genScenario(r *rand.Rand) scenario {
 				seq = append(seq, model.PolicyDeleted{Key: key})
 				continue
 			}
-			seq = append(seq, model.PolicySet{Policy: model.Policy{Key: key, Tier: tier, Order: float64(r.IntN(3)),
+			pol := model.Policy{Key: key, Tier: tier, Order: float64(r.IntN(3)),
 				Namespace: ns, Selector: pick(selPool), ApplyIngress: r.IntN(3) > 0, ApplyEgress: r.IntN(2) == 0,
-				IngressRules: rules(), EgressRules: rules()}})
+				IngressRules: rules(), EgressRules: rules()}
+			if ns == "" && r.IntN(2) == 0 { // a ClusterNetworkPolicy subject with a namespace selector
+				pol.NamespaceSelector = pick(nsSelPool)
+			}
+			seq = append(seq, model.PolicySet{Policy: pol})
 		}
 		sc.keys = append(sc.keys, seq)
 	}

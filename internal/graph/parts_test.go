@@ -59,6 +59,17 @@ func TestResolverTiers(t *testing.T) {
 			[]model.Update{pol(pk("NetworkPolicy", "y", "np"), model.TierNetworkPolicy, 0, "", true, true)}, "", ""},
 		{"deleted policy is gone",
 			[]model.Update{pol(np1, model.TierNetworkPolicy, 0, "", true, true), model.PolicyDeleted{Key: np1}}, "", ""},
+		{"cluster policy whose namespace selector matches the endpoint's namespace",
+			[]model.Update{nsLabels("x", "team", "a"), nsPol(adm, "team == 'a'", "app == 'a'")},
+			"admin(pass): ClusterNetworkPolicy/adm", ""},
+		{"cluster policy whose namespace selector does not match",
+			[]model.Update{nsLabels("x", "team", "a"), nsPol(adm, "team == 'b'", "")}, "", ""},
+		{"namespace relabelled out of a cluster policy's namespace selector",
+			[]model.Update{nsLabels("x", "team", "a"), nsPol(adm, "team == 'a'", ""), nsLabels("x", "team", "b")}, "", ""},
+		{"namespace relabelled into a cluster policy's namespace selector",
+			[]model.Update{nsPol(adm, "team == 'b'", ""), nsLabels("x", "team", "b")}, "admin(pass): ClusterNetworkPolicy/adm", ""},
+		{"invalid namespace selector: the policy selects nothing",
+			[]model.Update{nsLabels("x", "team", "a"), nsPol(adm, "team == ", "")}, "", ""},
 	}
 	render := func(tps []dataplane.TierPolicies) string {
 		var parts []string
@@ -87,6 +98,18 @@ func TestResolverTiers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nsLabels sets namespace ns's labels to k=v.
+func nsLabels(ns, k, v string) model.Update {
+	return model.NamespaceSet{Namespace: model.Namespace{Name: ns, Labels: lbl(k, v)}}
+}
+
+// nsPol is an admin-tier cluster policy on the endpoints matching sel in the namespaces matching
+// nsSel, applying to ingress.
+func nsPol(key model.PolicyKey, nsSel, sel string) model.Update {
+	return model.PolicySet{Policy: model.Policy{Key: key, Tier: model.TierAdmin, Selector: sel, NamespaceSelector: nsSel,
+		ApplyIngress: true}}
 }
 
 // Active policies and sets: only policies selecting a local endpoint are emitted, and only

@@ -93,10 +93,16 @@ func (g *Graph) setPolicy(mp model.Policy) {
 
 	// Applied-to selector.
 	var newSpec *spec
-	if sel, err := selector.Parse(mp.Selector); err != nil {
+	sel, err := selector.Parse(mp.Selector)
+	if err != nil {
 		p.problems = append(p.problems, Problem{Object: obj, Message: "invalid selector " + quote(mp.Selector) + ": " + err.Error() + ": policy selects nothing"})
-	} else {
-		newSpec = &spec{ep: normSel(sel), scope: mp.Namespace}
+	}
+	nsSel, nsErr := parseOpt(mp.NamespaceSelector)
+	if nsErr != nil {
+		p.problems = append(p.problems, Problem{Object: obj, Message: "invalid namespace selector " + quote(mp.NamespaceSelector) + ": " + nsErr.Error() + ": policy selects nothing"})
+	}
+	if err == nil && nsErr == nil {
+		newSpec = &spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace}
 	}
 	endpointsChanged := old.Tier != mp.Tier || old.Order != mp.Order || old.ApplyIngress != mp.ApplyIngress || old.ApplyEgress != mp.ApplyEgress
 	oldSel := p.sel
@@ -244,7 +250,10 @@ func (g *Graph) compile(p *policy) {
 				Comment:     p.key.String() + " " + dir.String() + " rule " + strconv.Itoa(pr.index),
 				Index:       pr.index,
 			}
-			if r.Name != "" {
+			switch {
+			case r.Label != "":
+				cr.Comment = p.key.String() + " " + r.Label
+			case r.Name != "":
 				cr.Comment += " (" + r.Name + ")"
 			}
 			// The local side of a rule is the destination of ingress, the source of egress:

@@ -12,7 +12,8 @@
 //     NamespaceSelector only matches endpoints of that namespace.
 //   - A peer's NamespaceSelector is evaluated against the labels of the endpoint's namespace;
 //     a peer with a NamespaceSelector and no Selector matches every endpoint of the matching
-//     namespaces.
+//     namespaces. A Policy's NamespaceSelector does the same for the endpoints it applies to
+//     (ClusterNetworkPolicy subjects select namespaces, or pods within selected namespaces).
 //
 // Several endpoints may hold one address (a pod's IP reused while the old pod object lingers, a
 // status written late). Each is a member of the sets its labels select, so an address stays in
@@ -180,6 +181,10 @@ type Rule struct {
 	NotICMP     *ICMPMatch
 	// Name is an optional human name (for comments); rules are otherwise named by index.
 	Name string
+	// Label, when set, names the rule in comments in place of its direction, index and Name:
+	// a converter that turns one API rule into several model rules names the API rule (for a
+	// ClusterNetworkPolicy its tier, priority, direction, index and name).
+	Label string
 }
 
 // Direction is the direction of traffic relative to an endpoint.
@@ -221,6 +226,9 @@ type Policy struct {
 	// Namespace scopes Selector and same-namespace peers (NetworkPolicy); "" for cluster-wide.
 	Namespace string
 	Selector  string
+	// NamespaceSelector, when set, restricts the policy to endpoints whose namespace's labels
+	// it matches (a ClusterNetworkPolicy's subject); "" puts no restriction on the namespace.
+	NamespaceSelector string
 	// Ingress/Egress say which directions the policy applies to (policyTypes).
 	ApplyIngress bool
 	ApplyEgress  bool

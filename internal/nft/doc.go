@@ -41,7 +41,9 @@
 //	      ct state established,related accept
 //	      oifname "<prefix>*" oifname . ip daddr != @sources_v4 goto deny_unprogrammed   (and ip6)
 //	      ip daddr vmap @ingress_v4; ip6 daddr vmap @ingress_v6      (local pod → its ingress group)
-//	  chain input_host       hook input priority 7   (pod → this node: accepted)
+//	  chain input_host       hook input priority 7   (pod → this node)
+//	      ct state established,related accept; meta l4proto ipv6-icmp accept
+//	      ip saddr vmap @egress_v4; ip6 saddr vmap @egress_v6        (the pod's egress, as forward)
 //	  chain output_host      hook output priority 8  (this node → its pods: accepted, kubelet probes)
 //	  chain in_<hash> / eg_<hash>                   one per endpoint group, direction and family
 //	    listed shape (list.go):
@@ -81,7 +83,14 @@
 // behind a workload interface, and nothing is checked. Traffic from a pod to its own node (input)
 // is not checked: it carries IPv6 neighbour discovery from link-local addresses.
 //
-// Egress is judged at priority 7 and ingress at 8, both on the forward hook: an accept in
+// A pod's traffic to its own node is judged by its egress policy in input_host, as its traffic
+// to another node is in forward_egress, so a rule about node addresses (a ClusterNetworkPolicy
+// node peer, a CIDR) holds wherever the node is. ICMPv6 to the own node is accepted first:
+// neighbour discovery of the pod's gateway may carry the pod's address. The node's traffic to
+// its pods (kubelet probes) is not policed (output_host), nor are the replies to it.
+//
+// Egress is judged at priority 7 and ingress at 8, both on the forward hook (egress to the
+// node itself at 7 on the input hook): an accept in
 // forward_egress ends only that base chain, so same-node pod → pod traffic is judged by the
 // source's egress and then by the destination's ingress. A pod without policy in a direction has
 // no element in that direction's dispatch map and is allowed. Decision chains are entered with

@@ -16,9 +16,21 @@ const FanoutNamespace = "fanout"
 // Selectors·Members/Pods selectors on average), and Spares remote pods are in none: they are the
 // ones that join and leave a selector. Pods are IPv4-only, so one pod joining one selector is
 // exactly one new element in one decision structure of the dataplane.
+//
+// With Cluster, the policies are shaped as converted ClusterNetworkPolicies instead (see
+// ClusterAction): cluster-wide, the admin tier for even k and the baseline tier for odd k,
+// Order k mod 1001 (priorities 0–1000, many equal), subject a pod selector in the namespace
+// FanoutNamespace (by namespace selector), the rule's action by k mod 3, from selector
+// "g<k> == 'in'" in every namespace, TCP 80.
 type Fanout struct {
 	Selectors, Members, Pods, Spares, LocalPods int
 	Node                                        string
+	Cluster                                     bool
+}
+
+// ClusterAction is the action of policy k's rule when Fanout.Cluster: Allow, Deny, Pass in turn.
+func ClusterAction(k int) model.Action {
+	return []model.Action{model.ActionAllow, model.ActionDeny, model.ActionPass}[k%3]
 }
 
 // Updates returns the namespace, local pods, pool pods, spares, policies and InSync.
@@ -50,6 +62,10 @@ func (f Fanout) Updates() []model.Update {
 		ups = append(ups, model.EndpointSet{Endpoint: f.remote(f.Pods+s, map[string]string{"pool": "spare"})})
 	}
 	for k := range f.Selectors {
+		if f.Cluster {
+			ups = append(ups, model.PolicySet{Policy: f.clusterPolicy(k)})
+			continue
+		}
 		ups = append(ups, model.PolicySet{Policy: model.Policy{
 			Key:       model.PolicyKey{Kind: "NetworkPolicy", Namespace: FanoutNamespace, Name: fmt.Sprintf("allow-g%d", k)},
 			Tier:      model.TierNetworkPolicy,
@@ -63,6 +79,27 @@ func (f Fanout) Updates() []model.Update {
 		}})
 	}
 	return append(ups, model.SyncStatusUpdate{Status: model.InSync})
+}
+
+// clusterPolicy is policy k shaped as a converted ClusterNetworkPolicy (see Fanout).
+func (f Fanout) clusterPolicy(k int) model.Policy {
+	tier, tierName := model.TierAdmin, "admin"
+	if k%2 == 1 {
+		tier, tierName = model.TierBaseline, "baseline"
+	}
+	p := model.Policy{
+		Key:  model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: fmt.Sprintf("cnp-g%d", k)},
+		Tier: tier, Order: float64(k % 1001),
+		Selector: fmt.Sprintf("srv == 's%d'", k%max(f.LocalPods, 1)), NamespaceSelector: "kubernetes.io/metadata.name == '" + FanoutNamespace + "'",
+		ApplyIngress: true,
+		IngressRules: []model.Rule{{
+			Action: ClusterAction(k), Protocol: model.ProtocolTCP,
+			Source:      model.Peer{Selector: fmt.Sprintf("g%d == 'in'", k), NamespaceSelector: "all()"},
+			Destination: model.Peer{Ports: []model.Port{{First: 80, Last: 80}}},
+			Label:       fmt.Sprintf("%s priority %d ingress rule 0", tierName, k%1001),
+		}},
+	}
+	return p
 }
 
 // remote is pool pod i (spares follow the pool): 10.100.0.0/16 from 10.100.0.1.

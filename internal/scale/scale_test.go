@@ -146,14 +146,21 @@ func TestGenerateFeedsGraph(t *testing.T) {
 	}
 }
 
-func TestPacketPathPolicies(t *testing.T) {
-	addr := netip.MustParseAddr
-	server := model.Endpoint{Key: model.EndpointKey{Name: "server"}, Node: "n1", Addrs: []netip.Addr{addr("10.0.0.2")}}
+// packetPathEndpoints are the server (10.0.0.2) and 4 clients (10.0.1.1–4) of the packet-path
+// tests, on node n1.
+func packetPathEndpoints() (model.Endpoint, []model.Endpoint) {
+	server := model.Endpoint{Key: model.EndpointKey{Name: "server"}, Node: "n1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}}
 	var clients []model.Endpoint
 	for i := range 4 {
 		clients = append(clients, model.Endpoint{Key: model.EndpointKey{Name: fmt.Sprintf("client%d", i)}, Node: "n1",
 			Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})}})
 	}
+	return server, clients
+}
+
+func TestPacketPathPolicies(t *testing.T) {
+	addr := netip.MustParseAddr
+	server, clients := packetPathEndpoints()
 	tcp80 := func(src netip.Addr) graphtest.Packet {
 		return graphtest.Packet{Src: src, Dst: addr("10.0.0.2"), Proto: model.ProtocolTCP, SrcPort: 40000, DstPort: 80}
 	}
@@ -190,8 +197,56 @@ func TestPacketPathPolicies(t *testing.T) {
 	}
 }
 
+// TestPacketPathClusterPolicies: the clients pass every policy's rules but the last's, which
+// allows them TCP 80 and denies everything else; the peers get their policy's action through
+// the layers (a Pass in the admin tier ends at the last policy's deny of every pod).
+func TestPacketPathClusterPolicies(t *testing.T) {
+	addr := netip.MustParseAddr
+	server, clients := packetPathEndpoints()
+	to := func(src netip.Addr, port uint16) graphtest.Packet {
+		return graphtest.Packet{Src: src, Dst: addr("10.0.0.2"), Proto: model.ProtocolTCP, SrcPort: 40000, DstPort: port}
+	}
+	for _, n := range []int{1, 10, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			pp := scale.PacketPathClusterPolicies(n, server, clients...)
+			_, st := flush(t, "n1", pp.Updates)
+			if got := len(st.Policies); got != n {
+				t.Errorf("%d active policies, want %d", got, n)
+			}
+			for _, c := range clients {
+				if !st.Allowed(to(c.Addrs[0], 80)) || st.Allowed(to(c.Addrs[0], 81)) {
+					t.Errorf("client %s: port 80 allowed %v, 81 allowed %v; want true, false", c.Key.Name,
+						st.Allowed(to(c.Addrs[0], 80)), st.Allowed(to(c.Addrs[0], 81)))
+				}
+			}
+			for _, p := range []struct {
+				i    int
+				want bool
+				why  string
+			}{
+				{0, false, "admin Deny"}, {1, true, "baseline Pass: nothing after the baseline tier"},
+				{2, true, "admin Allow"}, {4, false, "admin Pass, then the last policy's deny of every pod"},
+				{5, true, "baseline Allow"},
+			} {
+				if p.i >= n-1 {
+					continue
+				}
+				if got := st.Allowed(to(pp.Peers[p.i][0], 80)); got != p.want {
+					t.Errorf("peer of policy %d (%s): allowed %v, want %v", p.i, p.why, got, p.want)
+				}
+			}
+		})
+	}
+}
+
 func TestFanout(t *testing.T) {
-	f := scale.Fanout{Selectors: 200, Members: 10, Pods: 500, Spares: 3, LocalPods: 4, Node: "n1"}
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cluster=%v", cluster), func(t *testing.T) { testFanout(t, cluster) })
+	}
+}
+
+func testFanout(t *testing.T, cluster bool) {
+	f := scale.Fanout{Selectors: 200, Members: 10, Pods: 500, Spares: 3, LocalPods: 4, Node: "n1", Cluster: cluster}
 	ups := f.Updates()
 	member := map[string]int{}
 	for _, u := range ups {

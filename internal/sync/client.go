@@ -20,10 +20,12 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 )
 
 // Client is the API server as the Watcher reads it: the lists and watches of every namespace,
-// pod and NetworkPolicy. NewClient makes one from a rest.Config.
+// pod, NetworkPolicy and ClusterNetworkPolicy, and of Nodes. NewClient makes one from a
+// rest.Config.
 //
 // It is a REST client of a scheme holding only those types (and metav1's options, statuses and
 // watch events), not client-go's clientset: the clientset's packages register all of
@@ -31,9 +33,10 @@ import (
 // code and registrations make the binary larger and keep more of it resident, and their
 // schemes take heap, all for nothing.
 type Client interface {
-	// listerWatcher is the source of a resource's informer: resource is "namespaces", "pods"
-	// or "networkpolicies", of every namespace; record makes the record of each listed pod
-	// (Watcher.recordPod).
+	// listerWatcher is the source of a resource's informer: resource is "namespaces", "pods",
+	// "networkpolicies", "clusternetworkpolicies" or "nodes", of every namespace; record makes
+	// the record of each listed pod (Watcher.recordPod). A list of a resource the API server
+	// does not serve (ClusterNetworkPolicies without their CRD) fails with a NotFound status.
 	listerWatcher(resource string, record func(*corev1.Pod) *podRecord) cache.ListerWatcher
 }
 
@@ -42,6 +45,7 @@ func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(networkingv1.AddToScheme(s))
+	utilruntime.Must(npav1alpha2.Install(s))
 	return s
 }
 
@@ -79,6 +83,13 @@ func NewClient(rc *rest.Config) (Client, error) {
 	}
 	if c.networking, err = clientFor("/apis", networkingv1.SchemeGroupVersion); err != nil {
 		return nil, err
+	}
+	// custom resources are served as JSON only
+	json := *base
+	json.ContentType, json.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	json.APIPath, json.GroupVersion = "/apis", &npav1alpha2.SchemeGroupVersion
+	if c.policy, err = rest.RESTClientForConfigAndClient(&json, hc); err != nil {
+		return nil, fmt.Errorf("sync: the API client of %s: %w", npav1alpha2.SchemeGroupVersion, err)
 	}
 	return &c, nil
 }
@@ -123,15 +134,23 @@ func APIDialer() *net.Dialer {
 
 // restClient lists and watches through one REST client per group, sharing their connections.
 type restClient struct {
-	core, networking *rest.RESTClient
+	core, networking, policy *rest.RESTClient
 }
 
 func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *podRecord) cache.ListerWatcher {
 	client := c.core
-	if resource == "networkpolicies" {
+	switch resource {
+	case "networkpolicies":
 		client = c.networking
+	case "clusternetworkpolicies":
+		client = c.policy
 	}
 	lw := cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
+	if resource == "clusternetworkpolicies" || resource == "nodes" {
+		// plain lists: small resources, and a list is how the Watcher finds whether the API
+		// server serves ClusterNetworkPolicies
+		return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{})
+	}
 	if resource == "pods" { // listed by podlist.go, watched as client-go does
 		lw = &cache.ListWatch{WatchFuncWithContext: lw.WatchFuncWithContext,
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -142,3 +161,8 @@ func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *po
 	// supports it, as the clientset's informers do
 	return cache.ToListWatcherWithWatchListSemantics(lw, c)
 }
+
+// noWatchList is a client that does not stream lists (client-go's WatchListClient).
+type noWatchList struct{}
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }

@@ -1,7 +1,8 @@
 // Package sync is the agent's view of the cluster: the first stage of docs/design.md's data flow
-// (Kubernetes API → sync → graph → nft). It turns Namespaces, Pods and NetworkPolicies into
-// model updates (internal/model) and reports sync status. It is the only stage that knows
-// Kubernetes types (the binary's client set-up aside); nothing downstream does.
+// (Kubernetes API → sync → graph → nft). It turns Namespaces, Pods, NetworkPolicies and
+// ClusterNetworkPolicies (with the Nodes their node peers select) into model updates
+// (internal/model) and reports sync status. It is the only stage that knows Kubernetes types
+// (the binary's client set-up aside); nothing downstream does.
 //
 // # Sources
 //
@@ -19,8 +20,17 @@
 //     (podfields.go) and skipping the rest without allocating it; watch events go through
 //     client-go's generated decoder. After the updates of each event, the next batch carries a
 //     model.SourceVersion of its resource: the agent publishes, once committed, the versions its
-//     table reflects. ServiceAccounts and Nodes are not watched: NetworkPolicy v1 does not use
-//     their labels and the model has no Node.
+//     table reflects. ServiceAccounts are not watched: no API the agent reads uses their
+//     labels.
+//   - ClusterNetworkPolicies (cnpwatch.go; policy.networking.k8s.io/v1alpha2, a custom resource
+//     read as JSON through the same REST client approach, not the module's generated clientset
+//     and informers) are optional: while the API server does not serve them (no CRD), the
+//     Watcher holds none, counts them as in sync and not as a watch outage, and looks again
+//     every Config.AbsentRecheck (30 s), so installing the CRD later needs no restart; removing
+//     it withdraws every one. Nodes are watched only from the first ClusterNetworkPolicy with a
+//     node peer on, cached as name, labels and IP addresses: such a policy is emitted with its
+//     node peers resolved into the selected nodes' addresses once the node list is in, and again
+//     when a node it selects (or selected) changes labels or addresses — heartbeats do nothing.
 //   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
 //     manifests (multi-document files, v1 Lists; strict decoding as kubectl's), for
 //     `nftpolicy render` and tests. Deterministic order (namespaces, endpoints, policies, then
@@ -47,6 +57,19 @@
 // (EndpointDeleted), so it keeps no policy of its own. ConvertNamespace sets
 // kubernetes.io/metadata.name = name, as the API server guarantees. No TierSet is sent: the
 // graph starts with model.DefaultTiers.
+//
+// ConvertClusterNetworkPolicy (cnp.go, see convertCNP's comment) puts Admin policies in
+// model.TierAdmin and Baseline ones in model.TierBaseline (both default to Pass: Admin →
+// NetworkPolicy → Baseline → allowed), Order = priority, so equal priorities are ordered by
+// name; rules in order (first match decides), each expanded per peer and protocol group with a
+// Label naming the API rule (tier, priority, direction, index, name) for the ruleset's
+// comments; subjects as Selector plus NamespaceSelector; node peers as the nodes' addresses.
+// domainNames peers are not enforced — an Accept rule's such peer matches nothing, a Deny or
+// Pass rule with one denies everything (the API's fail-closed rule) — and a policy with one is
+// logged once per version ("policy not enforced as written", with an Accepted=False-style
+// condition) and counted in nftpolicy_partly_enforced_objects_total{kind}. The output is at
+// most 25 rules × 25 peers × 4 protocol groups = 2,500 model rules per direction; larger
+// input (the API's limits) is invalid.
 //
 // # Invariants
 //

@@ -4,9 +4,11 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -32,6 +34,15 @@ func (c clientsetClient) listerWatcher(resource string, _ func(*corev1.Pod) *pod
 	case "networkpolicies":
 		i := c.cs.NetworkingV1().NetworkPolicies(metav1.NamespaceAll)
 		lw = typedListWatch(i.List, i.Watch)
+	case "nodes":
+		i := c.cs.CoreV1().Nodes()
+		lw = typedListWatch(i.List, i.Watch)
+	case "clusternetworkpolicies": // not served, as without the CRD
+		notFound := apierrors.NewNotFound(schema.GroupResource{Group: "policy.networking.k8s.io", Resource: resource}, "")
+		lw = &cache.ListWatch{
+			ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, notFound },
+			WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, notFound },
+		}
 	}
 	return cache.ToListWatcherWithWatchListSemantics(lw, c.cs)
 }

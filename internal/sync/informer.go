@@ -39,10 +39,14 @@ type informer struct {
 func newInformer(res *resourceWatch, lw cache.ListerWatcher, object runtime.Object, transform cache.TransformFunc,
 	h cache.ResourceEventHandler) *informer {
 	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: transform, handler: h, watch: res}
+	return &informer{reflector: newReflector(res, lw, object, store), store: store}
+}
+
+// newReflector is a reflector filling store through lw, tracked in res.
+func newReflector(res *resourceWatch, lw cache.ListerWatcher, object runtime.Object, store *handlerStore) *cache.Reflector {
 	tracked := &trackedListerWatcher{lw: lw, ctxLW: cache.ToListerWatcherWithContext(lw), watch: res}
-	r := cache.NewReflectorWithOptions(tracked, object, store,
+	return cache.NewReflectorWithOptions(tracked, object, store,
 		cache.ReflectorOptions{Name: res.resource, Backoff: retryBackoff()})
-	return &informer{reflector: r, store: store}
 }
 
 // hasSynced reports whether the initial list has been handed to the handler.
@@ -62,6 +66,8 @@ type handlerStore struct {
 	watch     *resourceWatch
 	// synced: the initial list has been delivered
 	synced atomic.Bool
+	// onSynced, when set, is called once the initial list has been delivered
+	onSynced func()
 }
 
 var (
@@ -155,7 +161,9 @@ func (s *handlerStore) Replace(list []any, _ string) error {
 			s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
 		}
 	}
-	s.synced.Store(true)
+	if !s.synced.Swap(true) && s.onSynced != nil {
+		s.onSynced()
+	}
 	return nil
 }
 
@@ -194,6 +202,10 @@ type resourceWatch struct {
 	downSince atomic.Int64
 	// unconfirmed: a watch is open that has not proved real yet
 	unconfirmed atomic.Bool
+	// idle: the resource is not watched, and its watch is not missed: the API server does not
+	// serve it (ClusterNetworkPolicies without their CRD), or nothing needs it (Nodes without a
+	// node peer)
+	idle atomic.Bool
 
 	mu          gosync.Mutex
 	openedAt    time.Time // of the open watch
@@ -223,13 +235,30 @@ func newResourceWatch(resource string, log *slog.Logger, m *Metrics, now time.Ti
 	return r
 }
 
-// down reports how long no watch of the resource has been open at now (0 while one is).
+// down reports how long no watch of the resource has been open at now (0 while one is, and
+// while the resource is idle).
 func (r *resourceWatch) down(now time.Time) time.Duration {
 	since := r.downSince.Load()
-	if since == 0 {
+	if since == 0 || r.idle.Load() {
 		return 0
 	}
 	return now.Sub(time.Unix(0, since))
+}
+
+// setIdle marks the resource idle (see resourceWatch.idle), or watched from now on; an idle
+// resource's outage, if any, ends, and a resource watched again counts as down until its first
+// watch opens.
+func (r *resourceWatch) setIdle(idle bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.idle.Swap(idle) == idle {
+		return
+	}
+	r.failures = 0
+	if !idle && r.downSince.Load() == 0 {
+		return
+	}
+	r.downSince.Store(time.Now().UnixNano())
 }
 
 // opened records a watch that the API server accepted and returns its generation; streaming:

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -35,15 +36,16 @@ type sourced struct {
 
 // LoadDir reads every *.yaml, *.yml and *.json file under dir (recursively, in lexical order),
 // each holding one or more documents (YAML "---" separated; a v1 List is unpacked), and converts
-// the Namespaces, Pods (with their status) and NetworkPolicies in them like the API watcher
-// does. Decoding is strict, as kubectl's: an unknown or duplicate field makes the object bad.
+// the Namespaces, Pods (with their status), NetworkPolicies, ClusterNetworkPolicies and Nodes
+// (the addresses that node peers select) in them like the API watcher does. Decoding is strict, as kubectl's: an unknown or duplicate field makes the object bad.
 // Objects without metadata.namespace (Pods, NetworkPolicies) are in "default". A namespace
 // that objects are in but that no manifest defines exists with only its
 // kubernetes.io/metadata.name label, as it would in a cluster.
 //
 // Bad objects (undecodable, unsupported kind, duplicate, invalid for the converter) are skipped
-// and reported in the errors, each naming its file, document and object; everything else is
-// returned, in ConvertObjects' deterministic order, ending with SyncStatusUpdate{InSync}.
+// and reported in the errors, each naming its file, document and object; policies enforced in
+// part are reported as a *PartlyEnforcedError; everything else is returned, in ConvertObjects'
+// deterministic order, ending with SyncStatusUpdate{InSync}.
 func LoadDir(dir string) ([]model.Update, []error) {
 	var (
 		items []sourced
@@ -139,8 +141,8 @@ func decode(js []byte, origin string, dec runtime.Decoder) []sourced {
 	return out
 }
 
-// ConvertObjects converts Namespaces, Pods and NetworkPolicies into the updates that describe
-// them, in a deterministic order: namespaces by name, endpoints by key, policies by key, then
+// ConvertObjects converts Namespaces, Pods, NetworkPolicies and ClusterNetworkPolicies (with
+// the Nodes their node peers select) into the updates that describe them, in a deterministic order: namespaces by name, endpoints by key, policies by key, then
 // SyncStatusUpdate{InSync}. Pods that are not endpoints are left out silently; objects of other
 // kinds, duplicates (the later one is dropped) and objects the converters reject are skipped and
 // reported, each error naming the object. Pods and NetworkPolicies without a namespace are in
@@ -166,10 +168,22 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 	namespaces := map[string]model.Namespace{}
 	endpoints := map[model.EndpointKey]model.Endpoint{}
 	policies := map[model.PolicyKey]model.Policy{}
+	var (
+		nodes []*corev1.Node
+		cnps  []sourced // converted once every node is known
+	)
 	// taken: every object named so far, valid or not, so that a later duplicate is skipped
-	// rather than silently replacing it
+	// rather than silently replacing it. take reports whether obj is to be converted: it has a
+	// name, and none of the same kind and namespace came before.
 	taken := map[string]bool{}
-	take := func(it sourced, obj runtime.Object) bool {
+	take := func(it sourced, obj interface {
+		runtime.Object
+		GetName() string
+	}) bool {
+		if obj.GetName() == "" {
+			fail(it, errors.New("metadata.name is empty"))
+			return false
+		}
 		id := objectName(obj)
 		if taken[id] {
 			fail(it, errors.New("duplicate, skipped"))
@@ -185,10 +199,6 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 		}
 		switch o := it.obj.(type) {
 		case *corev1.Namespace:
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if !take(it, o) {
 				continue
 			}
@@ -199,10 +209,6 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				o.Namespace = corev1.NamespaceDefault
 			}
 			key := model.EndpointKey{Namespace: o.Namespace, Name: o.Name}
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if !take(it, o) {
 				continue
 			}
@@ -219,10 +225,6 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				o = o.DeepCopy()
 				o.Namespace = corev1.NamespaceDefault
 			}
-			if o.Name == "" {
-				fail(it, errors.New("metadata.name is empty"))
-				continue
-			}
 			if !take(it, o) {
 				continue
 			}
@@ -232,9 +234,28 @@ func convertObjects(items []sourced) ([]model.Update, []error) {
 				continue
 			}
 			policies[p.Key] = p
+		case *npav1alpha2.ClusterNetworkPolicy:
+			if take(it, o) {
+				cnps = append(cnps, it)
+			}
+		case *corev1.Node:
+			if take(it, o) {
+				nodes = append(nodes, o)
+			}
 		default:
 			fail(it, errors.New("kind not used by nftpolicy, ignored"))
 		}
+	}
+	for _, it := range cnps {
+		p, ignored, err := ConvertClusterNetworkPolicy(it.obj.(*npav1alpha2.ClusterNetworkPolicy), nodes)
+		if err != nil {
+			fail(it, err)
+			continue
+		}
+		if len(ignored) > 0 {
+			errs = append(errs, &PartlyEnforcedError{Object: strings.TrimPrefix(it.origin+": ", ": ") + objectName(it.obj), Ignored: ignored})
+		}
+		policies[p.Key] = p
 	}
 	// A pod or policy cannot exist in the API without its namespace: a namespace the objects
 	// name but do not define exists with only its kubernetes.io/metadata.name label.
@@ -292,6 +313,8 @@ func objectName(obj runtime.Object) string {
 		kind, ns, name = "Pod", o.Namespace, o.Name
 	case *networkingv1.NetworkPolicy:
 		kind, ns, name = KindNetworkPolicy, o.Namespace, o.Name
+	case *npav1alpha2.ClusterNetworkPolicy:
+		kind, name = KindClusterNetworkPolicy, o.Name
 	default:
 		if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind != "" {
 			kind = gvk.Kind
@@ -307,4 +330,15 @@ func objectName(obj runtime.Object) string {
 		return kind + " " + ns + "/" + name
 	}
 	return kind + " " + name
+}
+
+// PartlyEnforcedError reports a policy that is converted and enforced, but not all of it as
+// written (a ClusterNetworkPolicy's domainNames peers): Ignored says what and how.
+type PartlyEnforcedError struct {
+	Object  string // file, document and object, as other errors name them
+	Ignored []string
+}
+
+func (e *PartlyEnforcedError) Error() string {
+	return e.Object + ": not enforced as written: " + describeIgnored(e.Ignored)
 }

@@ -169,6 +169,8 @@ func TestConvertObjects(t *testing.T) {
 			Spec: networkingv1.NetworkPolicySpec{Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "not-a-cidr"}}}}}}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "q"}},
+		&corev1.Node{},
+		pod("a", "", "10.0.0.3"),
 	}
 	ups, errs := sync.ConvertObjects(objs)
 	var got []string
@@ -180,7 +182,7 @@ func TestConvertObjects(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	wantErrs := []string{"Pod a/a: duplicate", "Pod a/bad: pod IP", "ConfigMap a/cm: kind not used",
-		"NetworkPolicy a/q: ", "NetworkPolicy a/q: duplicate"}
+		"NetworkPolicy a/q: ", "NetworkPolicy a/q: duplicate", "Node : metadata.name is empty", "Pod a/: metadata.name is empty"}
 	if len(errs) != len(wantErrs) {
 		t.Fatalf("errors %v, want %d", errs, len(wantErrs))
 	}

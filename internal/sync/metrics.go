@@ -8,6 +8,10 @@ type Metrics struct {
 	// NetworkPolicy). A version seen again unchanged (resync, relist) is not counted twice. The
 	// agent also counts here the policies its dataplane rejects (too costly to compile).
 	InvalidObjects *prometheus.CounterVec
+	// PartlyEnforced counts object versions enforced only in part, by kind: a
+	// ClusterNetworkPolicy's domainNames peers (and peers or protocols of a newer API) are
+	// not enforced. Each version is counted once, and logged with what is not enforced.
+	PartlyEnforced *prometheus.CounterVec
 	// Updates counts the model updates the watcher emitted, by kind (endpoint, namespace,
 	// policy, sync).
 	Updates *prometheus.CounterVec
@@ -32,6 +36,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_invalid_objects_total",
 			Help: "API objects skipped because they cannot be converted (each version counted once), or policies not enforced as written because they are too costly to compile, by kind.",
 		}, []string{"kind"}),
+		PartlyEnforced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftpolicy_partly_enforced_objects_total",
+			Help: "API objects enforced only in part (ClusterNetworkPolicy domainNames peers), each version counted once, by kind.",
+		}, []string{"kind"}),
 		Updates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftpolicy_sync_updates_total",
 			Help: "Model updates emitted by the API watcher, by kind.",
@@ -54,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"resource"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.InvalidObjects, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.LastEvent)
+		reg.MustRegister(m.InvalidObjects, m.PartlyEnforced, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.LastEvent)
 	}
 	return m
 }

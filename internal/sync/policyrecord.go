@@ -28,6 +28,11 @@ type policyRecord struct {
 	// pending is the policy (when err is nil) until the policy informer's event handler takes it;
 	// atomic for the reasons podRecord.pending gives.
 	pending atomic.Pointer[model.Policy]
+	// ClusterNetworkPolicies only. nodes is the conversion of one with node peers, kept for
+	// its life (pending is nil): the Watcher resolves it again when the nodes change. ignored
+	// says what of the policy is not enforced as written (cnpConversion.ignored).
+	nodes   *cnpConversion
+	ignored []string
 }
 
 // recordPolicy converts np into its record. Its namespace is interned: policies share it with
@@ -47,7 +52,7 @@ func (w *Watcher) recordPolicy(np *networkingv1.NetworkPolicy) *policyRecord {
 // DeepCopyObject copies the record; a pending policy is copied as a value that shares its rules,
 // which nothing modifies after the conversion (the graph copies what it normalises).
 func (r *policyRecord) DeepCopyObject() runtime.Object {
-	c := &policyRecord{recordMeta: r.recordMeta, err: r.err, fingerprint: r.fingerprint}
+	c := &policyRecord{recordMeta: r.recordMeta, err: r.err, fingerprint: r.fingerprint, nodes: r.nodes, ignored: r.ignored}
 	if p := r.pending.Load(); p != nil {
 		cp := *p
 		c.pending.Store(&cp)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -28,10 +30,14 @@ type Config struct {
 	Logger   *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// AbsentRecheck is how often the API server is asked again for ClusterNetworkPolicies
+	// while it does not serve them (their CRD is not installed); 0 means 30 s.
+	AbsentRecheck time.Duration
 }
 
-// Watcher watches Pods, Namespaces and NetworkPolicies through client-go informers and emits the
-// model updates that describe them. Run it once.
+// Watcher watches Pods, Namespaces, NetworkPolicies and ClusterNetworkPolicies (and the Nodes
+// these select) through client-go informers and emits the model updates that describe them.
+// Run it once.
 type Watcher struct {
 	cfg Config
 	log *slog.Logger
@@ -59,11 +65,25 @@ type Watcher struct {
 
 	// watches are the state of each resource's watch (watchedResources' order)
 	watches []*resourceWatch
+
+	// ClusterNetworkPolicies with node peers by name, the nodes by name, and the node watch
+	// (cnpwatch.go). partial holds the resourceVersion of each policy last logged as not
+	// enforced as written.
+	nodePolicies map[string]*nodePolicy
+	nodes        map[string]node
+	nodesStarted bool
+	nodesSynced  atomic.Bool
+	partial      map[objectKey]string
+	// runCtx and running are Run's, for the node informer that a handler starts
+	runCtx  context.Context
+	running *gosync.WaitGroup
 }
 
 // watchedResources are the resources the Watcher lists and watches, as SourceVersion and the
 // metrics name them.
-func watchedResources() []string { return []string{"namespaces", "pods", "networkpolicies"} }
+func watchedResources() []string {
+	return []string{"namespaces", "pods", "networkpolicies", "clusternetworkpolicies", "nodes"}
+}
 
 type objectKey struct{ kind, namespace, name string }
 
@@ -88,11 +108,16 @@ func New(cfg Config) *Watcher {
 		versions:   map[string]string{},
 		invalid:    map[objectKey]string{},
 		names:      newInterner(),
+
+		nodePolicies: map[string]*nodePolicy{},
+		nodes:        map[string]node{},
+		partial:      map[objectKey]string{},
 	}
 	now := time.Now()
 	for _, res := range watchedResources() {
 		w.watches = append(w.watches, newResourceWatch(res, log, cfg.Metrics, now))
 	}
+	w.watchOf("nodes").setIdle(true) // until a ClusterNetworkPolicy has a node peer
 	return w
 }
 
@@ -143,6 +168,9 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	var synced []cache.InformerSynced
 	var running gosync.WaitGroup
 	defer running.Wait()
+	w.mu.Lock()
+	w.runCtx, w.running = ctx, &running
+	w.mu.Unlock()
 	for _, s := range []struct {
 		resource string // as SourceVersion names it
 		object   runtime.Object
@@ -151,13 +179,18 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	}{
 		{"namespaces", &corev1.Namespace{}, ignoreOld(w.setNamespace), w.deleteNamespace},
 		{"pods", &corev1.Pod{}, w.podChanged, w.deletePod},
-		{"networkpolicies", &networkingv1.NetworkPolicy{}, w.policyChanged, w.deletePolicy},
+		{"networkpolicies", &networkingv1.NetworkPolicy{}, w.policyChanged(KindNetworkPolicy), w.deletePolicy(KindNetworkPolicy)},
 	} {
 		inf := newInformer(w.watchOf(s.resource), w.cfg.Client.listerWatcher(s.resource, w.recordPod), s.object, w.transform,
 			handler(s.resource, s.change, s.del))
 		synced = append(synced, inf.hasSynced)
 		running.Go(func() { inf.reflector.RunWithContext(ctx) })
 	}
+	// ClusterNetworkPolicies, whose CRD may be missing, and the nodes their node peers select,
+	// whose list in-sync waits for once the initial list of policies has started their watch
+	synced = append(synced,
+		w.runClusterPolicies(ctx, &running, handler("clusternetworkpolicies", w.clusterPolicyChanged, w.deleteClusterPolicy)),
+		w.nodesReady)
 
 	started := time.Now()
 	go func() {
@@ -368,65 +401,72 @@ func (w *Watcher) deleteNamespace(obj any) {
 	}
 }
 
-// policyChanged emits the change of one policy. As for pods (podChanged), the Watcher keeps no
-// record of policies: the record cached with the previous version (old; nil for an add) tells
-// whether the policy is in force (it converted) and, by its fingerprint, whether the new version
-// converts to the same policy. The new record's policy leaves the cache here, emitted or not.
+// policyChanged returns the handler of changes of one kind of policy (NetworkPolicy,
+// ClusterNetworkPolicy), which emits the change of one policy. As for pods (podChanged), the
+// Watcher keeps no record of policies: the record cached with the previous version (old; nil
+// for an add) tells whether the policy is in force (it converted) and, by its fingerprint,
+// whether the new version converts to the same policy. The new record's policy leaves the
+// cache here, emitted or not.
 //
 // An invalid version withdraws the policy (PolicyDeleted) when an earlier version was in force:
 // the user has replaced those rules, so keeping them would enforce something nobody asked for
 // any more. Withdrawing changes only what this one policy allowed or isolated, never what other
 // policies decide. The log line and nftpolicy_invalid_objects_total make it visible; a later
 // valid version is picked up.
-func (w *Watcher) policyChanged(oldObj, newObj any) {
-	r, ok := newObj.(*policyRecord)
-	if !ok {
-		return
-	}
-	p := r.pending.Swap(nil)
-	inForce, same := false, false
-	if o, ok := oldObj.(*policyRecord); ok {
-		inForce = o.err == nil
-		same = inForce && r.err == nil && o.fingerprint == r.fingerprint
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.checkedLocked(objectKey{KindNetworkPolicy, r.ns(), r.name()}, r.version(), r.err)
-	switch {
-	case same:
-	case r.err == nil && p == nil:
-		// delivered again after its policy was taken, as in podChanged
-		w.log.Error("policy record delivered again after its policy was taken; change not emitted",
-			"namespace", r.ns(), "name", r.name(), "resourceVersion", r.version())
-	case r.err == nil:
-		if !inForce {
-			w.policies++
+func (w *Watcher) policyChanged(kind string) func(oldObj, newObj any) {
+	return func(oldObj, newObj any) {
+		r, ok := newObj.(*policyRecord)
+		if !ok {
+			return
 		}
-		w.pushLocked(model.PolicySet{Policy: *p})
-	case inForce:
-		w.policies--
-		w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: KindNetworkPolicy, Namespace: r.ns(), Name: r.name()}})
+		p := r.pending.Swap(nil)
+		inForce, same := false, false
+		if o, ok := oldObj.(*policyRecord); ok {
+			inForce = o.err == nil
+			same = inForce && r.err == nil && o.fingerprint == r.fingerprint
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.checkedLocked(objectKey{kind, r.ns(), r.name()}, r.version(), r.err)
+		switch {
+		case same:
+		case r.err == nil && p == nil:
+			// delivered again after its policy was taken, as in podChanged
+			w.log.Error("policy record delivered again after its policy was taken; change not emitted",
+				"kind", kind, "namespace", r.ns(), "name", r.name(), "resourceVersion", r.version())
+		case r.err == nil:
+			if !inForce {
+				w.policies++
+			}
+			w.pushLocked(model.PolicySet{Policy: *p})
+		case inForce:
+			w.policies--
+			w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: kind, Namespace: r.ns(), Name: r.name()}})
+		}
 	}
 }
 
-func (w *Watcher) deletePolicy(obj any) {
-	ns, name, last, ok := keyOf(obj)
-	if !ok {
-		return
-	}
-	// A policy whose last known version was invalid is not in force (never emitted, or already
-	// withdrawn). A tombstone without a readable record gets a delete anyway; the graph ignores
-	// unknown keys.
-	inForce := true
-	if r, isRecord := last.(*policyRecord); isRecord {
-		inForce = r.err == nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.invalid, objectKey{KindNetworkPolicy, ns, name})
-	if inForce {
-		w.policies--
-		w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: KindNetworkPolicy, Namespace: ns, Name: name}})
+// deletePolicy returns the handler of deletes of one kind of policy.
+func (w *Watcher) deletePolicy(kind string) func(obj any) {
+	return func(obj any) {
+		ns, name, last, ok := keyOf(obj)
+		if !ok {
+			return
+		}
+		// A policy whose last known version was invalid is not in force (never emitted, or
+		// already withdrawn). A tombstone without a readable record gets a delete anyway; the
+		// graph ignores unknown keys.
+		inForce := true
+		if r, isRecord := last.(*policyRecord); isRecord {
+			inForce = r.err == nil
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.invalid, objectKey{kind, ns, name})
+		if inForce {
+			w.policies--
+			w.pushLocked(model.PolicyDeleted{Key: model.PolicyKey{Kind: kind, Namespace: ns, Name: name}})
+		}
 	}
 }
 
@@ -460,6 +500,10 @@ func (w *Watcher) transform(obj any) (any, error) {
 		return w.recordPod(o), nil
 	case *networkingv1.NetworkPolicy:
 		return w.recordPolicy(o), nil
+	case *npav1alpha2.ClusterNetworkPolicy:
+		return w.recordClusterPolicy(o), nil
+	case *corev1.Node:
+		return slimNode(o), nil
 	case *corev1.Namespace:
 		return &corev1.Namespace{ObjectMeta: slimMeta(&o.ObjectMeta)}, nil
 	}

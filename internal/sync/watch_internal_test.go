@@ -26,14 +26,14 @@ func TestDeleteTombstones(t *testing.T) {
 	w := New(Config{})
 	w.podChanged(nil, w.recordPod(pod("a", "10.0.0.1")))
 	np := w.recordPolicy(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "x", Name: "p"}})
-	w.policyChanged(nil, np)
+	w.policyChanged(KindNetworkPolicy)(nil, np)
 	w.setNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}})
 	w.pending = nil
 
 	// (TestPolicyChanges has the policies' other tombstones)
 	w.deletePod(cache.DeletedFinalStateUnknown{Key: "x/a", Obj: w.recordPod(pod("a", "10.0.0.1"))})
 	w.deletePod(cache.DeletedFinalStateUnknown{Key: "x/noip", Obj: w.recordPod(pod("noip", ""))}) // never an endpoint: nothing
-	w.deletePolicy(cache.DeletedFinalStateUnknown{Key: "x/p", Obj: np})
+	w.deletePolicy(KindNetworkPolicy)(cache.DeletedFinalStateUnknown{Key: "x/p", Obj: np})
 	w.deleteNamespace(cache.DeletedFinalStateUnknown{Key: "x"})
 	want := []model.Update{
 		model.EndpointDeleted{Key: model.EndpointKey{Namespace: "x", Name: "a"}},
@@ -55,14 +55,14 @@ func TestUnchangedEmitsNothing(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}}
 	w := New(Config{})
 	w.podChanged(nil, w.recordPod(p))
-	w.policyChanged(nil, w.recordPolicy(np))
+	w.policyChanged(KindNetworkPolicy)(nil, w.recordPolicy(np))
 	w.setNamespace(ns)
 	if len(w.pending) != 3 {
 		t.Fatalf("initial: %+v", w.pending)
 	}
 	w.pending = nil
 	w.podChanged(w.recordPod(p), w.recordPod(p.DeepCopy()))
-	w.policyChanged(w.recordPolicy(np), w.recordPolicy(np.DeepCopy()))
+	w.policyChanged(KindNetworkPolicy)(w.recordPolicy(np), w.recordPolicy(np.DeepCopy()))
 	w.setNamespace(ns.DeepCopy())
 	if len(w.pending) != 0 {
 		t.Errorf("re-delivered unchanged objects emitted %+v", w.pending)
@@ -176,19 +176,19 @@ func TestPolicyChanges(t *testing.T) {
 				case "":
 					r := w.recordPolicy(e.np)
 					if last == nil {
-						w.policyChanged(nil, r) // an add: no old version
+						w.policyChanged(KindNetworkPolicy)(nil, r) // an add: no old version
 					} else {
-						w.policyChanged(last, r)
+						w.policyChanged(KindNetworkPolicy)(last, r)
 					}
 					last = r
 				case resync:
-					w.policyChanged(last, last)
+					w.policyChanged(KindNetworkPolicy)(last, last)
 				case del:
-					w.deletePolicy(last)
+					w.deletePolicy(KindNetworkPolicy)(last)
 				case tombstone:
-					w.deletePolicy(cache.DeletedFinalStateUnknown{Key: "x/p", Obj: last})
+					w.deletePolicy(KindNetworkPolicy)(cache.DeletedFinalStateUnknown{Key: "x/p", Obj: last})
 				case lostTomb:
-					w.deletePolicy(cache.DeletedFinalStateUnknown{Key: "x/p"})
+					w.deletePolicy(KindNetworkPolicy)(cache.DeletedFinalStateUnknown{Key: "x/p"})
 				}
 			}
 			if !reflect.DeepEqual(w.pending, c.want) {

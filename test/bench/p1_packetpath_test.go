@@ -277,9 +277,12 @@ type shape interface {
 	judge(b *testing.B, on bool)
 }
 
-// ourTable is nftpolicy's table, built by the graph and the Dataplane.
+// ourTable is nftpolicy's table, built by the graph and the Dataplane, for the NetworkPolicies
+// of scale.PacketPathPolicies or, with cnp, the ClusterNetworkPolicies of
+// scale.PacketPathClusterPolicies.
 type ourTable struct {
 	pp     *packetPath
+	cnp    bool
 	g      *graph.Graph
 	dp     *nft.Dataplane
 	server model.Endpoint
@@ -287,7 +290,12 @@ type ourTable struct {
 
 const benchNode = "node-bench"
 
-func (o *ourTable) name() string { return "nftpolicy" }
+func (o *ourTable) name() string {
+	if o.cnp {
+		return "nftpolicy-cnp"
+	}
+	return "nftpolicy"
+}
 
 // program replaces the node's tables with nftpolicy's for n policies (graph + a fresh
 // Dataplane: one transaction). A decoy local endpoint with the server's labels keeps the
@@ -296,7 +304,11 @@ func (o *ourTable) program(b *testing.B, n int) {
 	b.Helper()
 	o.pp.dropTable(b, felixTable)
 	server, clients := o.pp.endpoints(benchNode)
-	ups := scale.PacketPathPolicies(n, server, clients...).Updates
+	gen := scale.PacketPathPolicies
+	if o.cnp {
+		gen = scale.PacketPathClusterPolicies
+	}
+	ups := gen(n, server, clients...).Updates
 	o.g = graph.New(graph.Config{NodeName: benchNode})
 	for _, u := range ups {
 		if e, ok := u.(model.EndpointSet); ok && e.Endpoint.Key.Name == server.Key.Name {
@@ -317,8 +329,8 @@ func (o *ourTable) program(b *testing.B, n int) {
 		b.Fatalf("programming %d policies: %v", n, err)
 	}
 	// up to 8 allow rules the server's group is listed (rules over shared sets), above the map
-	// shape: P1 measures both
-	if listed, want := strings.Contains(dp.Render(), "@sel_"), n <= 8; listed != want {
+	// shape: P1 measures both; Deny and Pass rules take the map shape
+	if listed, want := strings.Contains(dp.Render(), "@sel_"), n <= 8 && !o.cnp; listed != want {
 		b.Fatalf("%d policies: the server's group listed = %v, want %v", n, listed, want)
 	}
 }
@@ -415,16 +427,26 @@ func BenchmarkPacketPath(b *testing.B) {
 		p50     time.Duration
 	}
 	results := map[string]map[int]result{}
-	shapes := []shape{&chainTable{pp: pp}, &ourTable{pp: pp}}
+	shapes := []shape{&chainTable{pp: pp}, &ourTable{pp: pp}, &ourTable{pp: pp, cnp: true}}
 	// addRow puts N's line in the summary as soon as a shape has been measured, so a run ended
-	// early (RSS watchdog) still shows what it measured.
+	// early (RSS watchdog) still shows what it measured; an N no shape measured (-bench filtered
+	// it out) has no line.
 	addRow := func(n int) {
+		if !slices.ContainsFunc(shapes, func(sh shape) bool { _, ok := results[sh.name()][n]; return ok }) {
+			return
+		}
 		cell := func(name string) (string, float64) {
 			r, ok := results[name][n]
 			if !ok {
 				return "not measured", 0
 			}
 			return fmt.Sprintf("%.2f× (%.0f vs %.0f conn/s; p50 %.0f µs)", r.ratio, r.on, r.off, us(r.p50)), r.ratio
+		}
+		if _, ok := results["nftpolicy-cnp"][n]; ok {
+			cnp, ratio := cell("nftpolicy-cnp")
+			report.add(row{"P1", fmt.Sprintf("%5d ClusterNetworkPolicies (admin and baseline, priorities 0–1000, Deny/Pass/Accept) select the server: conn/s ratio to N=0", n),
+				cnp, "≥ 0.95×", meets(ratio >= 0.95)})
+			return
 		}
 		ours, ratio := cell("nftpolicy")
 		theirs, _ := cell("chain-per-policy")
@@ -441,6 +463,9 @@ func BenchmarkPacketPath(b *testing.B) {
 	}
 	for _, n := range ns {
 		for _, sh := range shapes {
+			if o, ok := sh.(*ourTable); ok && o.cnp && n < 1000 {
+				continue // the ClusterNetworkPolicy rows: 1,000 and 10,000
+			}
 			b.Run(fmt.Sprintf("%s/policies=%d", sh.name(), n), func(b *testing.B) {
 				setStage(fmt.Sprintf("P1 %s, %d policies: programming", sh.name(), n))
 				sh.program(b, n)

@@ -2,7 +2,9 @@
 // (kubernetes/kubernetes test/e2e/network/netpol/network_policy.go, every It of "Netpol": 42 on
 // TCP, 3 on UDP, 3 on SCTP) transcribed into one table, run against the local cluster harness
 // (internal/testenv: nodes and pods as network namespaces, a real etcd and kube-apiserver) with
-// the agent enforcing on every node, over IPv4 and IPv6.
+// the agent enforcing on every node, over IPv4 and IPv6; and the ClusterNetworkPolicy conformance
+// tests of sigs.k8s.io/network-policy-api v0.2.0 (conformance/tests: 24 tests, 92 subtests) on
+// the same runner, in the suite's own world.
 //
 // Place in docs/design.md's data flow: outside it, end to end. Policies, namespaces and pods go in
 // through the API server exactly as a cluster's users write them; connectivity comes out of real
@@ -34,6 +36,14 @@
 //     server binaries, not root.
 //   - runner_e2e_test.go, enforcer_e2e_test.go: TestConformance, the runner on the netns cluster
 //     with the agent on every node: the nftpolicy binary, one process per node namespace.
+//   - cnp_model_test.go: the ClusterNetworkPolicy suite's world (houses, their StatefulSets' pods,
+//     the hostNetwork centaurs) and manifests, read from the module's conformance.Manifests.
+//   - cnp_cases_test.go: its 24 tests as a table: per subtest upstream's changes (swap rules,
+//     change an action, a priority or a port, insert a rule, delete a NetworkPolicy) and pokes.
+//   - cnp_table_test.go: TestCNPCaseTable parses the module's test sources and requires the
+//     same tests, subtests and pokes; needs neither root nor a cluster.
+//   - cnp_e2e_test.go: TestCNPConformance, the tests on the netns cluster with the agent on
+//     every node, the experimental CRD installed and the Node objects registered.
 //
 // # Invariants
 //
@@ -47,30 +57,42 @@
 //     in the client's namespace and watches for it with a raw socket in the server's. The INIT
 //     is the packet policy judges, so the SCTP cases run on real packets through the real
 //     ruleset (TestSCTPProbe proves the prober against an nftables SCTP drop).
-//   - No case needs Services, DNS or hostNetwork: upstream probes a pod's Service ClusterIP, this
-//     suite the pod IP, which leaves every expected table unchanged (the ipBlock cases already use
-//     pod IPs upstream).
+//   - No NetworkPolicy case needs Services, DNS or hostNetwork: upstream probes a pod's Service
+//     ClusterIP, this suite the pod IP, which leaves every expected table unchanged (the ipBlock
+//     cases already use pod IPs upstream). The ClusterNetworkPolicy suite pokes pod IPs upstream
+//     too; its hostNetwork pods serve in their node's namespace on the node's addresses.
+//   - ClusterNetworkPolicy subtests run in order on the state the earlier ones of their test
+//     left, as upstream's do; a test starts from no policy (no NetworkPolicy, no
+//     ClusterNetworkPolicy but Barrier's sentinel) and the base labels. Pokes are upstream's
+//     pairs, not matrices; each subtest pokes until all match or 10 s pass (upstream
+//     PokeServer's retry budget). A blocked poke is a timeout or a refusal alike (upstream
+//     requires a timeout); SCTP pokes are raw INITs as above.
 //
 // # Runner design
 //
-// One API server for the package (kube.SharedMain in TestMain); namespaces x, y, z and the 9
-// pods made once per run (an earlier run's pods on the same server are replaced), pods
-// alternating between nodes a and b so every table mixes same-node and cross-node paths; each
-// pod serves TCP and UDP on 80 and 81 and is created through the API with its addresses as
-// status. On the netns fabric an Enforcer (newEnforcer, enforcer_e2e_test.go) builds the agent
+// One API server for the package (kube.SharedMain in TestMain). Each runner test builds a world
+// once (for the netpol cases namespaces x, y, z and the 9 pods; for the ClusterNetworkPolicy
+// tests the houses' 8 pods and the 2 hostNetwork pods), pods alternating between nodes a and b
+// so every table mixes same-node and cross-node paths; each pod serves its world's TCP and UDP
+// ports (80 and 81 for the netpol model) and is created through the API with its addresses as
+// status (an earlier harness's pods are replaced, and a harness deletes its pods when its test
+// ends). On the netns fabric an Enforcer (newEnforcer, enforcer_e2e_test.go) builds the agent
 // once and starts it as a process inside each node's namespace (`ip netns exec`), with
 // --anti-spoofing, reaching the API server through a forwarder on the node's loopback, and waits
-// for its /readyz. Each validation probes the 9×9 matrix (1 s connect timeout) and
+// for its /readyz; after each step's writes the runner waits until every agent has committed
+// them (kube.Server.Barrier). Each validation probes the 9×9 matrix (1 s connect timeout) and
 // repeats until the table matches or 10 s pass (upstream's retry budget), then fails with the
 // tables. Between cases: delete all policies, restore labels, wait for the all-reachable matrix.
-// The runner tests fail (never skip) without the API server binaries; TestConformance also
-// without root or without an Enforcer.
+// The runner tests fail (never skip) without the API server binaries; TestConformance and
+// TestCNPConformance also without root or without an Enforcer.
 //
 // # Running
 //
 //	go test -run 'CaseTable|Compare|Doc' ./test/e2e/  # the table on the evaluator (no root, no binaries)
-//	go test ./test/e2e/                  # everything: TestRunnerOnOracle, TestSCTPProbe and
-//	                                     # TestConformance on the local cluster (root, make deps)
+//	go test ./test/e2e/                  # everything: TestRunnerOnOracle, TestSCTPProbe,
+//	                                     # TestConformance and TestCNPConformance on the local
+//	                                     # cluster (root, make deps)
+//	go test -run CNP ./test/e2e/         # the ClusterNetworkPolicy suite only (~5 min: 2.5 per family)
 //	make e2e                             # the same, verbose
 //
 // # Cases
@@ -132,4 +154,34 @@
 //	103 beyond upstream should allow several ports on different protocols in one egress rule
 //	104 beyond upstream should deny ingress from a pod relabelled out of the peer selector
 //	105 beyond upstream should deny ingress from a namespace relabelled out of the namespace selector
+//
+// # ClusterNetworkPolicy conformance tests
+//
+// Upstream's ShortNames, in its registration order, with their subtest counts (18 Standard,
+// feature ClusterNetworkPolicy; 6 Experimental: named ports, egress node peers):
+//
+//	CNPAdminTierEgressNamedPort           1  Experimental (ClusterNetworkPolicyNamedPorts)
+//	CNPAdminTierEgressNodePeers           3  Experimental (ClusterNetworkPolicyEgressNodePeers)
+//	CNPAdminTierIngressNamedPort          1  Experimental (ClusterNetworkPolicyNamedPorts)
+//	CNPAdminTierEgressInlineCIDRPeers     2
+//	CNPAdminTierEgressSCTP                6
+//	CNPAdminTierEgressTCP                 6
+//	CNPAdminTierEgressUDP                 6
+//	CNPAdminTierGress                     6
+//	CNPAdminTierIngressSCTP               6
+//	CNPAdminTierIngressTCP                6
+//	CNPAdminTierIngressUDP                6
+//	CNPAdminTierIntegration               6
+//	CNPAdminTierPriorityField             3
+//	CNPBaselineTierEgressNamedPort        1  Experimental (ClusterNetworkPolicyNamedPorts)
+//	CNPBaselineTierEgressNodePeers        2  Experimental (ClusterNetworkPolicyEgressNodePeers)
+//	CNPBaselineTierIngressNamedPort       1  Experimental (ClusterNetworkPolicyNamedPorts)
+//	CNPBaselineTierEgressInlineCIDRPeers  2
+//	CNPBaselineTierEgressSCTP             4
+//	CNPBaselineTierEgressTCP              4
+//	CNPBaselineTierEgressUDP              4
+//	CNPBaselineTierGress                  4
+//	CNPBaselineTierIngressSCTP            4
+//	CNPBaselineTierIngressTCP             4
+//	CNPBaselineTierIngressUDP             4
 package e2e

@@ -38,41 +38,45 @@ func TestConformance(t *testing.T) {
 		nsFD: map[string]int{}}
 	t.Cleanup(fab.close)
 	enf := newEnforcer(t, s, fab.cl)
-	h := newHarness(t, s, fab)
+	h := newHarness(t, s, fab, netpolWorld())
 	h.enf = enf
 	h.explained = explainAgrees(t, s)
 
-	agentCtx, stopAll := context.WithCancel(context.Background())
+	startEnforcers(t, enf)
+	h.runAll(t)
+}
+
+// startEnforcers starts enf on every node; they stop when the test ends.
+func startEnforcers(t *testing.T, enf Enforcer) {
+	t.Helper()
+	ctx, stopAll := context.WithCancel(context.Background())
 	t.Cleanup(stopAll)
 	for _, node := range nodeNames() {
-		stop, err := enf.Start(agentCtx, node)
+		stop, err := enf.Start(ctx, node)
 		if err != nil {
 			t.Fatalf("starting the enforcer on node %s: %v", node, err)
 		}
 		t.Cleanup(stop)
 	}
-	h.runAll(t)
 }
 
 // netnsFabric is the netns cluster: TCP and UDP probed by its prober, SCTP by the raw-socket
 // prober (sctp_test.go; the kernel has no SCTP sockets).
 type netnsFabric struct {
 	cl   *netns.Cluster
-	list []*netns.Pod   // modelPods() order
+	list []*netns.Pod   // in the order added
 	nsFD map[string]int // open handles of the pods' namespaces, for the SCTP prober
 }
 
-func (f *netnsFabric) addPod(_ context.Context, node, ns, name string) ([]netip.Addr, error) {
+func (f *netnsFabric) addPod(_ context.Context, node, ns, name string, serves []served) ([]netip.Addr, error) {
 	key := ns + "/" + name
 	p, err := f.cl.AddPod(node, ns, name)
 	if err != nil {
 		return nil, err
 	}
-	for _, port := range modelPorts() {
-		for _, proto := range []corev1.Protocol{protocolTCP, protocolUDP} {
-			if err := f.cl.Serve(p.NetNS, netns.Protocol(proto), uint16(port)); err != nil {
-				return nil, fmt.Errorf("serving %s/%d in %s: %w", proto, port, key, err)
-			}
+	for _, s := range serves {
+		if err := f.cl.Serve(p.NetNS, netns.Protocol(s.proto), uint16(s.port)); err != nil {
+			return nil, fmt.Errorf("serving %s/%d in %s: %w", s.proto, s.port, key, err)
 		}
 	}
 	fd, err := unix.Open("/run/netns/"+p.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0) // where `ip netns` mounts it, as netns does
@@ -89,8 +93,8 @@ func (f *netnsFabric) probe(ctx context.Context, v familyView, proto corev1.Prot
 		return f.cl.ProbeMatrix(ctx, f.list, netns.Protocol(proto), uint16(port), v.is6, probeTimeout)
 	}
 	var ends []sctpEnd
-	for _, key := range modelPods() {
-		ends = append(ends, sctpEnd{Key: key, NetNS: f.nsFD[key], IP: v.IP(key)})
+	for _, p := range f.list {
+		ends = append(ends, sctpEnd{Key: p.Key(), NetNS: f.nsFD[p.Key()], IP: v.IP(p.Key())})
 	}
 	return probeSCTPMatrix(ctx, ends, uint16(port), probeTimeout)
 }

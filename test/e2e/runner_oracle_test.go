@@ -18,7 +18,7 @@ import (
 // named ports (spec), and the policies as the API server defaulted them. It converges at once.
 type oracleFabric struct{ srv *kube.Server }
 
-func (oracleFabric) addPod(_ context.Context, _, ns, name string) ([]netip.Addr, error) {
+func (oracleFabric) addPod(_ context.Context, _, ns, name string, _ []served) ([]netip.Addr, error) {
 	key := ns + "/" + name
 	return []netip.Addr{fakeView{}.IP(key), fakeView{is6: true}.IP(key)}, nil
 }
@@ -76,5 +76,5 @@ func (f oracleFabric) probe(ctx context.Context, v familyView, proto corev1.Prot
 // tables. It needs the API server binaries (make deps) but neither root nor the agent.
 func TestRunnerOnOracle(t *testing.T) {
 	s := kube.Require(t, srv)
-	newHarness(t, s, oracleFabric{s}).runAll(t)
+	newHarness(t, s, oracleFabric{s}, netpolWorld()).runAll(t)
 }

@@ -6,10 +6,11 @@ package e2e
 // server's state (runner_oracle_test.go, TestRunnerOnOracle), which proves the runner and the
 // policies' validity without root or agent.
 //
-// Fixtures are shared by the whole run: namespaces x, y, z and the 9 model pods, created once.
-// Each case starts by deleting every policy, restoring every namespace's and pod's labels, and
-// waiting until everything reaches everything again. Pods alternate between the nodes (x/a on
-// a, x/b on b, x/c on a, ...) so both same-node and cross-node paths occur in every table.
+// Fixtures are shared by the whole run: a world (for the upstream cases namespaces x, y, z and
+// the 9 model pods), created once. Each case starts by deleting every policy, restoring every
+// namespace's and pod's labels, and waiting until everything reaches everything again. Pods
+// alternate between the nodes (x/a on a, x/b on b, x/c on a, ...) so both same-node and
+// cross-node paths occur in every table.
 
 import (
 	"context"
@@ -25,6 +26,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	policyclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned/typed/apis/v1alpha2"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 )
@@ -47,16 +50,48 @@ func nodeNames() []string { return []string{"a", "b"} }
 
 // fabric is the network under the runner.
 type fabric interface {
-	// addPod makes pod ns/name on node, serving TCP and UDP on the model ports, and returns
-	// its addresses (at most one per family).
-	addPod(ctx context.Context, node, ns, name string) ([]netip.Addr, error)
-	// probe returns the observed matrix over the model pods, keyed {from, to} "ns/name".
+	// addPod makes pod ns/name on node, serving serves (TCP and UDP), and returns its
+	// addresses (at most one per family).
+	addPod(ctx context.Context, node, ns, name string, serves []served) ([]netip.Addr, error)
+	// probe returns the observed matrix over the pods added, keyed {from, to} "ns/name".
 	probe(ctx context.Context, v familyView, proto corev1.Protocol, port int32) (map[[2]string]bool, error)
+}
+
+// served is a port a pod serves.
+type served struct {
+	proto corev1.Protocol
+	port  int32
+}
+
+// world is what a harness builds and every case starts from: namespaces and pods with their
+// labels, the pods' container ports as the API server stores them, and what each pod serves.
+type world struct {
+	namespaces []string
+	nsLabels   func(ns string) map[string]string // the API server adds kubernetes.io/metadata.name
+	pods       []string                          // "ns/name", placed on the nodes in turn
+	podLabels  func(key string) map[string]string
+	ports      []corev1.ContainerPort // every pod's (named ports resolve against them)
+	serves     []served               // on every pod: TCP and UDP (SCTP is probed raw, served by none)
+}
+
+// netpolWorld is upstream's NetworkPolicy model: x, y, z and the 9 pods serving TCP and UDP on
+// 80 and 81.
+func netpolWorld() *world {
+	w := &world{namespaces: modelNamespaces(), nsLabels: baseNamespaceLabels, pods: modelPods(),
+		podLabels: func(key string) map[string]string { _, name := splitKey(key); return basePodLabels(name) },
+		ports:     containerPorts()}
+	for _, port := range modelPorts() {
+		for _, proto := range []corev1.Protocol{protocolTCP, protocolUDP} {
+			w.serves = append(w.serves, served{proto, port})
+		}
+	}
+	return w
 }
 
 type harness struct {
 	srv   *kube.Server
 	fab   fabric
+	w     *world
 	addrs map[string][]netip.Addr
 	// enf, when set, is waited for after every step's writes (caughtUp): the oracle fabric
 	// reads the API server itself and needs no barrier.
@@ -64,6 +99,8 @@ type harness struct {
 	// explained, when set, is given every matrix that validated (explain_e2e_test.go).
 	explained func(t *testing.T, ctx context.Context, what string, v familyView, proto corev1.Protocol, port int32,
 		obs map[[2]string]bool)
+	// cnps, when set, are deleted by reset too (all but Barrier's sentinel).
+	cnps policyclient.ClusterNetworkPolicyInterface
 }
 
 // caughtUp waits until the enforcer has committed every write made so far (kube.Server.Barrier).
@@ -81,32 +118,46 @@ func (h *harness) caughtUp(t *testing.T, ctx context.Context, what string) {
 	}
 }
 
-// newHarness makes the namespaces and the 9 pods on fab and in the API server. Objects left by
-// an earlier harness on the same API server are reused (namespaces: no controller runs to
-// delete them) or replaced (pods).
-func newHarness(t *testing.T, s *kube.Server, fab fabric) *harness {
+// newHarness makes w's namespaces and pods on fab and in the API server. Objects left by an
+// earlier harness on the same API server are reused (namespaces: no controller runs to delete
+// them) or replaced (pods). When the test ends, the pods it made (h.addrs: w's and any added
+// since) are deleted from the API server: the next harness's pods get the same addresses, and
+// a stale pod of another namespace at one of them would be a member of other selectors' sets.
+func newHarness(t *testing.T, s *kube.Server, fab fabric, w *world) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	h := &harness{srv: s, fab: fab, addrs: map[string][]netip.Addr{}}
-	for _, ns := range modelNamespaces() {
-		if err := s.CreateNamespace(ctx, ns, baseNamespaceLabels(ns)); err != nil && !apierrors.IsAlreadyExists(err) /* it unwraps with errors.As */ {
+	h := &harness{srv: s, fab: fab, w: w, addrs: map[string][]netip.Addr{}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		zero := int64(0)
+		for key := range h.addrs {
+			ns, name := splitKey(key)
+			err := s.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting pod %s: %v", key, err)
+			}
+		}
+	})
+	for _, ns := range w.namespaces {
+		if err := s.CreateNamespace(ctx, ns, w.nsLabels(ns)); err != nil && !apierrors.IsAlreadyExists(err) /* it unwraps with errors.As */ {
 			t.Fatal(err)
 		}
 	}
 	zero := int64(0)
-	for i, key := range modelPods() {
+	for i, key := range w.pods {
 		ns, name := splitKey(key)
 		node := nodeNames()[i%len(nodeNames())]
 		err := s.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("removing an earlier pod %s: %v", key, err)
 		}
-		addrs, err := fab.addPod(ctx, node, ns, name)
+		addrs, err := fab.addPod(ctx, node, ns, name, w.serves)
 		if err != nil {
 			t.Fatalf("pod %s on node %s: %v", key, node, err)
 		}
-		if _, err := s.CreatePod(ctx, ns, name, node, basePodLabels(name), containerPorts(), addrs); err != nil {
+		if _, err := s.CreatePod(ctx, ns, name, node, w.podLabels(key), w.ports, addrs); err != nil {
 			t.Fatal(err)
 		}
 		h.addrs[key] = addrs
@@ -116,18 +167,25 @@ func newHarness(t *testing.T, s *kube.Server, fab fabric) *harness {
 
 // runAll runs every case on IPv4 and on IPv6.
 func (h *harness) runAll(t *testing.T) {
+	h.perFamily(t, func(t *testing.T, v familyView) {
+		for _, c := range cases() {
+			t.Run(caseName(c), func(t *testing.T) { h.run(t, c, v) })
+		}
+	})
+}
+
+// perFamily calls run in a subtest IPv4 with that family's view, then in IPv6, and logs how
+// long each took.
+func (h *harness) perFamily(t *testing.T, run func(t *testing.T, v familyView)) {
 	for _, is6 := range []bool{false, true} {
 		fam := "IPv4"
 		if is6 {
 			fam = "IPv6"
 		}
 		t.Run(fam, func(t *testing.T) {
-			v := h.view(t, is6)
 			start := time.Now()
-			for _, c := range cases() {
-				t.Run(caseName(c), func(t *testing.T) { h.run(t, c, v) })
-			}
-			t.Logf("%s: %d cases in %s", fam, len(cases()), time.Since(start).Round(time.Second))
+			run(t, h.view(t, is6))
+			t.Logf("%s: done in %s", fam, time.Since(start).Round(time.Second))
 		})
 	}
 }
@@ -210,15 +268,15 @@ func (h *harness) validate(t *testing.T, ctx context.Context, what string, v fam
 func (h *harness) reset(t *testing.T, ctx context.Context, v familyView) {
 	t.Helper()
 	c := h.srv.Client
-	for _, ns := range modelNamespaces() {
-		if err := c.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			t.Fatalf("deleting the policies of %s: %v", ns, err)
-		}
+	if err := h.deletePolicies(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range h.w.namespaces {
 		n, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := baseNamespaceLabels(ns)
+		want := maps.Clone(h.w.nsLabels(ns))
 		want[namespaceLabelKey] = ns
 		if !maps.Equal(n.Labels, want) {
 			n.Labels = want
@@ -227,13 +285,13 @@ func (h *harness) reset(t *testing.T, ctx context.Context, v familyView) {
 			}
 		}
 	}
-	for _, key := range modelPods() {
+	for _, key := range h.w.pods {
 		ns, name := splitKey(key)
 		p, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := basePodLabels(name); !maps.Equal(p.Labels, want) {
+		if want := h.w.podLabels(key); !maps.Equal(p.Labels, want) {
 			p.Labels = want
 			if _, err := c.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 				t.Fatalf("restoring the labels of pod %s: %v", key, err)
@@ -241,7 +299,33 @@ func (h *harness) reset(t *testing.T, ctx context.Context, v familyView) {
 		}
 	}
 	h.caughtUp(t, ctx, "reset")
-	h.validate(t, ctx, "reset (no policy)", v, protocolTCP, 80, NewReachability(modelPods(), true))
+	h.validate(t, ctx, "reset (no policy)", v, protocolTCP, 80, NewReachability(h.w.pods, true))
+}
+
+// deletePolicies deletes the NetworkPolicies of the world's namespaces and, when the harness
+// has their client, every ClusterNetworkPolicy but Barrier's sentinel.
+func (h *harness) deletePolicies(ctx context.Context) error {
+	for _, ns := range h.w.namespaces {
+		if err := h.srv.Client.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("delete the policies of %s: %w", ns, err)
+		}
+	}
+	if h.cnps == nil {
+		return nil
+	}
+	list, err := h.cnps.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list the ClusterNetworkPolicies: %w", err)
+	}
+	for _, p := range list.Items {
+		if p.Name == kube.BarrierName {
+			continue
+		}
+		if err := h.cnps.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ClusterNetworkPolicy %s: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 // apply performs a step's mutations through the API server, in Step's documented order.
@@ -262,10 +346,8 @@ func (h *harness) apply(ctx context.Context, s Step, v View) error {
 		}
 	}
 	if s.DeleteAllPolicies {
-		for _, ns := range modelNamespaces() {
-			if err := c.NetworkingV1().NetworkPolicies(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-				return fmt.Errorf("delete the policies of %s: %w", ns, err)
-			}
+		if err := h.deletePolicies(ctx); err != nil {
+			return err
 		}
 	}
 	for ns, l := range s.NamespaceLabels {

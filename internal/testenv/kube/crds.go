@@ -14,10 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	npav1alpha2 "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned/typed/apis/v1alpha2"
 )
 
 //go:embed crds/policy.networking.k8s.io_clusternetworkpolicies.yaml
 var clusterNetworkPolicyCRD []byte
+
+// the experimental channel's: the standard one plus the nodes and domainNames peers
+//
+//go:embed crds/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml
+var clusterNetworkPolicyExperimentalCRD []byte
 
 // ClusterNetworkPolicyVersion is the sigs.k8s.io/network-policy-api release whose CRD is embedded.
 const ClusterNetworkPolicyVersion = "v0.2.0"
@@ -27,6 +33,13 @@ const ClusterNetworkPolicyVersion = "v0.2.0"
 // sigs.k8s.io/network-policy-api ClusterNetworkPolicyVersion (the version go.mod requires, when
 // it requires the module).
 func ClusterNetworkPolicyCRD() []byte { return bytes.Clone(clusterNetworkPolicyCRD) }
+
+// ClusterNetworkPolicyExperimentalCRD returns (a copy of) the experimental channel's CRD of the
+// same version: the standard one, plus the egress peers nodes and domainNames, which the
+// conformance suite's node-peer tests need.
+func ClusterNetworkPolicyExperimentalCRD() []byte {
+	return bytes.Clone(clusterNetworkPolicyExperimentalCRD)
+}
 
 // ClusterNetworkPolicies is the resource InstallClusterNetworkPolicyCRD makes available.
 var ClusterNetworkPolicies = schema.GroupVersionResource{
@@ -42,6 +55,12 @@ var crdResource = schema.GroupVersionResource{
 // afterwards find it.
 func (s *Server) InstallClusterNetworkPolicyCRD(ctx context.Context) error {
 	return s.InstallCRD(ctx, clusterNetworkPolicyCRD)
+}
+
+// InstallClusterNetworkPolicyExperimentalCRD installs the experimental channel's CRD instead
+// (no-op when a ClusterNetworkPolicy CRD is present), as InstallClusterNetworkPolicyCRD does.
+func (s *Server) InstallClusterNetworkPolicyExperimentalCRD(ctx context.Context) error {
+	return s.InstallCRD(ctx, clusterNetworkPolicyExperimentalCRD)
 }
 
 // InstallCRD creates the CustomResourceDefinition in manifest (YAML or JSON) unless one of that
@@ -119,4 +138,39 @@ func (s *Server) crdServed(ctx context.Context, crds dynamic.NamespaceableResour
 		}
 	}
 	return true, nil
+}
+
+// ClusterNetworkPolicyClient is the typed client of ClusterNetworkPolicies (the module's
+// generated clientset: tests and benchmarks only; the agent reads them through its own REST
+// client).
+func (s *Server) ClusterNetworkPolicyClient() (npav1alpha2.ClusterNetworkPolicyInterface, error) {
+	c, err := npav1alpha2.NewForConfig(s.Config)
+	if err != nil {
+		return nil, fmt.Errorf("the ClusterNetworkPolicy client: %w", err)
+	}
+	return c.ClusterNetworkPolicies(), nil
+}
+
+// DeleteClusterNetworkPolicyCRD deletes the ClusterNetworkPolicy CRD (the API server deletes
+// every ClusterNetworkPolicy with it) and returns once it is gone.
+func (s *Server) DeleteClusterNetworkPolicyCRD(ctx context.Context) error {
+	dyn, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		return fmt.Errorf("delete the ClusterNetworkPolicy CRD: %w", err)
+	}
+	const name = "clusternetworkpolicies.policy.networking.k8s.io"
+	crds := dyn.Resource(crdResource)
+	if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete CRD %s: %w", name, err)
+	}
+	return poll(ctx, 50*time.Millisecond, nil, "CRD "+name+" to be gone", func() (error, error) {
+		_, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return errors.New("still there"), nil
+	})
 }

@@ -32,6 +32,8 @@
 //     InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy v1alpha2 CRD (standard
 //     channel of sigs.k8s.io/network-policy-api, embedded at ClusterNetworkPolicyVersion) and returns once
 //     it is served; the first write of a new CRD kind then takes ~2 s inside the API server.
+//     InstallClusterNetworkPolicyExperimentalCRD installs the experimental channel's instead
+//     (nodes and domainNames peers), which the conformance suite's node-peer tests need.
 //   - Barrier writes one sentinel object per resource an agent watches and returns their
 //     resourceVersions: once an agent's table reflects them, it reflects every earlier write.
 //   - RestartAPIServer kills kube-apiserver only (SIGKILL, like a crash), waits, and starts it

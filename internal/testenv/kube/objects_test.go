@@ -9,13 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
 )
 
 func TestCreateNode(t *testing.T) {
@@ -59,6 +60,14 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 	}
 	if got := crd.GetAnnotations()["policy.networking.k8s.io/bundle-version"]; got != kube.ClusterNetworkPolicyVersion {
 		t.Errorf("embedded CRD bundle-version %q, want %q", got, kube.ClusterNetworkPolicyVersion)
+	}
+	var exp unstructured.Unstructured
+	if err := yaml.Unmarshal(kube.ClusterNetworkPolicyExperimentalCRD(), &exp.Object); err != nil {
+		t.Fatal(err)
+	}
+	if a := exp.GetAnnotations(); a["policy.networking.k8s.io/bundle-version"] != kube.ClusterNetworkPolicyVersion ||
+		a["policy.networking.k8s.io/channel"] != "experimental" || exp.GetName() != crd.GetName() {
+		t.Errorf("embedded experimental CRD %s: annotations %v", exp.GetName(), a)
 	}
 	gomod, err := os.ReadFile("../../../go.mod")
 	if err != nil {
@@ -120,7 +129,9 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 	}
 	var names []string
 	for _, it := range list.Items {
-		names = append(names, it.GetName())
+		if it.GetName() != kube.BarrierName {
+			names = append(names, it.GetName())
+		}
 	}
 	slices.Sort(names)
 	if want := []string{"base", "deny-b"}; !slices.Equal(names, want) {
@@ -128,11 +139,15 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 	}
 }
 
-// TestBarrier: each sentinel's resourceVersion is newer than a write made before the call, and a
-// second call gives newer ones again.
+// TestBarrier: each sentinel's resourceVersion, the ClusterNetworkPolicy's included once its CRD
+// is served, is newer than a write made before the call, and a second call gives newer ones
+// again.
 func TestBarrier(t *testing.T) {
 	s := kube.Require(t, srv)
 	ctx := ctxFor(t)
+	if err := s.InstallClusterNetworkPolicyCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.CreateNamespace(ctx, "barrier-test", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +167,14 @@ func TestBarrier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, res := range []string{"namespaces", "pods", "networkpolicies"} {
+	resources := []string{"namespaces", "pods", "networkpolicies", "clusternetworkpolicies"}
+	for _, res := range resources {
 		if first[res] <= before || second[res] <= first[res] {
 			t.Errorf("%s: sentinel versions %d then %d after a write at %d; want each newer", res, first[res], second[res], before)
 		}
 	}
-	if len(first) != 3 {
-		t.Errorf("versions of %d resources, want 3: %v", len(first), first)
+	if len(first) != len(resources) {
+		t.Errorf("versions of %d resources, want %d: %v", len(first), len(resources), first)
 	}
 }
 

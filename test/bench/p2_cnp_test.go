@@ -1,0 +1,48 @@
+package bench_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/scale"
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+)
+
+// BenchmarkIncrementalClusterPolicies is P2 for ClusterNetworkPolicies: P2's cluster with its
+// 2,000 policies shaped as converted ClusterNetworkPolicies (scale.Fanout.Cluster: admin and
+// baseline tiers, priorities 0–1000, Allow, Deny and Pass rules in turn), and one spare pod
+// joining or leaving one policy's peer selector per change, timed from the graph's update to
+// the dataplane's commit; by the action of the rule whose selector it joins, too.
+func BenchmarkIncrementalClusterPolicies(b *testing.B) {
+	testenv.RequireRoot(b)
+	testenv.RequireCommand(b, "ip", "nft")
+	setStage("P2 incremental, ClusterNetworkPolicies")
+	f := fanout
+	f.Cluster = true
+	_, g, dp := programFanout(b, f, "bc", "table programmed for P2 with ClusterNetworkPolicies (first apply)")
+	samples := 600
+	if quick {
+		samples = 150
+	}
+	b.Run("apply", func(b *testing.B) {
+		n := max(b.N, samples)
+		j := joinAndLeave(b, f, g, dp, n, func(k int) string { return strings.ToLower(scale.ClusterAction(k).String()) })
+		p50, p99 := percentile(j.total, 50), percentile(j.total, 99)
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(us(p50), "p50-µs/apply")
+		b.ReportMetric(us(p99), "p99-µs/apply")
+		var parts []string
+		for _, c := range slices.Sorted(maps.Keys(j.byClass)) {
+			d := percentile(j.byClass[c], 50)
+			b.ReportMetric(us(d), "p50-µs/"+c)
+			parts = append(parts, fmt.Sprintf("%s %.0f µs", c, us(d)))
+		}
+		report.add(row{"P2", fmt.Sprintf("one pod joins/leaves one ClusterNetworkPolicy peer selector: graph flush + Dataplane.Apply, p50 / p99 (%d changes)", n),
+			fmt.Sprintf("%.0f µs / %.0f µs (p50 by the rule's action: %s)", us(p50), us(p99), strings.Join(parts, ", ")),
+			"≤ 500 µs", meets(p50 <= 500*time.Microsecond)})
+	})
+}

@@ -1,0 +1,797 @@
+package e2e
+
+// The conformance tests of sigs.k8s.io/network-policy-api v0.2.0 (conformance/tests,
+// Apache-2.0): every ConformanceTest of the Standard feature ClusterNetworkPolicy (18) and of the
+// Experimental features ClusterNetworkPolicyNamedPorts and ClusterNetworkPolicyEgressNodePeers
+// (6), 24 tests of 92 subtests, in upstream's registration order (by file name). A test applies
+// its manifest, taken from the module (conformance.Manifests); its subtests run in order on the
+// state the earlier ones left, as upstream's do: each makes upstream's changes (swap two rules,
+// change an action, a priority or a rule's ports, insert a rule, delete a NetworkPolicy) and then
+// pokes, each poke upstream's PokeServer(client, protocol, server, port, shouldConnect) with the
+// pods written "<house>/<pod>" (namespace network-policy-conformance-<house>). Pokes go to the
+// server pod's address, as upstream's do; a hostNetwork server's is its node's.
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+)
+
+// cnpTest is one upstream ConformanceTest.
+type cnpTest struct {
+	Name     string // ShortName
+	Feature  string // the last of its Features: ClusterNetworkPolicy or the experimental one
+	Manifest string // path in conformance.Manifests
+	Subtests []cnpSubtest
+}
+
+// cnpSubtest is one t.Run of a ConformanceTest: its changes, then its pokes.
+type cnpSubtest struct {
+	Name   string // t.Run text
+	Change []change
+	Pokes  []poke
+}
+
+// poke is upstream's PokeServer: from the client pod to the server pod's address, expected to
+// connect or not.
+type poke struct {
+	From    string // "<house>/<pod>"
+	Proto   corev1.Protocol
+	To      string
+	Port    int32
+	Connect bool
+}
+
+// change is one of upstream's edits: of the ClusterNetworkPolicy CNP (Edit, with the addresses
+// of the family under test), or the deletion of a NetworkPolicy.
+type change struct {
+	By                  string
+	CNP                 string
+	Edit                func(p *policyv1alpha2.ClusterNetworkPolicy, v View)
+	DeleteNetworkPolicy string // "<house>/<name>"
+}
+
+func swapIngress(cnp string, i, j int) change {
+	return change{By: "swap ingress rules", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+		p.Spec.Ingress[i], p.Spec.Ingress[j] = p.Spec.Ingress[j], p.Spec.Ingress[i]
+	}}
+}
+
+func swapEgress(cnp string, i, j int) change {
+	return change{By: "swap egress rules", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+		p.Spec.Egress[i], p.Spec.Egress[j] = p.Spec.Egress[j], p.Spec.Egress[i]
+	}}
+}
+
+func ingressAction(cnp string, i int, a policyv1alpha2.ClusterNetworkPolicyRuleAction) change {
+	return change{By: "set an ingress rule's action", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+		p.Spec.Ingress[i].Action = a
+	}}
+}
+
+func egressAction(cnp string, i int, a policyv1alpha2.ClusterNetworkPolicyRuleAction) change {
+	return change{By: "set an egress rule's action", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+		p.Spec.Egress[i].Action = a
+	}}
+}
+
+func priority(cnp string, prio int32) change {
+	return change{By: "set the priority", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+		p.Spec.Priority = prio
+	}}
+}
+
+// ingressNamedPort and egressNamedPort replace a rule's protocols with one named port.
+func ingressNamedPort(cnp string, i int, name string) change {
+	return change{By: "make an ingress rule's port a named port", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+		p.Spec.Ingress[i].Protocols = []policyv1alpha2.ClusterNetworkPolicyProtocol{{DestinationNamedPort: name}}
+	}}
+}
+
+func egressNamedPort(cnp string, i int, name string) change {
+	return change{By: "make an egress rule's port a named port", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+		p.Spec.Egress[i].Protocols = []policyv1alpha2.ClusterNetworkPolicyProtocol{{DestinationNamedPort: name}}
+	}}
+}
+
+// prependEgressToPodIPs inserts, first, an Accept egress rule to the pods' addresses (/32 or
+// /128) in the family under test.
+func prependEgressToPodIPs(cnp, rule string, pods ...string) change {
+	return change{By: "insert an Accept rule to pod addresses first", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, v View) {
+		var nets []policyv1alpha2.CIDR
+		for _, pod := range pods {
+			ip := v.IP(conformanceKey(pod))
+			nets = append(nets, policyv1alpha2.CIDR(netip.PrefixFrom(ip, ip.BitLen()).String()))
+		}
+		r := policyv1alpha2.ClusterNetworkPolicyEgressRule{Name: rule, Action: policyv1alpha2.ClusterNetworkPolicyRuleActionAccept,
+			To: []policyv1alpha2.ClusterNetworkPolicyEgressPeer{{Networks: nets}}}
+		p.Spec.Egress = append([]policyv1alpha2.ClusterNetworkPolicyEgressRule{r}, p.Spec.Egress...)
+	}}
+}
+
+func deleteNetworkPolicy(key string) change {
+	return change{By: "delete NetworkPolicy " + key, DeleteNetworkPolicy: key}
+}
+
+func cnpTests() []cnpTest {
+	tcp, udp, sctp := protocolTCP, protocolUDP, protocolSCTP
+	pass := policyv1alpha2.ClusterNetworkPolicyRuleActionPass
+	return []cnpTest{
+		{Name: "CNPAdminTierEgressNamedPort", Feature: "ClusterNetworkPolicyNamedPorts", Manifest: "base/admin_tier/standard-egress-tcp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for named port",
+					Change: []change{egressNamedPort("egress-tcp", 5, "web")},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "hufflepuff/cedric-diggory-1", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-1", 8080, false},
+					}},
+			}},
+		{Name: "CNPAdminTierEgressNodePeers", Feature: "ClusterNetworkPolicyEgressNodePeers", Manifest: "base/admin_tier/experimental-egress-selector-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' rule policy for egress-node-peer",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", tcp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[0]), true},
+					}},
+				{Name: "Should support a 'pass-egress' rule policy for egress-node-peer",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", udp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[2]), true},
+					}},
+				{Name: "Should support a 'deny-egress' rule policy for egress-node-peer",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", tcp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[1]), false},
+						{"gryffindor/harry-potter-1", udp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[4]), false},
+						{"gryffindor/harry-potter-1", sctp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[6]), false},
+					}},
+			}},
+		{Name: "CNPAdminTierIngressNamedPort", Feature: "ClusterNetworkPolicyNamedPorts", Manifest: "base/admin_tier/standard-ingress-udp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for named port",
+					Change: []change{ingressNamedPort("ingress-udp", 5, "dns")},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", udp, "hufflepuff/cedric-diggory-1", 53, true},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-1", 5353, false},
+					}},
+			}},
+		{Name: "CNPAdminTierEgressInlineCIDRPeers", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-egress-inline-cidr-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support a 'deny-egress' rule policy for egress-cidr-peer",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-0", 80, false},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-0", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-0", 9003, false},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-0", 80, false},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-0", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-0", 9003, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "slytherin/draco-malfoy-0", 53, true},
+						{"gryffindor/harry-potter-1", sctp, "slytherin/draco-malfoy-0", 9003, true},
+					}},
+				{Name: "Should support an 'allow-egress' rule policy for egress-cidr-peer",
+					Change: []change{prependEgressToPodIPs("inline-cidr-as-peers-example", "allow-egress-to-specific-podIPs", "ravenclaw/luna-lovegood-0", "hufflepuff/cedric-diggory-0")},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-0", 53, true},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-0", 53, true},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-0", 9003, true},
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-1", 80, false},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-1", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-1", 9003, false},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-1", 80, false},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-1", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-1", 9003, false},
+					}},
+			}},
+		{Name: "CNPAdminTierEgressSCTP", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-egress-sctp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for SCTP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "gryffindor/harry-potter-0", 9003, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-0", 9005, true},
+					}},
+				{Name: "Should support an 'allow-egress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "hufflepuff/cedric-diggory-1", 9003, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "hufflepuff/cedric-diggory-1", 9005, false},
+					}},
+				{Name: "Should support an 'deny-egress' policy for SCTP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("egress-sctp", 0, 1)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "gryffindor/harry-potter-1", 9003, false},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-1", 9005, false},
+					}},
+				{Name: "Should support a 'deny-egress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "slytherin/draco-malfoy-0", 9003, false},
+						{"ravenclaw/luna-lovegood-1", sctp, "slytherin/draco-malfoy-0", 9005, true},
+					}},
+				{Name: "Should support an 'pass-egress' policy for SCTP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("egress-sctp", 0, 2)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "gryffindor/harry-potter-1", 9003, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-1", 9005, true},
+					}},
+				{Name: "Should support a 'pass-egress' policy for SCTP protocol at the specified port",
+					Change: []change{swapEgress("egress-sctp", 3, 4)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "slytherin/draco-malfoy-0", 9003, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "slytherin/draco-malfoy-0", 9005, true},
+					}},
+			}},
+		{Name: "CNPAdminTierEgressTCP", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-egress-tcp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for TCP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-0", 8080, true},
+					}},
+				{Name: "Should support an 'allow-egress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "hufflepuff/cedric-diggory-1", 8080, true},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-1", 80, false},
+					}},
+				{Name: "Should support an 'deny-egress' policy for TCP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("egress-tcp", 0, 1)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-1", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-1", 8080, false},
+					}},
+				{Name: "Should support a 'deny-egress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+					}},
+				{Name: "Should support an 'pass-egress' policy for TCP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("egress-tcp", 0, 2)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-0", 8080, true},
+					}},
+				{Name: "Should support a 'pass-egress' policy for TCP protocol at the specified port",
+					Change: []change{swapEgress("egress-tcp", 3, 4)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+					}},
+			}},
+		{Name: "CNPAdminTierEgressUDP", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-egress-udp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for UDP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "ravenclaw/luna-lovegood-0", 53, true},
+						{"hufflepuff/cedric-diggory-1", udp, "ravenclaw/luna-lovegood-0", 5353, true},
+					}},
+				{Name: "Should support an 'allow-egress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "gryffindor/harry-potter-1", 53, true},
+						{"hufflepuff/cedric-diggory-1", udp, "gryffindor/harry-potter-1", 5353, false},
+					}},
+				{Name: "Should support an 'deny-egress' policy for UDP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("egress-udp", 0, 1)},
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "ravenclaw/luna-lovegood-1", 53, false},
+						{"hufflepuff/cedric-diggory-1", udp, "ravenclaw/luna-lovegood-1", 5353, false},
+					}},
+				{Name: "Should support a 'deny-egress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "slytherin/draco-malfoy-0", 5353, false},
+						{"hufflepuff/cedric-diggory-1", udp, "slytherin/draco-malfoy-0", 53, true},
+					}},
+				{Name: "Should support an 'pass-egress' policy for UDP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("egress-udp", 0, 2)},
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "ravenclaw/luna-lovegood-1", 5353, true},
+						{"hufflepuff/cedric-diggory-1", udp, "ravenclaw/luna-lovegood-1", 53, true},
+					}},
+				{Name: "Should support a 'pass-egress' policy for UDP protocol at the specified port",
+					Change: []change{swapEgress("egress-udp", 3, 4)},
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "slytherin/draco-malfoy-0", 5353, true},
+						{"hufflepuff/cedric-diggory-1", udp, "slytherin/draco-malfoy-0", 53, true},
+					}},
+			}},
+		{Name: "CNPAdminTierGress", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-gress-rules-combined.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-gress' policy across different protocols",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-0", 53, true},
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"ravenclaw/luna-lovegood-1", udp, "gryffindor/harry-potter-0", 53, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-0", 9003, true},
+					}},
+				{Name: "Should support an 'allow-gress' policy across different protocols at the specified ports",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "hufflepuff/cedric-diggory-1", 8080, true},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-1", 80, false},
+						{"gryffindor/harry-potter-0", udp, "hufflepuff/cedric-diggory-1", 5353, true},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-1", 53, false},
+						{"gryffindor/harry-potter-0", sctp, "hufflepuff/cedric-diggory-1", 9003, true},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-1", 9005, false},
+						{"hufflepuff/cedric-diggory-0", tcp, "gryffindor/harry-potter-1", 80, true},
+						{"hufflepuff/cedric-diggory-1", tcp, "gryffindor/harry-potter-1", 8080, false},
+						{"hufflepuff/cedric-diggory-0", udp, "gryffindor/harry-potter-1", 5353, true},
+						{"hufflepuff/cedric-diggory-1", udp, "gryffindor/harry-potter-1", 53, false},
+						{"hufflepuff/cedric-diggory-0", sctp, "gryffindor/harry-potter-1", 9003, true},
+						{"hufflepuff/cedric-diggory-1", sctp, "gryffindor/harry-potter-1", 9005, false},
+					}},
+				{Name: "Should support an 'deny-gress' policy across different protocols",
+					Change: []change{swapEgress("gress-rules", 0, 1), swapIngress("gress-rules", 0, 1)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-1", 80, false},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-1", 53, false},
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-1", 9003, false},
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-1", 80, false},
+						{"ravenclaw/luna-lovegood-1", udp, "gryffindor/harry-potter-1", 53, false},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-1", 9003, false},
+					}},
+				{Name: "Should support a 'deny-gress' policy across different protocols at the specified ports",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+						{"gryffindor/harry-potter-0", udp, "slytherin/draco-malfoy-0", 53, false},
+						{"gryffindor/harry-potter-1", udp, "slytherin/draco-malfoy-0", 5353, true},
+						{"gryffindor/harry-potter-0", sctp, "slytherin/draco-malfoy-0", 9003, false},
+						{"gryffindor/harry-potter-1", sctp, "slytherin/draco-malfoy-0", 9005, true},
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, false},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+						{"slytherin/draco-malfoy-0", udp, "gryffindor/harry-potter-0", 53, false},
+						{"slytherin/draco-malfoy-1", udp, "gryffindor/harry-potter-0", 5353, true},
+						{"slytherin/draco-malfoy-0", sctp, "gryffindor/harry-potter-0", 9003, false},
+						{"slytherin/draco-malfoy-1", sctp, "gryffindor/harry-potter-0", 9005, true},
+					}},
+				{Name: "Should support an 'pass-gress' policy across different protocols",
+					Change: []change{swapEgress("gress-rules", 0, 2), swapIngress("gress-rules", 0, 2)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-0", udp, "ravenclaw/luna-lovegood-0", 5353, true},
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"ravenclaw/luna-lovegood-1", udp, "gryffindor/harry-potter-0", 53, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-0", 9003, true},
+					}},
+				{Name: "Should support a 'pass-gress' policy across different protocols at the specified ports",
+					Change: []change{swapEgress("gress-rules", 3, 4), swapIngress("gress-rules", 3, 4)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+						{"gryffindor/harry-potter-0", udp, "slytherin/draco-malfoy-0", 53, true},
+						{"gryffindor/harry-potter-1", udp, "slytherin/draco-malfoy-0", 5353, true},
+						{"gryffindor/harry-potter-0", sctp, "slytherin/draco-malfoy-0", 9003, true},
+						{"gryffindor/harry-potter-1", sctp, "slytherin/draco-malfoy-0", 9005, true},
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+						{"slytherin/draco-malfoy-0", udp, "gryffindor/harry-potter-0", 53, true},
+						{"slytherin/draco-malfoy-1", udp, "gryffindor/harry-potter-0", 5353, true},
+						{"slytherin/draco-malfoy-0", sctp, "gryffindor/harry-potter-0", 9003, true},
+						{"slytherin/draco-malfoy-1", sctp, "gryffindor/harry-potter-0", 9005, true},
+					}},
+			}},
+		{Name: "CNPAdminTierIngressSCTP", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-ingress-sctp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for SCTP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-0", 9005, true},
+					}},
+				{Name: "Should support an 'allow-ingress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", sctp, "ravenclaw/luna-lovegood-1", 9003, true},
+						{"hufflepuff/cedric-diggory-1", sctp, "ravenclaw/luna-lovegood-1", 9005, false},
+					}},
+				{Name: "Should support an 'deny-ingress' policy for SCTP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("ingress-sctp", 0, 1)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-1", 9003, false},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-1", 9005, false},
+					}},
+				{Name: "Should support a 'deny-ingress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", sctp, "ravenclaw/luna-lovegood-0", 9003, false},
+						{"slytherin/draco-malfoy-1", sctp, "ravenclaw/luna-lovegood-0", 9005, true},
+					}},
+				{Name: "Should support an 'pass-ingress' policy for SCTP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("ingress-sctp", 0, 2)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-1", 9003, true},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-1", 9005, true},
+					}},
+				{Name: "Should support a 'pass-ingress' policy for SCTP protocol at the specified port",
+					Change: []change{swapIngress("ingress-sctp", 3, 4)},
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"slytherin/draco-malfoy-1", sctp, "ravenclaw/luna-lovegood-0", 9005, true},
+					}},
+			}},
+		{Name: "CNPAdminTierIngressTCP", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-ingress-tcp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for TCP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"ravenclaw/luna-lovegood-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+					}},
+				{Name: "Should support an 'allow-ingress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", tcp, "gryffindor/harry-potter-1", 80, true},
+						{"hufflepuff/cedric-diggory-1", tcp, "gryffindor/harry-potter-1", 8080, false},
+					}},
+				{Name: "Should support an 'deny-ingress' policy for TCP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("ingress-tcp", 0, 1)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-1", 80, false},
+						{"ravenclaw/luna-lovegood-1", tcp, "gryffindor/harry-potter-1", 8080, false},
+					}},
+				{Name: "Should support a 'deny-ingress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, false},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+					}},
+				{Name: "Should support an 'pass-ingress' policy for TCP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("ingress-tcp", 0, 2)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"ravenclaw/luna-lovegood-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+					}},
+				{Name: "Should support a 'pass-ingress' policy for TCP protocol at the specified port",
+					Change: []change{swapIngress("ingress-tcp", 3, 4)},
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+					}},
+			}},
+		{Name: "CNPAdminTierIngressUDP", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-ingress-udp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for UDP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", udp, "hufflepuff/cedric-diggory-0", 53, true},
+						{"ravenclaw/luna-lovegood-1", udp, "hufflepuff/cedric-diggory-0", 5353, true},
+					}},
+				{Name: "Should support an 'allow-ingress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", udp, "hufflepuff/cedric-diggory-1", 53, true},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-1", 5353, false},
+					}},
+				{Name: "Should support an 'deny-ingress' policy for UDP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("ingress-udp", 0, 1)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", udp, "hufflepuff/cedric-diggory-1", 53, false},
+						{"ravenclaw/luna-lovegood-1", udp, "hufflepuff/cedric-diggory-1", 5353, false},
+					}},
+				{Name: "Should support a 'deny-ingress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", udp, "hufflepuff/cedric-diggory-0", 5353, false},
+						{"slytherin/draco-malfoy-1", udp, "hufflepuff/cedric-diggory-0", 53, true},
+					}},
+				{Name: "Should support an 'pass-ingress' policy for UDP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("ingress-udp", 0, 2)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", udp, "hufflepuff/cedric-diggory-1", 5353, true},
+						{"ravenclaw/luna-lovegood-1", udp, "hufflepuff/cedric-diggory-1", 53, true},
+					}},
+				{Name: "Should support a 'pass-ingress' policy for UDP protocol at the specified port",
+					Change: []change{swapIngress("ingress-udp", 3, 4)},
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", udp, "hufflepuff/cedric-diggory-0", 5353, true},
+						{"slytherin/draco-malfoy-1", udp, "hufflepuff/cedric-diggory-0", 53, true},
+					}},
+			}},
+		{Name: "CNPAdminTierIntegration", Feature: "ClusterNetworkPolicy", Manifest: "base/api_integration/standard-anp-np-banp.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should Deny traffic from slytherin to gryffindor respecting admin CNP",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, false},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, false},
+					}},
+				{Name: "Should Deny traffic to slytherin from gryffindor respecting admin CNP",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, false},
+					}},
+				{Name: "Should support a 'pass-ingress' policy for admin CNP and respect the match for network policy",
+					Change: []change{ingressAction("pass-example", 0, pass)},
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+					}},
+				{Name: "Should support a 'pass-egress' policy for admin CNP and respect the match for network policy",
+					Change: []change{egressAction("pass-example", 0, pass)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+					}},
+				{Name: "Should support a 'pass-ingress' policy for admin CNP and respect the match for baseline cluster network policy",
+					Change: []change{deleteNetworkPolicy("gryffindor/allow-gress-from-to-slytherin-to-gryffindor")},
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, false},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, false},
+					}},
+				{Name: "Should support a 'pass-egress' policy for admin CNP and respect the match for baseline cluster network policy",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, false},
+					}},
+			}},
+		{Name: "CNPAdminTierPriorityField", Feature: "ClusterNetworkPolicy", Manifest: "base/admin_tier/standard-priority-field.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should Deny traffic from slytherin to gryffindor respecting admin CNP",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, false},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, false},
+					}},
+				{Name: "Should Deny traffic to slytherin from gryffindor respecting admin CNP",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, false},
+					}},
+				{Name: "Should respect admin CNP priority field; thus passing both ingress and egress traffic over to baseline CNP",
+					Change: []change{priority("old-priority-60-new-priority-40-example", 40)},
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+					}},
+			}},
+		{Name: "CNPBaselineTierEgressNamedPort", Feature: "ClusterNetworkPolicyNamedPorts", Manifest: "base/baseline_tier/standard-egress-udp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for named port",
+					Change: []change{egressNamedPort("default", 3, "dns")},
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "gryffindor/harry-potter-1", 53, true},
+						{"hufflepuff/cedric-diggory-1", udp, "gryffindor/harry-potter-1", 5353, false},
+					}},
+			}},
+		{Name: "CNPBaselineTierEgressNodePeers", Feature: "ClusterNetworkPolicyEgressNodePeers", Manifest: "base/baseline_tier/experimental-egress-selector-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' rule policy for egress-node-peer",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[0]), true},
+						{"gryffindor/harry-potter-1", tcp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[1]), true},
+					}},
+				{Name: "Should support a 'deny-egress' rule policy for egress-node-peer",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", udp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[4]), false},
+						{"gryffindor/harry-potter-1", sctp, "forbidden-forrest/centaur-1", int32(hostNetworkPorts[6]), false},
+					}},
+			}},
+		{Name: "CNPBaselineTierIngressNamedPort", Feature: "ClusterNetworkPolicyNamedPorts", Manifest: "base/baseline_tier/standard-ingress-tcp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for named port",
+					Change: []change{ingressNamedPort("default", 3, "web")},
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", tcp, "gryffindor/harry-potter-1", 80, true},
+						{"hufflepuff/cedric-diggory-1", tcp, "gryffindor/harry-potter-1", 8080, false},
+					}},
+			}},
+		{Name: "CNPBaselineTierEgressInlineCIDRPeers", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-egress-inline-cidr-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support a 'deny-egress' rule policy for egress-cidr-peer",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-0", 80, false},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-0", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-0", 9003, false},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-0", 80, false},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-0", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-0", 9003, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "slytherin/draco-malfoy-0", 53, true},
+						{"gryffindor/harry-potter-1", sctp, "slytherin/draco-malfoy-0", 9003, true},
+					}},
+				{Name: "Should support an 'allow-egress' rule policy for egress-cidr-peer",
+					Change: []change{prependEgressToPodIPs("default", "allow-egress-to-specific-podIPs", "ravenclaw/luna-lovegood-0", "hufflepuff/cedric-diggory-0")},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-0", 53, true},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-0", 53, true},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-0", 9003, true},
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-1", 80, false},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-1", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-1", 9003, false},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-1", 80, false},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-1", 53, false},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-1", 9003, false},
+					}},
+			}},
+		{Name: "CNPBaselineTierEgressSCTP", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-egress-sctp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for SCTP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "gryffindor/harry-potter-0", 9003, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-0", 9005, true},
+					}},
+				{Name: "Should support an 'allow-egress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "hufflepuff/cedric-diggory-1", 9003, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "hufflepuff/cedric-diggory-1", 9005, false},
+					}},
+				{Name: "Should support an 'deny-egress' policy for SCTP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("default", 0, 1)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "gryffindor/harry-potter-1", 9003, false},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-1", 9005, false},
+					}},
+				{Name: "Should support a 'deny-egress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", sctp, "slytherin/draco-malfoy-0", 9003, false},
+						{"ravenclaw/luna-lovegood-1", sctp, "slytherin/draco-malfoy-0", 9005, true},
+					}},
+			}},
+		{Name: "CNPBaselineTierEgressTCP", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-egress-tcp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for TCP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-0", 8080, true},
+					}},
+				{Name: "Should support an 'allow-egress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "hufflepuff/cedric-diggory-1", 8080, true},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-1", 80, false},
+					}},
+				{Name: "Should support an 'deny-egress' policy for TCP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("default", 0, 1)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-1", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "ravenclaw/luna-lovegood-1", 8080, false},
+					}},
+				{Name: "Should support a 'deny-egress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+					}},
+			}},
+		{Name: "CNPBaselineTierEgressUDP", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-egress-udp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-egress' policy for UDP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "ravenclaw/luna-lovegood-0", 53, true},
+						{"hufflepuff/cedric-diggory-1", udp, "ravenclaw/luna-lovegood-0", 5353, true},
+					}},
+				{Name: "Should support an 'allow-egress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "gryffindor/harry-potter-1", 53, true},
+						{"hufflepuff/cedric-diggory-1", udp, "gryffindor/harry-potter-1", 5353, false},
+					}},
+				{Name: "Should support an 'deny-egress' policy for UDP protocol; ensure rule ordering is respected",
+					Change: []change{swapEgress("default", 0, 1)},
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "ravenclaw/luna-lovegood-1", 53, false},
+						{"hufflepuff/cedric-diggory-1", udp, "ravenclaw/luna-lovegood-1", 5353, false},
+					}},
+				{Name: "Should support a 'deny-egress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", udp, "slytherin/draco-malfoy-0", 5353, false},
+						{"hufflepuff/cedric-diggory-1", udp, "slytherin/draco-malfoy-0", 53, true},
+					}},
+			}},
+		{Name: "CNPBaselineTierGress", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-gress-rules-combined.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-gress' policy across different protocols",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-0", 80, true},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-0", 53, true},
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"ravenclaw/luna-lovegood-1", udp, "gryffindor/harry-potter-0", 53, true},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-0", 9003, true},
+					}},
+				{Name: "Should support an 'allow-gress' policy across different protocols at the specified ports",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "hufflepuff/cedric-diggory-1", 8080, true},
+						{"gryffindor/harry-potter-1", tcp, "hufflepuff/cedric-diggory-1", 80, false},
+						{"gryffindor/harry-potter-0", udp, "hufflepuff/cedric-diggory-1", 5353, true},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-1", 53, false},
+						{"gryffindor/harry-potter-0", sctp, "hufflepuff/cedric-diggory-1", 9003, true},
+						{"gryffindor/harry-potter-1", sctp, "hufflepuff/cedric-diggory-1", 9005, false},
+						{"hufflepuff/cedric-diggory-0", tcp, "gryffindor/harry-potter-1", 80, true},
+						{"hufflepuff/cedric-diggory-1", tcp, "gryffindor/harry-potter-1", 8080, false},
+						{"hufflepuff/cedric-diggory-0", udp, "gryffindor/harry-potter-1", 5353, true},
+						{"hufflepuff/cedric-diggory-1", udp, "gryffindor/harry-potter-1", 53, false},
+						{"hufflepuff/cedric-diggory-0", sctp, "gryffindor/harry-potter-1", 9003, true},
+						{"hufflepuff/cedric-diggory-1", sctp, "gryffindor/harry-potter-1", 9005, false},
+					}},
+				{Name: "Should support an 'deny-gress' policy across different protocols",
+					Change: []change{swapEgress("default", 0, 1), swapIngress("default", 0, 1)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "ravenclaw/luna-lovegood-1", 80, false},
+						{"gryffindor/harry-potter-1", udp, "ravenclaw/luna-lovegood-1", 53, false},
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-1", 9003, false},
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-1", 80, false},
+						{"ravenclaw/luna-lovegood-1", udp, "gryffindor/harry-potter-1", 53, false},
+						{"ravenclaw/luna-lovegood-1", sctp, "gryffindor/harry-potter-1", 9003, false},
+					}},
+				{Name: "Should support a 'deny-gress' policy across different protocols at the specified ports",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", tcp, "slytherin/draco-malfoy-0", 80, false},
+						{"gryffindor/harry-potter-1", tcp, "slytherin/draco-malfoy-0", 8080, true},
+						{"gryffindor/harry-potter-0", udp, "slytherin/draco-malfoy-0", 53, false},
+						{"gryffindor/harry-potter-1", udp, "slytherin/draco-malfoy-0", 5353, true},
+						{"gryffindor/harry-potter-0", sctp, "slytherin/draco-malfoy-0", 9003, false},
+						{"gryffindor/harry-potter-1", sctp, "slytherin/draco-malfoy-0", 9005, true},
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, false},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+						{"slytherin/draco-malfoy-0", udp, "gryffindor/harry-potter-0", 53, false},
+						{"slytherin/draco-malfoy-1", udp, "gryffindor/harry-potter-0", 5353, true},
+						{"slytherin/draco-malfoy-0", sctp, "gryffindor/harry-potter-0", 9003, false},
+						{"slytherin/draco-malfoy-1", sctp, "gryffindor/harry-potter-0", 9005, true},
+					}},
+			}},
+		{Name: "CNPBaselineTierIngressSCTP", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-ingress-sctp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for SCTP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-0", 9003, true},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-0", 9005, true},
+					}},
+				{Name: "Should support an 'allow-ingress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", sctp, "ravenclaw/luna-lovegood-1", 9003, true},
+						{"hufflepuff/cedric-diggory-1", sctp, "ravenclaw/luna-lovegood-1", 9005, false},
+					}},
+				{Name: "Should support an 'deny-ingress' policy for SCTP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("default", 0, 1)},
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", sctp, "ravenclaw/luna-lovegood-1", 9003, false},
+						{"gryffindor/harry-potter-1", sctp, "ravenclaw/luna-lovegood-1", 9005, false},
+					}},
+				{Name: "Should support a 'deny-ingress' policy for SCTP protocol at the specified port",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", sctp, "ravenclaw/luna-lovegood-0", 9003, false},
+						{"slytherin/draco-malfoy-1", sctp, "ravenclaw/luna-lovegood-0", 9005, true},
+					}},
+			}},
+		{Name: "CNPBaselineTierIngressTCP", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-ingress-tcp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for TCP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-0", 80, true},
+						{"ravenclaw/luna-lovegood-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+					}},
+				{Name: "Should support an 'allow-ingress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"hufflepuff/cedric-diggory-0", tcp, "gryffindor/harry-potter-1", 80, true},
+						{"hufflepuff/cedric-diggory-1", tcp, "gryffindor/harry-potter-1", 8080, false},
+					}},
+				{Name: "Should support an 'deny-ingress' policy for TCP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("default", 0, 1)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", tcp, "gryffindor/harry-potter-1", 80, false},
+						{"ravenclaw/luna-lovegood-1", tcp, "gryffindor/harry-potter-1", 8080, false},
+					}},
+				{Name: "Should support a 'deny-ingress' policy for TCP protocol at the specified port",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", tcp, "gryffindor/harry-potter-0", 80, false},
+						{"slytherin/draco-malfoy-1", tcp, "gryffindor/harry-potter-0", 8080, true},
+					}},
+			}},
+		{Name: "CNPBaselineTierIngressUDP", Feature: "ClusterNetworkPolicy", Manifest: "base/baseline_tier/standard-ingress-udp-rules.yaml",
+			Subtests: []cnpSubtest{
+				{Name: "Should support an 'allow-ingress' policy for UDP protocol; ensure rule ordering is respected",
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", udp, "hufflepuff/cedric-diggory-0", 53, true},
+						{"ravenclaw/luna-lovegood-1", udp, "hufflepuff/cedric-diggory-0", 5353, true},
+					}},
+				{Name: "Should support an 'allow-ingress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"gryffindor/harry-potter-0", udp, "hufflepuff/cedric-diggory-1", 53, true},
+						{"gryffindor/harry-potter-1", udp, "hufflepuff/cedric-diggory-1", 5353, false},
+					}},
+				{Name: "Should support an 'deny-ingress' policy for UDP protocol; ensure rule ordering is respected",
+					Change: []change{swapIngress("default", 0, 1)},
+					Pokes: []poke{
+						{"ravenclaw/luna-lovegood-0", udp, "hufflepuff/cedric-diggory-1", 53, false},
+						{"ravenclaw/luna-lovegood-1", udp, "hufflepuff/cedric-diggory-1", 5353, false},
+					}},
+				{Name: "Should support a 'deny-ingress' policy for UDP protocol at the specified port",
+					Pokes: []poke{
+						{"slytherin/draco-malfoy-0", udp, "hufflepuff/cedric-diggory-0", 5353, false},
+						{"slytherin/draco-malfoy-1", udp, "hufflepuff/cedric-diggory-0", 53, true},
+					}},
+			}},
+	}
+}
