@@ -25,8 +25,10 @@ type policyTier struct {
 }
 
 // ReasonOrigin reads what a reason the compiler wrote names, without the endpoint's tiers at
-// hand: a policy's rule ("<policy> <direction> rule <i>[ (<rule name>)] (<action>)", the tier
-// from the policies the dataplane holds), a tier default ("tier <tier> default <verdict>: …"), a
+// hand: a policy's rule ("<policy> <direction> rule <i>[ (<rule name>)] (<action>)", or for a
+// rule labelled by its converter "<policy> <tier> priority <p> <direction> rule <i>[ (<rule
+// name>)] (<action>)", whose index is then the API rule's; the tier from the policies the
+// dataplane holds), a tier default ("tier <tier> default <verdict>: …"), a
 // rejected policy, or nothing known (OriginUnknown: no tier decided, the anti-spoofing and
 // fail-closed drops, a policy the dataplane no longer holds). Policies lists none. Safe for
 // concurrent use.
@@ -56,6 +58,9 @@ func (d *Dataplane) ReasonOrigin(reason string) Origin {
 		return o
 	}
 	dir, rest, _ := strings.Cut(rest, " rule ")
+	if i := strings.LastIndexByte(dir, ' '); i >= 0 { // a ClusterNetworkPolicy's "<tier> priority <p> <direction>"
+		dir = dir[i+1:]
+	}
 	index, rest, _ := strings.Cut(rest, " ")
 	switch dir {
 	case model.Ingress.String():

@@ -72,6 +72,18 @@ func TestReasonOrigin(t *testing.T) {
 	if n < 8 {
 		t.Fatalf("only %d reasons checked", n)
 	}
+	// a ClusterNetworkPolicy's rules are labelled by the converter with the API rule's tier,
+	// priority, direction and index
+	for reason, want := range map[string]Origin{
+		"ClusterNetworkPolicy/admin-x admin priority 10 ingress rule 2 (deny-y) (deny)": {Kind: OriginRule, Tier: model.TierAdmin,
+			Policy: cnp, Direction: model.Ingress, Rule: 2, Action: model.ActionDeny},
+		"ClusterNetworkPolicy/admin-x admin priority 10 egress rule 0 (allow)": {Kind: OriginRule, Tier: model.TierAdmin,
+			Policy: cnp, Direction: model.Egress, Rule: 0, Action: model.ActionAllow},
+	} {
+		if got := d.ReasonOrigin(reason); !equalOrigins(got, want) {
+			t.Errorf("%q: ReasonOrigin %+v, want %+v", reason, got, want)
+		}
+	}
 	for _, reason := range []string{"no tier decided: allow", "spoofed source, or a workload interface without a programmed endpoint",
 		"NetworkPolicy/gone/policy ingress rule 0 (allow)", "tier admin"} {
 		if got := d.ReasonOrigin(reason); got.Kind != OriginUnknown {
