@@ -51,3 +51,44 @@ func explainAgrees(t *testing.T, s *kube.Server) func(*testing.T, context.Contex
 		}
 	}
 }
+
+// explainPokes returns the check TestCNPConformance runs once every poke of a subtest gave its
+// expectation: nftpolicy explain, on the API server's state at that moment, allows each poke's
+// flow exactly when it is to connect, on the same protocol, port and address family. A poke
+// to a hostNetwork pod (hosts, by key) is explained to its address, its node's (explain's
+// "--to IP"); one from a hostNetwork pod is not explained: explain judges pods of the pod
+// network only, and the node's own traffic is no pod's egress.
+func explainPokes(t *testing.T, s *kube.Server, hosts map[string]bool) func(*testing.T, context.Context, familyView, []poke) {
+	client, err := sync.NewClient(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	protos := map[corev1.Protocol]model.Protocol{protocolTCP: model.ProtocolTCP, protocolUDP: model.ProtocolUDP, protocolSCTP: model.ProtocolSCTP}
+	return func(t *testing.T, ctx context.Context, v familyView, pokes []poke) {
+		t.Helper()
+		c, err := explain.Live(ctx, client)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		for _, p := range pokes {
+			from, to := conformanceKey(p.From), conformanceKey(p.To)
+			if hosts[from] {
+				continue
+			}
+			q := explain.Query{From: from, To: to, Proto: protos[p.Proto], Port: uint16(p.Port), IPv6: v.is6}
+			if hosts[to] {
+				q.To = v.IP(to).String()
+			}
+			r, err := c.Explain(q)
+			if err != nil {
+				t.Errorf("explain %s → %s %s/%d: %v", from, to, p.Proto, p.Port, err)
+				continue
+			}
+			if r.Allowed != p.Connect {
+				var text strings.Builder
+				_ = r.WriteText(&text)
+				t.Errorf("%s → %s %s/%d: the traffic connected=%v, explain says:\n%s", from, to, p.Proto, p.Port, p.Connect, text.String())
+			}
+		}
+	}
+}

@@ -99,6 +99,9 @@ type harness struct {
 	// explained, when set, is given every matrix that validated (explain_e2e_test.go).
 	explained func(t *testing.T, ctx context.Context, what string, v familyView, proto corev1.Protocol, port int32,
 		obs map[[2]string]bool)
+	// explainedPokes, when set, is given every subtest's pokes once they all gave their
+	// expectation (explain_e2e_test.go).
+	explainedPokes func(t *testing.T, ctx context.Context, v familyView, pokes []poke)
 	// cnps, when set, are deleted by reset too (all but Barrier's sentinel).
 	cnps policyclient.ClusterNetworkPolicyInterface
 }
