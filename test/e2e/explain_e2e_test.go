@@ -18,11 +18,7 @@ import (
 // gives every pair of model pods the verdict the probes saw — allowed exactly when the real
 // connection went through — on the same protocol, port and address family.
 func explainAgrees(t *testing.T, s *kube.Server) func(*testing.T, context.Context, string, familyView, corev1.Protocol, int32, map[[2]string]bool) {
-	client, err := sync.NewClient(s.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	protos := map[corev1.Protocol]model.Protocol{protocolTCP: model.ProtocolTCP, protocolUDP: model.ProtocolUDP, protocolSCTP: model.ProtocolSCTP}
+	client := explainClient(t, s)
 	return func(t *testing.T, ctx context.Context, what string, v familyView, proto corev1.Protocol, port int32, obs map[[2]string]bool) {
 		t.Helper()
 		c, err := explain.Live(ctx, client)
@@ -35,7 +31,7 @@ func explainAgrees(t *testing.T, s *kube.Server) func(*testing.T, context.Contex
 				if from == to {
 					continue
 				}
-				r, err := c.Explain(explain.Query{From: from, To: to, Proto: protos[proto], Port: uint16(port), IPv6: v.is6})
+				r, err := c.Explain(explain.Query{From: from, To: to, Proto: explainProtocol(proto), Port: uint16(port), IPv6: v.is6})
 				if err != nil {
 					t.Fatalf("%s: explain %s → %s %s/%d: %v", what, from, to, proto, port, err)
 				}
@@ -59,11 +55,7 @@ func explainAgrees(t *testing.T, s *kube.Server) func(*testing.T, context.Contex
 // "--to IP"); one from a hostNetwork pod is not explained: explain judges pods of the pod
 // network only, and the node's own traffic is no pod's egress.
 func explainPokes(t *testing.T, s *kube.Server, hosts map[string]bool) func(*testing.T, context.Context, familyView, []poke) {
-	client, err := sync.NewClient(s.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	protos := map[corev1.Protocol]model.Protocol{protocolTCP: model.ProtocolTCP, protocolUDP: model.ProtocolUDP, protocolSCTP: model.ProtocolSCTP}
+	client := explainClient(t, s)
 	return func(t *testing.T, ctx context.Context, v familyView, pokes []poke) {
 		t.Helper()
 		c, err := explain.Live(ctx, client)
@@ -75,7 +67,7 @@ func explainPokes(t *testing.T, s *kube.Server, hosts map[string]bool) func(*tes
 			if hosts[from] {
 				continue
 			}
-			q := explain.Query{From: from, To: to, Proto: protos[p.Proto], Port: uint16(p.Port), IPv6: v.is6}
+			q := explain.Query{From: from, To: to, Proto: explainProtocol(p.Proto), Port: uint16(p.Port), IPv6: v.is6}
 			if hosts[to] {
 				q.To = v.IP(to).String()
 			}
@@ -91,4 +83,18 @@ func explainPokes(t *testing.T, s *kube.Server, hosts map[string]bool) func(*tes
 			}
 		}
 	}
+}
+
+// explainClient is a client of the API server for explain.Live.
+func explainClient(t *testing.T, s *kube.Server) sync.Client {
+	client, err := sync.NewClient(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// explainProtocol is the model's protocol of a probed one.
+func explainProtocol(p corev1.Protocol) model.Protocol {
+	return map[corev1.Protocol]model.Protocol{protocolTCP: model.ProtocolTCP, protocolUDP: model.ProtocolUDP, protocolSCTP: model.ProtocolSCTP}[p]
 }
