@@ -480,7 +480,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}}})
 	}
 	if len(c.Ports) > 0 {
-		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: true,
+		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: hasRange(c.Ports),
 			Comment: "protocol . destination port → verdict", Counter: d.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, s := range c.Ports {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
@@ -545,4 +545,17 @@ func (d *Dataplane) releaseDeny(v ruleset.Verdict) {
 		delete(d.denyReasons, v.Chain)
 		d.dropChain(v.Chain)
 	}
+}
+
+// hasRange reports whether a class's port partition has a segment of more than one port. Only
+// then is its map an interval map: the kernel keeps a concatenated interval map in pipapo
+// lookup tables, whose insert costs about three times a hash map's (a class's segments are
+// fixed by its key, so a class's map never changes kind).
+func hasRange(segs []PortSeg) bool {
+	for _, s := range segs {
+		if s.First != s.Last {
+			return true
+		}
+	}
+	return false
 }

@@ -385,7 +385,6 @@ func (b *batch) delSet(s *Set) error {
 	if err != nil {
 		return err
 	}
-	b.nft.FlushSet(ns)
 	b.nft.DelSet(ns)
 	return nil
 }
@@ -680,8 +679,8 @@ func (p commitPlan) queue(b *batch) error {
 		}
 	}
 	// 5. removed objects: every removed chain flushed before any is deleted (jumps between
-	// them), removed sets emptied and deleted (their elements may reference removed chains),
-	// then the chains deleted
+	// them), removed sets deleted (the kernel drops their elements' references to chains as it
+	// deletes them), then the chains deleted
 	for _, ch := range p.goneChains {
 		if err := b.flushChain(ch.Name); err != nil {
 			return err

@@ -91,9 +91,18 @@ func TestCommitIncremental(t *testing.T) {
 		{"delete a set with the rule using it and a chain referenced from a deleted map", func(t *Table) {
 			delete(t.Sets, "extra_v6")
 			t.Chains["deny_x"].Rules = t.Chains["deny_x"].Rules[1:]
-			delete(t.Sets, "class_x_l4") // its elements may point at chains: emptied before deletion
+			delete(t.Sets, "class_x_l4") // its elements may point at chains: deleted whole
 			t.Chains["class_x"].Rules = slicesDelete(t.Chains["class_x"].Rules, 1)
 		}, &Changes{Sets: names("extra_v6", "class_x_l4"), Chains: names("deny_x", "class_x")}, false},
+		{"add a map whose element jumps to a new chain", func(t *Table) {
+			t.Chains["class_gone"] = &Chain{Name: "class_gone", Rules: []Rule{{Verdict: goTo("deny_x")}}}
+			t.Sets["class_gone_l4"] = &Set{Name: "class_gone_l4", Key: KeyL4Proto, Map: true,
+				Elements: map[ElementKey]Value{{Proto: 6}: {Verdict: goTo("class_gone")}}}
+		}, &Changes{Sets: names("class_gone_l4"), Chains: names("class_gone")}, false},
+		{"delete that map and the chain only it jumped to, in place (the map is not emptied first)", func(t *Table) {
+			delete(t.Sets, "class_gone_l4")
+			delete(t.Chains, "class_gone")
+		}, &Changes{Sets: names("class_gone_l4"), Chains: names("class_gone")}, false},
 		{"elements changed in place in sets the changes do not name", func(t *Table) {
 			put(t.Sets["ingress_v4"], addrKey("10.0.0.4"), goTo("pod_a"), "default/d")
 			put(t.Sets["ingress_v4"], addrKey("10.9.9.9"), goTo("pod_a"), "added and removed again")

@@ -68,8 +68,14 @@
 //  4. rules of new chains; each chain whose rules changed is flushed and refilled (rules are
 //     short; a rule-level diff would need handles, which v0.3.0 does not return from Flush);
 //  5. removed chains flushed (all of them before any delete, so jumps between removed chains do
-//     not block), removed sets flushed and deleted (their elements may reference removed chains),
-//     then removed chains deleted.
+//     not block), removed sets deleted whole, then removed chains deleted. A map is not emptied
+//     before its deletion: the kernel releases its elements' references to chains when it
+//     deletes the map in the batch (since Linux 6.4 and in the stable kernels that took that
+//     fix), so a chain only a removed map jumped to can be deleted after it. Emptying first
+//     costs the kernel a transaction record per element, and for a concatenated interval map
+//     (pipapo) a rebuild of its lookup tables per element: seconds for a few hundred maps of a
+//     few hundred elements. On a kernel without that fix the batch is refused (EBUSY) and the
+//     agent's retry replaces the whole table.
 //
 // The kernel is 6.x: a chain unreferenced by an element deleted earlier in the same batch can be
 // deleted in it (kube-proxy waits a second only for kernels before 6.2). After the kernel
