@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
 // runConfig is the configuration of `nftpolicy run`: flags, with environment variables as
@@ -36,6 +38,10 @@ type runConfig struct {
 	CRDRecheck time.Duration
 	// CompileBudget bounds the work of one endpoint group's compile (nft.DefaultCompileBudget).
 	CompileBudget int64
+	// DenyLog, with --log-denied: the NFLOG group and rate of the deny chains' logs.
+	DenyLog *nft.DenyLog
+	// CountAllowed: count what each policy allows too (nft.Config.CountAllowed).
+	CountAllowed bool
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -63,11 +69,28 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	fs.Int64Var(&c.CompileBudget, "compile-budget", nft.DefaultCompileBudget, "work one group of endpoints' compile may do (about a rule visited or a port range painted each); a group over it has its costliest policy rejected: counted in nftpolicy_invalid_objects_total and logged")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
 	fs.DurationVar(&c.CRDRecheck, "crd-recheck-interval", 30*time.Second, "while the API server does not serve ClusterNetworkPolicies (no CRD), how often to look for them again")
+	logDenied := fs.Bool("log-denied", false, "log each denied packet (pods, port, the policy or tier default that denied), within --log-denied-rate per deny reason; the accept path is not touched")
+	def := nft.DefaultDenyLogLimit
+	logRate := fs.String("log-denied-rate", fmt.Sprintf("%d/%s", def.Rate, def.Unit), "most denied packets logged per deny reason: N/second, N/minute, N/hour or N/day, after a burst of --log-denied-burst")
+	logBurst := fs.Uint("log-denied-burst", uint(def.Burst), "denied packets logged at once above --log-denied-rate")
+	fs.BoolVar(&c.CountAllowed, "count-allowed", false, "count the packets each policy allows too, in nftpolicy_policy_packets_total (denied ones are always counted)")
+	logGroup := fs.Uint("log-denied-group", 100, "NFLOG group the deny chains log to, which the agent reads (no other process of the node may bind it)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *logDenied {
+		limit, err := parseRate(*logRate)
+		if err != nil {
+			return c, err
+		}
+		if *logBurst < 1 || *logBurst > 1<<16 || *logGroup > 1<<16-1 {
+			return c, usageErrorf("--log-denied-burst must be 1-65536 and --log-denied-group 0-65535")
+		}
+		limit.Burst = uint32(*logBurst)
+		c.DenyLog = &nft.DenyLog{Group: uint16(*logGroup), Limit: limit}
 	}
 	if c.NodeName == "" {
 		return c, usageErrorf("the node name is required: set NODE_NAME or --node-name")
@@ -101,6 +124,18 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 		}
 	}
 	return c, nil
+}
+
+// parseRate reads N/second, N/minute, N/hour or N/day.
+func parseRate(s string) (ruleset.Limit, error) {
+	units := map[string]ruleset.LimitUnit{"second": ruleset.PerSecond, "minute": ruleset.PerMinute, "hour": ruleset.PerHour, "day": ruleset.PerDay}
+	n, unit, _ := strings.Cut(s, "/")
+	rate, err := strconv.ParseUint(n, 10, 32)
+	u, ok := units[unit]
+	if err != nil || rate == 0 || !ok {
+		return ruleset.Limit{}, usageErrorf("--log-denied-rate %q: want N/second, N/minute, N/hour or N/day with N ≥ 1", s)
+	}
+	return ruleset.Limit{Rate: rate, Unit: u}, nil
 }
 
 // isTerminal reports whether f is a character device (a terminal), without a dependency.

@@ -42,10 +42,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = render(args, stdout, stderr)
 	case "cleanup":
 		err = cleanup(args, stderr)
+	case "explain":
+		err = explainFlow(ctx, args, getenv, stdout, stderr)
+	case "trace":
+		err = traceFlow(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "nftpolicy", version)
 	default:
-		err = usageErrorf("unknown command %q: want run, render, cleanup or version", cmd)
+		err = usageErrorf("unknown command %q: want run, render, explain, trace, cleanup or version", cmd)
 	}
 	switch {
 	case err == nil:
@@ -77,16 +81,10 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 	if len(set) > 0 {
 		log.LogAttrs(ctx, slog.LevelInfo, "Go runtime tuned (GOGC and GOMEMLIMIT override)", set...)
 	}
-	var rc *rest.Config
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("loading the API server configuration: %w", err)
+		return err
 	}
-	rc.UserAgent = "nftpolicy/" + version
 	client, err := sync.NewClient(rc)
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
@@ -96,9 +94,24 @@ func runAgent(ctx context.Context, args []string, getenv func(string) string, st
 		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing,
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, FailureThreshold: cfg.FailureThreshold,
 		CleanupOnExit: cfg.CleanupOnExit, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
-		CRDRecheck:    cfg.CRDRecheck,
-		CompileBudget: cfg.CompileBudget,
+		CRDRecheck: cfg.CRDRecheck, CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,
 	})
+}
+
+// restConfig is the API server's configuration: from a kubeconfig file, else in-cluster.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the API server configuration: %w", err)
+	}
+	rc.UserAgent = "nftpolicy/" + version
+	return rc, nil
 }
 
 // render prints, offline, the table the agent would program on a node for a directory of

@@ -26,57 +26,16 @@ import (
 // log names the nft process, and /metrics counts the repairs with trigger "event". (Other
 // changes take the same path: internal/agent's TestRepairOfChangesByOthers.)
 func TestAgentRepairsChangesByOthers(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip", "nft", "go")
 	s := kube.Require(t, srv)
 	ctx := context.Background()
-	bin, err := agentproc.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := netns.NewForTest(t, netns.Config{Nodes: []string{"repair"}})
-	pods := map[string]*netns.Pod{}
-	for _, ns := range []string{"x-repair", "y-repair"} {
-		if err := s.CreateNamespace(ctx, ns, nil); err != nil {
-			t.Fatal(err)
-		}
-		name := map[string]string{"x-repair": "server", "y-repair": "client"}[ns]
-		p, err := c.AddPod("repair", ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Serve(p.NetNS, netns.TCP, 80); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.CreatePod(ctx, ns, name, "repair", map[string]string{"app": name}, nil, p.Addrs); err != nil {
-			t.Fatal(err)
-		}
-		pods[name] = p
-	}
-	server, client := pods["server"], pods["client"]
+	an := newAgentNode(t, s, "repair", podSpec{"x-repair", "server", true}, podSpec{"y-repair", "client", true})
+	server, client, node := an.pods["server"], an.pods["client"], an.node
 	denyAll := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "deny-all", Namespace: "x-repair"},
 		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
 	if _, err := s.Client.NetworkingV1().NetworkPolicies("x-repair").Create(ctx, denyAll, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	node := c.Node("repair")
-	dir := t.TempDir()
-	agent, err := agentproc.Start(agentproc.Config{Bin: bin, Node: "repair", NetNS: node.NetNS, Server: s, Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = agent.Stop()
-		if t.Failed() {
-			t.Logf("agent log (tail):\n%s", agent.Tail(6000))
-		}
-	})
-	if err := agentproc.ForwardAPI(c, node.NetNS, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := agent.WaitReady(ctx, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	agent := an.start()
 	reaches := func(from, to *netns.Pod) bool {
 		ok, err := netns.Probe(ctx, from.NetNS, to.IP(false), netns.TCP, 80, 500*time.Millisecond)
 		if err != nil {

@@ -60,6 +60,12 @@ type RunConfig struct {
 	CRDRecheck time.Duration
 	// CompileBudget bounds one endpoint group's compile (nft.Config.CompileBudget; 0: the default).
 	CompileBudget int64
+	// DenyLog, if set, logs denied packets within a rate per deny reason: the deny chains send
+	// them to its NFLOG group and the agent writes a line for each (denylog.go).
+	DenyLog *nft.DenyLog
+	// CountAllowed counts the packets each policy allows too (nft.Config.CountAllowed), for
+	// nftpolicy_policy_packets_total (policycounts.go).
+	CountAllowed bool
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -89,6 +95,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if cfg.AntiSpoofing {
 		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
 	}
+	ncfg.DenyLog, ncfg.CountAllowed = cfg.DenyLog, cfg.CountAllowed
 	dp, err := nft.New(ncfg)
 	if err != nil {
 		return err
@@ -99,7 +106,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			_ = dp.Close()
 		}
 	}()
-	reg.MustRegister(newDenyCollector(dp))
+	reg.MustRegister(newDenyCollector(dp), newPolicyCollector(dp))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -133,8 +140,14 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	}
 
 	updates := make(chan []model.Update, 64)
+	watched := updates
+	if cfg.DenyLog != nil {
+		if watched, err = startDenyLog(ctx, cfg, dp, log, reg, updates, errs); err != nil {
+			return err
+		}
+	}
 	go func() {
-		if err := watcher.Run(ctx, updates); err != nil && ctx.Err() == nil {
+		if err := watcher.Run(ctx, watched); err != nil && ctx.Err() == nil {
 			errs <- fmt.Errorf("watching the API server: %w", err)
 		}
 	}()

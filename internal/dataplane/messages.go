@@ -92,6 +92,9 @@ type Rule struct {
 	NotICMP     *model.ICMPMatch
 	// Comment names the policy, direction and rule, e.g. "NetworkPolicy/x/allow-a ingress rule 0".
 	Comment string
+	// Index is the rule's place among the policy's rules of its direction as written (the number
+	// its Comment names); rules the graph leaves out keep theirs.
+	Index int
 }
 
 // PolicyUpdated creates or replaces an active policy's compiled rules.

@@ -248,6 +248,7 @@ func (g *Graph) compile(p *policy) {
 				ICMP:        copyICMP(r.ICMP),
 				NotICMP:     copyICMP(r.NotICMP),
 				Comment:     p.key.String() + " " + dir.String() + " rule " + strconv.Itoa(pr.index),
+				Index:       pr.index,
 			}
 			switch {
 			case r.Label != "":

@@ -69,6 +69,11 @@ type Config struct {
 	Logger           *slog.Logger
 	// CompileBudget bounds the work of one group's compile (DefaultCompileBudget when 0).
 	CompileBudget int64
+	// DenyLog, if set, makes the deny chains log what they drop (denylog.go).
+	DenyLog *DenyLog
+	// CountAllowed makes every accepting rule and every set or map element that accepts count
+	// its packets (counts.go); deny chains always count.
+	CountAllowed bool
 	// Rejected, if set, is called for each policy the dataplane stops enforcing as written
 	// (State.reject): the compile of a group it is in exceeded the compiler's budget, or the
 	// kernel refused an object of such a group when the table was written whole. reason says
@@ -112,6 +117,14 @@ type Dataplane struct {
 	classes   map[string]int    // class chain name → number of groups using it
 	shared    map[string]int    // shared set name → number of listed groups using it (shared.go)
 	denies    map[string]int    // deny chain name → number of class chains using it
+	// denyReasons holds each deny chain's reason, whole
+	denyReasons map[string]string
+	denyLog     *DenyLog
+	// policyTiers holds each policy's key and tier by its key's String, for ReasonOrigin, which
+	// reads it on any goroutine
+	policyTiers sync.Map
+	// countAllowed: see Config.CountAllowed
+	countAllowed bool
 
 	// indexes for incremental work
 	setPolicies    map[dataplane.SetID]map[model.PolicyKey]struct{}
@@ -213,6 +226,9 @@ func newDataplane(cfg Config, conn Committer) *Dataplane {
 		classes:        map[string]int{},
 		shared:         map[string]int{},
 		denies:         map[string]int{},
+		denyReasons:    map[string]string{},
+		denyLog:        cfg.DenyLog,
+		countAllowed:   cfg.CountAllowed,
 		setPolicies:    map[dataplane.SetID]map[model.PolicyKey]struct{}{},
 		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
 		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
@@ -395,6 +411,7 @@ func (d *Dataplane) fold(m dataplane.Message) {
 		if old := d.state.Policies[m.Key]; old != nil {
 			d.indexPolicySets(old, false)
 		}
+		d.policyTiers.Store(m.Key.String(), policyTier{m.Key, m.Tier})
 		d.state.Apply(m)
 		d.indexPolicySets(d.state.Policies[m.Key], true)
 		d.dirtyPolicies[m.Key] = struct{}{}
@@ -402,6 +419,7 @@ func (d *Dataplane) fold(m dataplane.Message) {
 		if old := d.state.Policies[m.Key]; old != nil {
 			d.indexPolicySets(old, false)
 		}
+		d.policyTiers.Delete(m.Key.String())
 		d.state.Apply(m)
 		d.dirtyPolicies[m.Key] = struct{}{}
 	case dataplane.EndpointUpdated:
@@ -900,19 +918,29 @@ func shortHash(s string) string {
 	return hex.EncodeToString(h[:6])
 }
 
-// denyChains names the committed table's deny chains and the reason each counts.
+// denyChains names the committed table's deny chains and the reason each counts, and, with
+// CountAllowed, the chains and sets that count what they accept.
 type denyChains struct {
 	table   string
 	reasons map[string]string // chain → reason (its comment)
+	full    map[string]string // chain → reason, whole
+	// counting: the chains with counting accept rules and the counting sets (counts.go)
+	countChains, countSets []string
 }
 
-// noteDenies records the deny chains of the table just committed, for DeniedPackets.
+// noteDenies records the deny chains of the table just committed, for DeniedPackets, DenyChain
+// and PolicyPackets.
 func (d *Dataplane) noteDenies() {
-	dc := &denyChains{table: d.table.Name, reasons: make(map[string]string, len(d.denies))}
+	dc := &denyChains{table: d.table.Name, reasons: make(map[string]string, len(d.denies)),
+		full: make(map[string]string, len(d.denies))}
 	for name := range d.denies {
 		if c, ok := d.table.Chains[name]; ok {
 			dc.reasons[name] = c.Comment
+			dc.full[name] = d.denyReasons[name]
 		}
+	}
+	if d.countAllowed {
+		dc.countChains, dc.countSets = d.counting()
 	}
 	d.denied.Store(dc)
 }

@@ -34,9 +34,9 @@ func (d *Dataplane) addSkeleton() {
 			{chainSpoofed, "spoofed source, or a workload interface without a programmed endpoint"},
 			{chainUnprogrammed, "new connection to a workload interface whose pod is not programmed yet"},
 		} {
-			d.putChain(&ruleset.Chain{Name: c.name, Comment: c.reason, Rules: []ruleset.Rule{
-				{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: c.reason}}})
+			d.putChain(&ruleset.Chain{Name: c.name, Comment: c.reason, Rules: d.denyRules(c.name, c.reason)})
 			d.denies[c.name] = 1 // counted in DeniedPackets, never released
+			d.denyReasons[c.name] = c.reason
 		}
 	}
 	d.putForwardEgress()
@@ -381,7 +381,7 @@ func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, eleme
 	}
 	_, key := peerKeys(g.dir, g.is4)
 	set := &ruleset.Set{Name: name, Key: key, Comment: "peer . protocol . port that its rules allow (peers of the fast path)",
-		Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
+		Counter: d.countAllowed, Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
 	for _, e := range elements {
 		set.Put(e)
 	}
@@ -470,7 +470,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 	chain := &ruleset.Chain{Name: name, Comment: c.summary()}
 	if len(c.Protos) > 0 {
 		set := &ruleset.Set{Name: name + "_l4", Key: ruleset.KeyL4Proto, Map: true, Comment: "protocols without ports",
-			Elements: map[ruleset.ElementKey]ruleset.Value{}}
+			Counter: d.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, p := range sortedProtos(c.Protos) {
 			o := c.Protos[p]
 			ek := ruleset.ElementKey{Proto: uint8(p)}
@@ -481,7 +481,7 @@ func (d *Dataplane) acquireClass(c *Class) {
 	}
 	if len(c.Ports) > 0 {
 		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: hasRange(c.Ports),
-			Comment: "protocol . destination port → verdict", Elements: map[ruleset.ElementKey]ruleset.Value{}}
+			Comment: "protocol . destination port → verdict", Counter: d.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, s := range c.Ports {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
 			set.Elements[ek] = ruleset.Value{Verdict: d.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
@@ -489,7 +489,9 @@ func (d *Dataplane) acquireClass(c *Class) {
 		d.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}}})
 	}
-	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: d.verdict(c.Other), Comment: ruleset.Comment(c.Other.Reason)})
+	v := d.verdict(c.Other)
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: v, Counter: d.countAllowed && v.Kind == ruleset.Accept,
+		Comment: ruleset.Comment(c.Other.Reason)})
 	d.putChain(chain)
 }
 
@@ -527,9 +529,8 @@ func (d *Dataplane) verdict(o Outcome) ruleset.Verdict {
 	name := "deny_" + shortHash(o.Reason)
 	d.denies[name]++
 	if d.denies[name] == 1 {
-		d.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: []ruleset.Rule{
-			{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: ruleset.Comment(o.Reason)},
-		}})
+		d.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: d.denyRules(name, o.Reason)})
+		d.denyReasons[name] = o.Reason
 	}
 	return ruleset.Verdict{Kind: ruleset.Goto, Chain: name}
 }
@@ -541,6 +542,7 @@ func (d *Dataplane) releaseDeny(v ruleset.Verdict) {
 	d.denies[v.Chain]--
 	if d.denies[v.Chain] <= 0 {
 		delete(d.denies, v.Chain)
+		delete(d.denyReasons, v.Chain)
 		d.dropChain(v.Chain)
 	}
 }

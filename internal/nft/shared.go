@@ -75,8 +75,8 @@ func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 		if id := lr.namedPorts; id != "" {
 			use(npSetName(id, g.is4), namedKey, false, func() *ruleset.Set { return d.namedPortSet(id, g.is4) })
 		}
-		chain.Rules = append(chain.Rules, ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
-			Comment: ruleset.Comment(lr.reason)})
+		chain.Rules = append(chain.Rules, ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Counter: d.countAllowed,
+			Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: ruleset.Comment(lr.reason)})
 	}
 	final := &Class{Other: rl.final}
 	final.Key = classKey(final)

@@ -8,6 +8,9 @@
 //     selecting the server (internal/scale.PacketPathPolicies), for nftpolicy's table and for the
 //     "chain per policy" table Felix and kube-router write, measured in the same run, each
 //     relative to the same table with the server not judged (N = 0).
+//     BenchmarkPacketPathCounters: the same at 10,000 policies with the opt-in allow-side counters
+//     and deny logging (nft.Config.CountAllowed, DenyLog) against without, the table rewritten
+//     between them each round.
 //   - P2 incremental (BenchmarkIncremental): one pod joining or leaving one selector with 2,000
 //     policies over 2,000 selectors of 100 members programmed (internal/scale.Fanout): graph flush
 //     and Dataplane.Apply per change, beside the same element change executed with `nft`.

@@ -27,10 +27,16 @@ var mayImport = map[string][]string{
 	"internal/graph/graphtest": {"internal/model", "internal/dataplane", "internal/graph"},
 	"internal/nft/ruleset":     nil,
 	"internal/nft":             {"internal/model", "internal/dataplane", "internal/setmap", "internal/nft/ruleset"},
+	// nflog reads the kernel's logs of denied packets, beside the dataplane; trace follows
+	// packets through the node's tables with the kernel's tracing, in a table of its own
+	"internal/nflog": nil,
+	"internal/trace": nil,
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/ruleset", "internal/ifmon"},
+		"internal/nft/ruleset", "internal/ifmon", "internal/nflog"},
+	// explain runs the stages offline for one flow, on top of them as the agent does
+	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/agent"},
+		"internal/nft/ruleset", "internal/agent", "internal/explain", "internal/trace"},
 	// the local cluster harness, and the demo that drives it
 	"internal/testenv":           nil,
 	"internal/testenv/netns":     {"internal/testenv"},
@@ -49,7 +55,8 @@ var mayImport = map[string][]string{
 // noKubernetes are the packages that must not depend on any k8s.io package, directly or not:
 // only sync (and what sits on top of it) knows Kubernetes.
 var noKubernetes = []string{"internal/model", "internal/selector", "internal/dataplane", "internal/graph",
-	"internal/nft", "internal/nft/ruleset", "internal/ifmon"}
+	"internal/nft", "internal/nft/ruleset", "internal/ifmon", "internal/nflog",
+	"internal/trace"}
 
 type listed struct {
 	ImportPath string

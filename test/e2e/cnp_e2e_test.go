@@ -55,6 +55,11 @@ func TestCNPConformance(t *testing.T) {
 	enf := newEnforcer(t, s, cl)
 	h := newHarness(t, s, fab, w)
 	h.enf, h.cnps = enf, cnps
+	hostKeys := map[string]bool{}
+	for _, hp := range hosts {
+		hostKeys[hp.key] = true
+	}
+	h.explainedPokes = explainPokes(t, s, hostKeys)
 	t.Cleanup(func() { // the last test's policies, for the tests after this one
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 		defer cancel()
@@ -184,6 +189,9 @@ func (h *harness) checkPokes(t *testing.T, ctx context.Context, v familyView, f 
 			}
 		}
 		if len(wrong) == 0 {
+			if h.explainedPokes != nil {
+				h.explainedPokes(t, ctx, v, pokes)
+			}
 			return
 		}
 		if time.Now().After(deadline) {

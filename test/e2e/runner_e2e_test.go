@@ -30,7 +30,7 @@ type Enforcer interface {
 }
 
 // TestConformance runs every case on IPv4 and on IPv6 on the netns cluster, the agent
-// enforcing.
+// enforcing; nftpolicy explain must give every matrix the traffic validated (explainAgrees).
 func TestConformance(t *testing.T) {
 	testenv.RequireRoot(t)
 	s := kube.Require(t, srv)
@@ -40,6 +40,7 @@ func TestConformance(t *testing.T) {
 	enf := newEnforcer(t, s, fab.cl)
 	h := newHarness(t, s, fab, netpolWorld())
 	h.enf = enf
+	h.explained = explainAgrees(t, s)
 
 	startEnforcers(t, enf)
 	h.runAll(t)

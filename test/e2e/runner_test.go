@@ -96,6 +96,12 @@ type harness struct {
 	// enf, when set, is waited for after every step's writes (caughtUp): the oracle fabric
 	// reads the API server itself and needs no barrier.
 	enf Enforcer
+	// explained, when set, is given every matrix that validated (explain_e2e_test.go).
+	explained func(t *testing.T, ctx context.Context, what string, v familyView, proto corev1.Protocol, port int32,
+		obs map[[2]string]bool)
+	// explainedPokes, when set, is given every subtest's pokes once they all gave their
+	// expectation (explain_e2e_test.go).
+	explainedPokes func(t *testing.T, ctx context.Context, v familyView, pokes []poke)
 	// cnps, when set, are deleted by reset too (all but Barrier's sentinel).
 	cnps policyclient.ClusterNetworkPolicyInterface
 }
@@ -248,6 +254,9 @@ func (h *harness) validate(t *testing.T, ctx context.Context, what string, v fam
 		}
 		wrong, report := compare(exp, func(from, to string) bool { return obs[[2]string{from, to}] })
 		if wrong == 0 {
+			if h.explained != nil {
+				h.explained(t, ctx, what, v, proto, port, obs)
+			}
 			return
 		}
 		if time.Now().After(deadline) {

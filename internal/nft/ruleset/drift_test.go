@@ -3,6 +3,7 @@ package ruleset
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ func TestVerifyDrift(t *testing.T) {
 		{"foreign rule inserted with our comment", `insert rule inet drift deny_x counter drop comment "default/allow-web"`},
 		{"rule rewritten keeping count and comment", "flush chain inet drift deny_x\nadd rule inet drift deny_x counter accept comment \"default/allow-web\""},
 		{"lookup retargeted keeping the comment", "flush chain inet drift output\nadd rule inet drift output ct state established,related accept comment \"replies of allowed connections\"\nadd rule inet drift output ip saddr @local_v4 return comment \"kubelet probes\"\nadd rule inet drift output ip6 saddr @local_v6 jump deny_x"},
+		{"log group changed", "flush chain inet drift deny_logged\nadd rule inet drift deny_logged limit rate 10/second log prefix \"deny_logged\" group 101 comment \"log a few\"\nadd rule inet drift deny_logged limit rate 3/minute burst 20 packets log group 7\nadd rule inet drift deny_logged counter drop comment \"denied and logged\""},
+		{"limit rate changed", "flush chain inet drift deny_logged\nadd rule inet drift deny_logged limit rate 11/second log prefix \"deny_logged\" group 100 comment \"log a few\"\nadd rule inet drift deny_logged limit rate 3/minute burst 20 packets log group 7\nadd rule inet drift deny_logged counter drop comment \"denied and logged\""},
 		{"foreign chain added", "add chain inet drift intruder"},
 		{"foreign set added", "add set inet drift intruder { type ipv4_addr; }"},
 		{"set remade with another size", "flush chain inet drift output\ndelete set inet drift local_v4\nadd set inet drift local_v4 { type ipv4_addr; size 2048; comment \"local pods\"; elements = { 10.0.0.1, 10.0.0.2 } }\nadd rule inet drift output ct state established,related accept comment \"replies of allowed connections\"\nadd rule inet drift output ip daddr @local_v4 return comment \"kubelet probes\"\nadd rule inet drift output ip6 saddr @local_v6 jump deny_x"},
@@ -136,6 +139,59 @@ func TestCounters(t *testing.T) {
 	}
 	if _, ok := got["output"]; ok {
 		t.Errorf("output has no counting rule but is reported")
+	}
+}
+
+// TestReadCounts reads the counters of counting rules and of the elements of counting sets and
+// maps, each with its comment and verdict; UDP datagrams on the namespace's loopback to ports 9,
+// 10 and 11 go through a counting allow set, a counting verdict map and a counting drop rule.
+func TestReadCounts(t *testing.T) {
+	ns, fd := newNetns(t)
+	c, err := Open(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	testenv.RequireCommand(t, "bash")
+	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v: %s", err, out)
+	}
+	tb := NewTable("counts")
+	tb.Chains["output"] = &Chain{Name: "output", Base: &Base{Hook: HookOutput, Priority: 0}, Rules: []Rule{
+		{L4Proto: unix.IPPROTO_UDP, Lookups: []Lookup{{Key: KeyIPDaddrL4ProtoDport, Set: "allow"}}, Verdict: Verdict{Kind: Accept}},
+		{L4Proto: unix.IPPROTO_UDP, Lookups: []Lookup{{Key: KeyL4ProtoDport, Set: "ports", Map: true}}},
+	}}
+	tb.Chains["deny"] = &Chain{Name: "deny", Rules: []Rule{{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "denied"}}}
+	allow := newSet("allow", KeyIPDaddrL4ProtoDport, false, false, "")
+	allow.Counter = true
+	lo := ip("127.0.0.1")
+	put(allow, ElementKey{Addr: lo, AddrEnd: lo, Proto: unix.IPPROTO_UDP, Port: 11, PortEnd: 11}, Verdict{}, "eleven")
+	put(allow, ElementKey{Addr: lo, AddrEnd: lo, Proto: unix.IPPROTO_UDP, Port: 12, PortEnd: 12}, Verdict{}, "twelve")
+	ports := newSet("ports", KeyL4ProtoDport, true, true, "")
+	ports.Counter = true
+	put(ports, ElementKey{Proto: unix.IPPROTO_UDP, Port: 9, PortEnd: 9}, Verdict{Kind: Accept}, "nine")
+	put(ports, ElementKey{Proto: unix.IPPROTO_UDP, Port: 10, PortEnd: 10}, goTo("deny"), "ten")
+	tb.Sets["allow"], tb.Sets["ports"] = allow, ports
+	if err := c.Replace(tb); err != nil {
+		t.Fatal(err)
+	}
+	script := "for p in 9 9 9 10 10 11; do echo x > /dev/udp/127.0.0.1/$p; done 2>/dev/null; true"
+	if out, err := exec.Command("ip", "netns", "exec", ns, "bash", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("sending datagrams: %v: %s", err, out)
+	}
+	got, err := ReadCounts(fd, "counts", []string{"deny", "output", "gone"}, []string{"allow", "ports", "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, c := range got {
+		lines = append(lines, fmt.Sprintf("%s %d %d", c.Comment, c.Verdict, c.Packets))
+	}
+	slices.Sort(lines)
+	want := []string{fmt.Sprintf("denied %d 2", Drop), fmt.Sprintf("eleven %d 1", VerdictNone), fmt.Sprintf("nine %d 3", Accept),
+		fmt.Sprintf("ten %d 2", Goto), fmt.Sprintf("twelve %d 0", VerdictNone)}
+	if !slices.Equal(lines, want) {
+		t.Errorf("counts %q, want %q", lines, want)
 	}
 }
 

@@ -3,6 +3,7 @@ package ruleset
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -41,6 +42,7 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		IsMap:         s.Map,
 		Size:          s.Size,
 		Comment:       Comment(s.Comment),
+		Counter:       s.Counter,
 	}
 	if s.Map {
 		ns.DataType = nftables.TypeVerdict
@@ -249,6 +251,27 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		}
 		ex = append(ex, lk)
 	}
+	if l := r.Limit; l != nil {
+		unit, ok := limitUnits[l.Unit]
+		if !ok || l.Rate == 0 {
+			return nil, fmt.Errorf("limit rate %d per unit %d", l.Rate, l.Unit)
+		}
+		burst := l.Burst
+		if burst == 0 {
+			burst = 5 // nft's default, which the kernel takes for 0 and lists back
+		}
+		ex = append(ex, &expr.Limit{Type: expr.LimitTypePkts, Rate: l.Rate, Unit: unit, Burst: burst})
+	}
+	if l := r.Log; l != nil {
+		if len(l.Prefix) > MaxLogPrefix || strings.ContainsRune(l.Prefix, 0) {
+			return nil, fmt.Errorf("log prefix %q: longer than %d bytes or with a NUL", l.Prefix, MaxLogPrefix)
+		}
+		key := uint32(1 << unix.NFTA_LOG_GROUP)
+		if l.Prefix != "" {
+			key |= 1 << unix.NFTA_LOG_PREFIX
+		}
+		ex = append(ex, &expr.Log{Key: key, Group: l.Group, Data: []byte(l.Prefix)})
+	}
 	if r.Counter {
 		ex = append(ex, &expr.Counter{})
 	}
@@ -263,6 +286,11 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		ex = append(ex, v)
 	}
 	return ex, nil
+}
+
+// limitUnits are the kernel's units of a limit's rate.
+var limitUnits = map[LimitUnit]expr.LimitTime{
+	PerSecond: expr.LimitTimeSecond, PerMinute: expr.LimitTimeMinute, PerHour: expr.LimitTimeHour, PerDay: expr.LimitTimeDay,
 }
 
 // keyLoad loads a lookup key into register 1 (and the following registers for the fields of a

@@ -85,7 +85,8 @@ func newSet(name string, k Key, isMap, interval bool, comment string) *Set {
 
 // sampleTable is a representative table: the layout internal/nft builds (three base chains with
 // conntrack rules, v4/v6 dispatch maps to per-pod chains, an interval map of addresses, a
-// protocol . port interval map, a protocol map, counter-drop chains), comments everywhere.
+// protocol . port interval map, a protocol map, counter-drop chains, one of them logging at a
+// limited rate), comments everywhere.
 func sampleTable(name string) *Table {
 	t := NewTable(name)
 	est := Rule{CtState: CtEstablishedRelated, Verdict: Verdict{Kind: Accept}, Comment: "replies of allowed connections"}
@@ -128,6 +129,11 @@ func sampleTable(name string) *Table {
 	t.Chains["deny_x"] = &Chain{Name: "deny_x", Comment: "denied by default/allow-web", Rules: []Rule{
 		{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "default/allow-web"},
 	}}
+	t.Chains["deny_logged"] = &Chain{Name: "deny_logged", Comment: "denied and logged", Rules: []Rule{
+		{Limit: &Limit{Rate: 10, Unit: PerSecond, Burst: 5}, Log: &Log{Group: 100, Prefix: "deny_logged"}, Comment: "log a few"},
+		{Limit: &Limit{Rate: 3, Unit: PerMinute, Burst: 20}, Log: &Log{Group: 7}},
+		{Counter: true, Verdict: Verdict{Kind: Drop}, Comment: "denied and logged"},
+	}}
 
 	in4 := newSet("ingress_v4", KeyIPDaddr, true, false, "local pod address -> its ingress chain")
 	put(in4, addrKey("10.0.0.1"), goTo("pod_a"), "default/a")
@@ -152,6 +158,7 @@ func sampleTable(name string) *Table {
 	put(nets6, rangeKey("fd00:2::5", "fd00:2::9"), Verdict{Kind: Drop}, "")
 	t.Sets[nets6.Name] = nets6
 	ports := newSet("class_x_ports", KeyL4ProtoDport, true, true, "protocol . port -> verdict")
+	ports.Counter = true // every element counts its packets
 	put(ports, ElementKey{Proto: 6, Port: 80, PortEnd: 80}, Verdict{Kind: Accept}, "allow-web port 80")
 	put(ports, ElementKey{Proto: 6, Port: 8000, PortEnd: 8100}, goTo("deny_x"), "")
 	put(ports, ElementKey{Proto: 17, Port: 53, PortEnd: 53}, Verdict{Kind: Accept}, "dns")
@@ -179,6 +186,7 @@ func sampleTable(name string) *Table {
 	put(src6, ElementKey{Ifname: "veth0", Addr: netip.MustParseAddr("fd00::1"), AddrEnd: netip.MustParseAddr("fd00::1")}, Verdict{}, "default/a")
 	t.Sets[src6.Name] = src6
 	allow := newSet("allow_a", KeyIPSaddrL4ProtoDport, false, false, "peer . protocol . port allowed")
+	allow.Counter = true
 	put(allow, ElementKey{Addr: netip.MustParseAddr("10.0.1.5"), AddrEnd: netip.MustParseAddr("10.0.1.5"), Proto: 6, Port: 80, PortEnd: 80}, Verdict{}, "web/x")
 	put(allow, ElementKey{Addr: netip.MustParseAddr("10.0.1.5"), AddrEnd: netip.MustParseAddr("10.0.1.5"), Proto: 17, Port: 53, PortEnd: 53}, Verdict{}, "")
 	t.Sets[allow.Name] = allow

@@ -83,7 +83,7 @@ func TestMonitorReportsOthersChanges(t *testing.T) {
 	}{
 		{"table flushed", "flush table inet mon", []ObjectChange{
 			{"delete", "rule", "forward", 7}, {"delete", "rule", "input", 2}, {"delete", "rule", "output", 3},
-			{"delete", "rule", "class_x", 3}, {"delete", "rule", "deny_x", 1}, {"delete", "rule", "pod_a", 6}}},
+			{"delete", "rule", "class_x", 3}, {"delete", "rule", "deny_logged", 3}, {"delete", "rule", "deny_x", 1}, {"delete", "rule", "pod_a", 6}}},
 		{"element deleted", "delete element inet mon ingress_v4 { 10.0.0.1 }", []ObjectChange{{"delete", "element", "ingress_v4", 1}}},
 		{"elements added", "add element inet mon local_v4 { 10.7.0.1, 10.7.0.2, 10.7.0.3 }", []ObjectChange{{"add", "element", "local_v4", 3}}},
 		{"rule added into our chain", "add rule inet mon pod_a counter accept", []ObjectChange{{"add", "rule", "pod_a", 1}}},
@@ -110,7 +110,7 @@ func TestMonitorReportsOthersChanges(t *testing.T) {
 							n += o.Count
 						}
 					}
-					if want := map[string]int{"chain": 6, "set": 14, "rule": 22}[kind]; n != want {
+					if want := map[string]int{"chain": 7, "set": 14, "rule": 25}[kind]; n != want {
 						t.Errorf("%d %ss deleted reported, want %d", n, kind, want)
 					}
 				}

@@ -42,12 +42,31 @@ func (c *Conn) dialDump() error {
 
 // readElements dumps the elements of set name in table as comparable strings (see elementString).
 func (c *Conn) readElements(table, name string) ([]string, error) {
+	var out []string
+	err := dumpElements(c.dump, table, name, func(el *netlink.AttributeDecoder) {
+		if s, ok := decodeElement(el); ok {
+			out = append(out, s)
+		}
+	})
+	if err != nil {
+		if derr := c.dialDump(); derr != nil { // never reuse a socket a dump failed on
+			err = fmt.Errorf("%w (and reopening: %v)", err, derr)
+		}
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// dumpElements dumps the elements of set name in table on nl and calls each with every element's
+// attributes.
+func dumpElements(nl *netlink.Conn, table, name string, each func(*netlink.AttributeDecoder)) error {
 	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{
 		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table + "\x00")},
 		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(name + "\x00")},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req := netlink.Message{
 		Header: netlink.Header{
@@ -56,21 +75,17 @@ func (c *Conn) readElements(table, name string) ([]string, error) {
 		},
 		Data: append([]byte{unix.NFPROTO_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
 	}
-	msgs, err := c.dump.Execute(req)
+	msgs, err := nl.Execute(req)
 	if err != nil {
-		if derr := c.dialDump(); derr != nil { // never reuse a socket a dump failed on
-			err = fmt.Errorf("%w (and reopening: %v)", err, derr)
-		}
-		return nil, fmt.Errorf("dumping elements of set %s: %w", name, err)
+		return fmt.Errorf("dumping elements of set %s: %w", name, err)
 	}
-	var out []string
 	for _, m := range msgs {
 		if len(m.Data) < 4 {
 			continue
 		}
 		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for ad.Next() {
 			if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
@@ -79,9 +94,7 @@ func (c *Conn) readElements(table, name string) ([]string, error) {
 			ad.Nested(func(list *netlink.AttributeDecoder) error {
 				for list.Next() {
 					list.Nested(func(el *netlink.AttributeDecoder) error {
-						if s, ok := decodeElement(el); ok {
-							out = append(out, s)
-						}
+						each(el)
 						return nil
 					})
 				}
@@ -89,11 +102,10 @@ func (c *Conn) readElements(table, name string) ([]string, error) {
 			})
 		}
 		if err := ad.Err(); err != nil {
-			return nil, fmt.Errorf("decoding elements of set %s: %w", name, err)
+			return fmt.Errorf("decoding elements of set %s: %w", name, err)
 		}
 	}
-	slices.Sort(out)
-	return out, nil
+	return nil
 }
 
 // readElem is an element as read back.
@@ -132,34 +144,40 @@ func decodeElement(ad *netlink.AttributeDecoder) (string, bool) {
 		case unix.NFTA_SET_ELEM_USERDATA:
 			e.comment, _ = userdata.GetString(ad.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
 		case unix.NFTA_SET_ELEM_DATA:
-			d, err := netlink.NewAttributeDecoder(ad.Bytes())
-			if err != nil {
-				continue
-			}
-			for d.Next() {
-				if d.Type() != unix.NFTA_DATA_VERDICT {
-					continue
-				}
-				e.hasVerdict = true
-				v, err := netlink.NewAttributeDecoder(d.Bytes())
-				if err != nil {
-					continue
-				}
-				for v.Next() {
-					switch v.Type() {
-					case unix.NFTA_VERDICT_CODE:
-						e.code = int32(binary.BigEndian.Uint32(v.Bytes()))
-					case unix.NFTA_VERDICT_CHAIN:
-						e.chain = string(bytes.TrimRight(v.Bytes(), "\x00"))
-					}
-				}
-			}
+			e.code, e.chain, e.hasVerdict = elementVerdict(ad.Bytes())
 		}
 	}
 	if e.end && len(bytes.Trim(e.key, "\x00")) == 0 {
 		return "", false // nft's all-zero end sentinel
 	}
 	return e.String(), true
+}
+
+// elementVerdict reads the verdict of an element's NFTA_SET_ELEM_DATA, if it holds one.
+func elementVerdict(b []byte) (code int32, chain string, ok bool) {
+	d, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return 0, "", false
+	}
+	for d.Next() {
+		if d.Type() != unix.NFTA_DATA_VERDICT {
+			continue
+		}
+		ok = true
+		v, err := netlink.NewAttributeDecoder(d.Bytes())
+		if err != nil {
+			continue
+		}
+		for v.Next() {
+			switch v.Type() {
+			case unix.NFTA_VERDICT_CODE:
+				code = int32(binary.BigEndian.Uint32(v.Bytes()))
+			case unix.NFTA_VERDICT_CHAIN:
+				chain = string(bytes.TrimRight(v.Bytes(), "\x00"))
+			}
+		}
+	}
+	return code, chain, ok
 }
 
 // String is the comparable form of an element: key, key end, end flag, verdict, comment.

@@ -167,6 +167,9 @@ func renderSet(b *strings.Builder, s *Set) {
 	if s.Interval {
 		b.WriteString("\t\tflags interval\n")
 	}
+	if s.Counter {
+		b.WriteString("\t\tcounter\n")
+	}
 	if c := Comment(s.Comment); c != "" {
 		fmt.Fprintf(b, "\t\tcomment %q\n", c)
 	}
@@ -186,6 +189,9 @@ func renderSet(b *strings.Builder, s *Set) {
 func renderElement(s *Set, e Element) string {
 	var b strings.Builder
 	b.WriteString(renderKey(s.Key, e.ElementKey))
+	if s.Counter {
+		b.WriteString(" counter") // nft adds the values, which listings compare without
+	}
 	if c := Comment(e.Comment); c != "" {
 		fmt.Fprintf(&b, " comment %q", c)
 	}
@@ -357,6 +363,12 @@ func RenderRule(r Rule) string {
 			parts = append(parts, fmt.Sprintf("%s @%s", keyExpr(l.Key), l.Set))
 		}
 	}
+	if l := r.Limit; l != nil {
+		parts = append(parts, l.String())
+	}
+	if l := r.Log; l != nil {
+		parts = append(parts, l.String())
+	}
 	if r.Counter {
 		parts = append(parts, "counter")
 	}
@@ -367,6 +379,28 @@ func RenderRule(r Rule) string {
 		parts = append(parts, fmt.Sprintf("comment %q", c))
 	}
 	return strings.Join(parts, " ")
+}
+
+// String is the unit as nft writes it: second, minute, hour, day.
+func (u LimitUnit) String() string {
+	return map[LimitUnit]string{PerSecond: "second", PerMinute: "minute", PerHour: "hour", PerDay: "day"}[u]
+}
+
+// String is the limit as nft lists it: the burst only when it is not nft's default, 5.
+func (l Limit) String() string {
+	s := fmt.Sprintf("limit rate %d/%s", l.Rate, l.Unit)
+	if l.Burst != 5 && l.Burst != 0 {
+		s += fmt.Sprintf(" burst %d packets", l.Burst)
+	}
+	return s
+}
+
+// String is the log statement as nft lists it.
+func (l Log) String() string {
+	if l.Prefix == "" {
+		return fmt.Sprintf("log group %d", l.Group)
+	}
+	return fmt.Sprintf("log prefix %q group %d", l.Prefix, l.Group)
 }
 
 // Stats counts the table's objects.
@@ -438,13 +472,16 @@ func (s *Set) Clone() *Set {
 // Equal reports whether two rules are the same.
 func (r Rule) Equal(o Rule) bool {
 	return slices.Equal(r.Lookups, o.Lookups) && r.L4Proto == o.L4Proto && r.CtState == o.CtState && r.Iifname == o.Iifname && r.Oifname == o.Oifname && r.Counter == o.Counter &&
-		r.Verdict == o.Verdict && Comment(r.Comment) == Comment(o.Comment)
+		r.Verdict == o.Verdict && Comment(r.Comment) == Comment(o.Comment) && equalPtr(r.Limit, o.Limit) && equalPtr(r.Log, o.Log)
 }
+
+// equalPtr reports whether two optional statements are both absent or equal.
+func equalPtr[T comparable](a, b *T) bool { return a == b || a != nil && b != nil && *a == *b }
 
 // sameProps reports whether two sets have the same properties (everything but the elements).
 func (s *Set) sameProps(o *Set) bool {
 	return s.Name == o.Name && s.Key == o.Key && s.Map == o.Map && s.Interval == o.Interval &&
-		s.Size == o.Size && Comment(s.Comment) == Comment(o.Comment)
+		s.Size == o.Size && s.Counter == o.Counter && Comment(s.Comment) == Comment(o.Comment)
 }
 
 // sameProps reports whether two chains have the same name, comment and base.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"reflect"
+	"strings"
 )
 
 // Table is the in-memory model of one `inet` table: the single source of truth the committer
@@ -119,7 +120,8 @@ func (v Verdict) String() string {
 
 // Rule is one rule, in the fixed statement order
 //
-//	[ct state …] [iifname "…"] [oifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map] [counter] [verdict] comment "…"
+//	[ct state …] [iifname "…"] [oifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map]
+//	    [limit rate …] [log …] [counter] [verdict] comment "…"
 //
 // Match fields left zero are absent. A rule with a Map has no Verdict (the map decides); a map
 // lookup can only be the last of its lookups.
@@ -134,10 +136,44 @@ type Rule struct {
 	// Lookups are set membership matches (`KEY @Set`, all must hold) and, when the last one has
 	// Map, a verdict-map lookup (`KEY vmap @Set`).
 	Lookups []Lookup
+	// Limit, when set, lets only the packets within its rate past it: the others skip the rest
+	// of the rule (its log, counter and verdict) and go on with the next rule.
+	Limit *Limit
+	// Log, when set, sends the packet to an NFLOG group.
+	Log     *Log
 	Counter bool
 	Verdict Verdict
 	Comment string
 }
+
+// Limit is a rate limit in packets (`limit rate 10/second burst 5 packets`): Rate packets per
+// Unit, with bursts of up to Burst packets above it (nft's default is 5).
+type Limit struct {
+	Rate  uint64
+	Unit  LimitUnit
+	Burst uint32
+}
+
+// LimitUnit is the time unit of a limit's rate.
+type LimitUnit uint8
+
+// The units nft writes.
+const (
+	PerSecond LimitUnit = iota + 1
+	PerMinute
+	PerHour
+	PerDay
+)
+
+// Log sends a packet to netlink log (NFLOG) group Group with a prefix (`log prefix "…" group N`):
+// a process that has bound the group receives it, nothing else does.
+type Log struct {
+	Group  uint16
+	Prefix string
+}
+
+// MaxLogPrefix is the longest log prefix the kernel takes (NF_LOG_PREFIXLEN, less the NUL).
+const MaxLogPrefix = 127
 
 // Lookup references a named set or verdict map of the same table.
 type Lookup struct {
@@ -165,6 +201,10 @@ type Set struct {
 	// The kernel keeps a set's size for its life: a Commit that changes it replaces the table
 	// (sameProps).
 	Size uint32
+	// Counter gives every element a counter of the packets that matched it (`counter` in the
+	// set's declaration): a lookup that finds the element counts the packet there, at the cost
+	// of the element's counter memory. ReadCounts reads them.
+	Counter bool
 	// Elements maps each element's key to its value: the key is held once, not again in the
 	// value (≈ 112 bytes a map entry; a key in Value too would add ≈ 72).
 	Elements map[ElementKey]Value
@@ -470,18 +510,24 @@ type Element struct {
 }
 
 func (k ElementKey) String() string {
-	switch {
-	case k.Ifname != "":
-		return fmt.Sprintf("%q", k.Ifname)
-	case k.Addr.IsValid() && k.AddrEnd != k.Addr && k.AddrEnd.IsValid():
-		return k.Addr.String() + "-" + k.AddrEnd.String()
-	case k.Addr.IsValid():
-		return k.Addr.String()
-	case k.PortEnd != k.Port:
-		return fmt.Sprintf("%d . %d-%d", k.Proto, k.Port, k.PortEnd)
-	default:
-		return fmt.Sprintf("%d . %d", k.Proto, k.Port)
+	var parts []string
+	if k.Ifname != "" {
+		parts = append(parts, fmt.Sprintf("%q", k.Ifname))
 	}
+	switch {
+	case k.Addr.IsValid() && k.AddrEnd != k.Addr && k.AddrEnd.IsValid():
+		parts = append(parts, k.Addr.String()+"-"+k.AddrEnd.String())
+	case k.Addr.IsValid():
+		parts = append(parts, k.Addr.String())
+	}
+	switch {
+	case len(parts) > 0 && k.Proto == 0:
+	case k.PortEnd != k.Port && k.PortEnd != 0:
+		parts = append(parts, fmt.Sprintf("%d . %d-%d", k.Proto, k.Port, k.PortEnd))
+	default:
+		parts = append(parts, fmt.Sprintf("%d . %d", k.Proto, k.Port))
+	}
+	return strings.Join(parts, " . ")
 }
 
 // Changes names the objects a Commit must look at besides the committed sets changed in place

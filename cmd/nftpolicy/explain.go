@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/explain"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/sync"
+)
+
+// explainFlow explains one flow, offline from manifests (-f DIR) or from the live cluster
+// (--kubeconfig, else in-cluster), through the agent's own graph and compiler (internal/explain).
+func explainFlow(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nftpolicy explain", flag.ContinueOnError)
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies) instead of the live cluster")
+	kubeconfig := fs.String("kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
+	from := fs.String("from", "", "source pod, NAMESPACE/POD")
+	to := fs.String("to", "", "destination pod NAMESPACE/POD, or an IP address")
+	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp)")
+	ipv6 := fs.Bool("6", false, "use the pods' IPv6 addresses (with --to IP, its family decides)")
+	output := fs.String("o", "text", "output: text or json")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long listing the live cluster may take")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *from == "" || *to == "" || *port == "" {
+		return usageErrorf("explain needs --from NAMESPACE/POD, --to NAMESPACE/POD|IP and --port PORT/PROTOCOL")
+	}
+	if *output != "text" && *output != "json" {
+		return usageErrorf("-o %q: want text or json", *output)
+	}
+	proto, portNum, err := parsePort(*port)
+	if err != nil {
+		return err
+	}
+	var c *explain.Cluster
+	if *dir != "" {
+		var errs []error
+		c, errs = explain.Load(*dir)
+		for _, err := range errs {
+			fmt.Fprintln(stderr, "nftpolicy: skipped:", err)
+		}
+	} else {
+		rc, err := restConfig(*kubeconfig)
+		if err != nil {
+			return err
+		}
+		client, err := sync.NewClient(rc)
+		if err != nil {
+			return fmt.Errorf("creating the API client: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		if c, err = explain.Live(ctx, client); err != nil {
+			return err
+		}
+	}
+	r, err := c.Explain(explain.Query{From: *from, To: *to, Proto: proto, Port: portNum, IPv6: *ipv6})
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	for _, p := range c.Problems {
+		fmt.Fprintln(stderr, "nftpolicy: problem:", p)
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	return r.WriteText(stdout)
+}
+
+// parsePort reads PORT/PROTOCOL (the protocol defaults to TCP) or a protocol without ports.
+func parsePort(s string) (model.Protocol, uint16, error) {
+	protos := map[string]model.Protocol{"tcp": model.ProtocolTCP, "udp": model.ProtocolUDP, "sctp": model.ProtocolSCTP,
+		"icmp": model.ProtocolICMP, "icmpv6": model.ProtocolICMPv6, "ipv6-icmp": model.ProtocolICMPv6}
+	num, name, found := strings.Cut(strings.ToLower(s), "/")
+	if !found {
+		if p, ok := protos[num]; ok && p != model.ProtocolTCP && p != model.ProtocolUDP && p != model.ProtocolSCTP {
+			return p, 0, nil
+		}
+		name = "tcp"
+	}
+	p, ok := protos[name]
+	if !ok {
+		return 0, 0, usageErrorf("--port %q: unknown protocol %q", s, name)
+	}
+	n, err := strconv.ParseUint(num, 10, 16)
+	if err != nil || n == 0 {
+		return 0, 0, usageErrorf("--port %q: want PORT/PROTOCOL with a port of 1-65535", s)
+	}
+	return p, uint16(n), nil
+}

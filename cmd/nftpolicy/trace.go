@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nftpolicy/nftpolicy/internal/trace"
+)
+
+// traceFlow traces real packets of one flow through this node's nftables ruleset with the
+// kernel's tracing (internal/trace), in a table of its own that it removes when it ends: after
+// --packets packets, at --timeout, or at SIGINT or SIGTERM.
+func traceFlow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nftpolicy trace", flag.ContinueOnError)
+	from := fs.String("from", "", "source address (a pod's IP); empty: any")
+	to := fs.String("to", "", "destination address; empty: any")
+	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp) or a protocol without port (icmp); empty: any")
+	packets := fs.Int("packets", 10, "packets to trace")
+	timeout := fs.Duration("timeout", time.Minute, "how long to trace at most")
+	output := fs.String("o", "text", "output: text, or json (one object per packet)")
+	cleanup := fs.Bool("cleanup", false, "only remove the table of a trace that was killed ("+trace.Table+")")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *cleanup {
+		return trace.Remove(-1)
+	}
+	var f trace.Flow
+	for _, a := range []struct {
+		flag, value string
+		to          *netip.Addr
+	}{{"--from", *from, &f.Src}, {"--to", *to, &f.Dst}} {
+		if a.value == "" {
+			continue
+		}
+		addr, err := netip.ParseAddr(a.value)
+		if err != nil {
+			return usageErrorf("%s %q: want an IP address", a.flag, a.value)
+		}
+		*a.to = addr.Unmap()
+	}
+	if *port != "" {
+		proto, n, err := parsePort(*port)
+		if err != nil {
+			return err
+		}
+		f.Proto, f.Dport = uint8(proto), n
+	}
+	if *packets < 1 || *timeout <= 0 || (*output != "text" && *output != "json") {
+		return usageErrorf("trace needs --packets ≥ 1, a positive --timeout and -o text or json")
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stderr, "tracing %s: %d packets, at most %v\n", f, *packets, *timeout)
+	enc := json.NewEncoder(stdout)
+	n, err := trace.Run(ctx, trace.Config{NetNSFD: -1, Flow: f, MaxPackets: *packets, Timeout: *timeout}, func(p trace.Packet) {
+		if *output == "json" {
+			_ = enc.Encode(p)
+			return
+		}
+		fmt.Fprintln(stdout, p)
+	})
+	fmt.Fprintf(stderr, "%d packets traced; table %s removed\n", n, trace.Table)
+	return err
+}

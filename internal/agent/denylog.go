@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	gosync "sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nflog"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+)
+
+// Deny logging (RunConfig.DenyLog): the dataplane's deny chains log the packets they drop to an
+// NFLOG group within a rate per deny reason (nft.DenyLog); the agent reads the group
+// (internal/nflog) and writes one line per logged packet, naming the pods at both ends, the port,
+// the reason and the policy or tier default that denied, and counts the lines. The pods are
+// named from the API watcher's updates (podIndex), which pass through it on their way to the loop.
+
+// podIndex names the pod holding an address, for log lines; safe for concurrent use. Of several
+// pods listing one address it names the one whose update came last.
+type podIndex struct {
+	mu     gosync.RWMutex
+	byAddr map[netip.Addr]model.EndpointKey
+	addrs  map[model.EndpointKey][]netip.Addr
+}
+
+func newPodIndex() *podIndex {
+	return &podIndex{byAddr: map[netip.Addr]model.EndpointKey{}, addrs: map[model.EndpointKey][]netip.Addr{}}
+}
+
+// observe takes the endpoints of a batch of updates.
+func (ix *podIndex) observe(us []model.Update) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, u := range us {
+		switch u := u.(type) {
+		case model.EndpointSet:
+			ix.remove(u.Endpoint.Key)
+			for _, a := range u.Endpoint.Addrs {
+				ix.byAddr[a.Unmap()] = u.Endpoint.Key
+			}
+			ix.addrs[u.Endpoint.Key] = slices.Clone(u.Endpoint.Addrs)
+		case model.EndpointDeleted:
+			ix.remove(u.Key)
+		}
+	}
+}
+
+func (ix *podIndex) remove(k model.EndpointKey) {
+	for _, a := range ix.addrs[k] {
+		if ix.byAddr[a.Unmap()] == k {
+			delete(ix.byAddr, a.Unmap())
+		}
+	}
+	delete(ix.addrs, k)
+}
+
+// pod is the pod holding a, if any.
+func (ix *podIndex) pod(a netip.Addr) (model.EndpointKey, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	k, ok := ix.byAddr[a.Unmap()]
+	return k, ok
+}
+
+// forward passes every batch from in to out once the index has seen it, until ctx ends.
+func (ix *podIndex) forward(ctx context.Context, in <-chan []model.Update, out chan<- []model.Update) {
+	for {
+		select {
+		case us := <-in:
+			ix.observe(us)
+			select {
+			case out <- us:
+			case <-ctx.Done():
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// denyLogger writes the log line of each logged packet.
+type denyLogger struct {
+	log   *slog.Logger
+	dp    *nft.Dataplane
+	pods  *podIndex
+	lines prometheus.Counter
+}
+
+func (l *denyLogger) packet(p nflog.Packet) {
+	info, _ := l.dp.DenyChain(p.Prefix)
+	attrs := []slog.Attr{slog.String("reason", info.Reason)}
+	for _, end := range []struct {
+		name string
+		addr netip.Addr
+	}{{"src", p.Src}, {"dst", p.Dst}} {
+		attrs = append(attrs, slog.String(end.name, end.addr.String()))
+		if k, ok := l.pods.pod(end.addr); ok {
+			attrs = append(attrs, slog.String(end.name+"_namespace", k.Namespace), slog.String(end.name+"_pod", k.Name))
+		}
+	}
+	attrs = append(attrs, slog.String("protocol", model.Protocol(p.Proto).String()))
+	if p.Dport != 0 {
+		attrs = append(attrs, slog.Int("port", int(p.Dport)))
+	}
+	o := info.Origin
+	switch o.Kind {
+	case nft.OriginRule, nft.OriginRejected:
+		attrs = append(attrs, slog.String("tier", o.Tier), slog.String("policy", o.Policy.String()),
+			slog.String("direction", o.Direction.String()))
+		if o.Kind == nft.OriginRule {
+			attrs = append(attrs, slog.Int("rule", o.Rule))
+		}
+	case nft.OriginTierDefault: // the reason names the tier's policies
+		attrs = append(attrs, slog.String("tier", o.Tier), slog.String("tier_default", o.Action.String()))
+	}
+	attrs = append(attrs, slog.String("chain", p.Prefix))
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "packet denied", attrs...)
+	l.lines.Inc()
+}
+
+// startDenyLog binds the NFLOG group of cfg.DenyLog in the agent's namespace and writes a line
+// for each packet logged to it, until ctx ends. It returns the channel the API watcher sends to:
+// the pod index sees each batch, then passes it on to updates.
+func startDenyLog(ctx context.Context, cfg RunConfig, dp *nft.Dataplane, log *slog.Logger, reg prometheus.Registerer,
+	updates chan<- []model.Update, errs chan<- error) (chan []model.Update, error) {
+	r, err := nflog.Open(cfg.NetNSFD, cfg.DenyLog.Group)
+	if err != nil {
+		return nil, err
+	}
+	lines := prometheus.NewCounter(prometheus.CounterOpts{Name: "nftpolicy_denied_logged_total",
+		Help: "Denied packets logged, one log line each: the deny chains log within a rate per deny reason (--log-denied-rate)."})
+	lost := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nftpolicy_denied_log_overflows_total",
+		Help: "Times the kernel dropped deny logs because the agent's NFLOG socket was full."}, func() float64 { return float64(r.Lost()) })
+	reg.MustRegister(lines, lost)
+	pods := newPodIndex()
+	l := &denyLogger{log: log.With("stage", "denylog"), dp: dp, pods: pods, lines: lines}
+	go func() {
+		defer r.Close()
+		if err := r.Run(ctx, l.packet); err != nil && ctx.Err() == nil {
+			errs <- err
+		}
+	}()
+	in := make(chan []model.Update, 64)
+	go pods.forward(ctx, in, updates)
+	log.Info("logging denied packets", "nflog_group", cfg.DenyLog.Group, "rate", cfg.DenyLog.Limit.String())
+	return in, nil
+}

@@ -1,0 +1,167 @@
+package explain
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// summary is a side in one line: verdict, what decided it (kind, tier, policy, rule), the tiers'
+// outcomes, and the chains of the table the packet goes through (names without their hashes).
+func summary(s Side) string {
+	d := s.DecidedBy
+	by := d.Kind
+	if d.Policy != "" {
+		by += " " + d.Policy
+	}
+	if d.Rule != nil {
+		by += fmt.Sprintf(" #%d", *d.Rule)
+	}
+	if d.Tier != "" {
+		by += " [" + d.Tier + "]"
+	}
+	var tiers, chains []string
+	for _, t := range s.Tiers {
+		tiers = append(tiers, t.Tier+":"+t.Outcome)
+	}
+	for _, st := range s.NFTables {
+		name, _, _ := strings.Cut(st.Chain, "_")
+		if strings.HasPrefix(st.Chain, "forward_") {
+			name = st.Chain
+		}
+		chains = append(chains, name)
+	}
+	return fmt.Sprintf("%s by %s; tiers %v; nft %v", s.Verdict, by, tiers, chains)
+}
+
+// TestExplain explains flows of a cluster of manifests (testdata/cluster) and of a model with
+// an admin tier: each side's verdict, deciding rule or default, tiers and path through the
+// node's table.
+func TestExplain(t *testing.T) {
+	manifests, errs := Load("testdata/cluster")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	tiered := New(tieredCluster())
+	for _, tc := range []struct {
+		name             string
+		c                *Cluster
+		q                Query
+		allowed          bool
+		egress, ingress  string
+		peer, ports, err string // of the ingress side's deciding rule, or an error
+	}{
+		{name: "allowed by a namespace selector on a named port", c: manifests,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 80},
+			allowed: true,
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "allow by rule NetworkPolicy/x/allow-from-y #0 [default]; tiers [default:decided]; nft [forward_ingress in]",
+			peer:    `in namespaces ns == "y"`, ports: "tcp named port serve-80-tcp"},
+		{name: "another port: the tier's default", c: manifests,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 81, IPv6: true},
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "deny by tier default [default]; tiers [default:decided]; nft [forward_ingress in c deny]"},
+		{name: "egress allowed to a pod, across nodes", c: manifests,
+			q:       Query{From: "y/b", To: "y/a", Proto: model.ProtocolTCP, Port: 80},
+			allowed: true,
+			egress:  "allow by rule NetworkPolicy/y/restrict-egress-b #0 [default]; tiers [default:decided]; nft [forward_egress eg]",
+			ingress: "allow by no policy; tiers []; nft []"},
+		{name: "denied on both sides", c: manifests,
+			q:       Query{From: "y/b", To: "x/b", Proto: model.ProtocolUDP, Port: 53, IPv6: true},
+			egress:  "deny by tier default [default]; tiers [default:decided]; nft [forward_egress eg c deny]",
+			ingress: "deny by tier default [default]; tiers [default:decided]; nft [forward_ingress in c deny]"},
+		{name: "an address outside the cluster, allowed by an ipBlock", c: manifests,
+			q:       Query{From: "y/b", To: "10.9.9.9", Proto: model.ProtocolTCP, Port: 443},
+			allowed: true,
+			egress:  "allow by rule NetworkPolicy/y/restrict-egress-b #1 [default]; tiers [default:decided]; nft [forward_egress eg]",
+			ingress: "allow by not judged; tiers []; nft []"},
+		{name: "a pod's address is that pod", c: manifests,
+			q:       Query{From: "y/b", To: "10.244.0.10", Proto: model.ProtocolTCP, Port: 80},
+			egress:  "deny by tier default [default]; tiers [default:decided]; nft [forward_egress eg c deny]",
+			ingress: "allow by rule NetworkPolicy/x/allow-from-y #0 [default]; tiers [default:decided]; nft [forward_ingress in]",
+			peer:    `in namespaces ns == "y"`, ports: "tcp named port serve-80-tcp"},
+		{name: "ICMP has no port", c: manifests,
+			q:       Query{From: "x/b", To: "x/a", Proto: model.ProtocolICMP, Port: 80},
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "deny by tier default [default]; tiers [default:decided]; nft [forward_ingress in c deny]"},
+		{name: "a pass rule leaves the admin tier", c: tiered,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 80},
+			allowed: true,
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "allow by rule NetworkPolicy/x/allow-all #0 [default]; tiers [admin:passed default:decided]; nft [forward_ingress in c]",
+			peer:    "in namespaces all()", ports: "any protocol and port"},
+		{name: "a deny rule of the admin tier", c: tiered,
+			q:       Query{From: "y/b", To: "x/a", Proto: model.ProtocolTCP, Port: 80},
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "deny by rule ClusterNetworkPolicy/admin-deny-y #1 [admin]; tiers [admin:decided default:not reached]; nft [forward_ingress in c deny]",
+			peer:    "in namespaces ns == 'y'", ports: "any protocol and port"},
+		{name: "no such pod", c: manifests, q: Query{From: "x/zz", To: "x/a", Proto: model.ProtocolTCP, Port: 80},
+			err: "pod x/zz is no endpoint"},
+		{name: "not a pod key", c: manifests, q: Query{From: "x/a", To: "a", Proto: model.ProtocolTCP, Port: 80},
+			err: "want NAMESPACE/POD"},
+		{name: "no address of the family", c: tiered, q: Query{From: "y/a", To: "fd00::1", Proto: model.ProtocolTCP, Port: 80},
+			err: "pod y/a has no IPv6 address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.c.Explain(tc.q)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Explain: %v; want an error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if r.Allowed != tc.allowed {
+				t.Errorf("allowed %v, want %v", r.Allowed, tc.allowed)
+			}
+			if got := summary(r.Egress); got != tc.egress {
+				t.Errorf("egress\n got %s\nwant %s", got, tc.egress)
+			}
+			if got := summary(r.Ingress); got != tc.ingress {
+				t.Errorf("ingress\n got %s\nwant %s", got, tc.ingress)
+			}
+			if d := r.Ingress.DecidedBy; d.Peer != tc.peer || d.Ports != tc.ports {
+				t.Errorf("ingress rule matches %q, %q; want %q, %q", d.Peer, d.Ports, tc.peer, tc.ports)
+			}
+			if t.Failed() {
+				t.Logf("explanation:\n%s", text.String())
+			}
+		})
+	}
+}
+
+// tieredCluster is x/a and y/a, y/b (IPv4 only) on one node, an admin-tier policy that passes
+// y/a's traffic to x and denies the rest of y's, and a NetworkPolicy allowing everyone into x.
+func tieredCluster() []model.Update {
+	ns := func(name string) model.Update {
+		return model.NamespaceSet{Namespace: model.Namespace{Name: name, Labels: map[string]string{"ns": name}}}
+	}
+	pod := func(ns, name, addr string) model.Update {
+		return model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: ns, Name: name}, Node: "n",
+			Labels: model.LabelsOf(map[string]string{"pod": name}), Addrs: []netip.Addr{netip.MustParseAddr(addr)}, Running: true}}
+	}
+	return []model.Update{
+		ns("x"), ns("y"),
+		pod("x", "a", "10.0.0.1"), pod("y", "a", "10.0.0.2"), pod("y", "b", "10.0.0.3"),
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "admin-deny-y"},
+			Tier: model.TierAdmin, Order: 10, Namespace: "x", Selector: "all()", ApplyIngress: true,
+			IngressRules: []model.Rule{
+				{Action: model.ActionPass, Source: model.Peer{NamespaceSelector: "ns == 'y'", Selector: "pod == 'a'"}},
+				{Action: model.ActionDeny, Source: model.Peer{NamespaceSelector: "ns == 'y'"}},
+			}}},
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "NetworkPolicy", Namespace: "x", Name: "allow-all"},
+			Tier: model.TierNetworkPolicy, Namespace: "x", Selector: "all()", ApplyIngress: true,
+			IngressRules: []model.Rule{{Action: model.ActionAllow, Source: model.Peer{NamespaceSelector: "all()"}}}}},
+		model.SyncStatusUpdate{Status: model.InSync},
+	}
+}

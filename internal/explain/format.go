@@ -1,0 +1,83 @@
+package explain
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteText writes the explanation for a reader: the flow and its verdict, then each side's
+// verdict, what decided it, the pod's tiers and policies, and the nftables rules and elements
+// the packet meets on that side's node.
+func (r *Result) WriteText(w io.Writer) error {
+	var b strings.Builder
+	verdict := "DENIED"
+	if r.Allowed {
+		verdict = "ALLOWED"
+	}
+	port := ""
+	if r.Port != 0 {
+		port = fmt.Sprintf("/%d", r.Port)
+	}
+	fmt.Fprintf(&b, "%s → %s %s%s: %s\n", endName(r.From), endName(r.To), r.Protocol, port, verdict)
+	for _, s := range []Side{r.Egress, r.Ingress} {
+		b.WriteString("\n")
+		writeSide(&b, s)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func endName(e End) string {
+	if e.Pod == "" {
+		return e.Addr.String()
+	}
+	return fmt.Sprintf("%s (%s)", e.Pod, e.Addr)
+}
+
+func writeSide(b *strings.Builder, s Side) {
+	if !s.Judged {
+		fmt.Fprintf(b, "%s: %s — %s\n", s.Direction, s.Verdict, s.Reason)
+		return
+	}
+	fmt.Fprintf(b, "%s of %s, on node %s: %s\n", s.Direction, s.Pod, s.Node, s.Verdict)
+	d := s.DecidedBy
+	switch d.Kind {
+	case "rule":
+		fmt.Fprintf(b, "  decided by %s %s rule %d (%s) in tier %s\n", d.Policy, s.Direction, *d.Rule, d.Action, d.Tier)
+		if d.Peer != "" {
+			fmt.Fprintf(b, "    its peers: %s; its ports: %s\n", d.Peer, d.Ports)
+		}
+	case "tier default":
+		fmt.Fprintf(b, "  decided by the default of tier %s (%s): no rule of its policies matched\n", d.Tier, d.Action)
+	case "no policy":
+		fmt.Fprintf(b, "  no policy selects %s for %s\n", s.Pod, s.Direction)
+	default:
+		fmt.Fprintf(b, "  decided by: %s\n", d.Kind)
+	}
+	fmt.Fprintf(b, "  reason: %s\n", s.Reason)
+	if len(s.Tiers) > 0 {
+		b.WriteString("  tiers, in order:\n")
+		for _, t := range s.Tiers {
+			fmt.Fprintf(b, "    %-8s %-11s (default %s): %s\n", t.Tier, t.Outcome, t.DefaultAction, strings.Join(t.Policies, ", "))
+		}
+	}
+	fmt.Fprintf(b, "  nftables on node %s:\n", s.Node)
+	if len(s.NFTables) == 0 {
+		fmt.Fprintf(b, "    no rule of forward_%s matches (no dispatch element for %s): the chain's policy accepts\n", s.Direction, s.Pod)
+	}
+	for _, st := range s.NFTables {
+		fmt.Fprintf(b, "    chain %s, rule %d: %s\n", st.Chain, st.Rule, st.Statement)
+		for _, l := range st.Lookups {
+			set := l.Set
+			if l.SetComment != "" {
+				set += fmt.Sprintf(" (%s)", l.SetComment)
+			}
+			if l.Element == "" {
+				fmt.Fprintf(b, "      not in %s\n", set)
+			} else {
+				fmt.Fprintf(b, "      in %s: %s\n", set, l.Element)
+			}
+		}
+	}
+}

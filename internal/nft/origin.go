@@ -1,0 +1,142 @@
+package nft
+
+import (
+	"net/netip"
+
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// OriginKind says what decided a packet.
+type OriginKind uint8
+
+const (
+	// OriginRule: an Allow or Deny rule of a policy.
+	OriginRule OriginKind = iota + 1
+	// OriginTierDefault: no rule of a tier's policies decided, and the tier's default did.
+	OriginTierDefault
+	// OriginNoPolicy: no policy applies to the endpoint in the direction: allowed.
+	OriginNoPolicy
+	// OriginNoTierDecided: every tier passed: allowed after the last one.
+	OriginNoTierDecided
+	// OriginRejected: a policy the dataplane does not enforce as written (its compile was over
+	// budget, or the kernel refused it) denied in its place.
+	OriginRejected
+	// OriginUnknown: a reason none of the endpoint's tiers gives (a group that cannot be
+	// compiled within budget denies everything).
+	OriginUnknown
+)
+
+func (k OriginKind) String() string {
+	switch k {
+	case OriginRule:
+		return "rule"
+	case OriginTierDefault:
+		return "tier default"
+	case OriginNoPolicy:
+		return "no policy"
+	case OriginNoTierDecided:
+		return "no tier decided"
+	case OriginRejected:
+		return "rejected policy"
+	}
+	return "unknown"
+}
+
+// Origin is what the reason of an outcome names, in the terms of the policy model.
+type Origin struct {
+	Kind      OriginKind
+	Direction model.Direction
+	Tier      string
+	// Policy is the policy of a rule (OriginRule, OriginRejected).
+	Policy model.PolicyKey
+	// Rule is the rule's index among the policy's rules of Direction, as written (OriginRule).
+	Rule int
+	// Action is the rule's action, or the tier's default action (OriginTierDefault).
+	Action model.Action
+	// Policies are the tier's policies that apply, in order (OriginTierDefault).
+	Policies []model.PolicyKey
+}
+
+// origin finds what reason names among the rules and defaults of tiers, the policies of one
+// endpoint and direction: the reverse of the reasons the compiler attaches to outcomes (policyRule
+// reason, tierDefault), compared whole. It costs one walk of the tiers' rules.
+func (s *State) origin(dir model.Direction, tiers []dataplane.TierPolicies, reason string) Origin {
+	o := Origin{Direction: dir}
+	switch {
+	case len(tiers) == 0:
+		o.Kind = OriginNoPolicy
+		return o
+	case reason == (Outcome{Allow, "no tier decided: allow"}).Reason:
+		o.Kind = OriginNoTierDecided
+		return o
+	}
+	for _, t := range tiers {
+		o.Tier = t.Tier
+		for r := range s.tierRules(dir, t) {
+			var action string
+			switch r.Action {
+			case model.ActionAllow:
+				action = " (allow)"
+			case model.ActionDeny:
+				action = " (deny)"
+			default:
+				continue
+			}
+			if r.reason()+action != reason {
+				continue
+			}
+			o.Policy, o.Action = r.policy, r.Action
+			if _, rejected := s.rejected[r.policy]; rejected {
+				o.Kind = OriginRejected
+				return o
+			}
+			o.Kind, o.Rule = OriginRule, r.Index
+			return o
+		}
+		if d := tierDefault(t); d.Verdict != 0 && d.Reason == reason {
+			o.Kind, o.Action, o.Policies = OriginTierDefault, t.DefaultAction, t.Policies
+			return o
+		}
+	}
+	return Origin{Kind: OriginUnknown, Direction: dir}
+}
+
+// Decided is the dataplane's decision for one local endpoint address and direction: what its
+// group's compiled structure gives a packet, and what that outcome's reason names.
+type Decided struct {
+	Endpoint model.EndpointKey
+	// Tiers are the endpoint's tiers and policies of the direction, in evaluation order (none:
+	// no policy applies).
+	Tiers   []dataplane.TierPolicies
+	Group   string // the group chain the dispatch element leads to; "" without policy
+	Outcome Outcome
+	Origin  Origin
+}
+
+// Decide looks up what the table does with the first packet of a connection in direction dir
+// between a local endpoint's address local and peer: the compiled decision of the endpoint's
+// group (its listed rules over the State's sets, or its Decision), as the kernel looks it up, and
+// the origin of its reason. It reports false when no local endpoint holds local. Call it after an
+// apply, from the goroutine that applies.
+func (d *Dataplane) Decide(dir model.Direction, local, peer netip.Addr, proto model.Protocol, port uint16) (Decided, bool) {
+	local, peer = local.Unmap(), peer.Unmap()
+	key, ok := d.localAddrs[local]
+	e := d.endpoints[key]
+	if !ok || e == nil {
+		return Decided{}, false
+	}
+	out := Decided{Endpoint: key, Tiers: e.tiers(dir)}
+	g := d.groups[e.groups[dispatchKey{dir, local}]]
+	switch {
+	case len(out.Tiers) == 0 || g == nil:
+		out.Outcome = Outcome{Allow, "no policy applies"}
+	case g.listed:
+		rl, _ := d.state.compileList(g.dir, g.tiers, g.sample(), g.is4)
+		out.Group, out.Outcome = g.name, rl.lookup(d.state, peer, proto, port)
+	default:
+		out.Group, out.Outcome = g.name, g.compiled.Lookup(peer, proto, port)
+	}
+	out.Origin = d.state.origin(dir, out.Tiers, out.Outcome.Reason)
+	return out, true
+}
