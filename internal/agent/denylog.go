@@ -21,15 +21,18 @@ import (
 // named from the API watcher's updates (podIndex), which pass through it on their way to the loop.
 
 // podIndex names the pod holding an address, for log lines; safe for concurrent use. Of several
-// pods listing one address it names the one whose update came last.
+// pods listing one address it names the owner by the model's rule (model.AddrClaim.Before), as
+// the graph judges a local address, so the name never depends on the order of updates. Memory
+// and work follow the cluster's pods: an update costs its addresses times their holders (almost
+// always one).
 type podIndex struct {
-	mu     gosync.RWMutex
-	byAddr map[netip.Addr]model.EndpointKey
-	addrs  map[model.EndpointKey][]netip.Addr
+	mu      gosync.RWMutex
+	holders map[netip.Addr][]model.AddrClaim
+	addrs   map[model.EndpointKey][]netip.Addr
 }
 
 func newPodIndex() *podIndex {
-	return &podIndex{byAddr: map[netip.Addr]model.EndpointKey{}, addrs: map[model.EndpointKey][]netip.Addr{}}
+	return &podIndex{holders: map[netip.Addr][]model.AddrClaim{}, addrs: map[model.EndpointKey][]netip.Addr{}}
 }
 
 // observe takes the endpoints of a batch of updates.
@@ -40,10 +43,14 @@ func (ix *podIndex) observe(us []model.Update) {
 		switch u := u.(type) {
 		case model.EndpointSet:
 			ix.remove(u.Endpoint.Key)
+			c := u.Endpoint.Claim()
+			addrs := make([]netip.Addr, 0, len(u.Endpoint.Addrs))
 			for _, a := range u.Endpoint.Addrs {
-				ix.byAddr[a.Unmap()] = u.Endpoint.Key
+				a = a.Unmap()
+				addrs = append(addrs, a)
+				ix.holders[a] = append(ix.holders[a], c)
 			}
-			ix.addrs[u.Endpoint.Key] = slices.Clone(u.Endpoint.Addrs)
+			ix.addrs[u.Endpoint.Key] = addrs
 		case model.EndpointDeleted:
 			ix.remove(u.Key)
 		}
@@ -52,19 +59,31 @@ func (ix *podIndex) observe(us []model.Update) {
 
 func (ix *podIndex) remove(k model.EndpointKey) {
 	for _, a := range ix.addrs[k] {
-		if ix.byAddr[a.Unmap()] == k {
-			delete(ix.byAddr, a.Unmap())
+		hs := slices.DeleteFunc(ix.holders[a], func(c model.AddrClaim) bool { return c.Key == k })
+		if len(hs) == 0 {
+			delete(ix.holders, a)
+		} else {
+			ix.holders[a] = hs
 		}
 	}
 	delete(ix.addrs, k)
 }
 
-// pod is the pod holding a, if any.
+// pod is the pod owning a, if any pod holds it.
 func (ix *podIndex) pod(a netip.Addr) (model.EndpointKey, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	k, ok := ix.byAddr[a.Unmap()]
-	return k, ok
+	hs := ix.holders[a.Unmap()]
+	if len(hs) == 0 {
+		return model.EndpointKey{}, false
+	}
+	owner := hs[0]
+	for _, c := range hs[1:] {
+		if c.Before(owner) {
+			owner = c
+		}
+	}
+	return owner.Key, true
 }
 
 // forward passes every batch from in to out once the index has seen it, until ctx ends.

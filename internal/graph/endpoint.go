@@ -38,7 +38,7 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 	}
 	netChanged := string(g.scratch) != string(e.net)
 	c := claimOf(&m)
-	reclaim := local && (netChanged || !c.equal(g.owners.claims[e]))
+	reclaim := local && (netChanged || !c.Equal(g.owners.claims[e]))
 	if local {
 		g.dirtyEndpoints[m.Key] = struct{}{}
 	}

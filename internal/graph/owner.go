@@ -1,10 +1,8 @@
 package graph
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
-	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -22,34 +20,17 @@ type addrOwners struct {
 	claims map[*endpoint]claim
 }
 
-// claim is what the owner rule compares: whether the pod runs, and when it was created.
-type claim struct {
-	running bool
-	created time.Time
-}
+// claim is what the owner rule compares (model.AddrClaim.Before).
+type claim = model.AddrClaim
 
 func newAddrOwners() addrOwners {
 	return addrOwners{holders: map[netip.Addr][]*endpoint{}, claims: map[*endpoint]claim{}}
 }
 
-func claimOf(m *model.Endpoint) claim { return claim{running: m.Running, created: m.Created} }
+func claimOf(m *model.Endpoint) claim { return m.Claim() }
 
-func (c claim) equal(d claim) bool { return c.running == d.running && c.created.Equal(d.created) }
-
-// ownerBefore reports whether a ranks before b for an address both hold: a running endpoint
-// before one that does not run, then the newer (a pod whose IP went to its successor stays
-// listed until its delete arrives; a status may be written late), then the smaller key, so
-// that the owner never depends on the order of updates.
-func (o *addrOwners) ownerBefore(a, b *endpoint) bool {
-	ca, cb := o.claims[a], o.claims[b]
-	if ca.running != cb.running {
-		return ca.running
-	}
-	if !ca.created.Equal(cb.created) {
-		return ca.created.After(cb.created)
-	}
-	return cmp.Or(cmp.Compare(a.ns.name, b.ns.name), cmp.Compare(a.name, b.name)) < 0
-}
+// ownerBefore reports whether a ranks before b for an address both hold (model.AddrClaim.Before).
+func (o *addrOwners) ownerBefore(a, b *endpoint) bool { return o.claims[a].Before(o.claims[b]) }
 
 // owns reports whether local endpoint e owns its address a.
 func (g *Graph) owns(e *endpoint, a netip.Addr) bool {

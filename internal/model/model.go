@@ -18,12 +18,13 @@
 // Several endpoints may hold one address (a pod's IP reused while the old pod object lingers, a
 // status written late). Each is a member of the sets its labels select, so an address stays in
 // a set while any of its holders matches. Which one the address's packets are judged as is
-// decided by Endpoint.Running and Endpoint.Created (internal/graph applies the rule among the
-// endpoints of its node): a running endpoint over one that is not, then the newest, then the
-// smallest key.
+// decided by Endpoint.Running and Endpoint.Created (AddrClaim.Before; internal/graph applies it
+// among the endpoints of its node, the agent's deny log among all): a running endpoint over one
+// that is not, then the newest, then the smallest key.
 package model
 
 import (
+	"cmp"
 	"net/netip"
 	"strconv"
 	"time"
@@ -90,6 +91,37 @@ type Endpoint struct {
 	// Created is when the pod was created (metadata.creationTimestamp, UTC): of two running
 	// endpoints holding one address, the newer owns it.
 	Created time.Time
+}
+
+// AddrClaim is what ranks the holders of a shared address (see the package comment).
+type AddrClaim struct {
+	Key     EndpointKey
+	Running bool
+	Created time.Time
+}
+
+// Claim is e's claim to its addresses.
+func (e *Endpoint) Claim() AddrClaim {
+	return AddrClaim{Key: e.Key, Running: e.Running, Created: e.Created}
+}
+
+// Equal reports whether c and d rank alike.
+func (c AddrClaim) Equal(d AddrClaim) bool {
+	return c.Key == d.Key && c.Running == d.Running && c.Created.Equal(d.Created)
+}
+
+// Before reports whether c's holder owns an address both hold before d's: a running endpoint
+// before one that does not run, then the newer (a pod whose IP went to its successor stays
+// listed until its delete arrives; a status may be written late), then the smaller key, so
+// that the owner never depends on the order of updates.
+func (c AddrClaim) Before(d AddrClaim) bool {
+	if c.Running != d.Running {
+		return c.Running
+	}
+	if !c.Created.Equal(d.Created) {
+		return c.Created.After(d.Created)
+	}
+	return cmp.Or(cmp.Compare(c.Key.Namespace, d.Key.Namespace), cmp.Compare(c.Key.Name, d.Key.Name)) < 0
 }
 
 // Namespace carries the labels its endpoints inherit for namespace selectors.
