@@ -1,5 +1,5 @@
-// Package bench holds the benchmarks of `make bench`, whose figures BENCHMARKS.md records under the
-// ids used here (P1…P5): figures operators care about, measured on the real graph, the real
+// Package bench holds the benchmarks of `make bench`. Each adds rows to the summary table it
+// prints, under the id in that table's first column (P1…P5 below): figures operators care about, measured on the real graph, the real
 // nftables dataplane and real traffic in network namespaces this package creates (named with
 // testenv.NetnsPrefix, removed at the end of each benchmark).
 //
@@ -16,7 +16,7 @@
 //     and Dataplane.Apply per change, beside the same element change executed with `nft`.
 //     BenchmarkAPIToKernel: the same cluster through a real kube-apiserver (internal/testenv/kube)
 //     and the agent in process; latency from a label patch to the element in `nft monitor`.
-//   - P3/P4 cold start of 100,000 pods, 5,000 policies and 250 local pods
+//   - P3 (time) and P4 (memory): the cold start of 100,000 pods, 5,000 policies and 250 local pods
 //     (internal/scale.Generate). BenchmarkColdStartAPI, the agent as operators run it: the objects
 //     written into a real API server's etcd and the API server restarted over them, then the agent
 //     (the product binary, cmd/nftpolicy) from start to its first full commit — time, transactions,
@@ -27,7 +27,7 @@
 //     NFTP_BENCH_AGENT_CPUPROFILE=<file> (or _HEAPPROFILE) also starts the agent built with the
 //     tag nftpolicy_profile once, which writes its CPU profile (or its live heap) right after its
 //     first commit.
-//   - P5 large policy (BenchmarkLargePolicy): one NetworkPolicy of 200 rules × 50 peers over
+//   - P5 (BenchmarkLargePolicy): one NetworkPolicy of 200 rules × 50 peers over
 //     10,000 pods (internal/scale.LargePolicyBench), from its update to its commit.
 //
 // Each benchmark runs a fixed workload per call (b.N only raises the sample count), reports its

@@ -12,15 +12,15 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
 
-// BenchmarkPacketPathCounters is P1 with nftpolicy's allow-side counters (nft.Config.CountAllowed,
-// nftpolicy_policy_packets_total) and its deny logging (nft.Config.DenyLog): P1's topology and
-// policies at 10,000 policies (1,000 with BENCH_QUICK), the server judged, the table written
-// alternately with counters and logging and without, 15 rounds of 300 ms each way; the figure
-// is the median of the rounds' ratios, counted to plain. Alternating cancels most of the load
-// other processes put on the machine, which moves P1's own ratio by several percent. Each
-// rewrite replaces some 10,000 elements and is followed by settle before measuring: without
-// it, work the kernel does after the commit lands in the window (counters alone measured
-// 0.825× so, 0.950× after a second's settle, on a loaded machine).
+// BenchmarkPacketPathCounters is BenchmarkPacketPath with nftpolicy's allow-side counters
+// (nft.Config.CountAllowed, nftpolicy_policy_packets_total) and its deny logging
+// (nft.Config.DenyLog): the same topology and policies at 10,000 policies (1,000 with
+// BENCH_QUICK), the server judged, the table written alternately with counters and logging and
+// without, 15 rounds of 300 ms each way; the figure is the median of the rounds' ratios, counted
+// to plain. Alternating cancels most of the load other processes put on the machine, which moves
+// BenchmarkPacketPath's own ratio by several percent. Each rewrite replaces some 10,000 elements
+// and is followed by settle before measuring: without it, work the kernel does after the commit
+// lands in the window.
 func BenchmarkPacketPathCounters(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")

@@ -329,7 +329,7 @@ func (o *ourTable) program(b *testing.B, n int) {
 		b.Fatalf("programming %d policies: %v", n, err)
 	}
 	// up to 8 allow rules the server's group is listed (rules over shared sets), above the map
-	// shape: P1 measures both; Deny and Pass rules take the map shape
+	// shape: the benchmark measures both; Deny and Pass rules take the map shape
 	if listed, want := strings.Contains(dp.Render(), "@sel_"), n <= 8 && !o.cnp; listed != want {
 		b.Fatalf("%d policies: the server's group listed = %v, want %v", n, listed, want)
 	}

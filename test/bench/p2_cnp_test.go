@@ -12,11 +12,11 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
 
-// BenchmarkIncrementalClusterPolicies is P2 for ClusterNetworkPolicies: P2's cluster with its
-// 2,000 policies shaped as converted ClusterNetworkPolicies (scale.Fanout.Cluster: admin and
-// baseline tiers, priorities 0–1000, Allow, Deny and Pass rules in turn), and one spare pod
-// joining or leaving one policy's peer selector per change, timed from the graph's update to
-// the dataplane's commit; by the action of the rule whose selector it joins, too.
+// BenchmarkIncrementalClusterPolicies is BenchmarkIncremental for ClusterNetworkPolicies: fanout
+// with its 2,000 policies shaped as converted ClusterNetworkPolicies (scale.Fanout.Cluster: admin
+// and baseline tiers, priorities 0–1000, Allow, Deny and Pass rules in turn), and one spare pod
+// joining or leaving one policy's peer selector per change, timed from the graph's update to the
+// dataplane's commit; by the action of the rule whose selector it joins, too.
 func BenchmarkIncrementalClusterPolicies(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
