@@ -84,21 +84,7 @@ func (d *Dataplane) addSkeleton() {
 // only its own pod's source addresses, so a spoofed source, or an interface whose endpoint is not
 // programmed yet, passes nothing.
 func (d *Dataplane) putForwardEgress() {
-	var rules []ruleset.Rule
-	for _, p := range d.prefixes {
-		if !d.activePrefixes[p] {
-			continue
-		}
-		for _, k := range []ruleset.Key{ruleset.KeyIifnameIPSaddr, ruleset.KeyIifnameIP6Saddr} {
-			set, fam := setSourcesV4, "IPv4"
-			if k == ruleset.KeyIifnameIP6Saddr {
-				set, fam = setSourcesV6, "IPv6"
-			}
-			rules = append(rules, ruleset.Rule{Iifname: p + "*", Lookups: []ruleset.Lookup{{Key: k, Set: set, Invert: true}},
-				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chainSpoofed},
-				Comment: "from a workload interface, a source that is not its pod's (" + fam + ")"})
-		}
-	}
+	rules := d.workloadAddrChecks(false, chainSpoofed, "from a workload interface, a source that is not its pod's")
 	rules = append(rules, established(), invalid(),
 		lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy (IPv4)"),
 		lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy (IPv6)"))
@@ -109,27 +95,43 @@ func (d *Dataplane) putForwardEgress() {
 	})
 }
 
+// workloadAddrChecks returns, for each active workload prefix and then each family, a rule that
+// sends a packet to target when its interface . address pair is not in the family's
+// anti-spoofing set: the input interface and source address, or with toward the output
+// interface and destination address. what, with the family, is the rule's comment.
+func (d *Dataplane) workloadAddrChecks(toward bool, target, what string) []ruleset.Rule {
+	keys := [2]ruleset.Key{ruleset.KeyIifnameIPSaddr, ruleset.KeyIifnameIP6Saddr}
+	if toward {
+		keys = [2]ruleset.Key{ruleset.KeyOifnameIPDaddr, ruleset.KeyOifnameIP6Daddr}
+	}
+	var rules []ruleset.Rule
+	for _, p := range d.prefixes {
+		if !d.activePrefixes[p] {
+			continue
+		}
+		for i, set := range [2]string{setSourcesV4, setSourcesV6} {
+			r := ruleset.Rule{Lookups: []ruleset.Lookup{{Key: keys[i], Set: set, Invert: true}},
+				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: target},
+				Comment: what + " (" + [2]string{"IPv4", "IPv6"}[i] + ")"}
+			if toward {
+				r.Oifname = p + "*"
+			} else {
+				r.Iifname = p + "*"
+			}
+			rules = append(rules, r)
+		}
+	}
+	return rules
+}
+
 // putForwardIngress writes the ingress base chain. After replies, for each workload prefix that
 // is active, a new connection forwarded to a workload interface passes only to the address of
 // the pod that interface leads to, once that pod is programmed (its interface . address element
 // of the anti-spoofing sets): traffic to a pod the agent does not know yet is dropped, however
 // its namespace's policies would judge it, until its endpoint lands (fail closed).
 func (d *Dataplane) putForwardIngress() {
-	rules := []ruleset.Rule{established()}
-	for _, p := range d.prefixes {
-		if !d.activePrefixes[p] {
-			continue
-		}
-		for _, k := range []ruleset.Key{ruleset.KeyOifnameIPDaddr, ruleset.KeyOifnameIP6Daddr} {
-			set, fam := setSourcesV4, "IPv4"
-			if k == ruleset.KeyOifnameIP6Daddr {
-				set, fam = setSourcesV6, "IPv6"
-			}
-			rules = append(rules, ruleset.Rule{Oifname: p + "*", Lookups: []ruleset.Lookup{{Key: k, Set: set, Invert: true}},
-				Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chainUnprogrammed},
-				Comment: "to a workload interface, an address of no programmed pod behind it (" + fam + ")"})
-		}
-	}
+	rules := append([]ruleset.Rule{established()},
+		d.workloadAddrChecks(true, chainUnprogrammed, "to a workload interface, an address of no programmed pod behind it")...)
 	rules = append(rules,
 		lookup(ruleset.KeyIPDaddr, mapIngressV4, "to a local pod with ingress policy (IPv4)"),
 		lookup(ruleset.KeyIP6Daddr, mapIngressV6, "to a local pod with ingress policy (IPv6)"))
