@@ -30,14 +30,14 @@ func (g *Graph) setEndpoint(in model.Endpoint) {
 		if local {
 			g.local[m.Key] = e
 			g.dirtyEndpoints[m.Key] = struct{}{}
-			g.claimAddrs(e, claimOf(&m))
+			g.claimAddrs(e, m.Claim())
 		}
 		g.fileEndpoint(e, true)
 		g.reevaluate(e)
 		return
 	}
 	netChanged := string(g.scratch) != string(e.net)
-	c := claimOf(&m)
+	c := m.Claim()
 	reclaim := local && (netChanged || !c.Equal(g.owners.claims[e]))
 	if local {
 		g.dirtyEndpoints[m.Key] = struct{}{}

@@ -17,17 +17,12 @@ type addrOwners struct {
 	// holders lists the local endpoints holding each address; almost always one.
 	holders map[netip.Addr][]*endpoint
 	// claims holds what ranks each local endpoint (ownerBefore).
-	claims map[*endpoint]claim
+	claims map[*endpoint]model.AddrClaim
 }
-
-// claim is what the owner rule compares (model.AddrClaim.Before).
-type claim = model.AddrClaim
 
 func newAddrOwners() addrOwners {
-	return addrOwners{holders: map[netip.Addr][]*endpoint{}, claims: map[*endpoint]claim{}}
+	return addrOwners{holders: map[netip.Addr][]*endpoint{}, claims: map[*endpoint]model.AddrClaim{}}
 }
-
-func claimOf(m *model.Endpoint) claim { return m.Claim() }
 
 // ownerBefore reports whether a ranks before b for an address both hold (model.AddrClaim.Before).
 func (o *addrOwners) ownerBefore(a, b *endpoint) bool { return o.claims[a].Before(o.claims[b]) }
@@ -44,7 +39,7 @@ func (g *Graph) owns(e *endpoint, a netip.Addr) bool {
 
 // claimAddrs files local endpoint e under its addresses with claim c. The other holders of
 // those addresses are marked dirty: their ownership may have changed.
-func (g *Graph) claimAddrs(e *endpoint, c claim) {
+func (g *Graph) claimAddrs(e *endpoint, c model.AddrClaim) {
 	g.owners.claims[e] = c
 	for a := range e.net.addrs() {
 		g.dirtyHolders(a)
