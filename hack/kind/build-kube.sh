@@ -3,10 +3,11 @@
 # kube-controller-manager, kube-scheduler, kube-proxy), upstream's e2e.test, agnhost and the
 # ginkgo runner (at the version Kubernetes requires) from the k8s.io/kubernetes Go module, into
 # $NFTPOLICY_CACHE/kube-$KUBE_VERSION/, once: a binary already there is kept. As
-# hack/build-kube-apiserver.sh, a throwaway module replaces the 33 staging modules by their
+# hack/build-kube-apiserver.sh, a throwaway module (hack/kube-module.sh) replaces the 33 staging modules by their
 # published v0.X.Y; the binaries carry the version as upstream's release builds do (kubeadm
 # checks the kubelet's, kind reads the API server's).
 set -euo pipefail
+. "$(dirname "$0")/../kube-module.sh"
 version="${KUBE_VERSION:-v1.36.3}"
 cache="${NFTPOLICY_CACHE:-/var/cache/nftpolicy}"
 out="$cache/kube-$version"
@@ -15,24 +16,11 @@ complete=1
 for b in $bins e2e.test agnhost ginkgo; do [ -x "$out/$b" ] || complete=0; done
 if [ "$complete" = 1 ]; then echo "kubernetes $version: cached in $out"; exit 0; fi
 
-staging="v0.${version#v1.}"
 work="$cache/kube-$version.build"   # kept: its go.mod and go.sum are resolved once
 mkdir -p "$work" "$out"
 cd "$work"
 if [ ! -s go.sum ]; then
-  cat > go.mod <<MOD
-module nftpolicy.local/kube-build
-
-go 1.26
-MOD
-  GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$version" > dl.json
-  gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' dl.json)
-  mods=$(sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => \./staging/.*#\1#p' "$gomod" | sort -u)
-  [ -n "$mods" ] || { echo "no staging replaces found in $gomod" >&2; exit 1; }
-  {
-    echo "require k8s.io/kubernetes $version"
-    for m in $mods; do echo "replace $m => $m $staging"; done
-  } >> go.mod
+  n=$(kube_module nftpolicy.local/kube-build "$version")
   cat > main.go <<'GO'
 package main
 
@@ -45,7 +33,7 @@ import (
 
 func main() {}
 GO
-  echo "kubernetes $version: resolving modules ($(echo "$mods" | wc -l) staging modules replaced by $staging)"
+  echo "kubernetes $version: resolving modules ($n staging modules replaced by their published versions)"
   GOFLAGS=-mod=mod go mod tidy >/dev/null
 fi
 
