@@ -84,13 +84,11 @@
 //
 // Cost: O(keys changed in place + elements of sets replaced by other objects + rules of the named
 // chains) per Commit, independent of the table's size (plus a look at each set's journal).
-// BenchmarkCommitOneElement (go test -bench CommitOneElement -benchtime 2000x, 2 shared cores under
-// load from other work): one element in a table of 2,000 sets × 100 elements ≈93–118 µs per Commit
-// next to ≈76–90 µs for the same one-element batch sent straight through google/nftables (the
-// netlink round trip and the kernel commit dominate, and the kernel's commit grows with the number
-// of sets in the table); one element changed in place in a set of 100,000 (table of 8 sets)
-// ≈17–34 µs (commit-set100k), whatever the set's size. A set replaced by another object is
-// diffed whole instead: a map lookup per element of either side.
+// BenchmarkCommitOneElement measures one element changed in a table of 2,000 sets × 100
+// elements, beside the same batch sent straight through google/nftables, and one element in a
+// set of 100,000 (the netlink round trip and the kernel's commit dominate; BENCHMARKS.md has the
+// figures). A set replaced by another object is diffed whole instead: a map lookup per element
+// of either side.
 //
 // # Replace
 //
@@ -171,10 +169,9 @@
 // batch of 16 KiB or more (≈ 250 elements with comments) is sent with the Conn's Monitors out of
 // the group (a quiet batch, Conn.sendWatched), and the ruleset generation, which every transaction
 // advances by one, is read before they leave and after they join again: any other difference than
-// the batch's own is reported as Lost. BenchmarkReplaceWatched (a Replace of 100,000 elements with
-// comments, 3 runs of 5): 0.38-0.60 s, 0.29-0.39 s of it system time, with no listener; 0.36-0.52 s
-// (0.29-0.38 s) with the Conn's Monitor; 0.55-0.72 s (0.46-0.58 s) with a socket listening
-// throughout.
+// the batch's own is reported as Lost. BenchmarkReplaceWatched times a Replace of 100,000
+// elements with no listener, with the Conn's Monitor and with a socket listening throughout
+// (BENCHMARKS.md has the figures).
 //
 // Invariants: every change by another socket that is committed while the Monitor runs is either
 // reported or covered by a later report (a Lost one included). Reports go to the channel without
