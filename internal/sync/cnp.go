@@ -210,149 +210,187 @@ type cnpProto struct {
 	ports []model.Port
 }
 
+// cnpRule is one API rule being converted: where it stands and what it does.
+type cnpRule struct {
+	dir    model.Direction
+	index  int
+	name   string
+	action npav1alpha2.ClusterNetworkPolicyRuleAction
+	act    model.Action
+	field  string // "from" or "to", for errors
+}
+
+// convertedPeer is one peer of a rule in the model; nodes is set for a nodes peer, whose Nets come
+// from the Nodes it selects.
+type convertedPeer struct {
+	peer  model.Peer
+	nodes *selector.Selector
+}
+
 // rule appends the model rules of one API rule (see convertCNP).
 func (c *cnpConversion) rule(dir model.Direction, index int, name string, action npav1alpha2.ClusterNetworkPolicyRuleAction,
 	peers []cnpPeer, protocols []npav1alpha2.ClusterNetworkPolicyProtocol) error {
-	var act model.Action
-	switch action {
-	case npav1alpha2.ClusterNetworkPolicyRuleActionAccept:
-		act = model.ActionAllow
-	case npav1alpha2.ClusterNetworkPolicyRuleActionDeny:
-		act = model.ActionDeny
-	case npav1alpha2.ClusterNetworkPolicyRuleActionPass:
-		act = model.ActionPass
-	default:
-		return fmt.Errorf("action: unknown action %q (want Accept, Deny or Pass)", action)
+	act, err := cnpAction(action)
+	if err != nil {
+		return err
 	}
-	field := "from"
+	r := &cnpRule{dir: dir, index: index, name: name, action: action, act: act, field: "from"}
 	if dir == model.Egress {
-		field = "to"
+		r.field = "to"
 	}
 	if len(peers) == 0 {
-		return fmt.Errorf("%s: at least one peer is required", field)
+		return fmt.Errorf("%s: at least one peer is required", r.field)
 	}
 	if len(peers) > cnpMaxItems || len(protocols) > cnpMaxItems {
-		return fmt.Errorf("%s, protocols: %d peers and %d protocols, at most %d each", field, len(peers), len(protocols), cnpMaxItems)
-	}
-	label := fmt.Sprintf("%s priority %d %s rule %d", c.policy.Tier, int(c.policy.Order), dir, index)
-	if name != "" {
-		label += " (" + name + ")"
-	}
-	// failClosed: something of the rule cannot be enforced as written. An Accept rule then allows
-	// less (the unreadable part matches nothing); a Deny or Pass rule denies everything.
-	failClosed := func(what string) {
-		if act == model.ActionAllow {
-			c.ignored = append(c.ignored, fmt.Sprintf("%s rule %d%s: %s: not supported, matches nothing", dir, index, quotedName(name), what))
-			return
-		}
-		c.ignored = append(c.ignored, fmt.Sprintf("%s rule %d%s: %s: not supported in a %s rule, which denies everything instead", dir, index, quotedName(name), what, action))
+		return fmt.Errorf("%s, protocols: %d peers and %d protocols, at most %d each", r.field, len(peers), len(protocols), cnpMaxItems)
 	}
 	groups, unreadable, err := cnpProtocols(protocols)
 	if err != nil {
 		return fmt.Errorf("protocols%w", err)
 	}
 	if unreadable > 0 {
-		failClosed(fmt.Sprintf("%d protocol entries without a known field", unreadable))
+		c.failClosed(r, fmt.Sprintf("%d protocol entries without a known field", unreadable))
 	}
 	denyAll := act != model.ActionAllow && unreadable > 0
-	type convertedPeer struct {
-		peer  model.Peer
-		nodes *selector.Selector // a nodes peer: Nets come from the nodes it selects
-	}
 	var out []convertedPeer
 	for j := range peers {
-		p := &peers[j]
-		set := 0
-		for _, isSet := range []bool{p.namespaces != nil, p.pods != nil, p.nodes != nil, len(p.networks) > 0, p.domainNames > 0} {
-			if isSet {
-				set++
-			}
+		cp, ok, err := c.peer(r, j, &peers[j])
+		if err != nil {
+			return err
 		}
-		if set > 1 {
-			return fmt.Errorf("%s[%d]: only one of namespaces, pods, nodes, networks and domainNames may be set", field, j)
-		}
-		var mp model.Peer
-		var nodes *selector.Selector
-		switch {
-		case set == 0:
-			failClosed(fmt.Sprintf("%s[%d]: a peer without a known field", field, j))
+		if !ok {
 			denyAll = denyAll || act != model.ActionAllow
 			continue
-		case p.domainNames > 0:
-			failClosed(fmt.Sprintf("%s[%d].domainNames", field, j))
-			denyAll = denyAll || act != model.ActionAllow
-			continue
-		case p.namespaces != nil:
-			ns, err := convertSelector(p.namespaces)
-			if err != nil {
-				return fmt.Errorf("%s[%d].namespaces: %w", field, j, err)
-			}
-			mp.NamespaceSelector = ns
-		case p.pods != nil:
-			ns, err := convertSelector(&p.pods.NamespaceSelector)
-			if err != nil {
-				return fmt.Errorf("%s[%d].pods.namespaceSelector: %w", field, j, err)
-			}
-			sel, err := convertSelector(&p.pods.PodSelector)
-			if err != nil {
-				return fmt.Errorf("%s[%d].pods.podSelector: %w", field, j, err)
-			}
-			mp.Selector, mp.NamespaceSelector = sel, ns
-		case p.nodes != nil:
-			s, err := convertSelector(p.nodes)
-			if err != nil {
-				return fmt.Errorf("%s[%d].nodes: %w", field, j, err)
-			}
-			if nodes, err = selector.Parse(s); err != nil {
-				return fmt.Errorf("%s[%d].nodes: %w", field, j, err)
-			}
-		default:
-			if len(p.networks) > cnpMaxItems {
-				return fmt.Errorf("%s[%d].networks: %d networks, at most %d", field, j, len(p.networks), cnpMaxItems)
-			}
-			for k, n := range p.networks {
-				pfx, err := netip.ParsePrefix(string(n))
-				if err != nil {
-					return fmt.Errorf("%s[%d].networks[%d]: %w", field, j, k, err)
-				}
-				if pfx = model.CanonicalPrefix(pfx); !slices.Contains(mp.Nets, pfx) {
-					mp.Nets = append(mp.Nets, pfx)
-				}
-			}
 		}
-		out = append(out, convertedPeer{peer: mp, nodes: nodes})
+		out = append(out, cp)
 	}
-	pol := &c.policy
-	add := func(r model.Rule) {
-		r.Label = label
-		if dir == model.Ingress {
-			pol.IngressRules = append(pol.IngressRules, r)
-		} else {
-			pol.EgressRules = append(pol.EgressRules, r)
-		}
+	label := fmt.Sprintf("%s priority %d %s rule %d", c.policy.Tier, int(c.policy.Order), dir, index)
+	if name != "" {
+		label += " (" + name + ")"
 	}
 	if denyAll {
-		add(model.Rule{Action: model.ActionDeny})
+		c.add(dir, model.Rule{Action: model.ActionDeny, Label: label})
 		return nil
 	}
 	for _, p := range out {
 		for _, g := range groups {
-			r := model.Rule{Action: act, Protocol: g.proto}
+			mr := model.Rule{Action: act, Protocol: g.proto, Label: label}
 			if dir == model.Ingress {
-				r.Source = p.peer
+				mr.Source = p.peer
 			} else {
-				r.Destination = p.peer
+				mr.Destination = p.peer
 			}
 			if !g.all { // destination ports: the local side's for ingress, the peer's for egress
-				r.Destination.Ports = slices.Clone(g.ports)
+				mr.Destination.Ports = slices.Clone(g.ports)
 			}
 			if p.nodes != nil {
-				c.nodeRules = append(c.nodeRules, nodeRule{rule: len(pol.EgressRules), sel: p.nodes})
+				c.nodeRules = append(c.nodeRules, nodeRule{rule: len(c.policy.EgressRules), sel: p.nodes})
 			}
-			add(r)
+			c.add(dir, mr)
 		}
 	}
 	return nil
+}
+
+// cnpAction is the model's action for an API rule's.
+func cnpAction(action npav1alpha2.ClusterNetworkPolicyRuleAction) (model.Action, error) {
+	switch action {
+	case npav1alpha2.ClusterNetworkPolicyRuleActionAccept:
+		return model.ActionAllow, nil
+	case npav1alpha2.ClusterNetworkPolicyRuleActionDeny:
+		return model.ActionDeny, nil
+	case npav1alpha2.ClusterNetworkPolicyRuleActionPass:
+		return model.ActionPass, nil
+	}
+	return 0, fmt.Errorf("action: unknown action %q (want Accept, Deny or Pass)", action)
+}
+
+// add appends a model rule to the policy's rules of a direction.
+func (c *cnpConversion) add(dir model.Direction, r model.Rule) {
+	if dir == model.Ingress {
+		c.policy.IngressRules = append(c.policy.IngressRules, r)
+	} else {
+		c.policy.EgressRules = append(c.policy.EgressRules, r)
+	}
+}
+
+// failClosed records that something of rule r cannot be enforced as written. An Accept rule then
+// allows less (the unreadable part matches nothing); a Deny or Pass rule denies everything.
+func (c *cnpConversion) failClosed(r *cnpRule, what string) {
+	if r.act == model.ActionAllow {
+		c.ignored = append(c.ignored, fmt.Sprintf("%s rule %d%s: %s: not supported, matches nothing", r.dir, r.index, quotedName(r.name), what))
+		return
+	}
+	c.ignored = append(c.ignored, fmt.Sprintf("%s rule %d%s: %s: not supported in a %s rule, which denies everything instead", r.dir, r.index, quotedName(r.name), what, r.action))
+}
+
+// peer converts peer j of rule r. ok is false for a peer the model cannot express (no known
+// field, domainNames): it was recorded by failClosed and matches nothing.
+func (c *cnpConversion) peer(r *cnpRule, j int, p *cnpPeer) (cp convertedPeer, ok bool, err error) {
+	field := r.field
+	set := 0
+	for _, isSet := range []bool{p.namespaces != nil, p.pods != nil, p.nodes != nil, len(p.networks) > 0, p.domainNames > 0} {
+		if isSet {
+			set++
+		}
+	}
+	switch {
+	case set > 1:
+		return cp, false, fmt.Errorf("%s[%d]: only one of namespaces, pods, nodes, networks and domainNames may be set", field, j)
+	case set == 0:
+		c.failClosed(r, fmt.Sprintf("%s[%d]: a peer without a known field", field, j))
+		return cp, false, nil
+	case p.domainNames > 0:
+		c.failClosed(r, fmt.Sprintf("%s[%d].domainNames", field, j))
+		return cp, false, nil
+	case p.namespaces != nil:
+		ns, err := convertSelector(p.namespaces)
+		if err != nil {
+			return cp, false, fmt.Errorf("%s[%d].namespaces: %w", field, j, err)
+		}
+		cp.peer.NamespaceSelector = ns
+	case p.pods != nil:
+		ns, err := convertSelector(&p.pods.NamespaceSelector)
+		if err != nil {
+			return cp, false, fmt.Errorf("%s[%d].pods.namespaceSelector: %w", field, j, err)
+		}
+		sel, err := convertSelector(&p.pods.PodSelector)
+		if err != nil {
+			return cp, false, fmt.Errorf("%s[%d].pods.podSelector: %w", field, j, err)
+		}
+		cp.peer.Selector, cp.peer.NamespaceSelector = sel, ns
+	case p.nodes != nil:
+		s, err := convertSelector(p.nodes)
+		if err != nil {
+			return cp, false, fmt.Errorf("%s[%d].nodes: %w", field, j, err)
+		}
+		if cp.nodes, err = selector.Parse(s); err != nil {
+			return cp, false, fmt.Errorf("%s[%d].nodes: %w", field, j, err)
+		}
+	default:
+		if cp.peer.Nets, err = cnpNetworks(p.networks); err != nil {
+			return cp, false, fmt.Errorf("%s[%d].networks%w", field, j, err)
+		}
+	}
+	return cp, true, nil
+}
+
+// cnpNetworks converts a networks peer to canonical, distinct prefixes.
+func cnpNetworks(networks []npav1alpha2.CIDR) ([]netip.Prefix, error) {
+	if len(networks) > cnpMaxItems {
+		return nil, fmt.Errorf(": %d networks, at most %d", len(networks), cnpMaxItems)
+	}
+	var nets []netip.Prefix
+	for k, n := range networks {
+		pfx, err := netip.ParsePrefix(string(n))
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", k, err)
+		}
+		if pfx = model.CanonicalPrefix(pfx); !slices.Contains(nets, pfx) {
+			nets = append(nets, pfx)
+		}
+	}
+	return nets, nil
 }
 
 func quotedName(name string) string {

@@ -157,128 +157,149 @@ func ConvertObjects(objs []runtime.Object) ([]model.Update, []error) {
 }
 
 func convertObjects(items []sourced) ([]model.Update, []error) {
-	var errs []error
-	fail := func(it sourced, err error) {
-		where := ""
-		if it.origin != "" {
-			where = it.origin + ": "
-		}
-		errs = append(errs, fmt.Errorf("%s%s: %w", where, objectName(it.obj), err))
-	}
-	namespaces := map[string]model.Namespace{}
-	endpoints := map[model.EndpointKey]model.Endpoint{}
-	policies := map[model.PolicyKey]model.Policy{}
-	var (
-		nodes []*corev1.Node
-		cnps  []sourced // converted once every node is known
-	)
-	// taken: every object named so far, valid or not, so that a later duplicate is skipped
-	// rather than silently replacing it. take reports whether obj is to be converted: it has a
-	// name, and none of the same kind and namespace came before.
-	taken := map[string]bool{}
-	take := func(it sourced, obj interface {
-		runtime.Object
-		GetName() string
-	}) bool {
-		if obj.GetName() == "" {
-			fail(it, errors.New("metadata.name is empty"))
-			return false
-		}
-		id := objectName(obj)
-		if taken[id] {
-			fail(it, errors.New("duplicate, skipped"))
-			return false
-		}
-		taken[id] = true
-		return true
+	c := objectSet{
+		namespaces: map[string]model.Namespace{},
+		endpoints:  map[model.EndpointKey]model.Endpoint{},
+		policies:   map[model.PolicyKey]model.Policy{},
+		taken:      map[string]bool{},
 	}
 	for _, it := range items {
-		if it.err != nil {
-			errs = append(errs, it.err)
-			continue
-		}
-		switch o := it.obj.(type) {
-		case *corev1.Namespace:
-			if !take(it, o) {
-				continue
-			}
-			namespaces[o.Name] = ConvertNamespace(o)
-		case *corev1.Pod:
-			if o.Namespace == "" {
-				o = o.DeepCopy()
-				o.Namespace = corev1.NamespaceDefault
-			}
-			key := model.EndpointKey{Namespace: o.Namespace, Name: o.Name}
-			if !take(it, o) {
-				continue
-			}
-			ep, ok, err := ConvertPod(o)
-			if err != nil {
-				fail(it, err)
-				continue
-			}
-			if ok {
-				endpoints[key] = ep
-			}
-		case *networkingv1.NetworkPolicy:
-			if o.Namespace == "" {
-				o = o.DeepCopy()
-				o.Namespace = corev1.NamespaceDefault
-			}
-			if !take(it, o) {
-				continue
-			}
-			p, err := ConvertNetworkPolicy(o)
-			if err != nil {
-				fail(it, err)
-				continue
-			}
-			policies[p.Key] = p
-		case *npav1alpha2.ClusterNetworkPolicy:
-			if take(it, o) {
-				cnps = append(cnps, it)
-			}
-		case *corev1.Node:
-			if take(it, o) {
-				nodes = append(nodes, o)
-			}
-		default:
-			fail(it, errors.New("kind not used by nftpolicy, ignored"))
-		}
+		c.add(it)
 	}
-	for _, it := range cnps {
-		p, ignored, err := ConvertClusterNetworkPolicy(it.obj.(*npav1alpha2.ClusterNetworkPolicy), nodes)
+	c.convertCNPs()
+	return c.updates(), c.errs
+}
+
+// objectSet is the model of a set of manifests, as it is converted one object at a time.
+type objectSet struct {
+	errs       []error
+	namespaces map[string]model.Namespace
+	endpoints  map[model.EndpointKey]model.Endpoint
+	policies   map[model.PolicyKey]model.Policy
+	nodes      []*corev1.Node
+	cnps       []sourced // converted once every node is known
+	// taken: every object named so far, valid or not, so that a later duplicate is skipped
+	// rather than silently replacing it
+	taken map[string]bool
+}
+
+func (c *objectSet) fail(it sourced, err error) {
+	where := ""
+	if it.origin != "" {
+		where = it.origin + ": "
+	}
+	c.errs = append(c.errs, fmt.Errorf("%s%s: %w", where, objectName(it.obj), err))
+}
+
+// take reports whether obj is to be converted: it has a name, and none of the same kind and
+// namespace came before.
+func (c *objectSet) take(it sourced, obj interface {
+	runtime.Object
+	GetName() string
+}) bool {
+	if obj.GetName() == "" {
+		c.fail(it, errors.New("metadata.name is empty"))
+		return false
+	}
+	id := objectName(obj)
+	if c.taken[id] {
+		c.fail(it, errors.New("duplicate, skipped"))
+		return false
+	}
+	c.taken[id] = true
+	return true
+}
+
+// add converts one object (a ClusterNetworkPolicy later, in convertCNPs).
+func (c *objectSet) add(it sourced) {
+	if it.err != nil {
+		c.errs = append(c.errs, it.err)
+		return
+	}
+	switch o := it.obj.(type) {
+	case *corev1.Namespace:
+		if c.take(it, o) {
+			c.namespaces[o.Name] = ConvertNamespace(o)
+		}
+	case *corev1.Pod:
+		if o.Namespace == "" {
+			o = o.DeepCopy()
+			o.Namespace = corev1.NamespaceDefault
+		}
+		if !c.take(it, o) {
+			return
+		}
+		ep, ok, err := ConvertPod(o)
+		switch {
+		case err != nil:
+			c.fail(it, err)
+		case ok:
+			c.endpoints[model.EndpointKey{Namespace: o.Namespace, Name: o.Name}] = ep
+		}
+	case *networkingv1.NetworkPolicy:
+		if o.Namespace == "" {
+			o = o.DeepCopy()
+			o.Namespace = corev1.NamespaceDefault
+		}
+		if !c.take(it, o) {
+			return
+		}
+		if p, err := ConvertNetworkPolicy(o); err != nil {
+			c.fail(it, err)
+		} else {
+			c.policies[p.Key] = p
+		}
+	case *npav1alpha2.ClusterNetworkPolicy:
+		if c.take(it, o) {
+			c.cnps = append(c.cnps, it)
+		}
+	case *corev1.Node:
+		if c.take(it, o) {
+			c.nodes = append(c.nodes, o)
+		}
+	default:
+		c.fail(it, errors.New("kind not used by nftpolicy, ignored"))
+	}
+}
+
+// convertCNPs converts the ClusterNetworkPolicies, whose node peers need every Node.
+func (c *objectSet) convertCNPs() {
+	for _, it := range c.cnps {
+		p, ignored, err := ConvertClusterNetworkPolicy(it.obj.(*npav1alpha2.ClusterNetworkPolicy), c.nodes)
 		if err != nil {
-			fail(it, err)
+			c.fail(it, err)
 			continue
 		}
 		if len(ignored) > 0 {
-			errs = append(errs, &PartlyEnforcedError{Object: strings.TrimPrefix(it.origin+": ", ": ") + objectName(it.obj), Ignored: ignored})
+			c.errs = append(c.errs, &PartlyEnforcedError{Object: strings.TrimPrefix(it.origin+": ", ": ") + objectName(it.obj), Ignored: ignored})
 		}
-		policies[p.Key] = p
+		c.policies[p.Key] = p
 	}
-	// A pod or policy cannot exist in the API without its namespace: a namespace the objects
-	// name but do not define exists with only its kubernetes.io/metadata.name label.
-	for k := range endpoints {
-		implicitNamespace(namespaces, k.Namespace)
+}
+
+// updates lists the model: namespaces, endpoints, policies, each sorted, then in-sync. A pod or
+// policy cannot exist in the API without its namespace: a namespace the objects name but do not
+// define exists with only its kubernetes.io/metadata.name label.
+func (c *objectSet) updates() []model.Update {
+	for k := range c.endpoints {
+		implicitNamespace(c.namespaces, k.Namespace)
 	}
-	for k := range policies {
-		implicitNamespace(namespaces, k.Namespace)
+	for k := range c.policies {
+		implicitNamespace(c.namespaces, k.Namespace)
 	}
 	var ups []model.Update
-	for _, name := range sortedKeys(namespaces, func(a, b string) bool { return a < b }) {
-		ups = append(ups, model.NamespaceSet{Namespace: namespaces[name]})
+	for _, name := range sortedKeys(c.namespaces, func(a, b string) bool { return a < b }) {
+		ups = append(ups, model.NamespaceSet{Namespace: c.namespaces[name]})
 	}
-	for _, k := range sortedKeys(endpoints, func(a, b model.EndpointKey) bool {
+	for _, k := range sortedKeys(c.endpoints, func(a, b model.EndpointKey) bool {
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	}) {
-		ups = append(ups, model.EndpointSet{Endpoint: endpoints[k]})
+		ups = append(ups, model.EndpointSet{Endpoint: c.endpoints[k]})
 	}
-	for _, k := range sortedKeys(policies, func(a, b model.PolicyKey) bool { return a.String() < b.String() }) {
-		ups = append(ups, model.PolicySet{Policy: policies[k]})
+	for _, k := range sortedKeys(c.policies, func(a, b model.PolicyKey) bool { return a.String() < b.String() }) {
+		ups = append(ups, model.PolicySet{Policy: c.policies[k]})
 	}
-	ups = append(ups, model.SyncStatusUpdate{Status: model.InSync})
-	return ups, errs
+	return append(ups, model.SyncStatusUpdate{Status: model.InSync})
 }
 
 func implicitNamespace(namespaces map[string]model.Namespace, name string) {
