@@ -242,7 +242,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 // is running: the agent exits well within a second of SIGTERM.
 const shutdownGrace = 100 * time.Millisecond
 
-// nftAdapter gives the nft dataplane the loop's interface.
+// nftAdapter gives the nft dataplane the loop's Programmer interface.
 type nftAdapter struct{ *nft.Dataplane }
 
 func (a nftAdapter) Stats() TableStats {
