@@ -18,10 +18,10 @@ type Calculator interface {
 	Flush() []dataplane.Message
 }
 
-// Programmer is what the loop needs of the thing that programs the kernel (internal/nft): fold
-// the graph's messages into the desired table and commit the difference, read the table back and
-// repair it, write it whole, and count what is committed. Each call that commits does so in one
-// transaction.
+// Programmer is what the loop needs of the thing that programs the kernel's nftables table (Run
+// gives it the nft one, through nftAdapter; tests a fake): fold the graph's messages into the
+// desired table and commit the difference, read the table back and repair it, write it whole,
+// and count what is committed. Each call that commits does so in one transaction.
 type Programmer interface {
 	// Apply folds the messages into the desired state and, once in sync, commits the difference
 	// in one transaction.
