@@ -51,7 +51,8 @@ func usageErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
 }
 
-func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
+// parseRunFlags reads run's flags; -h prints its usage to helpOut.
+func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer) (runConfig, error) {
 	var c runConfig
 	fs := flag.NewFlagSet("nftpolicy run", flag.ContinueOnError)
 	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node's name (env NODE_NAME); local endpoints are pods with spec.nodeName equal to it")
@@ -75,7 +76,7 @@ func parseRunFlags(args []string, getenv func(string) string, stderr io.Writer) 
 	logBurst := fs.Uint("log-denied-burst", uint(def.Burst), "denied packets logged at once above --log-denied-rate")
 	fs.BoolVar(&c.CountAllowed, "count-allowed", false, "count the packets each policy allows too, in nftpolicy_policy_packets_total (denied ones are always counted)")
 	logGroup := fs.Uint("log-denied-group", 100, "NFLOG group the deny chains log to, which the agent reads (no other process of the node may bind it)")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, helpOut); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -144,23 +145,16 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// parseFlags parses a subcommand's flags: -h prints its usage (flag.ErrHelp is returned), any
-// other problem is a usage error.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+// parseFlags parses a subcommand's flags: -h prints its usage to helpOut (flag.ErrHelp is
+// returned), any other problem is a usage error.
+func parseFlags(fs *flag.FlagSet, args []string, helpOut io.Writer) error {
 	fs.SetOutput(io.Discard) // errors are reported once, by the caller
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printUsage(fs, stderr)
+			printUsage(fs, helpOut)
 			return err
 		}
 		return usageErrorf("%v", err)
 	}
 	return nil
-}
-
-// printUsage prints a flag set's defaults (for -h).
-func printUsage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage of %s:\n", fs.Name())
-	fs.SetOutput(w)
-	fs.PrintDefaults()
 }

@@ -8,7 +8,10 @@
 // GOMEMLIMIT is set, and until the first full commit GOGC 100 under a start-up memory limit,
 // ended through RunConfig.FirstCommit). Subcommands: run (default), render, explain (one flow's
 // verdict and why, internal/explain), trace (real packets through this node's tables,
-// internal/trace), cleanup, version. run stops within a second of SIGTERM or SIGINT, leaving its
-// table in force (a second signal ends it at once); trace removes its own table and ends at the
-// first signal, the others end at it.
+// internal/trace), cleanup, version, help. The commands are one table (help.go): `nftpolicy
+// help`, -h or --help lists them, `nftpolicy help COMMAND` or `nftpolicy COMMAND --help` prints
+// one's usage and flags on stdout, and an unknown command prints the list on stderr and exits 2.
+// run stops within a second of SIGTERM or SIGINT, leaving its table in force (a second signal
+// ends it at once); trace removes its own table and ends at the first signal, the others end at
+// it.
 package main

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -17,17 +16,17 @@ import (
 
 // explainFlow explains one flow, offline from manifests (-f DIR) or from the live cluster
 // (--kubeconfig, else in-cluster), through the agent's own graph and compiler (internal/explain).
-func explainFlow(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func explainFlow(ctx context.Context, args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy explain", flag.ContinueOnError)
 	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies) instead of the live cluster")
-	kubeconfig := fs.String("kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
+	kubeconfig := fs.String("kubeconfig", e.getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
 	from := fs.String("from", "", "source pod, NAMESPACE/POD")
 	to := fs.String("to", "", "destination pod NAMESPACE/POD, or an IP address")
 	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp)")
 	ipv6 := fs.Bool("6", false, "use the pods' IPv6 addresses (with --to IP, its family decides)")
 	output := fs.String("o", "text", "output: text or json")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long listing the live cluster may take")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, e.stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -48,7 +47,7 @@ func explainFlow(ctx context.Context, args []string, getenv func(string) string,
 		var errs []error
 		c, errs = explain.Load(*dir)
 		for _, err := range errs {
-			fmt.Fprintln(stderr, "nftpolicy: skipped:", err)
+			fmt.Fprintln(e.stderr, "nftpolicy: skipped:", err)
 		}
 	} else {
 		rc, err := restConfig(*kubeconfig)
@@ -70,14 +69,14 @@ func explainFlow(ctx context.Context, args []string, getenv func(string) string,
 		return usageErrorf("%v", err)
 	}
 	for _, p := range c.Problems {
-		fmt.Fprintln(stderr, "nftpolicy: problem:", p)
+		fmt.Fprintln(e.stderr, "nftpolicy: problem:", p)
 	}
 	if *output == "json" {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	return r.WriteText(stdout)
+	return r.WriteText(e.stdout)
 }
 
 // parsePort reads PORT/PROTOCOL (the protocol defaults to TCP) or a protocol without ports.

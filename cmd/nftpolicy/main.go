@@ -28,28 +28,22 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-// run dispatches the subcommand and maps errors to exit codes: 2 for usage, 1 otherwise.
+// run dispatches the subcommand and maps errors to exit codes: 2 for usage, 1 otherwise. Without
+// a command it runs the agent with args as run's flags; -h or --help alone lists the commands.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cmd := "run"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+	name := "run"
+	switch {
+	case len(args) > 0 && isHelpFlag(args[0]):
+		name, args = "help", nil
+	case len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-':
+		name, args = args[0], args[1:]
 	}
 	var err error
-	switch cmd {
-	case "run":
-		err = runAgent(ctx, args, getenv, stderr)
-	case "render":
-		err = render(args, stdout, stderr)
-	case "cleanup":
-		err = cleanup(args, stderr)
-	case "explain":
-		err = explainFlow(ctx, args, getenv, stdout, stderr)
-	case "trace":
-		err = traceFlow(ctx, args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "nftpolicy", version)
-	default:
-		err = usageErrorf("unknown command %q: want run, render, explain, trace, cleanup or version", cmd)
+	if c, ok := lookup(name); ok {
+		err = c.run(ctx, args, env{getenv: getenv, stdout: stdout, stderr: stderr})
+	} else {
+		printCommands(stderr)
+		err = usageErrorf("unknown command %q", name)
 	}
 	switch {
 	case err == nil:
@@ -68,16 +62,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // runAgent runs the agent until SIGTERM or SIGINT, after which it stops within a second, leaving
 // its table in force; a second signal ends the process at once. Other subcommands end at the
 // first signal, as any process does.
-func runAgent(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, err := parseRunFlags(args, getenv, stderr)
+func runAgent(ctx context.Context, args []string, e env) error {
+	cfg, err := parseRunFlags(args, e.getenv, e.stdout)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, stop)
-	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-	set, endStartup := agent.TuneGoRuntime(getenv, os.ReadFile)
+	log := newLogger(e.stderr, cfg.LogFormat, cfg.LogLevel)
+	set, endStartup := agent.TuneGoRuntime(e.getenv, os.ReadFile)
 	if len(set) > 0 {
 		log.LogAttrs(ctx, slog.LevelInfo, "Go runtime tuned (GOGC and GOMEMLIMIT override)", set...)
 	}
@@ -116,12 +110,12 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 
 // render prints, offline, the table the agent would program on a node for a directory of
 // manifests, through the same graph and compiler as the agent.
-func render(args []string, stdout, stderr io.Writer) error {
+func render(args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy render", flag.ContinueOnError)
 	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes)")
 	node := fs.String("node", "", "the node to render for")
 	table := fs.String("table", nft.DefaultTable, "table name")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, e.stdout); err != nil {
 		return err
 	}
 	if *dir == "" || *node == "" {
@@ -130,10 +124,10 @@ func render(args []string, stdout, stderr io.Writer) error {
 	updates, problems := sync.LoadDir(*dir)
 	for _, p := range problems {
 		if partial := (*sync.PartlyEnforcedError)(nil); errors.As(p, &partial) {
-			fmt.Fprintln(stderr, "nftpolicy:", p)
+			fmt.Fprintln(e.stderr, "nftpolicy:", p)
 			continue
 		}
-		fmt.Fprintln(stderr, "nftpolicy: skipped:", p)
+		fmt.Fprintln(e.stderr, "nftpolicy: skipped:", p)
 	}
 	g := graph.New(graph.Config{NodeName: *node})
 	for _, u := range updates {
@@ -144,17 +138,17 @@ func render(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, p := range g.Problems() {
-		fmt.Fprintln(stderr, "nftpolicy: problem:", p)
+		fmt.Fprintln(e.stderr, "nftpolicy: problem:", p)
 	}
-	_, err := io.WriteString(stdout, dp.Render())
+	_, err := io.WriteString(e.stdout, dp.Render())
 	return err
 }
 
 // cleanup removes the table from the current network namespace.
-func cleanup(args []string, stderr io.Writer) error {
+func cleanup(args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy cleanup", flag.ContinueOnError)
 	table := fs.String("table", nft.DefaultTable, "table name")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, e.stdout); err != nil {
 		return err
 	}
 	dp, err := nft.New(nft.Config{Table: *table, NetNSFD: -1})

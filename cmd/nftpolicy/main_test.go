@@ -30,6 +30,10 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log format", []string{"run", "--log-format", "xml"}, withNode, "--log-format"},
 		{"stray argument", []string{"run", "extra"}, withNode, "unexpected arguments"},
 		{"unknown command", []string{"frobnicate"}, withNode, "unknown command"},
+		{"run's flag, default command", []string{"--resync-interval", "soon"}, withNode, "resync-interval"},
+		{"help for an unknown command", []string{"help", "frobnicate"}, withNode, `unknown command "frobnicate"`},
+		{"help for two commands", []string{"help", "run", "render"}, withNode, "help takes one command"},
+		{"version with an argument", []string{"version", "extra"}, withNode, "unexpected arguments"},
 		{"render without dir", []string{"render", "--node", "a"}, withNode, "-f DIR"},
 		{"bad deny log rate", []string{"run", "--log-denied", "--log-denied-rate", "10/fortnight"}, withNode, "--log-denied-rate"},
 		{"zero deny log burst", []string{"run", "--log-denied", "--log-denied-burst", "0"}, withNode, "--log-denied-burst"},
@@ -130,5 +134,115 @@ func TestOperatingDocExplain(t *testing.T) {
 	}
 	if n < 2 {
 		t.Fatalf("docs/operating.md has %d explain examples, want a denied and an allowed flow", n)
+	}
+}
+
+// commandNames are the commands the help lists, in its order.
+var commandNames = []string{"run", "render", "explain", "trace", "cleanup", "version", "help"}
+
+// TestHelpListsCommands: --help, -h and help list every command with one line each and say how
+// to get a command's flags, on stdout with exit code 0.
+func TestHelpListsCommands(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+			t.Fatalf("%v: exit code %d, want 0 (stderr %q)", args, code, stderr.String())
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("%v: stderr %q, want nothing", args, stderr.String())
+		}
+		checkCommandList(t, strings.Join(args, " "), stdout.String())
+	}
+}
+
+// checkCommandList asserts that out lists each command on a line of its own, in order, with a
+// summary, and names both ways to get a command's flags.
+func checkCommandList(t *testing.T, what, out string) {
+	t.Helper()
+	var listed []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && strings.HasPrefix(line, "  ") && !strings.HasPrefix(line, "   ") {
+			listed = append(listed, f[0])
+		}
+	}
+	if strings.Join(listed, " ") != strings.Join(commandNames, " ") {
+		t.Errorf("%s lists the commands %v, want %v:\n%s", what, listed, commandNames, out)
+	}
+	for _, want := range []string{"usage: nftpolicy [COMMAND] [flags]", "nftpolicy help COMMAND", "nftpolicy COMMAND --help",
+		"nftpolicy --node-name=NODE is\nnftpolicy run --node-name=NODE"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: output lacks %q:\n%s", what, want, out)
+		}
+	}
+}
+
+// TestHelpCommand: help COMMAND prints that command's synopsis, what it does and its flags, the
+// same text as COMMAND --help, on stdout with exit code 0.
+func TestHelpCommand(t *testing.T) {
+	for _, tc := range []struct {
+		command string
+		want    []string // in the output, after the synopsis
+	}{
+		{"run", []string{"Run the agent", "flags:", "-node-name string", "-resync-interval duration", "(default 1m30s)", "-log-denied"}},
+		{"render", []string{"Print, offline,", "flags:", "-f string", "-node string", `-table string`}},
+		{"explain", []string{"Explain one flow", "-from string", "-to string", "-port string", "-6"}},
+		{"trace", []string{"Trace real packets", "-packets int", "-timeout duration", "-cleanup"}},
+		{"cleanup", []string{"Remove the agent's table", "-table string"}},
+		{"version", []string{"Print the version."}},
+		{"help", []string{"List the commands"}},
+	} {
+		c, ok := lookup(tc.command)
+		if !ok {
+			t.Fatalf("no command %q", tc.command)
+		}
+		var outputs []string
+		for _, args := range [][]string{{"help", tc.command}, {tc.command, "--help"}, {tc.command, "-h"}} {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+				t.Fatalf("%v: exit code %d, want 0 (stderr %q)", args, code, stderr.String())
+			}
+			out := stdout.String()
+			if !strings.HasPrefix(out, "usage: "+c.synopsis+"\n") {
+				t.Errorf("%v: output does not begin with %q:\n%s", args, "usage: "+c.synopsis, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("%v: output lacks %q:\n%s", args, w, out)
+				}
+			}
+			if tc.command == "version" || tc.command == "help" {
+				if strings.Contains(out, "flags:") {
+					t.Errorf("%v: a command without flags lists flags:\n%s", args, out)
+				}
+			}
+			outputs = append(outputs, out)
+		}
+		if outputs[0] != outputs[1] || outputs[1] != outputs[2] {
+			t.Errorf("help %s, %s --help and %s -h differ:\n%s\n---\n%s\n---\n%s", tc.command, tc.command, tc.command,
+				outputs[0], outputs[1], outputs[2])
+		}
+	}
+	if len(commands()) != len(commandNames) {
+		t.Errorf("%d commands, the test covers %d", len(commands()), len(commandNames))
+	}
+}
+
+// TestUnknownCommandListsCommands: an unknown command prints the command list, then one line
+// naming it, on stderr, and exits with code 2.
+func TestUnknownCommandListsCommands(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"help", "frobnicate"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 2 {
+			t.Fatalf("%v: exit code %d, want 2", args, code)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%v: stdout %q, want nothing", args, stdout.String())
+		}
+		out := stderr.String()
+		checkCommandList(t, strings.Join(args, " "), out)
+		if !strings.HasSuffix(out, "nftpolicy: usage: unknown command \"frobnicate\"\n") {
+			t.Errorf("%v: stderr does not end with the unknown command:\n%s", args, out)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -19,7 +18,7 @@ import (
 // traceFlow traces real packets of one flow through this node's nftables ruleset with the
 // kernel's tracing (internal/trace), in a table of its own that it removes when it ends: after
 // --packets packets, at --timeout, or at SIGINT or SIGTERM.
-func traceFlow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func traceFlow(ctx context.Context, args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy trace", flag.ContinueOnError)
 	from := fs.String("from", "", "source address (a pod's IP); empty: any")
 	to := fs.String("to", "", "destination address; empty: any")
@@ -28,7 +27,7 @@ func traceFlow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	timeout := fs.Duration("timeout", time.Minute, "how long to trace at most")
 	output := fs.String("o", "text", "output: text, or json (one object per packet)")
 	cleanup := fs.Bool("cleanup", false, "only remove the table of a trace that was killed ("+trace.Table+")")
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if err := parseFlags(fs, args, e.stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -63,15 +62,15 @@ func traceFlow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stderr, "tracing %s: %d packets, at most %v\n", f, *packets, *timeout)
-	enc := json.NewEncoder(stdout)
+	fmt.Fprintf(e.stderr, "tracing %s: %d packets, at most %v\n", f, *packets, *timeout)
+	enc := json.NewEncoder(e.stdout)
 	n, err := trace.Run(ctx, trace.Config{NetNSFD: -1, Flow: f, MaxPackets: *packets, Timeout: *timeout}, func(p trace.Packet) {
 		if *output == "json" {
 			_ = enc.Encode(p)
 			return
 		}
-		fmt.Fprintln(stdout, p)
+		fmt.Fprintln(e.stdout, p)
 	})
-	fmt.Fprintf(stderr, "%d packets traced; table %s removed\n", n, trace.Table)
+	fmt.Fprintf(e.stderr, "%d packets traced; table %s removed\n", n, trace.Table)
 	return err
 }

@@ -18,8 +18,11 @@ type Calculator interface {
 	Flush() []dataplane.Message
 }
 
-// Dataplane is the nftables dataplane as the loop uses it (internal/nft).
-type Dataplane interface {
+// Programmer is what the loop needs of the thing that programs the kernel's nftables table (Run
+// gives it the nft one, through nftAdapter; tests a fake): fold the graph's messages into the
+// desired table and commit the difference, read the table back and repair it, write it whole,
+// and count what is committed. Each call that commits does so in one transaction.
+type Programmer interface {
 	// Apply folds the messages into the desired state and, once in sync, commits the difference
 	// in one transaction.
 	Apply(msgs []dataplane.Message) error // consumes msgs (may clear its entries)
@@ -41,17 +44,21 @@ type TableStats struct {
 
 // Config configures the loop.
 type Config struct {
+	// ResyncInterval is the period of the read-back that repairs drift; 0: 90 s.
 	ResyncInterval time.Duration
 	// RetryBackoff is the first delay before retrying a failed apply; it doubles up to
-	// ResyncInterval.
+	// ResyncInterval. 0: 100 ms.
 	RetryBackoff time.Duration
-	Logger       *slog.Logger
-	Metrics      *Metrics
-	Health       *Health
+	// Logger: nil discards the loop's logs.
+	Logger *slog.Logger
+	// Metrics: nil records to metrics that no registry exports (NopMetrics).
+	Metrics *Metrics
+	// Health: nil records to a Health that nothing serves.
+	Health *Health
 	// FirstCommit, if set, is called once, when the whole state has first been committed.
 	FirstCommit func()
 	// Sources is the number of sources that report in-sync (model.SyncStatusUpdate{InSync}):
-	// the graph is told the state is complete — and the dataplane commits it — only once each
+	// the graph is told the state is complete — and the programmer commits it — only once each
 	// has (the API watcher, the interface monitor). 0 means 1.
 	Sources int
 	// TableChanges, if set, delivers the kernel's reports of changes that other processes made
@@ -61,12 +68,48 @@ type Config struct {
 }
 
 // Loop runs the agent's single goroutine: it feeds model updates to the graph, flushes the
-// graph after each burst of updates, applies the messages to the dataplane, and resyncs the
-// dataplane periodically and after failures. It returns when ctx is done or updates is closed.
-func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc Calculator, dp Dataplane) error {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// graph after each burst of updates, applies the messages through the programmer, and resyncs
+// the table periodically and after failures. It returns when ctx is done or updates is closed.
+func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc Calculator, prog Programmer) error {
+	l := newLoop(cfg, calc, prog)
+	defer l.stop()
+	return l.run(ctx, updates)
+}
+
+// loop is the state of Loop's goroutine; only that goroutine touches it.
+type loop struct {
+	log          *slog.Logger
+	metrics      *Metrics
+	health       *Health
+	calc         Calculator
+	prog         Programmer
+	tableChanges <-chan ruleset.TableChange
+	firstCommit  func()
+
+	periodic     *time.Ticker  // the periodic resync
+	retry        *time.Timer   // armed while failing
+	firstBackoff time.Duration // Config.RetryBackoff
+	maxBackoff   time.Duration // Config.ResyncInterval
+	backoff      time.Duration // the delay before the next retry
+
+	synced       syncCount         // sources that have reported in-sync
+	inSync       bool              // every source has: the graph has been told
+	failing      bool              // the last apply, resync or repair failed
+	committed    bool              // the full state has been committed once
+	transactions uint64            // as counted in nftpolicy_transactions_total
+	versions     map[string]string // SourceVersion updates fed to the graph since the last publish
+}
+
+// newLoop fills Config's defaults: the loop's logger, metrics and health are never nil.
+func newLoop(cfg Config, calc Calculator, prog Programmer) *loop {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NopMetrics()
+	}
+	if cfg.Health == nil {
+		cfg.Health = &Health{}
 	}
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = 90 * time.Second
@@ -74,181 +117,239 @@ func Loop(ctx context.Context, cfg Config, updates <-chan []model.Update, calc C
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 100 * time.Millisecond
 	}
-	resync := time.NewTicker(cfg.ResyncInterval)
-	defer resync.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	backoff := cfg.RetryBackoff
-	failing := false
-	inSync := false
-	synced := syncCount{need: max(cfg.Sources, 1)}
-	var transactions uint64         // as counted in nftpolicy_transactions_total
-	versions := map[string]string{} // SourceVersion updates fed to the graph since the last publish
-	committed := false              // the full state has been committed once
-	// publish exports the source versions the kernel's table now reflects
-	publish := func() {
-		if cfg.Metrics == nil || !committed || failing {
-			return
-		}
-		for res, rv := range versions {
-			if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
-				cfg.Metrics.SourceVersion.WithLabelValues(res).Set(float64(v))
-			}
-		}
-		clear(versions)
+	l := &loop{
+		log: cfg.Logger, metrics: cfg.Metrics, health: cfg.Health, calc: calc, prog: prog,
+		tableChanges: cfg.TableChanges, firstCommit: cfg.FirstCommit,
+		periodic: time.NewTicker(cfg.ResyncInterval), retry: time.NewTimer(time.Hour),
+		firstBackoff: cfg.RetryBackoff, maxBackoff: cfg.ResyncInterval, backoff: cfg.RetryBackoff,
+		synced: syncCount{need: max(cfg.Sources, 1)}, versions: map[string]string{},
 	}
+	l.retry.Stop()
+	return l
+}
 
-	fail := func(what string, err error) {
-		log.Error("dataplane apply failed; will resync and retry", "op", what, "err", err, "retry_in", backoff)
-		if cfg.Metrics != nil {
-			cfg.Metrics.ApplyErrors.Inc()
-		}
-		if cfg.Health != nil {
-			cfg.Health.applyFailed()
-		}
-		failing = true
-		retry.Reset(backoff)
-		backoff = min(backoff*2, cfg.ResyncInterval)
-	}
-	succeed := func() {
-		failing = false
-		backoff = cfg.RetryBackoff
-		if cfg.Health != nil {
-			cfg.Health.applySucceeded(inSync)
-		}
-		if cfg.Metrics != nil {
-			s := dp.Stats()
-			cfg.Metrics.Sets.Set(float64(s.Sets))
-			cfg.Metrics.SetElements.Set(float64(s.Elements))
-			cfg.Metrics.Chains.Set(float64(s.Chains))
-			cfg.Metrics.Rules.Set(float64(s.Rules))
-			if s.Transactions > transactions {
-				cfg.Metrics.Transactions.Add(float64(s.Transactions - transactions))
-				transactions = s.Transactions
-			}
-			if inSync {
-				cfg.Metrics.InSync.Set(1)
-			}
-		}
-		if inSync && !committed {
-			committed = true
-			if cfg.FirstCommit != nil {
-				cfg.FirstCommit()
-			}
-		}
-		publish()
-	}
-	// doResync reads the table back and repairs it; trigger labels the repair in
-	// nftpolicy_drift_repairs_total, attrs add to its log line.
-	doResync := func(trigger, reason string, attrs ...any) {
-		cfg.Health.applyStarted()
-		if cfg.Metrics != nil {
-			cfg.Metrics.Resyncs.Inc()
-		}
-		start := time.Now()
-		drift, err := dp.Resync()
-		if err != nil {
-			fail("resync ("+reason+")", err)
-			return
-		}
-		if drift {
-			log.Warn("nftables table had drifted from the desired state; repaired",
-				append([]any{"reason", reason, "took", time.Since(start)}, attrs...)...)
-			if cfg.Metrics != nil {
-				cfg.Metrics.DriftRepairs.WithLabelValues(trigger).Inc()
-			}
-		}
-		succeed()
-	}
+func (l *loop) stop() {
+	l.periodic.Stop()
+	l.retry.Stop()
+}
 
+// run waits for the next thing to do and does it, until ctx is done or updates is closed.
+func (l *loop) run(ctx context.Context, updates <-chan []model.Update) error {
 	for {
-		var batch []model.Update
-		var ok bool
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-resync.C:
-			if inSync {
-				doResync(TriggerPeriodic, "periodic")
+		case <-l.periodic.C:
+			if l.inSync {
+				l.resync(TriggerPeriodic, "periodic")
 			}
-			continue
-		case <-retry.C:
-			if failing {
-				doResync(TriggerRetry, "retry after failure")
+		case <-l.retry.C:
+			if l.failing {
+				l.resync(TriggerRetry, "retry after failure")
 			}
-			continue
-		case change := <-cfg.TableChanges:
-			changes, known := tableChanges(change, cfg.TableChanges, cfg.Metrics)
-			switch {
-			case !inSync:
-				log.Info("another process changed the nftables table before the first commit; the first commit replaces it", "changes", changes)
-			case known:
-				// the kernel said another process changed the table: replace it, no read-back
-				start := time.Now()
-				cfg.Health.applyStarted()
-				if err := dp.Repair(); err != nil {
-					fail("repair (changed by another process)", err)
-					continue
-				}
-				log.Warn("another process changed the nftables table; replaced it", "changes", changes, "took", time.Since(start))
-				if cfg.Metrics != nil {
-					cfg.Metrics.DriftRepairs.WithLabelValues(TriggerEvent).Inc()
-				}
-				succeed()
-			default:
-				doResync(TriggerEvent, "changes by others may have gone unreported", "changes", changes)
-			}
-			continue
-		case batch, ok = <-updates:
+		case change := <-l.tableChanges:
+			l.answerTableChanges(change)
+		case batch, ok := <-updates:
 			if !ok {
 				return nil
 			}
+			l.handleBatch(batch, updates)
 		}
-		received := time.Now()
-		cfg.Health.applyStarted()
-		n := feed(calc, batch, &synced, &inSync, versions)
-		// Coalesce whatever else is already queued: one flush and one transaction per burst.
-	drain:
-		for {
-			select {
-			case more, ok := <-updates:
-				if !ok {
-					break drain
-				}
-				n += feed(calc, more, &synced, &inSync, versions)
-			default:
-				break drain
-			}
-		}
-		msgs := calc.Flush()
-		if cfg.Metrics != nil {
-			cfg.Metrics.GraphUpdates.Add(float64(n))
-			cfg.Metrics.DataplaneMessages.Add(float64(len(msgs)))
-		}
-		if len(msgs) == 0 {
-			cfg.Health.applyEnded()
-			publish() // nothing to change: the table already reflects these versions
-			continue
-		}
-		start := time.Now()
-		err := dp.Apply(msgs)
-		took := time.Since(start)
-		if err != nil {
-			fail("apply", err)
-			continue
-		}
-		if cfg.Metrics != nil {
-			cfg.Metrics.ApplyDuration.Observe(took.Seconds())
-			cfg.Metrics.EventToCommit.Observe(time.Since(received).Seconds())
-		}
-		log.Debug("applied", "updates", n, "messages", len(msgs), "duration", took)
-		if failing {
-			// A failed apply may have left the kernel behind the desired state.
-			doResync(TriggerRetry, "after recovery")
-			continue
-		}
-		succeed()
 	}
+}
+
+// handleBatch feeds a batch, and whatever else is already queued behind it, to the graph, and
+// applies what the graph emits: one flush and one transaction per burst.
+func (l *loop) handleBatch(batch []model.Update, updates <-chan []model.Update) {
+	received := time.Now()
+	l.health.applyStarted()
+	n := l.feed(batch)
+drain:
+	for {
+		select {
+		case more, ok := <-updates:
+			if !ok {
+				break drain // run sees the closed channel next
+			}
+			n += l.feed(more)
+		default:
+			break drain
+		}
+	}
+	msgs := l.calc.Flush()
+	l.metrics.GraphUpdates.Add(float64(n))
+	l.metrics.DataplaneMessages.Add(float64(len(msgs)))
+	if len(msgs) == 0 {
+		l.health.applyEnded()
+		l.publish() // nothing to change: the table already reflects these versions
+		return
+	}
+	start := time.Now()
+	err := l.prog.Apply(msgs)
+	took := time.Since(start)
+	if err != nil {
+		l.fail("apply", err)
+		return
+	}
+	l.metrics.ApplyDuration.Observe(took.Seconds())
+	l.metrics.EventToCommit.Observe(time.Since(received).Seconds())
+	l.log.Debug("applied", "updates", n, "messages", len(msgs), "duration", took)
+	if l.failing {
+		// A failed apply may have left the kernel behind the desired state.
+		l.resync(TriggerRetry, "after recovery")
+		return
+	}
+	l.succeed()
+}
+
+// feed hands a batch to the graph, noting in-sync and the sources' versions, and returns the
+// number of updates the graph took. An in-sync report reaches the graph only when it is the last
+// source's: until every source is in sync, the graph emits nothing the programmer would commit.
+// It drops each update from the batch once the graph has it: what the graph does not keep of an
+// update (the boxed update, an endpoint's address and port slices) is then garbage at the next
+// collection instead of live until the batch ends. A cold start's first batch is the whole
+// cluster (an update per pod, namespace and policy), and the collections during it set the
+// heap's goal for the first apply.
+func (l *loop) feed(batch []model.Update) int {
+	n := 0
+	for i, u := range batch {
+		batch[i] = nil
+		if v, ok := u.(model.SourceVersion); ok {
+			l.versions[v.Resource] = v.ResourceVersion
+			continue
+		}
+		if s, ok := u.(model.SyncStatusUpdate); ok && s.Status == model.InSync {
+			if l.synced.seen++; l.synced.seen < l.synced.need {
+				continue
+			}
+			l.inSync = true
+		}
+		l.calc.OnUpdate(u)
+		n++
+	}
+	return n
+}
+
+// resync reads the table back and repairs it; trigger labels the repair in
+// nftpolicy_drift_repairs_total, attrs add to its log line.
+func (l *loop) resync(trigger, reason string, attrs ...any) {
+	l.health.applyStarted()
+	l.metrics.Resyncs.Inc()
+	start := time.Now()
+	drift, err := l.prog.Resync()
+	if err != nil {
+		l.fail("resync ("+reason+")", err)
+		return
+	}
+	if drift {
+		l.log.Warn("nftables table had drifted from the desired state; repaired",
+			append([]any{"reason", reason, "took", time.Since(start)}, attrs...)...)
+		l.metrics.DriftRepairs.WithLabelValues(trigger).Inc()
+	}
+	l.succeed()
+}
+
+// answerTableChanges answers first and the reports queued behind it: before in-sync it only
+// logs them (the first commit replaces the table); when one names a change it writes the table
+// whole, without a read-back; when they only say that changes may have gone unreported, it
+// resyncs.
+func (l *loop) answerTableChanges(first ruleset.TableChange) {
+	changes, known := l.takeTableChanges(first)
+	switch {
+	case !l.inSync:
+		l.log.Info("another process changed the nftables table before the first commit; the first commit replaces it", "changes", changes)
+	case known:
+		l.repairForeign(changes)
+	default:
+		l.resync(TriggerEvent, "changes by others may have gone unreported", "changes", changes)
+	}
+}
+
+// takeTableChanges takes first and every report queued behind it (a burst: one repair answers
+// them all), counts them, and describes them for the log; known says that at least one reports a
+// change, not only a gap (ruleset.TableChange.Lost).
+func (l *loop) takeTableChanges(first ruleset.TableChange) (desc string, known bool) {
+	var descs []string
+	for c, ok := first, true; ok; {
+		known = known || !c.Lost
+		if c.Lost {
+			l.metrics.TableEventsLost.Inc()
+		} else {
+			l.metrics.ForeignChanges.Inc()
+		}
+		descs = append(descs, c.String())
+		select {
+		case c = <-l.tableChanges:
+		default:
+			ok = false
+		}
+	}
+	return strings.Join(descs, " | "), known
+}
+
+// repairForeign replaces the table, which the kernel said another process changed, with the
+// desired state: no read-back.
+func (l *loop) repairForeign(changes string) {
+	start := time.Now()
+	l.health.applyStarted()
+	if err := l.prog.Repair(); err != nil {
+		l.fail("repair (changed by another process)", err)
+		return
+	}
+	l.log.Warn("another process changed the nftables table; replaced it", "changes", changes, "took", time.Since(start))
+	l.metrics.DriftRepairs.WithLabelValues(TriggerEvent).Inc()
+	l.succeed()
+}
+
+// fail records a failed apply, resync or repair and arms the retry, with exponential backoff.
+func (l *loop) fail(what string, err error) {
+	l.log.Error("dataplane apply failed; will resync and retry", "op", what, "err", err, "retry_in", l.backoff)
+	l.metrics.ApplyErrors.Inc()
+	l.health.applyFailed()
+	l.failing = true
+	l.retry.Reset(l.backoff)
+	l.backoff = min(l.backoff*2, l.maxBackoff)
+}
+
+// succeed records a committed apply, resync or repair: the gauges of the table, readiness, the
+// first commit, and the source versions the table now reflects.
+func (l *loop) succeed() {
+	l.failing = false
+	l.backoff = l.firstBackoff
+	l.health.applySucceeded(l.inSync)
+	s := l.prog.Stats()
+	l.metrics.Sets.Set(float64(s.Sets))
+	l.metrics.SetElements.Set(float64(s.Elements))
+	l.metrics.Chains.Set(float64(s.Chains))
+	l.metrics.Rules.Set(float64(s.Rules))
+	if s.Transactions > l.transactions {
+		l.metrics.Transactions.Add(float64(s.Transactions - l.transactions))
+		l.transactions = s.Transactions
+	}
+	if l.inSync {
+		l.metrics.InSync.Set(1)
+	}
+	if l.inSync && !l.committed {
+		l.committed = true
+		if l.firstCommit != nil {
+			l.firstCommit()
+		}
+	}
+	l.publish()
+}
+
+// publish exports the source versions the kernel's table now reflects: once the full state has
+// been committed and while no apply is failing.
+func (l *loop) publish() {
+	if !l.committed || l.failing {
+		return
+	}
+	for res, rv := range l.versions {
+		if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
+			l.metrics.SourceVersion.WithLabelValues(res).Set(float64(v))
+		}
+	}
+	clear(l.versions)
 }
 
 // Triggers of a resync, the label of nftpolicy_drift_repairs_total.
@@ -258,56 +359,5 @@ const (
 	TriggerRetry    = "retry"    // after a failed apply
 )
 
-// tableChanges takes first and every report queued behind it (a burst: one repair answers them
-// all), counts them, and describes them for the log; known says that at least one reports a
-// change, not only a gap (ruleset.TableChange.Lost).
-func tableChanges(first ruleset.TableChange, more <-chan ruleset.TableChange, m *Metrics) (desc string, known bool) {
-	var descs []string
-	for c, ok := first, true; ok; {
-		known = known || !c.Lost
-		if m != nil {
-			if c.Lost {
-				m.TableEventsLost.Inc()
-			} else {
-				m.ForeignChanges.Inc()
-			}
-		}
-		descs = append(descs, c.String())
-		select {
-		case c = <-more:
-		default:
-			ok = false
-		}
-	}
-	return strings.Join(descs, " | "), known
-}
-
 // syncCount counts the sources that have reported in-sync.
 type syncCount struct{ seen, need int }
-
-// feed hands a batch to the graph, noting in-sync and the sources' versions. An in-sync report
-// reaches the graph only when it is the last source's: until every source is in sync, the graph
-// emits nothing the dataplane would commit. It drops each update from the batch once the graph
-// has it: what the graph does not keep of an update (the boxed update, an endpoint's address and
-// port slices) is then garbage at the next collection instead of live until the batch ends. A
-// cold start's first batch is the whole cluster (an update per pod, namespace and policy), and
-// the collections during it set the heap's goal for the first apply.
-func feed(calc Calculator, batch []model.Update, synced *syncCount, inSync *bool, versions map[string]string) int {
-	n := 0
-	for i, u := range batch {
-		batch[i] = nil
-		if v, ok := u.(model.SourceVersion); ok {
-			versions[v.Resource] = v.ResourceVersion
-			continue
-		}
-		if s, ok := u.(model.SyncStatusUpdate); ok && s.Status == model.InSync {
-			if synced.seen++; synced.seen < synced.need {
-				continue
-			}
-			*inSync = true
-		}
-		calc.OnUpdate(u)
-		n++
-	}
-	return n
-}

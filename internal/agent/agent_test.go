@@ -45,7 +45,7 @@ func (c *fakeCalc) Flush() []dataplane.Message {
 	return msgs
 }
 
-type fakeDataplane struct {
+type fakeProgrammer struct {
 	mu       sync.Mutex
 	applies  int
 	resyncs  int
@@ -56,7 +56,7 @@ type fakeDataplane struct {
 	resynced chan struct{}
 }
 
-func (d *fakeDataplane) Apply([]dataplane.Message) error {
+func (d *fakeProgrammer) Apply([]dataplane.Message) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.applies++
@@ -69,7 +69,7 @@ func (d *fakeDataplane) Apply([]dataplane.Message) error {
 	return nil
 }
 
-func (d *fakeDataplane) Resync() (bool, error) {
+func (d *fakeProgrammer) Resync() (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.resyncs++
@@ -78,7 +78,7 @@ func (d *fakeDataplane) Resync() (bool, error) {
 	return true, nil
 }
 
-func (d *fakeDataplane) Repair() error {
+func (d *fakeProgrammer) Repair() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.repairs++
@@ -86,7 +86,7 @@ func (d *fakeDataplane) Repair() error {
 	return nil
 }
 
-func (d *fakeDataplane) Stats() TableStats {
+func (d *fakeProgrammer) Stats() TableStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return TableStats{Sets: 2, Elements: 7, Chains: 3, Rules: 9, Transactions: d.tx}
@@ -105,7 +105,7 @@ func TestLoopReadinessFailuresAndRecovery(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	h := &Health{FailureThreshold: 2}
-	dp := &fakeDataplane{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
+	dp := &fakeProgrammer{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
 	updates := make(chan []model.Update)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -218,7 +218,7 @@ func TestHealthFailsAfterThreshold(t *testing.T) {
 // TestLoopWaitsForEverySource: with two sources, the first in-sync report reaches neither the
 // graph nor the dataplane; the second does, and the first full apply follows.
 func TestLoopWaitsForEverySource(t *testing.T) {
-	dp := &fakeDataplane{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
+	dp := &fakeProgrammer{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
 	calc := &fakeCalc{}
 	updates := make(chan []model.Update)
 	ctx, cancel := context.WithCancel(context.Background())

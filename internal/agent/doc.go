@@ -1,17 +1,20 @@
 // Package agent is the loop that joins the stages of docs/design.md inside the running agent:
 //
-//	sources (internal/sync, internal/ifmon) ──[]model.Update──► Loop ──► graph ──[]dataplane.Message──► nft
+//	sources (internal/sync, internal/ifmon) ──[]model.Update──► Loop ──► graph ──[]dataplane.Message──► Programmer (nft)
 //
-// One goroutine owns the graph and the dataplane, so neither needs locks. The graph is told the
-// state is complete only once every source has reported in-sync (Config.Sources: the API watcher
-// and the interface monitor's first dump), so the first commit holds the interfaces of the pods
-// already running. Updates that arrive together are coalesced into one graph flush and one netlink
-// transaction. A failed apply is retried by a full resync with exponential backoff; a periodic
-// resync repairs drift. The loop also drives the agent's metrics (Metrics) and health (Health):
-// /healthz fails after FailureThreshold consecutive failures, and nothing else (an API outage
-// leaves the table in force, and a restart would not help); /readyz turns ready once the first full
-// apply after in-sync has committed, and fails while the last apply failed, or while an apply has
-// run, or a watch of the API server been closed, for longer than Health.StaleAfter. Run returns
+// One goroutine owns the graph and the Programmer (what programs the kernel's table), so neither
+// needs locks; its state is the unexported loop type, whose methods are the loop's steps. The
+// graph is told the state is complete only once every source has reported in-sync
+// (Config.Sources: the API watcher and the interface monitor's first dump), so the first commit
+// holds the interfaces of the pods already running. Updates that arrive together are coalesced
+// into one graph flush and one netlink transaction. A failed apply is retried by a full resync
+// with exponential backoff; a periodic resync repairs drift. The loop also drives the agent's
+// metrics (Metrics) and health (Health): /healthz fails after FailureThreshold consecutive
+// failures, and nothing else (an API outage leaves the table in force, and a restart would not
+// help); /readyz turns ready once the first full apply after in-sync has committed, and fails
+// while the last apply failed, or while an apply has run, or a watch of the API server been
+// closed, for longer than Health.StaleAfter. A nil Metrics or Health in Config is replaced by one
+// that nothing exports or serves, so the loop records to both unconditionally. Run returns
 // within shutdownGrace (100 ms) of its context's end, leaving an apply that still runs to end with
 // the process: the kernel's table is the last committed transaction either way. The
 // model.SourceVersion updates of a batch are not fed to the graph: once the batch is committed (or
@@ -23,7 +26,7 @@
 // ends TuneGoRuntime's start-up settings there (goruntime.go), which trade the collector's work
 // during the cold start for nothing at its peak.
 //
-// Changes by others: Run starts the dataplane's table monitor, whose reports (Config.TableChanges)
+// Changes by others: Run starts the nft table monitor, whose reports (Config.TableChanges)
 // say that another process changed the table, or that changes may have gone unreported. The loop
 // answers the reports queued together at once, with one Repair (the desired table written whole,
 // no read-back: the kernel has said that it changed) when one of them names a change, else with

@@ -16,6 +16,8 @@ import (
 //     apply failed, while the loop has worked on one batch or resync (the graph's work and the
 //     apply) longer than StaleAfter, or while a watch of the API server has been closed longer
 //     than StaleAfter (WatchDown).
+//
+// The loop records to it whether or not anything serves it: a zero Health is valid.
 type Health struct {
 	FailureThreshold int64
 	// StaleAfter bounds how long the agent's view may lag before /readyz fails; 0: only failed
@@ -46,19 +48,11 @@ func (h *Health) applyFailed() {
 }
 
 // applyStarted marks the start of the loop's work on a batch or a resync, which applySucceeded,
-// applyFailed or applyEnded ends. h may be nil.
-func (h *Health) applyStarted() {
-	if h != nil {
-		h.applyingSince.Store(time.Now().UnixNano())
-	}
-}
+// applyFailed or applyEnded ends.
+func (h *Health) applyStarted() { h.applyingSince.Store(time.Now().UnixNano()) }
 
-// applyEnded ends a batch that needed no apply. h may be nil.
-func (h *Health) applyEnded() {
-	if h != nil {
-		h.applyingSince.Store(0)
-	}
-}
+// applyEnded ends a batch that needed no apply.
+func (h *Health) applyEnded() { h.applyingSince.Store(0) }
 
 // Ready reports whether the first full apply has committed.
 func (h *Health) Ready() bool { return h.ready.Load() }

@@ -84,7 +84,7 @@ func (c *slowCalc) OnUpdate(u model.Update) {
 func TestLoopReadinessWhileBusy(t *testing.T) {
 	h := &Health{StaleAfter: 20 * time.Millisecond}
 	calc := &slowCalc{working: make(chan struct{}), release: make(chan struct{})}
-	dp := &fakeDataplane{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
+	dp := &fakeProgrammer{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
 	updates := make(chan []model.Update)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

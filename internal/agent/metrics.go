@@ -77,3 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.ForeignChanges, m.TableEventsLost, m.Sets, m.SetElements, m.Chains, m.Rules, m.Transactions, m.GraphUpdates, m.DataplaneMessages)
 	return m
 }
+
+// NopMetrics returns metrics registered on a registry of their own, which nothing exports: what
+// the loop records to when Config.Metrics is nil.
+func NopMetrics() *Metrics { return NewMetrics(prometheus.NewRegistry()) }

@@ -224,7 +224,7 @@ func TestLoopAnswersTableChanges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMetrics(prometheus.NewRegistry())
-			dp := &fakeDataplane{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
+			dp := &fakeProgrammer{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}
 			updates := make(chan []model.Update)
 			changes := make(chan ruleset.TableChange, 16)
 			var logs logBuffer

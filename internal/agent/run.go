@@ -88,15 +88,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		Metrics: syncMetrics, AbsentRecheck: cfg.CRDRecheck})
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
 		WatchDown: watcher.WatchDown}
-
-	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
-		// a policy the compiler cannot afford counts as an invalid object of its kind
-		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
-	if cfg.AntiSpoofing {
-		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
-	}
-	ncfg.DenyLog, ncfg.CountAllowed = cfg.DenyLog, cfg.CountAllowed
-	dp, err := nft.New(ncfg)
+	dp, err := newDataplane(cfg, log, syncMetrics)
 	if err != nil {
 		return err
 	}
@@ -110,38 +102,105 @@ func Run(ctx context.Context, cfg RunConfig) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 4)
-	serve := func(name string, l net.Listener, addr string, h http.Handler) error {
-		if l == nil {
-			if addr == "" {
-				return nil
-			}
-			var err error
-			if l, err = net.Listen("tcp", addr); err != nil {
-				return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
-			}
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		go func() { <-ctx.Done(); _ = srv.Close() }()
-		go func() {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("%s server: %w", name, err)
-			}
-		}()
-		return nil
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	if err := serve("metrics", cfg.MetricsListener, cfg.MetricsAddr, mux); err != nil {
+	errs := make(chan error, 4) // the first error of a server or source ends the agent
+	if err := serveEndpoints(ctx, cfg, reg, health, errs); err != nil {
 		return err
 	}
-	if err := serve("health", cfg.HealthListener, cfg.HealthAddr, health.Handler()); err != nil {
+	updates := make(chan []model.Update, 64)
+	if err := startSources(ctx, cfg, log, dp, reg, watcher, updates, errs); err != nil {
+		return err
+	}
+	tableChanges, err := startTableMonitor(ctx, dp, errs)
+	if err != nil {
 		return err
 	}
 
-	updates := make(chan []model.Update, 64)
+	loopErr := make(chan error, 1)
+	loopRunning = true
+	go func() {
+		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
+			FirstCommit: cfg.FirstCommit, Sources: 2, // the API watcher and the interface monitor
+			TableChanges: tableChanges},
+			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
+	}()
+	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
+	select {
+	case err = <-errs:
+	case err = <-loopErr:
+		loopRunning = false
+	case <-ctx.Done():
+	}
+	cancel()
+	if loopRunning {
+		var lerr error
+		if loopRunning, lerr = awaitLoop(loopErr, cfg.CleanupOnExit, log); err == nil {
+			err = lerr
+		}
+	}
+	if cfg.CleanupOnExit {
+		if cerr := dp.Cleanup(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the table: %w", cerr))
+		}
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cfg.CleanupOnExit)
+	return err
+}
+
+// newDataplane opens the nft dataplane of cfg's namespace and table.
+func newDataplane(cfg RunConfig, log *slog.Logger, syncMetrics *sync.Metrics) (*nft.Dataplane, error) {
+	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
+		// a policy the compiler cannot afford counts as an invalid object of its kind
+		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
+	if cfg.AntiSpoofing {
+		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
+	}
+	ncfg.DenyLog, ncfg.CountAllowed = cfg.DenyLog, cfg.CountAllowed
+	return nft.New(ncfg)
+}
+
+// serveEndpoints serves /metrics and /healthz, /readyz on their listeners or addresses until ctx
+// ends; a server's failure is sent to errs.
+func serveEndpoints(ctx context.Context, cfg RunConfig, reg *prometheus.Registry, health *Health, errs chan<- error) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if err := serve(ctx, "metrics", cfg.MetricsListener, cfg.MetricsAddr, mux, errs); err != nil {
+		return err
+	}
+	return serve(ctx, "health", cfg.HealthListener, cfg.HealthAddr, health.Handler(), errs)
+}
+
+// serve serves h on l, else on a listener of addr ("" serves nothing), until ctx ends.
+func serve(ctx context.Context, name string, l net.Listener, addr string, h http.Handler, errs chan<- error) error {
+	if l == nil {
+		if addr == "" {
+			return nil
+		}
+		var err error
+		if l, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
+		}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("%s server: %w", name, err)
+		}
+	}()
+	return nil
+}
+
+// startSources starts the API watcher (behind the deny log's pod index with RunConfig.DenyLog)
+// and the interface monitor, which send their updates to the loop's channel until ctx ends; a
+// source's failure is sent to errs.
+func startSources(ctx context.Context, cfg RunConfig, log *slog.Logger, dp *nft.Dataplane, reg prometheus.Registerer,
+	watcher *sync.Watcher, updates chan []model.Update, errs chan<- error) error {
 	watched := updates
 	if cfg.DenyLog != nil {
+		var err error
 		if watched, err = startDenyLog(ctx, cfg, dp, log, reg, updates, errs); err != nil {
 			return err
 		}
@@ -178,71 +237,50 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			errs <- fmt.Errorf("watching interfaces: %w", err)
 		}
 	}()
+	return nil
+}
 
+// startTableMonitor watches the table for changes by other processes until ctx ends; a failure
+// is sent to errs.
+func startTableMonitor(ctx context.Context, dp *nft.Dataplane, errs chan<- error) (<-chan ruleset.TableChange, error) {
 	tableChanges := make(chan ruleset.TableChange, 16)
 	tableMon, err := dp.Monitor(tableChanges)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	go func() {
 		if err := tableMon.Run(ctx); err != nil && ctx.Err() == nil {
 			errs <- fmt.Errorf("watching the nftables table: %w", err)
 		}
 	}()
+	return tableChanges, nil
+}
 
-	loopErr := make(chan error, 1)
-	loopRunning = true
-	go func() {
-		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
-			FirstCommit: cfg.FirstCommit, Sources: 2, // the API watcher and the interface monitor
-			TableChanges: tableChanges},
-			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
-	}()
-	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
+// awaitLoop waits, once Run's context is done, for the loop to return; running says that it has
+// not. The loop returns at once unless an apply or resync runs. The table in force is then the
+// one the kernel last committed (a transaction is all or nothing), as after a SIGKILL; without
+// cleanup the agent waits at most shutdownGrace for it. The kernel finishes a transaction it is
+// committing even if the process exits meanwhile.
+func awaitLoop(loopErr <-chan error, cleanup bool, log *slog.Logger) (running bool, err error) {
+	var grace <-chan time.Time
+	if !cleanup {
+		grace = time.After(shutdownGrace)
+	}
 	select {
-	case err = <-errs:
 	case err = <-loopErr:
-		loopRunning = false
-	case <-ctx.Done():
+		return false, err
+	case <-grace:
+		log.Warn("stopping without waiting for the running apply; the table stays as last committed",
+			"waited", shutdownGrace)
+		return true, nil
 	}
-	cancel()
-	if loopRunning {
-		// The loop returns at once unless an apply or resync runs. The table in force is then the
-		// one the kernel last committed (a transaction is all or nothing), as after a SIGKILL;
-		// without CleanupOnExit the agent waits at most shutdownGrace for it. The kernel finishes
-		// a transaction it is committing even if the process exits meanwhile.
-		var grace <-chan time.Time
-		if !cfg.CleanupOnExit {
-			grace = time.After(shutdownGrace)
-		}
-		select {
-		case lerr := <-loopErr:
-			loopRunning = false
-			if err == nil {
-				err = lerr
-			}
-		case <-grace:
-			log.Warn("stopping without waiting for the running apply; the table stays as last committed",
-				"waited", shutdownGrace)
-		}
-	}
-	if cfg.CleanupOnExit {
-		if cerr := dp.Cleanup(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("removing the table: %w", cerr))
-		}
-	}
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cfg.CleanupOnExit)
-	return err
 }
 
 // shutdownGrace is how long Run waits, once its context is done, for an apply or resync the loop
 // is running: the agent exits well within a second of SIGTERM.
 const shutdownGrace = 100 * time.Millisecond
 
-// nftAdapter gives the nft dataplane the loop's interface.
+// nftAdapter gives the nft dataplane the loop's Programmer interface.
 type nftAdapter struct{ *nft.Dataplane }
 
 func (a nftAdapter) Stats() TableStats {

@@ -326,68 +326,44 @@ func (t *tracer) complete(o *open) {
 
 // event decodes one trace message and adds it to its packet.
 func (t *tracer) event(b []byte) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
+	ev, ok := decodeEvent(b)
+	if !ok {
 		return
 	}
-	ad.ByteOrder = binary.BigEndian
-	var (
-		st           Step
-		id           uint32
-		typ          uint32
-		policy       uint32
-		network, l4  []byte
-		iif, oif     uint32
-		verdictCode  int32
-		verdictChain string
-		hasVerdict   bool
-	)
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_TRACE_TABLE:
-			st.Table = ad.String()
-		case unix.NFTA_TRACE_CHAIN:
-			st.Chain = ad.String()
-		case unix.NFTA_TRACE_RULE_HANDLE:
-			st.Handle = ad.Uint64()
-		case unix.NFTA_TRACE_TYPE:
-			typ = ad.Uint32()
-		case unix.NFTA_TRACE_ID:
-			id = ad.Uint32()
-		case unix.NFTA_TRACE_POLICY:
-			policy = ad.Uint32()
-		case unix.NFTA_TRACE_NETWORK_HEADER:
-			network = ad.Bytes()
-		case unix.NFTA_TRACE_TRANSPORT_HEADER:
-			l4 = ad.Bytes()
-		case unix.NFTA_TRACE_IIF:
-			iif = ad.Uint32()
-		case unix.NFTA_TRACE_OIF:
-			oif = ad.Uint32()
-		case unix.NFTA_TRACE_VERDICT:
-			hasVerdict = true
-			ad.Nested(func(v *netlink.AttributeDecoder) error {
-				v.ByteOrder = binary.BigEndian
-				for v.Next() {
-					switch v.Type() {
-					case unix.NFTA_VERDICT_CODE:
-						verdictCode = int32(v.Uint32())
-					case unix.NFTA_VERDICT_CHAIN:
-						verdictChain = v.String()
-					}
-				}
-				return nil
-			})
-		}
-	}
-	if ad.Err() != nil {
+	o := t.packet(ev)
+	o.last = time.Now()
+	st := ev.step
+	switch {
+	case st.Table == Table:
+		return // the trace's own chain, which only sets nftrace
+	case ev.typ == unix.NFT_TRACETYPE_RULE && st.Handle == 0:
+		return // the end of a chain's rules: its return or policy event follows
+	case ev.typ == unix.NFT_TRACETYPE_RULE:
+		st.Kind = "rule"
+		st.Comment = t.comment(st.Table, st.Chain, st.Handle)
+	case ev.typ == unix.NFT_TRACETYPE_RETURN:
+		st.Kind = "return"
+	case ev.typ == unix.NFT_TRACETYPE_POLICY:
+		st.Kind, ev.verdictCode, ev.hasVerdict = "policy", int32(ev.policy), true
+	default:
 		return
 	}
-	// The kernel gives a packet's headers with its first event in each base chain. The id is a
-	// hash of the packet's buffer and flow, which the next packet of the flow may share: other
-	// headers under an open id are the next packet.
-	hdr := slices.Concat(network, l4)
-	o := t.open[id]
+	if ev.hasVerdict {
+		st.Verdict = verdictString(ev.verdictCode, ev.verdictChain)
+	}
+	o.p.Steps = append(o.p.Steps, st)
+	if st.Verdict == "drop" && t.done < t.max {
+		t.complete(o)
+	}
+}
+
+// packet is the open packet ev belongs to, opened for it when there is none. The kernel gives a
+// packet's headers with its first event in each base chain. The id is a hash of the packet's
+// buffer and flow, which the next packet of the flow may share: other headers under an open id
+// are the next packet, and complete the one before.
+func (t *tracer) packet(ev traceEvent) *open {
+	hdr := slices.Concat(ev.network, ev.l4)
+	o := t.open[ev.id]
 	if o != nil && len(hdr) > 0 && !bytes.Equal(hdr, o.hdr) {
 		if t.done < t.max {
 			t.complete(o)
@@ -396,34 +372,74 @@ func (t *tracer) event(b []byte) {
 	}
 	if o == nil {
 		t.seq++
-		o = &open{p: Packet{ID: id}, seq: t.seq, hdr: hdr}
-		decodeHeaders(&o.p, network, l4)
-		o.p.Iif, o.p.Oif = t.ifname(iif), t.ifname(oif)
-		t.open[id] = o
+		o = &open{p: Packet{ID: ev.id}, seq: t.seq, hdr: hdr}
+		decodeHeaders(&o.p, ev.network, ev.l4)
+		o.p.Iif, o.p.Oif = t.ifname(ev.iif), t.ifname(ev.oif)
+		t.open[ev.id] = o
 	}
-	o.last = time.Now()
-	switch {
-	case st.Table == Table:
-		return // the trace's own chain, which only sets nftrace
-	case typ == unix.NFT_TRACETYPE_RULE && st.Handle == 0:
-		return // the end of a chain's rules: its return or policy event follows
-	case typ == unix.NFT_TRACETYPE_RULE:
-		st.Kind = "rule"
-		st.Comment = t.comment(st.Table, st.Chain, st.Handle)
-	case typ == unix.NFT_TRACETYPE_RETURN:
-		st.Kind = "return"
-	case typ == unix.NFT_TRACETYPE_POLICY:
-		st.Kind, verdictCode, hasVerdict = "policy", int32(policy), true
-	default:
-		return
+	return o
+}
+
+// traceEvent is one NFT_MSG_TRACE message's attributes.
+type traceEvent struct {
+	step         Step // table, chain and rule handle
+	id           uint32
+	typ          uint32
+	policy       uint32
+	network, l4  []byte
+	iif, oif     uint32
+	verdictCode  int32
+	verdictChain string
+	hasVerdict   bool
+}
+
+// decodeEvent reads the NFTA_TRACE_* attributes of one trace message; ok is false when the
+// message does not parse.
+func decodeEvent(b []byte) (ev traceEvent, ok bool) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return ev, false
 	}
-	if hasVerdict {
-		st.Verdict = verdictString(verdictCode, verdictChain)
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_TRACE_TABLE:
+			ev.step.Table = ad.String()
+		case unix.NFTA_TRACE_CHAIN:
+			ev.step.Chain = ad.String()
+		case unix.NFTA_TRACE_RULE_HANDLE:
+			ev.step.Handle = ad.Uint64()
+		case unix.NFTA_TRACE_TYPE:
+			ev.typ = ad.Uint32()
+		case unix.NFTA_TRACE_ID:
+			ev.id = ad.Uint32()
+		case unix.NFTA_TRACE_POLICY:
+			ev.policy = ad.Uint32()
+		case unix.NFTA_TRACE_NETWORK_HEADER:
+			ev.network = ad.Bytes()
+		case unix.NFTA_TRACE_TRANSPORT_HEADER:
+			ev.l4 = ad.Bytes()
+		case unix.NFTA_TRACE_IIF:
+			ev.iif = ad.Uint32()
+		case unix.NFTA_TRACE_OIF:
+			ev.oif = ad.Uint32()
+		case unix.NFTA_TRACE_VERDICT:
+			ev.hasVerdict = true
+			ad.Nested(func(v *netlink.AttributeDecoder) error {
+				v.ByteOrder = binary.BigEndian
+				for v.Next() {
+					switch v.Type() {
+					case unix.NFTA_VERDICT_CODE:
+						ev.verdictCode = int32(v.Uint32())
+					case unix.NFTA_VERDICT_CHAIN:
+						ev.verdictChain = v.String()
+					}
+				}
+				return nil
+			})
+		}
 	}
-	o.p.Steps = append(o.p.Steps, st)
-	if st.Verdict == "drop" && t.done < t.max {
-		t.complete(o)
-	}
+	return ev, ad.Err() == nil
 }
 
 // The netfilter verdicts (linux/netfilter.h), absent from x/sys/unix.

@@ -1,19 +1,20 @@
 package e2e
 
 // The upstream NetworkPolicy connectivity cases, transcribed from kubernetes/kubernetes
-// test/e2e/network/netpol/network_policy.go (stored version 008b3652, Apache-2.0): every It of
-// the contexts "NetworkPolicy between server and client" (42, TCP), "... using UDP" (3) and
-// "... using SCTP" (3), in upstream order. IDs are the numbers of
-// /work/shared/reference/conformance.md §1.4. Each case keeps upstream's It text, its pod
-// topology, its policies (same names, same selectors, same ports) and its expectations written
-// with the same calls. Where the 9-pod model has a pod upstream's topology lacks and upstream's
-// calls do not cover it, Model9 adds the missing call (these are what upstream wrote before PR
-// #137110 trimmed the topologies).
+// test/e2e/network/netpol/network_policy.go at commit 008b3652 (Apache-2.0): every It of the
+// contexts "NetworkPolicy between server and client" (42, TCP), "... using UDP" (3) and "... using
+// SCTP" (3), in upstream order. IDs number those Its in that order (1-42 TCP, 43-45 UDP, 46-48
+// SCTP). Each case keeps upstream's It text, its pod topology, its policies (same names, same
+// selectors, same ports) and its expectations written with the same calls. Where the 9-pod model
+// has a pod upstream's topology lacks and upstream's calls do not cover it, Model9 adds the
+// missing call (these are what upstream wrote before kubernetes/kubernetes PR #137110 gave each
+// test its own topology).
 //
 // Services, DNS and hostNetwork: no upstream case here needs them. Upstream probes the
-// destination's Service ClusterIP; this suite probes the pod IP, which conformance.md §1.2 shows
-// leaves every expected table unchanged. The "allow DNS" egress rules of older upstream helpers
-// are not used by these cases.
+// destination's Service ClusterIP (test/e2e/network/netpol/probe.go), which kube-proxy translates
+// to the pod's IP before policy judges the packet; this suite probes the pod IP, so every policy
+// judges the same packets and upstream's expected tables hold unchanged. The "allow DNS" egress
+// rules of older upstream helpers are not used by these cases.
 
 import (
 	corev1 "k8s.io/api/core/v1"
