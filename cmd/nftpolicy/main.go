@@ -18,6 +18,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/agent"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
 
@@ -139,14 +140,12 @@ func render(args []string, stdout, stderr io.Writer) error {
 	for _, u := range updates {
 		g.OnUpdate(u)
 	}
-	dp := nft.NewOffline(nft.Config{Table: *table})
-	if err := dp.Apply(g.Flush()); err != nil {
-		return err
-	}
+	b := nft.NewBuilder(nft.Config{Table: *table})
+	b.Apply(g.Flush())
 	for _, p := range g.Problems() {
 		fmt.Fprintln(stderr, "nftpolicy: problem:", p)
 	}
-	_, err := io.WriteString(stdout, dp.Render())
+	_, err := io.WriteString(stdout, b.Render())
 	return err
 }
 
@@ -157,7 +156,7 @@ func cleanup(args []string, stderr io.Writer) error {
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	dp, err := nft.New(nft.Config{Table: *table, NetNSFD: -1})
+	dp, err := kernel.Open(-1, nft.Config{Table: *table})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/ifmon"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
@@ -89,14 +90,14 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
 		WatchDown: watcher.WatchDown}
 
-	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
+	ncfg := nft.Config{Table: cfg.Table, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
 		// a policy the compiler cannot afford counts as an invalid object of its kind
 		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
 	if cfg.AntiSpoofing {
 		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
 	}
 	ncfg.DenyLog, ncfg.CountAllowed = cfg.DenyLog, cfg.CountAllowed
-	dp, err := nft.New(ncfg)
+	dp, err := kernel.Open(cfg.NetNSFD, ncfg)
 	if err != nil {
 		return err
 	}
@@ -243,21 +244,21 @@ func Run(ctx context.Context, cfg RunConfig) error {
 const shutdownGrace = 100 * time.Millisecond
 
 // nftAdapter gives the nft dataplane the loop's interface.
-type nftAdapter struct{ *nft.Dataplane }
+type nftAdapter struct{ *kernel.Applier }
 
 func (a nftAdapter) Stats() TableStats {
-	s, tx := a.Dataplane.Stats()
+	s, tx := a.Applier.Stats()
 	return TableStats{Sets: s.Sets, Elements: s.Elements, Chains: s.Chains, Rules: s.Rules, Transactions: tx}
 }
 
 // denyCollector exports the packets dropped per deny reason (policy), read from the kernel's
 // counters of the deny chains at scrape time.
 type denyCollector struct {
-	dp   *nft.Dataplane
+	dp   *kernel.Applier
 	desc *prometheus.Desc
 }
 
-func newDenyCollector(dp *nft.Dataplane) *denyCollector {
+func newDenyCollector(dp *kernel.Applier) *denyCollector {
 	return &denyCollector{dp: dp, desc: prometheus.NewDesc("nftpolicy_denied_packets_total",
 		"Packets dropped by policy, per deny reason (the policy and rule, or the tier default that isolated the pod).",
 		[]string{"reason"}, nil)}
