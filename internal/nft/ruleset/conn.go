@@ -56,17 +56,26 @@ type Conn struct {
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
 	name string
+	batchCounts
+	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
+	// skips them); dial sets it, Monitors read it from their goroutines.
+	port atomic.Uint32
+	monitorList
+}
+
+// batchCounts count a Conn's batches.
+type batchCounts struct {
 	// batches counts the batches sent to the kernel (successful or not): one per Commit or
 	// Replace that had anything to send, the test-visible proof of one transaction per call.
 	batches uint64
 	// replaces counts the batches that rebuilt the whole table (tests tell incremental commits
 	// from fallbacks by it).
 	replaces uint64
-	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
-	// skips them); dial sets it, Monitors read it from their goroutines.
-	port atomic.Uint32
-	// monitors are the Monitors opened on the Conn: its large batches are sent with them out of
-	// the event group (sendWatched). quietHook, set by tests, runs while they are out.
+}
+
+// monitorList holds the Monitors opened on a Conn: its large batches are sent with them out of
+// the event group (sendWatched). quietHook, set by tests, runs while they are out.
+type monitorList struct {
 	monitorsMu sync.Mutex
 	monitors   []*Monitor
 	quietHook  func()
