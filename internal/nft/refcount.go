@@ -32,9 +32,6 @@ func (r refs[K]) release(k K) (last bool) {
 	return true
 }
 
-// holds reports whether k has a reference.
-func (r refs[K]) holds(k K) bool { return r.n[k] > 0 }
-
 // keys calls yield for each held key, in no order.
 func (r refs[K]) keys(yield func(K) bool) {
 	for k := range r.n {
