@@ -41,8 +41,8 @@
 //
 // # Tests
 //
-// The tests of this package that need the kernel run as root, in network namespaces of their own (the
-// internal/testenv/netns helpers) and never touch the root namespace. They compare the kernel's
-// listing with internal/nft/testdata/golden, check real traffic against the scenarios' truth
-// tables (internal/nft/nfttest), drift repair, refusals, anti-spoofing and counters.
+// The tests of this package that need the kernel run as root, in network namespaces of their
+// own (the internal/testenv/netns helpers); none touches the root namespace. They compare the
+// kernel's listing with internal/nft/testdata/golden, check real traffic against the scenarios'
+// truth tables (internal/nft/nfttest), drift repair, refusals, anti-spoofing and counters.
 package kernel
