@@ -18,6 +18,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/agent"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
 
@@ -133,14 +134,12 @@ func render(args []string, e env) error {
 	for _, u := range updates {
 		g.OnUpdate(u)
 	}
-	dp := nft.NewOffline(nft.Config{Table: *table})
-	if err := dp.Apply(g.Flush()); err != nil {
-		return err
-	}
+	b := nft.NewBuilder(nft.Config{Table: *table})
+	b.Apply(g.Flush())
 	for _, p := range g.Problems() {
 		fmt.Fprintln(e.stderr, "nftpolicy: problem:", p)
 	}
-	_, err := io.WriteString(e.stdout, dp.Render())
+	_, err := io.WriteString(e.stdout, b.Render())
 	return err
 }
 
@@ -151,7 +150,7 @@ func cleanup(args []string, e env) error {
 	if err := parseFlags(fs, args, e.stdout); err != nil {
 		return err
 	}
-	dp, err := nft.New(nft.Config{Table: *table, NetNSFD: -1})
+	dp, err := kernel.Open(-1, nft.Config{Table: *table})
 	if err != nil {
 		return err
 	}

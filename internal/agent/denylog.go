@@ -12,6 +12,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nflog"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 )
 
 // Deny logging (RunConfig.DenyLog): the dataplane's deny chains log the packets they drop to an
@@ -106,7 +107,7 @@ func (ix *podIndex) forward(ctx context.Context, in <-chan []model.Update, out c
 // denyLogger writes the log line of each logged packet.
 type denyLogger struct {
 	log   *slog.Logger
-	dp    *nft.Dataplane
+	dp    *kernel.Applier
 	pods  *podIndex
 	lines prometheus.Counter
 }
@@ -146,7 +147,7 @@ func (l *denyLogger) packet(p nflog.Packet) {
 // startDenyLog binds the NFLOG group of cfg.DenyLog in the agent's namespace and writes a line
 // for each packet logged to it, until ctx ends. It returns the channel the API watcher sends to:
 // the pod index sees each batch, then passes it on to updates.
-func startDenyLog(ctx context.Context, cfg RunConfig, dp *nft.Dataplane, log *slog.Logger, reg prometheus.Registerer,
+func startDenyLog(ctx context.Context, cfg RunConfig, dp *kernel.Applier, log *slog.Logger, reg prometheus.Registerer,
 	updates chan<- []model.Update, errs chan<- error) (chan []model.Update, error) {
 	r, err := nflog.Open(cfg.NetNSFD, cfg.DenyLog.Group)
 	if err != nil {

@@ -3,18 +3,18 @@ package agent
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 )
 
 // policyCollector exports the packets each policy (or tier default) allowed and denied, read from
 // the kernel's counters at scrape time: the deny chains always, the accepting rules and elements
-// with RunConfig.CountAllowed (nft.Dataplane.PolicyPackets).
+// with RunConfig.CountAllowed (kernel.Applier.PolicyPackets).
 type policyCollector struct {
-	dp   *nft.Dataplane
+	dp   *kernel.Applier
 	desc *prometheus.Desc
 }
 
-func newPolicyCollector(dp *nft.Dataplane) *policyCollector {
+func newPolicyCollector(dp *kernel.Applier) *policyCollector {
 	return &policyCollector{dp: dp, desc: prometheus.NewDesc("nftpolicy_policy_packets_total",
 		"First packets of connections each policy allowed or denied, by tier, policy and direction, as the kernel counted them "+
 			"where they were decided; a tier's default has no policy and no direction. Allowed ones only with --count-allowed.",

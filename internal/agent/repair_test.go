@@ -18,6 +18,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
@@ -89,7 +90,7 @@ func TestRepairOfChangesByOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
-	dp, err := nft.New(nft.Config{NetNSFD: fd})
+	dp, err := kernel.Open(fd, nft.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

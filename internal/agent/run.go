@@ -17,6 +17,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/ifmon"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
@@ -150,15 +151,15 @@ func Run(ctx context.Context, cfg RunConfig) error {
 }
 
 // newDataplane opens the nft dataplane of cfg's namespace and table.
-func newDataplane(cfg RunConfig, log *slog.Logger, syncMetrics *sync.Metrics) (*nft.Dataplane, error) {
-	ncfg := nft.Config{Table: cfg.Table, NetNSFD: cfg.NetNSFD, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
+func newDataplane(cfg RunConfig, log *slog.Logger, syncMetrics *sync.Metrics) (*kernel.Applier, error) {
+	ncfg := nft.Config{Table: cfg.Table, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
 		// a policy the compiler cannot afford counts as an invalid object of its kind
 		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}
 	if cfg.AntiSpoofing {
 		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
 	}
 	ncfg.DenyLog, ncfg.CountAllowed = cfg.DenyLog, cfg.CountAllowed
-	return nft.New(ncfg)
+	return kernel.Open(cfg.NetNSFD, ncfg)
 }
 
 // serveEndpoints serves /metrics and /healthz, /readyz on their listeners or addresses until ctx
@@ -196,7 +197,7 @@ func serve(ctx context.Context, name string, l net.Listener, addr string, h http
 // startSources starts the API watcher (behind the deny log's pod index with RunConfig.DenyLog)
 // and the interface monitor, which send their updates to the loop's channel until ctx ends; a
 // source's failure is sent to errs.
-func startSources(ctx context.Context, cfg RunConfig, log *slog.Logger, dp *nft.Dataplane, reg prometheus.Registerer,
+func startSources(ctx context.Context, cfg RunConfig, log *slog.Logger, dp *kernel.Applier, reg prometheus.Registerer,
 	watcher *sync.Watcher, updates chan []model.Update, errs chan<- error) error {
 	watched := updates
 	if cfg.DenyLog != nil {
@@ -242,7 +243,7 @@ func startSources(ctx context.Context, cfg RunConfig, log *slog.Logger, dp *nft.
 
 // startTableMonitor watches the table for changes by other processes until ctx ends; a failure
 // is sent to errs.
-func startTableMonitor(ctx context.Context, dp *nft.Dataplane, errs chan<- error) (<-chan ruleset.TableChange, error) {
+func startTableMonitor(ctx context.Context, dp *kernel.Applier, errs chan<- error) (<-chan ruleset.TableChange, error) {
 	tableChanges := make(chan ruleset.TableChange, 16)
 	tableMon, err := dp.Monitor(tableChanges)
 	if err != nil {
@@ -280,22 +281,22 @@ func awaitLoop(loopErr <-chan error, cleanup bool, log *slog.Logger) (running bo
 // is running: the agent exits well within a second of SIGTERM.
 const shutdownGrace = 100 * time.Millisecond
 
-// nftAdapter gives the nft dataplane the loop's Programmer interface.
-type nftAdapter struct{ *nft.Dataplane }
+// nftAdapter gives the kernel applier the loop's Programmer interface.
+type nftAdapter struct{ *kernel.Applier }
 
 func (a nftAdapter) Stats() TableStats {
-	s, tx := a.Dataplane.Stats()
+	s, tx := a.Applier.Stats()
 	return TableStats{Sets: s.Sets, Elements: s.Elements, Chains: s.Chains, Rules: s.Rules, Transactions: tx}
 }
 
 // denyCollector exports the packets dropped per deny reason (policy), read from the kernel's
 // counters of the deny chains at scrape time.
 type denyCollector struct {
-	dp   *nft.Dataplane
+	dp   *kernel.Applier
 	desc *prometheus.Desc
 }
 
-func newDenyCollector(dp *nft.Dataplane) *denyCollector {
+func newDenyCollector(dp *kernel.Applier) *denyCollector {
 	return &denyCollector{dp: dp, desc: prometheus.NewDesc("nftpolicy_denied_packets_total",
 		"Packets dropped by policy, per deny reason (the policy and rule, or the tier default that isolated the pod).",
 		[]string{"reason"}, nil)}

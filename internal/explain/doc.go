@@ -6,10 +6,10 @@
 //
 // Place in the data flow: it runs the agent's own stages offline, on top of them —
 // internal/sync (a live cluster through a Watcher until in-sync, or a directory of manifests
-// through LoadDir) → internal/graph (one per node concerned) → internal/nft (an offline
-// Dataplane, which computes the node's table without a kernel). Nothing here evaluates a policy:
+// through LoadDir) → internal/graph (one per node concerned) → internal/nft (an
+// nft.Builder, which computes the node's table without a kernel). Nothing here evaluates a policy:
 //
-//   - the verdict and its reason come from Dataplane.Decide, the compiled decision structure of
+//   - the verdict and its reason come from Builder.Decide, the compiled decision structure of
 //     the pod's group looked up as the kernel looks it up, and the origin of that reason (the
 //     policy, tier and rule, or the tier default) from the reasons the compiler attaches;
 //   - the nftables objects come from ruleset.Table.Walk over the node's computed table, from the

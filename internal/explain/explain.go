@@ -21,7 +21,7 @@ type Cluster struct {
 	updates   []model.Update
 	endpoints map[model.EndpointKey]model.Endpoint
 	policies  map[model.PolicyKey]model.Policy
-	tables    map[string]*nft.Dataplane // by node
+	tables    map[string]*nft.Builder // by node
 	// Problems are the graph's diagnostics (invalid selectors, unknown tiers) of the last node
 	// built.
 	Problems []graph.Problem
@@ -30,7 +30,7 @@ type Cluster struct {
 // New keeps the state that updates describe (a source's stream up to in-sync).
 func New(updates []model.Update) *Cluster {
 	c := &Cluster{endpoints: map[model.EndpointKey]model.Endpoint{}, policies: map[model.PolicyKey]model.Policy{},
-		tables: map[string]*nft.Dataplane{}}
+		tables: map[string]*nft.Builder{}}
 	for _, u := range updates {
 		switch u := u.(type) {
 		case model.EndpointSet:
@@ -90,22 +90,20 @@ func Live(ctx context.Context, client sync.Client) (*Cluster, error) {
 }
 
 // table is node's table, computed once: the graph of that node over the cluster's updates and
-// an offline dataplane.
-func (c *Cluster) table(node string) (*nft.Dataplane, error) {
-	if dp, ok := c.tables[node]; ok {
-		return dp, nil
+// the table an nft.Builder computes from its messages.
+func (c *Cluster) table(node string) (*nft.Builder, error) {
+	if b, ok := c.tables[node]; ok {
+		return b, nil
 	}
 	g := graph.New(graph.Config{NodeName: node})
 	for _, u := range c.updates {
 		g.OnUpdate(u)
 	}
-	dp := nft.NewOffline(nft.Config{})
-	if err := dp.Apply(g.Flush()); err != nil {
-		return nil, fmt.Errorf("computing the table of node %s: %w", node, err)
-	}
+	b := nft.NewBuilder(nft.Config{})
+	b.Apply(g.Flush())
 	c.Problems = g.Problems()
-	c.tables[node] = dp
-	return dp, nil
+	c.tables[node] = b
+	return b, nil
 }
 
 // Query is one flow to explain: the first packet of a connection from pod From ("ns/name") to
@@ -244,22 +242,22 @@ func (c *Cluster) Explain(q Query) (*Result, error) {
 // side explains one direction on node, where local is the pod's address and peer the other end's.
 func (c *Cluster) side(dir model.Direction, node string, local, peer netip.Addr, q Query, pkt ruleset.Packet) (Side, error) {
 	s := Side{Direction: dir.String(), Judged: true, Node: node}
-	dp, err := c.table(node)
+	builder, err := c.table(node)
 	if err != nil {
 		return s, err
 	}
-	d, ok := dp.Decide(dir, local, peer, q.Proto, pkt.Dport)
+	d, ok := builder.Decide(dir, local, peer, q.Proto, pkt.Dport)
 	if !ok {
 		return s, fmt.Errorf("node %s holds no endpoint with address %s", node, local)
 	}
 	s.Pod, s.Verdict, s.Reason = d.Endpoint.String(), d.Outcome.Verdict.String(), d.Outcome.Reason
 	s.DecidedBy = c.decidedBy(d.Origin)
 	s.Tiers = tierPaths(d)
-	chain := "forward_ingress"
+	chain := nft.ChainForwardIngress
 	if dir == model.Egress {
-		chain = "forward_egress"
+		chain = nft.ChainForwardEgress
 	}
-	steps, v, err := dp.Table().Walk(chain, pkt)
+	steps, v, err := builder.Table().Walk(chain, pkt)
 	if err != nil {
 		return s, fmt.Errorf("walking the table of node %s: %w", node, err)
 	}

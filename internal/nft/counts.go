@@ -1,10 +1,11 @@
 package nft
 
 import (
-	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
@@ -24,6 +25,15 @@ type policyTier struct {
 	tier string
 }
 
+// policyTiers holds each policy's key and tier by its key's String: what ReasonOrigin reads on
+// any goroutine, while the builder's goroutine stores and deletes.
+type policyTiers struct{ m sync.Map }
+
+func (p *policyTiers) store(k model.PolicyKey, tier string) {
+	p.m.Store(k.String(), policyTier{k, tier})
+}
+func (p *policyTiers) delete(k model.PolicyKey) { p.m.Delete(k.String()) }
+
 // ReasonOrigin reads what a reason the compiler wrote names, without the endpoint's tiers at
 // hand: a policy's rule ("<policy> <direction> rule <i>[ (<rule name>)] (<action>)", or for a
 // rule labelled by its converter "<policy> <tier> priority <p> <direction> rule <i>[ (<rule
@@ -32,7 +42,9 @@ type policyTier struct {
 // rejected policy, or nothing known (OriginUnknown: no tier decided, the anti-spoofing and
 // fail-closed drops, a policy the dataplane no longer holds). Policies lists none. Safe for
 // concurrent use.
-func (d *Dataplane) ReasonOrigin(reason string) Origin {
+func (b *Builder) ReasonOrigin(reason string) Origin { return b.policyTiers.reasonOrigin(reason) }
+
+func (p *policyTiers) reasonOrigin(reason string) Origin {
 	unknown := Origin{Kind: OriginUnknown}
 	if rest, ok := strings.CutPrefix(reason, "tier "); ok {
 		tier, rest, ok := strings.Cut(rest, " default ")
@@ -47,7 +59,7 @@ func (d *Dataplane) ReasonOrigin(reason string) Origin {
 		return o
 	}
 	name, rest, _ := strings.Cut(reason, " ")
-	v, ok := d.policyTiers.Load(name)
+	v, ok := p.m.Load(name)
 	if !ok {
 		return unknown
 	}
@@ -92,38 +104,79 @@ type PolicyCount struct {
 	Tier, Policy, Direction, Verdict string
 }
 
-// PolicyPackets reads the kernel's counters of the committed table — the deny chains' and, with
-// CountAllowed, the accepting rules' and elements' — summed per PolicyCount. It may be called
-// from any goroutine, during an apply too, on a netlink connection of its own.
-func (d *Dataplane) PolicyPackets() (map[PolicyCount]uint64, error) {
-	dc := d.denied.Load()
-	if d.conn == nil || dc == nil {
-		return nil, nil
+// Counted names what the kernel counts in a committed table: its deny chains and the reason
+// each counts and, with CountAllowed, the chains with counting accept rules and the counting
+// sets. Builder.Counted takes it from the desired table once it is committed; it does not change
+// after, so a reader of the kernel's counters uses it on any goroutine, during later applies too.
+type Counted struct {
+	table   string
+	reasons map[string]string // deny chain → reason (its comment)
+	full    map[string]string // deny chain → reason, whole
+	// the chains with counting accept rules and the counting sets (with CountAllowed)
+	countChains, countSets []string
+	tiers                  *policyTiers // what the reasons name
+}
+
+// Counted names the deny chains and counting objects of the desired table: call it once the
+// table is committed.
+func (b *Builder) Counted() *Counted {
+	c := &Counted{table: b.table.Name, reasons: map[string]string{}, full: map[string]string{},
+		tiers: &b.policyTiers}
+	for name := range b.objects.denies.keys {
+		if ch, ok := b.table.Chains[name]; ok {
+			c.reasons[name] = ch.Comment
+			c.full[name] = b.objects.denyReasons[name]
+		}
 	}
-	denies := make([]string, 0, len(dc.full))
-	for name := range dc.full {
-		denies = append(denies, name)
+	if b.opts.countAllowed {
+		c.countChains, c.countSets = b.counting()
 	}
-	counts, err := ruleset.ReadCounts(d.netnsFD, dc.table, append(denies, dc.countChains...), dc.countSets)
-	if err != nil {
-		return nil, fmt.Errorf("reading counters: %w", err)
+	return c
+}
+
+// Table is the name of the committed table.
+func (c *Counted) Table() string { return c.table }
+
+// DenyChains are the deny chains' names, sorted: the chains whose counters Denied sums.
+func (c *Counted) DenyChains() []string { return slices.Sorted(maps.Keys(c.reasons)) }
+
+// Denied sums the deny chains' counters (by chain name) per reason: packets dropped per reason.
+func (c *Counted) Denied(counters map[string]ruleset.Counter) map[string]uint64 {
+	out := map[string]uint64{}
+	for name, reason := range c.reasons {
+		out[reason] += counters[name].Packets
 	}
+	return out
+}
+
+// CountingChains are the chains whose counters PolicyPackets reads: the deny chains and the
+// chains with counting accept rules.
+func (c *Counted) CountingChains() []string {
+	return append(slices.Collect(maps.Keys(c.full)), c.countChains...)
+}
+
+// CountingSets are the sets whose elements count what they accept.
+func (c *Counted) CountingSets() []string { return c.countSets }
+
+// PolicyPackets sums the kernel's counts of the committed table (ruleset.ReadCounts of
+// CountingChains and CountingSets) per PolicyCount.
+func (c *Counted) PolicyPackets(counts []ruleset.Count) map[PolicyCount]uint64 {
 	full := map[string]string{} // a deny chain's comment → its reason, whole
-	for name, c := range dc.reasons {
-		full[c] = dc.full[name]
+	for name, comment := range c.reasons {
+		full[comment] = c.full[name]
 	}
 	out := map[PolicyCount]uint64{}
-	for _, c := range counts {
+	for _, n := range counts {
 		var verdict, reason string
-		switch c.Verdict {
+		switch n.Verdict {
 		case ruleset.Drop:
-			verdict, reason = "deny", full[c.Comment]
+			verdict, reason = "deny", full[n.Comment]
 		case ruleset.Accept, ruleset.VerdictNone: // an accepting rule or element, an allow set's element
-			verdict, reason = "allow", c.Comment
+			verdict, reason = "allow", n.Comment
 		default:
 			continue // a map element leading to a deny chain, which counts the drop
 		}
-		o := d.ReasonOrigin(reason)
+		o := c.tiers.reasonOrigin(reason)
 		k := PolicyCount{Tier: o.Tier, Verdict: verdict}
 		if o.Kind == OriginRule || o.Kind == OriginRejected {
 			k.Policy = o.Policy.String()
@@ -131,19 +184,28 @@ func (d *Dataplane) PolicyPackets() (map[PolicyCount]uint64, error) {
 		if o.Kind == OriginRule {
 			k.Direction = o.Direction.String()
 		}
-		out[k] += c.Packets
+		out[k] += n.Packets
 	}
-	return out, nil
+	return out
+}
+
+// DenyChain says what the committed table's deny chain name stands for.
+func (c *Counted) DenyChain(name string) (DenyInfo, bool) {
+	reason, ok := c.full[name]
+	if !ok {
+		return DenyInfo{}, false
+	}
+	return DenyInfo{Reason: reason, Origin: c.tiers.reasonOrigin(reason)}, true
 }
 
 // counting lists the table's chains with counting accept rules and its counting sets.
-func (d *Dataplane) counting() (chains, sets []string) {
-	for name, c := range d.table.Chains {
+func (b *Builder) counting() (chains, sets []string) {
+	for name, c := range b.table.Chains {
 		if slices.ContainsFunc(c.Rules, func(r ruleset.Rule) bool { return r.Counter && r.Verdict.Kind == ruleset.Accept }) {
 			chains = append(chains, name)
 		}
 	}
-	for name, s := range d.table.Sets {
+	for name, s := range b.table.Sets {
 		if s.Counter {
 			sets = append(sets, name)
 		}

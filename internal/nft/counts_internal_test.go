@@ -12,7 +12,7 @@ import (
 // default is read back by ReasonOrigin as what the endpoint's tiers name (State.origin), but for
 // what the reason does not hold (a tier default's direction and policies).
 func TestReasonOrigin(t *testing.T) {
-	d := NewOffline(Config{})
+	d := NewBuilder(Config{})
 	cnp := model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "admin-x"}
 	np := model.PolicyKey{Kind: "NetworkPolicy", Namespace: "x", Name: "allow-a.b-c"}
 	rejected := model.PolicyKey{Kind: "NetworkPolicy", Namespace: "y", Name: "too-costly"}

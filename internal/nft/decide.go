@@ -150,7 +150,7 @@ func NewState() *State {
 	return &State{Sets: map[dataplane.SetID]*Set{}, Policies: map[model.PolicyKey]*dataplane.PolicyUpdated{}, refIndexMin: 16, compileBudget: DefaultCompileBudget}
 }
 
-// Apply folds one graph message into the state (endpoint messages are the Dataplane's business).
+// Apply folds one graph message into the state (endpoint messages are the Builder's business).
 func (s *State) Apply(m dataplane.Message) {
 	switch m := m.(type) {
 	case dataplane.SetReplaced:

@@ -19,14 +19,14 @@ type DenyLog struct {
 
 // denyRules are the rules of a deny chain: log within the rate (with DenyLog; the prefix is the
 // chain's name, which DenyChain resolves), then count and drop.
-func (d *Dataplane) denyRules(name, reason string) []ruleset.Rule {
+func (b *Builder) denyRules(name, reason string) []ruleset.Rule {
 	drop := ruleset.Rule{Counter: true, Verdict: ruleset.Verdict{Kind: ruleset.Drop}, Comment: ruleset.Comment(reason)}
-	if d.denyLog == nil {
+	if b.opts.denyLog == nil {
 		return []ruleset.Rule{drop}
 	}
-	limit := d.denyLog.Limit
+	limit := b.opts.denyLog.Limit
 	return []ruleset.Rule{
-		{Limit: &limit, Log: &ruleset.Log{Group: d.denyLog.Group, Prefix: name}, Comment: "log denied packets, within a rate"},
+		{Limit: &limit, Log: &ruleset.Log{Group: b.opts.denyLog.Group, Prefix: name}, Comment: "log denied packets, within a rate"},
 		drop,
 	}
 }
@@ -38,18 +38,4 @@ type DenyInfo struct {
 	// Origin is what the reason names (ReasonOrigin; OriginUnknown for the anti-spoofing and
 	// fail-closed chains).
 	Origin Origin
-}
-
-// DenyChain says what the committed table's deny chain name stands for. Safe for concurrent use,
-// during an apply too: it reads what the last commit published.
-func (d *Dataplane) DenyChain(name string) (DenyInfo, bool) {
-	dc := d.denied.Load()
-	if dc == nil {
-		return DenyInfo{}, false
-	}
-	reason, ok := dc.full[name]
-	if !ok {
-		return DenyInfo{}, false
-	}
-	return DenyInfo{Reason: reason, Origin: d.ReasonOrigin(reason)}, true
 }

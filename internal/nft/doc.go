@@ -1,6 +1,9 @@
 // Package nft is the dataplane of docs/design.md's data flow (internal/graph → internal/nft →
-// kernel): it folds the graph's messages into the desired `inet nftpolicy` table and commits each
-// apply's difference as one netlink transaction through internal/nft/ruleset.
+// kernel): its Builder folds the graph's messages into the desired `inet nftpolicy` table, a
+// ruleset.Table, and reports each apply's changes (ruleset.Changes). It touches no kernel: the
+// same Builder is `nftpolicy render`, internal/explain and, under internal/nft/kernel's Applier
+// (which commits each apply's changes as one netlink transaction through internal/nft/ruleset),
+// the agent's dataplane. Its tests need no privileges.
 //
 // # Parts
 //
@@ -27,8 +30,24 @@
 //     shape (a Decision).
 //   - GroupKey (group.go): endpoints whose keys are equal (same ordered tiers and policies, same
 //     local-side facts) share one Decision, hence one chain.
-//   - Dataplane (dataplane.go, layout.go): endpoints → groups → chains, maps and elements of a
-//     ruleset.Table; reference-counted class and deny chains; Apply / Resync / Cleanup / Render.
+//   - Builder (builder.go): folds messages into the State, brings the table up to date on
+//     Apply (regroup the dirty endpoints, recompile the stale groups, again for the policies a
+//     compile rejected) and hands over the apply's changes. Its state is split by concern, each
+//     part a type of its own:
+//   - layout (endpoints.go): endpoints → dispatch elements → groups (a group: one chain and its
+//     maps, or a listed chain), the anti-spoofing elements and the workload prefixes checked.
+//   - objects (layout.go, shared.go): the objects several others use — class chains, shared sets,
+//     deny chains — each counted by a refs (refcount.go), whose acquire reports the first holder
+//     and release the last: the object is put into the table at exactly the first and dropped at
+//     exactly the last.
+//   - index (index.go): set → policies, policy → groups, policy → endpoints, address → local
+//     endpoint, what incremental work looks up.
+//   - pending (pending.go): the work of one apply (policies, endpoints and groups made dirty, the
+//     policies rejected meanwhile) and the chains and sets it put or dropped (ruleset.Changes).
+//   - setSizes (sizes.go): the size each large set is made with when the table is written whole.
+//   - Counted (counts.go): what the kernel counts in a committed table (deny chains and their
+//     reasons, counting chains and sets), taken after each commit; the applier reads the kernel's
+//     counters by it on any goroutine and sums them per reason or per PolicyCount.
 //
 // # Table layout
 //
@@ -138,7 +157,7 @@
 //     themselves when a listed group uses them, and whose elements the committer's mirror shares
 //     (ruleset's journal); named-port sets keep a member count per address. Apply consumes its
 //     messages (a first flush's member lists are dropped once folded, not held to the commit).
-//   - Set sizes (dataplane.go: setSize): when the table is written whole (the first commit, a
+//   - Set sizes (sizes.go: setSize): when the table is written whole (the first commit, a
 //     resync), a set without interval of at least 1,024 elements is made with a size, the power of
 //     two at or above twice its elements. The kernel then lays its hash table out at once instead
 //     of growing it (and re-hashing its elements) as they arrive. The size is the most elements the
@@ -152,7 +171,7 @@
 //
 // # Invariants
 //
-//   - After every Apply the desired table equals what a fresh Dataplane computes from the same
+//   - After every Apply the desired table equals what a fresh Builder computes from the same
 //     messages (TestIncrementalMatchesFresh), but for set sizes, which depend on when the table
 //     was last written whole (TestSetSizes), and the compiled structure, of either shape, gives
 //     every packet the model's outcome (TestCompileMatchesModel).
@@ -160,6 +179,11 @@
 //     State's members of its set and family: for an address set the table holds the State's own
 //     storage (TestSharedSelectorSetsAreStateStorage), which keeps living, unjournaled, when the
 //     table drops it.
+//   - A class chain, shared set or deny chain is in the table exactly while its refs count is
+//     above zero; a group acquires what its new compile uses before releasing what its previous
+//     one used, so an object both use is never dropped and put again in one apply.
+//   - The Builder never touches the kernel: it has no connection, and nothing in this package
+//     opens one (internal/nft/kernel does).
 //   - All endpoints of a group have equal local-side facts (GroupKey), so its compile may read
 //     any one of them (the lowest address, replaced when it leaves).
 //   - A dispatch or sources element is keyed by an address, and the graph gives each address
@@ -169,22 +193,17 @@
 //     old owner's delete never takes the new owner's element (TestSharedAddressInKernel,
 //     TestIncrementalSharedAddresses).
 //
-// # Transactions
+// # What the applier relies on
 //
-// The first commit of a Dataplane replaces any table of the same name in one transaction (add,
-// delete, add, then everything), so a previous run's table stays in force until then; nothing is
-// written before in-sync. Later applies send only the objects the apply touched, unless a set
-// has outgrown its size (above): that apply replaces the table. A failed commit
-// leaves the kernel unchanged; the agent then calls Resync, which replaces the whole table. When
-// the kernel refuses that too and names the object it refused (ruleset.KernelError), the
-// costliest policy of the groups that object belongs to is rejected (as for the compile budget,
-// reported through Config.Rejected) and the table written again, so every other policy stays
-// enforced.
-// Resync also reads the table back and repairs any drift the same way. Monitor (monitor.go)
-// opens the kernel's reports of changes that other processes make to the table
-// (ruleset.Monitor); the agent answers a reported change with Repair, which replaces the table
-// without reading it back, a report that changes may have gone unreported with Resync, and runs
-// Resync periodically as well.
+// Builder.Apply returns nil before in-sync (nothing is built before the graph's first flush is
+// complete), then the changes since the last changes it returned. ResizeSets sizes every set for
+// a write of the whole table; Outgrown reports a set over its size, which only a write of the
+// whole table fixes. Refused answers the kernel's refusal of the whole table naming an object
+// (ruleset.KernelError): the costliest policy of the groups that object belongs to is rejected
+// (as for the compile budget, reported through Config.Rejected) and the table brought up to
+// date, so that it can be written again with every other policy enforced. Counted names what
+// the kernel counts in the table once committed. How and when the table is committed, read back
+// and repaired is internal/nft/kernel's.
 //
 // # Limits (documented, never widening an allow)
 //

@@ -10,14 +10,14 @@ import (
 )
 
 // BenchmarkCompileLargePolicy compiles scale.LargePolicyBench's one policy of 200 rules × 50
-// peers over 10,000 pods into the table, offline (graph flush and Dataplane.Apply).
+// peers over 10,000 pods into the table, offline (graph flush and Builder.Apply).
 func BenchmarkCompileLargePolicy(b *testing.B) {
 	spec := scale.LargePolicyBench()
 	ups, pol := scale.LargePolicy(spec)
 	ups = append(ups, model.PolicySet{Policy: pol})
 	for b.Loop() {
 		_, dp := programOffline(b, spec.Node, ups)
-		st, _ := dp.Stats()
+		st := dp.Table().Stats()
 		b.ReportMetric(float64(st.Elements), "elements")
 		b.ReportMetric(float64(st.Chains), "chains")
 	}
@@ -34,27 +34,20 @@ func BenchmarkAddLargePolicy(b *testing.B) {
 		_, pol := scale.LargePolicy(spec)
 		b.StartTimer()
 		g.OnUpdate(model.PolicySet{Policy: pol})
-		if err := dp.Apply(g.Flush()); err != nil {
-			b.Fatal(err)
-		}
+		dp.Apply(g.Flush())
 		g.OnUpdate(model.PolicyDeleted{Key: pol.Key})
-		if err := dp.Apply(g.Flush()); err != nil {
-			b.Fatal(err)
-		}
+		dp.Apply(g.Flush())
 	}
 }
 
-// programOffline feeds updates to a new graph for node and applies its flush to a new offline
-// dataplane.
-func programOffline(tb testing.TB, node string, ups []model.Update) (*graph.Graph, *nft.Dataplane) {
+// programOffline feeds updates to a new graph for node and applies its flush to a new builder.
+func programOffline(tb testing.TB, node string, ups []model.Update) (*graph.Graph, *nft.Builder) {
 	tb.Helper()
 	g := graph.New(graph.Config{NodeName: node})
 	for _, u := range ups {
 		g.OnUpdate(u)
 	}
-	dp := nft.NewOffline(nft.Config{})
-	if err := dp.Apply(g.Flush()); err != nil {
-		tb.Fatal(err)
-	}
+	dp := nft.NewBuilder(nft.Config{})
+	dp.Apply(g.Flush())
 	return g, dp
 }

@@ -10,7 +10,24 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
-// addSkeleton writes the fixed part of the table: base chains and dispatch maps.
+// objects are the objects of the table that several others use, each created on its first
+// reference and dropped with its last (refs): a class chain (and its maps) while a group's
+// elements or default lead to it, a shared set while a listed group's chain looks it up, a deny
+// chain while a class chain or map goes to it (the anti-spoofing and fail-closed chains are
+// never released).
+type objects struct {
+	classes refs[string] // class chain name → groups using it
+	shared  refs[string] // shared set name → listed groups using it (shared.go)
+	denies  refs[string] // deny chain name → class chains and maps using it
+	// denyReasons holds each held deny chain's reason, whole (its comment is cut)
+	denyReasons map[string]string
+}
+
+func newObjects() objects {
+	return objects{classes: newRefs[string](), shared: newRefs[string](), denies: newRefs[string](),
+		denyReasons: map[string]string{}}
+}
+
 // established accepts replies and related packets of allowed connections.
 func established() ruleset.Rule {
 	return ruleset.Rule{CtState: ruleset.CtEstablishedRelated, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
@@ -28,20 +45,21 @@ func lookup(key ruleset.Key, set, c string) ruleset.Rule {
 	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: set, Map: true}}, Comment: c}
 }
 
-func (d *Dataplane) addSkeleton() {
-	if len(d.prefixes) > 0 {
+// addSkeleton writes the fixed part of the table: base chains and dispatch maps.
+func (b *Builder) addSkeleton() {
+	if len(b.opts.prefixes) > 0 {
 		for _, c := range []struct{ name, reason string }{
 			{chainSpoofed, "spoofed source, or a workload interface without a programmed endpoint"},
 			{chainUnprogrammed, "new connection to a workload interface whose pod is not programmed yet"},
 		} {
-			d.putChain(&ruleset.Chain{Name: c.name, Comment: c.reason, Rules: d.denyRules(c.name, c.reason)})
-			d.denies[c.name] = 1 // counted in DeniedPackets, never released
-			d.denyReasons[c.name] = c.reason
+			b.putChain(&ruleset.Chain{Name: c.name, Comment: c.reason, Rules: b.denyRules(c.name, c.reason)})
+			b.objects.denies.acquire(c.name) // counted in the deny counters, never released
+			b.objects.denyReasons[c.name] = c.reason
 		}
 	}
-	d.putForwardEgress()
-	d.putForwardIngress()
-	d.putChain(&ruleset.Chain{
+	b.putForwardEgress()
+	b.putForwardIngress()
+	b.putChain(&ruleset.Chain{
 		Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
 		Comment: "local pod to this node: judged by the pod's egress policy, as traffic to another node is",
 		Rules: []ruleset.Rule{established(),
@@ -50,7 +68,7 @@ func (d *Dataplane) addSkeleton() {
 			lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy, to this node (IPv4)"),
 			lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy, to this node (IPv6)")},
 	})
-	d.putChain(&ruleset.Chain{
+	b.putChain(&ruleset.Chain{
 		Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},
 		Comment: "this node to its pods: accepted (kubelet probes)",
 		Rules:   []ruleset.Rule{established()},
@@ -65,16 +83,16 @@ func (d *Dataplane) addSkeleton() {
 		{mapEgressV4, ruleset.KeyIPSaddr, "local pod address → its egress decision chain"},
 		{mapEgressV6, ruleset.KeyIP6Saddr, "local pod address → its egress decision chain"},
 	} {
-		d.putSet(&ruleset.Set{Name: m.name, Key: m.key, Map: true, Comment: m.c, Elements: map[ruleset.ElementKey]ruleset.Value{}})
+		b.putSet(&ruleset.Set{Name: m.name, Key: m.key, Map: true, Comment: m.c, Elements: map[ruleset.ElementKey]ruleset.Value{}})
 	}
 	for _, s := range []struct {
 		name string
 		key  ruleset.Key
 	}{{setSourcesV4, ruleset.KeyIifnameIPSaddr}, {setSourcesV6, ruleset.KeyIifnameIP6Saddr}} {
-		if len(d.prefixes) == 0 {
+		if len(b.opts.prefixes) == 0 {
 			break
 		}
-		d.putSet(&ruleset.Set{Name: s.name, Key: s.key, Comment: "workload interface . address of its pod (anti-spoofing)",
+		b.putSet(&ruleset.Set{Name: s.name, Key: s.key, Comment: "workload interface . address of its pod (anti-spoofing)",
 			Elements: map[ruleset.ElementKey]ruleset.Value{}})
 	}
 }
@@ -83,13 +101,13 @@ func (d *Dataplane) addSkeleton() {
 // (established ones too), for each workload prefix that is active: a workload interface passes
 // only its own pod's source addresses, so a spoofed source, or an interface whose endpoint is not
 // programmed yet, passes nothing.
-func (d *Dataplane) putForwardEgress() {
-	rules := d.workloadAddrChecks(false, chainSpoofed, "from a workload interface, a source that is not its pod's")
+func (b *Builder) putForwardEgress() {
+	rules := b.workloadAddrChecks(false, chainSpoofed, "from a workload interface, a source that is not its pod's")
 	rules = append(rules, established(), invalid(),
 		lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy (IPv4)"),
 		lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy (IPv6)"))
-	d.putChain(&ruleset.Chain{
-		Name: chainForwardEgress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityEgress},
+	b.putChain(&ruleset.Chain{
+		Name: ChainForwardEgress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityEgress},
 		Comment: "egress policy of local pods; an accept here still leaves forward_ingress to judge",
 		Rules:   rules,
 	})
@@ -99,14 +117,14 @@ func (d *Dataplane) putForwardEgress() {
 // sends a packet to target when its interface . address pair is not in the family's
 // anti-spoofing set: the input interface and source address, or with toward the output
 // interface and destination address. what, with the family, is the rule's comment.
-func (d *Dataplane) workloadAddrChecks(toward bool, target, what string) []ruleset.Rule {
+func (b *Builder) workloadAddrChecks(toward bool, target, what string) []ruleset.Rule {
 	keys := [2]ruleset.Key{ruleset.KeyIifnameIPSaddr, ruleset.KeyIifnameIP6Saddr}
 	if toward {
 		keys = [2]ruleset.Key{ruleset.KeyOifnameIPDaddr, ruleset.KeyOifnameIP6Daddr}
 	}
 	var rules []ruleset.Rule
-	for _, p := range d.prefixes {
-		if !d.activePrefixes[p] {
+	for _, p := range b.opts.prefixes {
+		if !b.layout.activePrefixes[p] {
 			continue
 		}
 		for i, set := range [2]string{setSourcesV4, setSourcesV6} {
@@ -129,14 +147,14 @@ func (d *Dataplane) workloadAddrChecks(toward bool, target, what string) []rules
 // the pod that interface leads to, once that pod is programmed (its interface . address element
 // of the anti-spoofing sets): traffic to a pod the agent does not know yet is dropped, however
 // its namespace's policies would judge it, until its endpoint lands (fail closed).
-func (d *Dataplane) putForwardIngress() {
+func (b *Builder) putForwardIngress() {
 	rules := append([]ruleset.Rule{established()},
-		d.workloadAddrChecks(true, chainUnprogrammed, "to a workload interface, an address of no programmed pod behind it")...)
+		b.workloadAddrChecks(true, chainUnprogrammed, "to a workload interface, an address of no programmed pod behind it")...)
 	rules = append(rules,
 		lookup(ruleset.KeyIPDaddr, mapIngressV4, "to a local pod with ingress policy (IPv4)"),
 		lookup(ruleset.KeyIP6Daddr, mapIngressV6, "to a local pod with ingress policy (IPv6)"))
-	d.putChain(&ruleset.Chain{
-		Name: chainForwardIngress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityIngress},
+	b.putChain(&ruleset.Chain{
+		Name: ChainForwardIngress, Base: &ruleset.Base{Hook: ruleset.HookForward, Priority: PriorityIngress},
 		Comment: "ingress policy of local pods",
 		Rules:   rules,
 	})
@@ -158,28 +176,28 @@ func peerKeys(dir model.Direction, is4 bool) (addr, addrPort ruleset.Key) {
 
 // compileGroup recompiles one group's decision into its chain and maps; the committer sends
 // only the elements that changed.
-func (d *Dataplane) compileGroup(g *group, pre *compileResult) {
+func (b *Builder) compileGroup(g *group, pre *compileResult) {
 	g.stale = false
 	clear(g.dirtyPeers)
 	if len(g.members) == 0 {
 		return
 	}
 	if pre == nil {
-		pre = d.state.compileResult(g)
+		pre = b.state.compileResult(g)
 	}
 	if pre.list != nil {
-		d.putListGroup(g, pre.list)
+		b.putListGroup(g, pre.list)
 		return
 	}
 	cp := pre.cp
 	for cp.plan.over {
 		detail := fmt.Sprintf("compiling the %s rules of %s for %d endpoints exceeds the compiler's budget of %d",
-			g.dir, g.describe(), len(g.members), d.state.compileBudget)
-		if !d.rejectCostliest(g, "too costly to compile", detail) {
-			cp = d.denyAll(g)
+			g.dir, g.describe(), len(g.members), b.state.compileBudget)
+		if !b.rejectCostliest(g, "too costly to compile", detail) {
+			cp = b.denyAll(g)
 			break
 		}
-		cp = d.state.compile(g.dir, g.tiers, g.sample(), g.is4)
+		cp = b.state.compile(g.dir, g.tiers, g.sample(), g.is4)
 	}
 	g.compiled = cp
 	dec := cp.Decision
@@ -203,8 +221,8 @@ func (d *Dataplane) compileGroup(g *group, pre *compileResult) {
 		nets = append(nets, peerElement(iv.From, iv.To, c))
 	}
 	use[dec.Classes[dec.Default].chain()]++
-	d.setClassUse(g, use, dec.Classes)
-	d.releaseShared(g, nil) // when the group was listed
+	b.setClassUse(g, use, dec.Classes)
+	b.releaseShared(g, nil) // when the group was listed
 	g.listed = false
 
 	key, _ := peerKeys(g.dir, g.is4)
@@ -212,15 +230,15 @@ func (d *Dataplane) compileGroup(g *group, pre *compileResult) {
 	// the allow set and the peers map are kept while empty when sets are referenced: members
 	// may join any time
 	refs := len(cp.plan.refs) > 0
-	d.putAllowSet(chain, g, refs, allow)
-	d.putPeerMap(chain, g.name+"_peers", key, false, refs, peers,
+	b.putAllowSet(chain, g, refs, allow)
+	b.putPeerMap(chain, g.name+"_peers", key, false, refs, peers,
 		"known peer address → its peer class", "peers that selectors of these policies name")
-	d.putPeerMap(chain, g.name+"_nets", key, true, len(nets) > 0, nets,
+	b.putPeerMap(chain, g.name+"_nets", key, true, len(nets) > 0, nets,
 		"ipBlock ranges (except subtracted) → peer class", "peers in ipBlock ranges")
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: dec.Classes[dec.Default].chain()},
 		Comment: "any other peer"})
-	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
-		d.putChain(chain)
+	if old := b.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
+		b.putChain(chain)
 	}
 }
 
@@ -236,15 +254,15 @@ func (s *State) compileResult(g *group) *compileResult {
 // rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the
 // first by key among equals) — why says why in a few words, detail in full — and reports false
 // when none is left to reject.
-func (d *Dataplane) rejectCostliest(g *group, why, detail string) bool {
+func (b *Builder) rejectCostliest(g *group, why, detail string) bool {
 	var worst model.PolicyKey
 	cost := 0
 	for _, t := range g.tiers {
 		for _, k := range t.Policies {
-			if _, done := d.state.rejected[k]; done {
+			if _, done := b.state.rejected[k]; done {
 				continue
 			}
-			if c := d.state.ruleCost(k, g.dir); c > cost || c == cost && c > 0 && k.String() < worst.String() {
+			if c := b.state.ruleCost(k, g.dir); c > cost || c == cost && c > 0 && k.String() < worst.String() {
 				worst, cost = k, c
 			}
 		}
@@ -252,45 +270,42 @@ func (d *Dataplane) rejectCostliest(g *group, why, detail string) bool {
 	if cost == 0 {
 		return false
 	}
-	d.state.reject(worst, why)
+	b.state.reject(worst, why)
 	enforced := "it keeps isolating what it selects and allows nothing"
-	if len(d.state.rejected[worst]) > 0 {
+	if len(b.state.rejected[worst]) > 0 {
 		enforced = "it denies everything at its place in its tier"
 	}
-	d.log.Error("policy rejected: its rules are not enforced as written; "+enforced,
+	b.opts.log.Error("policy rejected: its rules are not enforced as written; "+enforced,
 		"policy", worst.String(), "why", why, "direction", g.dir.String(), "rule_weight", cost, "detail", detail)
-	if d.rejectedNow == nil {
-		d.rejectedNow = map[model.PolicyKey]struct{}{}
-	}
-	d.rejectedNow[worst] = struct{}{}
-	if d.rejected != nil {
-		d.rejected(worst, why+": "+detail)
+	b.pending.reject(worst)
+	if b.opts.rejected != nil {
+		b.opts.rejected(worst, why+": "+detail)
 	}
 	return true
 }
 
 // denyAll is the decision of a group that cannot be compiled within budget even without its
 // costliest policies: every packet is denied.
-func (d *Dataplane) denyAll(g *group) *compiled {
+func (b *Builder) denyAll(g *group) *compiled {
 	c := &Class{Other: Outcome{Deny, "group " + g.name + " cannot be compiled within the compiler's budget: denied"}}
 	c.Key = classKey(c)
 	dec := &Decision{Peers: map[netip.Addr]string{}, Default: c.Key, Classes: map[string]*Class{c.Key: c}}
-	return &compiled{Decision: dec, plan: &plan{s: d.state}}
+	return &compiled{Decision: dec, plan: &plan{s: b.state}}
 }
 
 // setClassUse makes use (class chain → references) the group's class references: it acquires
 // each class of classes (by class key) that use counts and the group does not hold yet, then
 // releases each chain the group held that use does not count, so a chain both use is never
 // dropped and re-added.
-func (d *Dataplane) setClassUse(g *group, use map[string]int, classes map[string]*Class) {
+func (b *Builder) setClassUse(g *group, use map[string]int, classes map[string]*Class) {
 	for _, c := range classes {
 		if name := c.chain(); use[name] > 0 && g.classUse[name] == 0 {
-			d.acquireClass(c)
+			b.acquireClass(c)
 		}
 	}
 	for name := range g.classUse {
 		if use[name] == 0 {
-			d.releaseClass(name)
+			b.releaseClass(name)
 		}
 	}
 	g.classUse = use
@@ -298,10 +313,10 @@ func (d *Dataplane) setClassUse(g *group, use map[string]int, classes map[string
 
 // putPeerMap writes (want) or drops one of a group's address → class maps, adding its lookup
 // to the group chain.
-func (d *Dataplane) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Key, interval, want bool,
+func (b *Builder) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Key, interval, want bool,
 	elements []ruleset.Element, setComment, ruleComment string) {
 	if !want {
-		d.dropSet(name)
+		b.dropSet(name)
 		return
 	}
 	set := &ruleset.Set{Name: name, Key: key, Map: true, Interval: interval, Comment: setComment,
@@ -309,18 +324,18 @@ func (d *Dataplane) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Ke
 	for _, e := range elements {
 		set.Put(e)
 	}
-	d.putSet(set)
+	b.putSet(set)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name, Map: true}}, Comment: ruleComment})
 }
 
 // compilePeers recomputes the peers elements of the addresses whose set membership changed
 // since the group's last compile: the cost of a pod joining or leaving a selector is one peer's
 // evaluation and one element per group, whatever the group's size.
-func (d *Dataplane) compilePeers(g *group) {
+func (b *Builder) compilePeers(g *group) {
 	defer clear(g.dirtyPeers)
-	set, allow := d.table.Sets[g.name+"_peers"], d.table.Sets[g.name+"_allow"]
+	set, allow := b.table.Sets[g.name+"_peers"], b.table.Sets[g.name+"_allow"]
 	if set == nil || allow == nil || g.compiled == nil {
-		d.compileGroup(g, nil)
+		b.compileGroup(g, nil)
 		return
 	}
 	cp := g.compiled
@@ -341,7 +356,7 @@ func (d *Dataplane) compilePeers(g *group) {
 				name := cp.Classes[old].chain()
 				if g.classUse[name]--; g.classUse[name] == 0 {
 					delete(g.classUse, name)
-					defer d.releaseClass(name) // after cur took its reference: never drop and re-add
+					defer b.releaseClass(name) // after cur took its reference: never drop and re-add
 				}
 			}
 		}
@@ -356,7 +371,7 @@ func (d *Dataplane) compilePeers(g *group) {
 		}
 		name := cp.Classes[cur].chain()
 		if g.classUse[name] == 0 {
-			d.acquireClass(cp.Classes[cur])
+			b.acquireClass(cp.Classes[cur])
 		}
 		g.classUse[name]++
 		e := peerElement(a, a, cp.Classes[cur])
@@ -375,19 +390,19 @@ func allowElements(a netip.Addr, ports []protoPort) []ruleset.Element {
 }
 
 // putAllowSet writes (want) or drops a group's allow set, adding its lookup first in the chain.
-func (d *Dataplane) putAllowSet(chain *ruleset.Chain, g *group, want bool, elements []ruleset.Element) {
+func (b *Builder) putAllowSet(chain *ruleset.Chain, g *group, want bool, elements []ruleset.Element) {
 	name := g.name + "_allow"
 	if !want {
-		d.dropSet(name)
+		b.dropSet(name)
 		return
 	}
 	_, key := peerKeys(g.dir, g.is4)
 	set := &ruleset.Set{Name: name, Key: key, Comment: "peer . protocol . port that its rules allow (peers of the fast path)",
-		Counter: d.countAllowed, Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
+		Counter: b.opts.countAllowed, Elements: make(map[ruleset.ElementKey]ruleset.Value, len(elements))}
 	for _, e := range elements {
 		set.Put(e)
 	}
-	d.putSet(set)
+	b.putSet(set)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name}},
 		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"})
 }
@@ -463,89 +478,83 @@ func sortedProtos(m map[model.Protocol]Outcome) []model.Protocol {
 
 // acquireClass takes a reference to a class's chain, creating the chain (and its maps) on first
 // use; a group takes one reference per class chain it uses.
-func (d *Dataplane) acquireClass(c *Class) {
+func (b *Builder) acquireClass(c *Class) {
 	name := c.chain()
-	d.classes[name]++
-	if d.classes[name] > 1 {
+	if !b.objects.classes.acquire(name) {
 		return
 	}
 	chain := &ruleset.Chain{Name: name, Comment: c.summary()}
 	if len(c.Protos) > 0 {
 		set := &ruleset.Set{Name: name + "_l4", Key: ruleset.KeyL4Proto, Map: true, Comment: "protocols without ports",
-			Counter: d.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
+			Counter: b.opts.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, p := range sortedProtos(c.Protos) {
 			o := c.Protos[p]
 			ek := ruleset.ElementKey{Proto: uint8(p)}
-			set.Elements[ek] = ruleset.Value{Verdict: d.verdict(o), Comment: ruleset.Comment(o.Reason)}
+			set.Elements[ek] = ruleset.Value{Verdict: b.verdict(o), Comment: ruleset.Comment(o.Reason)}
 		}
-		d.putSet(set)
+		b.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}}})
 	}
 	if len(c.Ports) > 0 {
 		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: hasRange(c.Ports),
-			Comment: "protocol . destination port → verdict", Counter: d.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
+			Comment: "protocol . destination port → verdict", Counter: b.opts.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
 		for _, s := range c.Ports {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
-			set.Elements[ek] = ruleset.Value{Verdict: d.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
+			set.Elements[ek] = ruleset.Value{Verdict: b.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
 		}
-		d.putSet(set)
+		b.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}}})
 	}
-	v := d.verdict(c.Other)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: v, Counter: d.countAllowed && v.Kind == ruleset.Accept,
+	v := b.verdict(c.Other)
+	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: v, Counter: b.opts.countAllowed && v.Kind == ruleset.Accept,
 		Comment: ruleset.Comment(c.Other.Reason)})
-	d.putChain(chain)
+	b.putChain(chain)
 }
 
 // releaseClass drops a holder of a class chain, removing the chain (and the deny chains only it
 // used) with the last one.
-func (d *Dataplane) releaseClass(name string) {
-	d.classes[name]--
-	if d.classes[name] > 0 {
+func (b *Builder) releaseClass(name string) {
+	if !b.objects.classes.release(name) {
 		return
 	}
-	delete(d.classes, name)
-	chain := d.table.Chains[name]
-	d.dropChain(name)
+	chain := b.table.Chains[name]
+	b.dropChain(name)
 	for _, suffix := range []string{"_l4", "_ports"} {
-		if set, ok := d.table.Sets[name+suffix]; ok {
+		if set, ok := b.table.Sets[name+suffix]; ok {
 			for _, e := range set.Elements {
-				d.releaseDeny(e.Verdict)
+				b.releaseDeny(e.Verdict)
 			}
-			d.dropSet(name + suffix)
+			b.dropSet(name + suffix)
 		}
 	}
 	if chain != nil {
 		for _, r := range chain.Rules {
-			d.releaseDeny(r.Verdict)
+			b.releaseDeny(r.Verdict)
 		}
 	}
 }
 
 // verdict turns an outcome into a kernel verdict: allow accepts; deny goes to a counted drop
 // chain named after its reason, so `nft list ruleset` counts drops per policy.
-func (d *Dataplane) verdict(o Outcome) ruleset.Verdict {
+func (b *Builder) verdict(o Outcome) ruleset.Verdict {
 	if o.Verdict != Deny {
 		return ruleset.Verdict{Kind: ruleset.Accept}
 	}
 	name := "deny_" + shortHash(o.Reason)
-	d.denies[name]++
-	if d.denies[name] == 1 {
-		d.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: d.denyRules(name, o.Reason)})
-		d.denyReasons[name] = o.Reason
+	if b.objects.denies.acquire(name) {
+		b.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: b.denyRules(name, o.Reason)})
+		b.objects.denyReasons[name] = o.Reason
 	}
 	return ruleset.Verdict{Kind: ruleset.Goto, Chain: name}
 }
 
-func (d *Dataplane) releaseDeny(v ruleset.Verdict) {
+func (b *Builder) releaseDeny(v ruleset.Verdict) {
 	if v.Kind != ruleset.Goto || !strings.HasPrefix(v.Chain, "deny_") {
 		return
 	}
-	d.denies[v.Chain]--
-	if d.denies[v.Chain] <= 0 {
-		delete(d.denies, v.Chain)
-		delete(d.denyReasons, v.Chain)
-		d.dropChain(v.Chain)
+	if b.objects.denies.release(v.Chain) {
+		delete(b.objects.denyReasons, v.Chain)
+		b.dropChain(v.Chain)
 	}
 }
 

@@ -119,24 +119,24 @@ type Decided struct {
 // group (its listed rules over the State's sets, or its Decision), as the kernel looks it up, and
 // the origin of its reason. It reports false when no local endpoint holds local. Call it after an
 // apply, from the goroutine that applies.
-func (d *Dataplane) Decide(dir model.Direction, local, peer netip.Addr, proto model.Protocol, port uint16) (Decided, bool) {
+func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto model.Protocol, port uint16) (Decided, bool) {
 	local, peer = local.Unmap(), peer.Unmap()
-	key, ok := d.localAddrs[local]
-	e := d.endpoints[key]
+	key, ok := b.index.localAddrs[local]
+	e := b.layout.endpoints[key]
 	if !ok || e == nil {
 		return Decided{}, false
 	}
 	out := Decided{Endpoint: key, Tiers: e.tiers(dir)}
-	g := d.groups[e.groups[dispatchKey{dir, local}]]
+	g := b.layout.groups[e.groups[dispatchKey{dir, local}]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:
 		out.Outcome = Outcome{Allow, "no policy applies"}
 	case g.listed:
-		rl, _ := d.state.compileList(g.dir, g.tiers, g.sample(), g.is4)
-		out.Group, out.Outcome = g.name, rl.lookup(d.state, peer, proto, port)
+		rl, _ := b.state.compileList(g.dir, g.tiers, g.sample(), g.is4)
+		out.Group, out.Outcome = g.name, rl.lookup(b.state, peer, proto, port)
 	default:
 		out.Group, out.Outcome = g.name, g.compiled.Lookup(peer, proto, port)
 	}
-	out.Origin = d.state.origin(dir, out.Tiers, out.Outcome.Reason)
+	out.Origin = b.state.origin(dir, out.Tiers, out.Outcome.Reason)
 	return out, true
 }

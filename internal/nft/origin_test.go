@@ -1,11 +1,11 @@
 package nft_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
@@ -37,31 +37,29 @@ func TestDecide(t *testing.T) {
 		{"tiers-admin-deny-and-pass", "y/a", "x/b", model.ProtocolTCP, 80, model.Ingress,
 			"rule [default] NetworkPolicy/x/allow-all #0 allow"},
 	}
-	addrs := fixedAddrs()
-	pods := map[string]pod{}
-	for _, p := range testPods {
-		pods[p.key()] = p
+	addrs := nfttest.FixedAddrs()
+	pods := map[string]nfttest.Pod{}
+	for _, p := range nfttest.Pods {
+		pods[p.Key()] = p
 	}
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			dps := map[string]*nft.Dataplane{}
+	for _, sc := range nfttest.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			dps := map[string]*nft.Builder{}
 			for _, node := range []string{"a", "b"} {
-				dp := nft.NewOffline(nft.Config{})
-				if err := dp.Apply(messagesFor(node, addrs, sc)); err != nil {
-					t.Fatal(err)
-				}
+				dp := nft.NewBuilder(nft.Config{})
+				dp.Apply(nfttest.MessagesFor(node, addrs, sc))
 				dps[node] = dp
 			}
 			// side decides one direction on its node and checks it against a walk of the table
-			side := func(from, to pod, proto model.Protocol, port uint16, is6 bool, dir model.Direction) (nft.Decided, bool) {
+			side := func(from, to nfttest.Pod, proto model.Protocol, port uint16, is6 bool, dir model.Direction) (nft.Decided, bool) {
 				t.Helper()
-				src, dst := from.v4, to.v4
+				src, dst := from.V4, to.V4
 				if is6 {
-					src, dst = from.v6, to.v6
+					src, dst = from.V6, to.V6
 				}
-				local, peer, node, chain := src, dst, from.node, "forward_egress"
+				local, peer, node, chain := src, dst, from.Node, nft.ChainForwardEgress
 				if dir == model.Ingress {
-					local, peer, node, chain = dst, src, to.node, "forward_ingress"
+					local, peer, node, chain = dst, src, to.Node, nft.ChainForwardIngress
 				}
 				dp := dps[node]
 				d, ok := dp.Decide(dir, local, peer, proto, port)
@@ -74,13 +72,13 @@ func TestDecide(t *testing.T) {
 				}
 				if allowed := d.Outcome.Verdict == nft.Allow; allowed != (v.Kind == ruleset.Accept) {
 					t.Errorf("%s → %s %s/%d IPv6=%v %s: decided %v (%s), the table walk ends in %s",
-						from.key(), to.key(), proto, port, is6, dir, d.Outcome.Verdict, d.Outcome.Reason, v)
+						from.Key(), to.Key(), proto, port, is6, dir, d.Outcome.Verdict, d.Outcome.Reason, v)
 				}
 				return d, d.Outcome.Verdict == nft.Allow
 			}
-			for _, from := range testPods {
-				for _, to := range testPods {
-					if from.key() == to.key() {
+			for _, from := range nfttest.Pods {
+				for _, to := range nfttest.Pods {
+					if from.Key() == to.Key() {
 						continue
 					}
 					for _, pp := range []struct {
@@ -90,21 +88,21 @@ func TestDecide(t *testing.T) {
 						for _, is6 := range []bool{false, true} {
 							_, eg := side(from, to, pp.proto, pp.port, is6, model.Egress)
 							_, in := side(from, to, pp.proto, pp.port, is6, model.Ingress)
-							if want := sc.allowed(probe{from, to, pp.proto, pp.port, is6}); (eg && in) != want {
+							if want := sc.Allowed(nfttest.Probe{From: from, To: to, Proto: pp.proto, Port: pp.port, Is6: is6}); (eg && in) != want {
 								t.Errorf("%s → %s %s/%d IPv6=%v: egress %v, ingress %v; want allowed %v",
-									from.key(), to.key(), pp.proto, pp.port, is6, eg, in, want)
+									from.Key(), to.Key(), pp.proto, pp.port, is6, eg, in, want)
 							}
 						}
 					}
 				}
 			}
 			for _, w := range origins {
-				if w.scenario != sc.name {
+				if w.scenario != sc.Name {
 					continue
 				}
 				for _, is6 := range []bool{false, true} {
 					d, _ := side(pods[w.from], pods[w.to], w.proto, w.port, is6, w.dir)
-					if got := describeOrigin(d.Origin); got != w.origin || d.Origin.Direction != w.dir {
+					if got := nfttest.DescribeOrigin(d.Origin); got != w.origin || d.Origin.Direction != w.dir {
 						t.Errorf("%s → %s %s/%d %s IPv6=%v: origin %s (%s), want %s (reason %q)",
 							w.from, w.to, w.proto, w.port, w.dir, is6, got, d.Origin.Direction, w.origin, d.Outcome.Reason)
 					}
@@ -112,14 +110,4 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
-}
-
-func describeOrigin(o nft.Origin) string {
-	switch o.Kind {
-	case nft.OriginRule:
-		return fmt.Sprintf("rule [%s] %s #%d %s", o.Tier, o.Policy, o.Rule, o.Action)
-	case nft.OriginTierDefault:
-		return fmt.Sprintf("tier default [%s] %s %v", o.Tier, o.Action, o.Policies)
-	}
-	return o.Kind.String()
 }

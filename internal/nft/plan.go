@@ -35,24 +35,45 @@ import (
 // class computed in O(c · log g) for g undecided port ranges (paint). So a compile is
 // O(R·(A + I) + P log P) at worst, never a product of rules, peers and ports — and it is
 // bounded: every step spends from a budget (spend), and a compile that exhausts it stops
-// (over) and is answered by the Dataplane (see compileGroup).
+// (over) and is answered by the Builder (see compileGroup).
 type plan struct {
 	s     *State
 	dir   model.Direction
 	is4   bool
 	local netip.Addr
+	rules []planRule
+	tierOutcomes
+	ruleIndex
+	peerRefs
+	intervals
+	classMemo
+	spending
+	scratch scratch
+}
+
+// tierOutcomes are the outcomes a plan's tiers give where no rule decides.
+type tierOutcomes struct {
 	ntier int
 	// defaults[i] is tier i's default outcome (Verdict 0 for Pass), built once: its reason names
 	// the tier's policies, which costs as much as the tier is long.
 	defaults []Outcome
 	final    Outcome // after the last tier
-	rules    []planRule
+}
+
+// ruleIndex sorts a plan's rules by what their peer side requires, so that a peer's candidate
+// rules are found without visiting the others.
+type ruleIndex struct {
 	// ungatedAll are the rules whose peer side requires no set and excludes none; ungatedBy
 	// lists, per netID, those whose ipBlock predicate holds there (ungatedIn). ungatedNot are
 	// the other rules that require no set: they exclude some.
 	ungatedAll, ungatedNot []int32
 	ungatedBy              map[int32][]int32
 	gated                  map[dataplane.SetID][]int32
+	protos                 []model.Protocol // non-port protocols that rules name
+}
+
+// peerRefs are the sets that make an address a known peer of a plan.
+type peerRefs struct {
 	// refs are the sets the rules' peer sides reference (Sets, NotSets, egress named-port sets),
 	// sorted: an address in one of them is a known peer (an element of the peers map).
 	refs []dataplane.SetID
@@ -60,22 +81,31 @@ type plan struct {
 	// State.refIndexMin refs; smaller plans ask their few sets directly, which keeps no per-peer
 	// state for the thousands of groups of a large cluster.
 	index  map[netip.Addr][]dataplane.SetID
-	npRefs bool             // egress named-port sets: a peer's named ports are in its signature
-	protos []model.Protocol // non-port protocols that rules name
+	npRefs bool // egress named-port sets: a peer's named ports are in its signature
+}
+
+// intervals is the plan's cut of the address space by its rules' prefixes.
+type intervals struct {
 	// starts are the first addresses of the elementary intervals, sorted (starts[0] is the
 	// family's zero address); netID[i] identifies the rules whose ipBlock predicate holds in
 	// interval i, and covered[i] tells whether a prefix contains it.
 	starts  []netip.Addr
 	netID   []int32
 	covered []bool
-	// memo: signature → class key; byRules: matching rule list → class key.
+}
+
+// classMemo remembers the class keys a plan computed: memo by signature, byRules by matching
+// rule list.
+type classMemo struct {
 	memo    map[digest]string
 	byRules map[digest]string
-	// budget is what the plan may still spend (work units, about a rule visited or a port
-	// range painted each); over is set when it ran out.
-	budget  int64
-	over    bool
-	scratch scratch
+}
+
+// spending is what a plan may still spend (work units, about a rule visited or a port range
+// painted each); over is set when it ran out.
+type spending struct {
+	budget int64
+	over   bool
 }
 
 // newClassCost is what a new class spends per port segment it keeps (held in memory, and one
@@ -105,6 +135,11 @@ type planRule struct {
 	nets    int  // prefixes of the family in peer.Nets (0: any address)
 	proto   model.Protocol
 	notProt model.Protocol
+	portMatch
+}
+
+// portMatch is what a plan rule requires of the destination port.
+type portMatch struct {
 	// portRules: the rule constrains destination ports (Ports or NamedPortSets, or their
 	// negations); then it matches port protocols only.
 	portRules bool
@@ -130,9 +165,9 @@ type portGap struct{ first, last uint16 }
 
 // newPlan prepares the rules of tiers; budget bounds the work of the plan's compile.
 func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool, budget int64) *plan {
-	pl := &plan{s: s, dir: dir, is4: is4, local: local, ntier: len(tiers), gated: map[dataplane.SetID][]int32{},
-		ungatedBy: map[int32][]int32{},
-		memo:      map[digest]string{}, byRules: map[digest]string{}, budget: budget}
+	pl := &plan{s: s, dir: dir, is4: is4, local: local, tierOutcomes: tierOutcomes{ntier: len(tiers)},
+		ruleIndex: ruleIndex{gated: map[dataplane.SetID][]int32{}, ungatedBy: map[int32][]int32{}},
+		classMemo: classMemo{memo: map[digest]string{}, byRules: map[digest]string{}}, spending: spending{budget: budget}}
 	pl.final = Outcome{Allow, "no policy applies"}
 	if len(tiers) > 0 {
 		pl.final = Outcome{Allow, "no tier decided: allow"}

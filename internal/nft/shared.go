@@ -48,7 +48,7 @@ func namedPortSetKey(is4 bool) ruleset.Key {
 // putListGroup writes a listed group's chain: one accepting rule per list rule, then the final
 // outcome's class chain. It takes its references before releasing the previous compile's, so an
 // object both use is never dropped and re-added.
-func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
+func (b *Builder) putListGroup(g *group, rl *ruleList) {
 	addr, _ := peerKeys(g.dir, g.is4)
 	namedKey := namedPortSetKey(g.is4)
 	builders := map[string]func() *ruleset.Set{}
@@ -61,7 +61,7 @@ func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 		}
 		for i, ids := range [][]dataplane.SetID{lr.sets, lr.notSets} {
 			for _, id := range ids {
-				use(selSetName(id, g.is4), addr, i == 1, func() *ruleset.Set { return d.selSet(id, g.is4) })
+				use(selSetName(id, g.is4), addr, i == 1, func() *ruleset.Set { return b.selSet(id, g.is4) })
 			}
 		}
 		if lr.hasNets {
@@ -73,9 +73,9 @@ func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 			use(name, ruleset.KeyL4ProtoDport, false, build)
 		}
 		if id := lr.namedPorts; id != "" {
-			use(npSetName(id, g.is4), namedKey, false, func() *ruleset.Set { return d.namedPortSet(id, g.is4) })
+			use(npSetName(id, g.is4), namedKey, false, func() *ruleset.Set { return b.namedPortSet(id, g.is4) })
 		}
-		chain.Rules = append(chain.Rules, ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Counter: d.countAllowed,
+		chain.Rules = append(chain.Rules, ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Counter: b.opts.countAllowed,
 			Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: ruleset.Comment(lr.reason)})
 	}
 	final := &Class{Other: rl.final}
@@ -85,50 +85,49 @@ func (d *Dataplane) putListGroup(g *group, rl *ruleList) {
 
 	// the map shape's objects, when the group had it
 	g.compiled = nil
-	d.dropMapSets(g)
-	d.setClassUse(g, map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final})
+	b.dropMapSets(g)
+	b.setClassUse(g, map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final})
 	shared := slices.Sorted(maps.Keys(builders))
 	for _, name := range shared {
 		if !slices.Contains(g.shared, name) {
-			d.acquireShared(name, builders[name])
+			b.acquireShared(name, builders[name])
 		}
 	}
-	d.releaseShared(g, shared)
+	b.releaseShared(g, shared)
 	g.listed = true
-	if old := d.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
-		d.putChain(chain)
+	if old := b.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
+		b.putChain(chain)
 	}
 }
 
 // releaseShared drops the group's references to shared sets it no longer uses (keep).
-func (d *Dataplane) releaseShared(g *group, keep []string) {
+func (b *Builder) releaseShared(g *group, keep []string) {
 	for _, name := range g.shared {
 		if slices.Contains(keep, name) {
 			continue
 		}
-		if d.shared[name]--; d.shared[name] <= 0 {
-			delete(d.shared, name)
-			d.dropSet(name)
+		if b.objects.shared.release(name) {
+			b.dropSet(name)
 		}
 	}
 	g.shared = keep
 }
 
-func (d *Dataplane) acquireShared(name string, build func() *ruleset.Set) {
-	if d.shared[name]++; d.shared[name] == 1 {
-		d.putSet(build())
+func (b *Builder) acquireShared(name string, build func() *ruleset.Set) {
+	if b.objects.shared.acquire(name) {
+		b.putSet(build())
 	}
 }
 
 // selSet is the shared set of a selector's addresses of one family: the State's own storage of
 // the set's members (State.Set), or, for a set the State lacks or that is not an address set
 // (bad input), a set of its own.
-func (d *Dataplane) selSet(id dataplane.SetID, is4 bool) *ruleset.Set {
-	if own := d.stateFamily(id, is4); own != nil {
+func (b *Builder) selSet(id dataplane.SetID, is4 bool) *ruleset.Set {
+	if own := b.stateFamily(id, is4); own != nil {
 		return own
 	}
-	set := d.state.Sets[id]
-	s := ruleset.NewAddrSet(selSetName(id, is4), addrKey(is4), ruleset.Comment(d.setComment(id)), 0)
+	set := b.state.Sets[id]
+	s := ruleset.NewAddrSet(selSetName(id, is4), addrKey(is4), ruleset.Comment(b.setComment(id)), 0)
 	if set != nil {
 		for a := range set.addresses(is4) {
 			s.Put(ruleset.Element{ElementKey: ruleset.AddrKey(a)})
@@ -139,18 +138,18 @@ func (d *Dataplane) selSet(id dataplane.SetID, is4 bool) *ruleset.Set {
 
 // stateFamily is the State's storage of address set id's members of one family; nil when the
 // State has no such address set.
-func (d *Dataplane) stateFamily(id dataplane.SetID, is4 bool) *ruleset.Set {
-	if set := d.state.Sets[id]; set != nil && set.Kind == dataplane.SetAddrs {
+func (b *Builder) stateFamily(id dataplane.SetID, is4 bool) *ruleset.Set {
+	if set := b.state.Sets[id]; set != nil && set.Kind == dataplane.SetAddrs {
 		return set.family(is4)
 	}
 	return nil
 }
 
 // namedPortSet is the shared set of a named port's address . protocol . port members.
-func (d *Dataplane) namedPortSet(id dataplane.SetID, is4 bool) *ruleset.Set {
-	s := &ruleset.Set{Name: npSetName(id, is4), Key: namedPortSetKey(is4), Comment: ruleset.Comment(d.setComment(id)),
+func (b *Builder) namedPortSet(id dataplane.SetID, is4 bool) *ruleset.Set {
+	s := &ruleset.Set{Name: npSetName(id, is4), Key: namedPortSetKey(is4), Comment: ruleset.Comment(b.setComment(id)),
 		Elements: map[ruleset.ElementKey]ruleset.Value{}}
-	if set := d.state.Sets[id]; set != nil {
+	if set := b.state.Sets[id]; set != nil {
 		for a, ms := range set.ports {
 			if a.Is4() == is4 {
 				for _, m := range ms {
@@ -169,8 +168,8 @@ func namedPortKey(m dataplane.Member) ruleset.ElementKey {
 }
 
 // setComment is the comment of graph set id's sets in the table (setComment of the State's set).
-func (d *Dataplane) setComment(id dataplane.SetID) string {
-	if set := d.state.Sets[id]; set != nil {
+func (b *Builder) setComment(id dataplane.SetID) string {
+	if set := b.state.Sets[id]; set != nil {
 		return setComment(id, set.Description)
 	}
 	return string(id)
@@ -178,23 +177,23 @@ func (d *Dataplane) setComment(id dataplane.SetID) string {
 
 // sharedMemberChanged brings the shared set of set id up to date with one member whose
 // membership may have changed (the State already holds the new membership).
-func (d *Dataplane) sharedMemberChanged(id dataplane.SetID, m dataplane.Member) {
+func (b *Builder) sharedMemberChanged(id dataplane.SetID, m dataplane.Member) {
 	a := m.Addr.Unmap()
-	if set := d.state.Sets[id]; set != nil && set.Kind == dataplane.SetNamedPorts {
-		if s := d.table.Sets[npSetName(id, a.Is4())]; s != nil {
-			d.setSharedElement(s, namedPortKey(m), d.state.namedPort(id, a, m.Protocol, m.Port))
+	if set := b.state.Sets[id]; set != nil && set.Kind == dataplane.SetNamedPorts {
+		if s := b.table.Sets[npSetName(id, a.Is4())]; s != nil {
+			b.setSharedElement(s, namedPortKey(m), b.state.namedPort(id, a, m.Protocol, m.Port))
 		}
 		return
 	}
 	// the table holds the State's own storage, changed in place already, or a set of its own
-	if s := d.table.Sets[selSetName(id, a.Is4())]; s != nil && s != d.stateFamily(id, a.Is4()) {
-		d.setSharedElement(s, ruleset.AddrKey(a), d.state.member(id, a))
+	if s := b.table.Sets[selSetName(id, a.Is4())]; s != nil && s != b.stateFamily(id, a.Is4()) {
+		b.setSharedElement(s, ruleset.AddrKey(a), b.state.member(id, a))
 	}
 }
 
 // setSharedElement adds (present) or removes one element of a shared set the table holds (its
 // journal records the change for the commit).
-func (d *Dataplane) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, present bool) {
+func (b *Builder) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, present bool) {
 	if present {
 		s.Put(ruleset.Element{ElementKey: ek})
 	} else {
@@ -203,13 +202,13 @@ func (d *Dataplane) setSharedElement(s *ruleset.Set, ek ruleset.ElementKey, pres
 }
 
 // sharedSetReplaced rebuilds the shared sets of a set replaced or removed as a whole.
-func (d *Dataplane) sharedSetReplaced(id dataplane.SetID) {
+func (b *Builder) sharedSetReplaced(id dataplane.SetID) {
 	for _, is4 := range []bool{true, false} {
-		if _, ok := d.table.Sets[selSetName(id, is4)]; ok {
-			d.putSet(d.selSet(id, is4))
+		if _, ok := b.table.Sets[selSetName(id, is4)]; ok {
+			b.putSet(b.selSet(id, is4))
 		}
-		if _, ok := d.table.Sets[npSetName(id, is4)]; ok {
-			d.putSet(d.namedPortSet(id, is4))
+		if _, ok := b.table.Sets[npSetName(id, is4)]; ok {
+			b.putSet(b.namedPortSet(id, is4))
 		}
 	}
 }

@@ -11,17 +11,18 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
 // node is one node namespace with x/server (TCP 80), y/friend and y/client, and the agent's table
-// programmed by a Dataplane: x/server admits TCP 80 from y/friend only.
+// programmed by a kernel.Applier: x/server admits TCP 80 from y/friend only.
 type node struct {
 	c                      *netns.Cluster
 	fd                     int
 	g                      *graph.Graph
-	dp                     *nft.Dataplane
+	dp                     *kernel.Applier
 	server, friend, client *netns.Pod
 }
 
@@ -78,7 +79,7 @@ func newNode(t *testing.T) *node {
 	}
 	t.Cleanup(func() { os.NewFile(uintptr(n.fd), "netns").Close() })
 	n.g = graph.New(graph.Config{NodeName: "a"})
-	if n.dp, err = nft.New(nft.Config{NetNSFD: n.fd}); err != nil {
+	if n.dp, err = kernel.Open(n.fd, nft.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.dp.Close() })

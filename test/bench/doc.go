@@ -13,7 +13,7 @@
 //     between them each round.
 //   - P2 incremental (BenchmarkIncremental): one pod joining or leaving one selector with 2,000
 //     policies over 2,000 selectors of 100 members programmed (internal/scale.Fanout): graph flush
-//     and Dataplane.Apply per change, beside the same element change executed with `nft`.
+//     and kernel.Applier.Apply per change, beside the same element change executed with `nft`.
 //     BenchmarkAPIToKernel: the same cluster through a real kube-apiserver (internal/testenv/kube)
 //     and the agent in process; latency from a label patch to the element in `nft monitor`.
 //   - P3 (time) and P4 (memory): the cold start of 100,000 pods, 5,000 policies and 250 local pods
@@ -22,7 +22,7 @@
 //     (the product binary, cmd/nftpolicy) from start to its first full commit — time, transactions,
 //     elements, its peak RSS, and the CPU time of the agent and of the API server and etcd
 //     meanwhile.
-//     BenchmarkColdStart: the graph and the first full Dataplane.Apply in process (the
+//     BenchmarkColdStart: the graph and the first full kernel.Applier.Apply in process (the
 //     dataplane's part), and the peak RSS of a process doing only that.
 //     NFTP_BENCH_AGENT_CPUPROFILE=<file> (or _HEAPPROFILE) also starts the agent built with the
 //     tag nftpolicy_profile once, which writes its CPU profile (or its live heap) right after its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
@@ -30,13 +31,12 @@ func BenchmarkPacketPathCounters(b *testing.B) {
 	}
 	pp := newPacketPath(b)
 	server, clients := pp.endpoints(benchNode)
-	program := func(cfg nft.Config) *nft.Dataplane {
+	program := func(cfg nft.Config) *kernel.Applier {
 		g := graph.New(graph.Config{NodeName: benchNode})
 		for _, u := range scale.PacketPathPolicies(n, server, clients...).Updates {
 			g.OnUpdate(u)
 		}
-		cfg.NetNSFD = pp.node.fd
-		dp, err := nft.New(cfg)
+		dp, err := kernel.Open(pp.node.fd, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
@@ -277,14 +278,14 @@ type shape interface {
 	judge(b *testing.B, on bool)
 }
 
-// ourTable is nftpolicy's table, built by the graph and the Dataplane, for the NetworkPolicies
+// ourTable is nftpolicy's table, built by the graph and the nft builder, for the NetworkPolicies
 // of scale.PacketPathPolicies or, with cnp, the ClusterNetworkPolicies of
 // scale.PacketPathClusterPolicies.
 type ourTable struct {
 	pp     *packetPath
 	cnp    bool
 	g      *graph.Graph
-	dp     *nft.Dataplane
+	dp     *kernel.Applier
 	server model.Endpoint
 }
 
@@ -298,7 +299,7 @@ func (o *ourTable) name() string {
 }
 
 // program replaces the node's tables with nftpolicy's for n policies (graph + a fresh
-// Dataplane: one transaction). A decoy local endpoint with the server's labels keeps the
+// applier: one transaction). A decoy local endpoint with the server's labels keeps the
 // policies active when the server is switched off.
 func (o *ourTable) program(b *testing.B, n int) {
 	b.Helper()
@@ -319,7 +320,7 @@ func (o *ourTable) program(b *testing.B, n int) {
 		}
 		o.g.OnUpdate(u)
 	}
-	dp, err := nft.New(nft.Config{NetNSFD: o.pp.node.fd})
+	dp, err := kernel.Open(o.pp.node.fd, nft.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
@@ -65,7 +66,7 @@ func (l located) keyText() string {
 
 // BenchmarkIncremental is P2: with fanout programmed in a node namespace, one spare pod joins
 // or leaves one selector per change. "apply" times the graph (OnUpdate + Flush) and the
-// dataplane (Dataplane.Apply: compile + one netlink transaction) per change; "nft-exec" applies
+// dataplane (kernel.Applier.Apply: compile + one netlink transaction) per change; "nft-exec" applies
 // the same element change by executing nft, as knftables-based agents do, in the same table.
 func BenchmarkIncremental(b *testing.B) {
 	debug.FreeOSMemory() // start from a collected heap: APIToKernel before runs an agent on 10,000 pods in process
@@ -176,16 +177,16 @@ func BenchmarkIncremental(b *testing.B) {
 }
 
 // programFanout programs f's cluster into a new node namespace (named with tag) through a
-// graph and a fresh Dataplane, in one first apply, and reports the table's size and the apply's
+// graph and a fresh kernel.Applier, in one first apply, and reports the table's size and the apply's
 // time in the row named figure.
-func programFanout(b *testing.B, f scale.Fanout, tag, figure string) (*netnsHandle, *graph.Graph, *nft.Dataplane) {
+func programFanout(b *testing.B, f scale.Fanout, tag, figure string) (*netnsHandle, *graph.Graph, *kernel.Applier) {
 	b.Helper()
 	node := newNetns(b, tag)
 	g := graph.New(graph.Config{NodeName: f.Node})
 	for _, u := range f.Updates() {
 		g.OnUpdate(u)
 	}
-	dp, err := nft.New(nft.Config{NetNSFD: node.fd})
+	dp, err := kernel.Open(node.fd, nft.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -213,7 +214,7 @@ type joins struct {
 // then leaves it again, through every selector in turn. class names the kind of change of a
 // join to selector k (its leave counts with it). It checks one transaction per change and that
 // the kernel's table is the desired one afterwards.
-func joinAndLeave(b *testing.B, f scale.Fanout, g *graph.Graph, dp *nft.Dataplane, n int, class func(k int) string) joins {
+func joinAndLeave(b *testing.B, f scale.Fanout, g *graph.Graph, dp *kernel.Applier, n int, class func(k int) string) joins {
 	b.Helper()
 	j := joins{byClass: map[string][]time.Duration{}}
 	_, tx0 := dp.Stats()

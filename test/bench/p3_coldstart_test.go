@@ -14,6 +14,7 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
@@ -24,7 +25,7 @@ var coldSpec = scale.ColdStart()
 const mib = 1 << 20
 
 // BenchmarkColdStart is P3 and P4 in process, the dataplane's part of the cold start: the whole
-// cluster (generated beforehand) fed to a fresh graph, its first flush applied by a fresh Dataplane
+// cluster (generated beforehand) fed to a fresh graph, its first flush applied by a fresh kernel.Applier
 // to an empty node namespace — time of each stage, transactions (one), elements programmed; then
 // the same cold start in a child process that streams the generated updates into the graph (so the
 // input list is not held), reporting its peak RSS (VmHWM) and the Go heap the graph and dataplane
@@ -44,7 +45,7 @@ func BenchmarkColdStart(b *testing.B) {
 	}
 	msgs := g.Flush()
 	t1 := time.Now()
-	dp, err := nft.New(nft.Config{NetNSFD: node.fd})
+	dp, err := kernel.Open(node.fd, nft.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestColdStartMemoryChild(t *testing.T) {
 	for u := range scale.Updates(coldSpec) {
 		g.OnUpdate(u)
 	}
-	dp, err := nft.New(nft.Config{NetNSFD: fd})
+	dp, err := kernel.Open(fd, nft.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

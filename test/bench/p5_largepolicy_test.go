@@ -9,6 +9,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"golang.org/x/sys/unix"
@@ -17,7 +18,7 @@ import (
 // BenchmarkLargePolicy is P5: with scale.LargePolicyBench's 10,000 pods programmed in a node
 // namespace, one NetworkPolicy of 200 rules × 50 peers (pod and namespace selectors, nested
 // ipBlocks with excepts, a port per rule and a named port) is created: the time from its update
-// to the kernel's commit (graph OnUpdate + Flush, then Dataplane.Apply: compile + one
+// to the kernel's commit (graph OnUpdate + Flush, then kernel.Applier.Apply: compile + one
 // transaction), and again after it is deleted, a few times.
 func BenchmarkLargePolicy(b *testing.B) {
 	debug.FreeOSMemory()
@@ -32,7 +33,7 @@ func BenchmarkLargePolicy(b *testing.B) {
 		g.OnUpdate(u)
 	}
 	var rejected []model.PolicyKey
-	dp, err := nft.New(nft.Config{NetNSFD: node.fd, Rejected: func(k model.PolicyKey, _ string) { rejected = append(rejected, k) }})
+	dp, err := kernel.Open(node.fd, nft.Config{Rejected: func(k model.PolicyKey, _ string) { rejected = append(rejected, k) }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,16 +27,20 @@ var mayImport = map[string][]string{
 	"internal/graph/graphtest": {"internal/model", "internal/dataplane", "internal/graph"},
 	"internal/nft/ruleset":     nil,
 	"internal/nft":             {"internal/model", "internal/dataplane", "internal/setmap", "internal/nft/ruleset"},
+	// the kernel side of nft: applies the builder's table through ruleset's connection
+	"internal/nft/kernel": {"internal/dataplane", "internal/nft", "internal/nft/ruleset"},
+	// the fixtures the tests of nft and nft/kernel share
+	"internal/nft/nfttest": {"internal/model", "internal/dataplane", "internal/graph", "internal/nft", "internal/testenv"},
 	// nflog reads the kernel's logs of denied packets, beside the dataplane; trace follows
 	// packets through the node's tables with the kernel's tracing, in a table of its own
 	"internal/nflog": nil,
 	"internal/trace": nil,
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/ruleset", "internal/ifmon", "internal/nflog"},
+		"internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog"},
 	// explain runs the stages offline for one flow, on top of them as the agent does
 	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/ruleset", "internal/agent", "internal/explain", "internal/trace"},
+		"internal/nft/kernel", "internal/nft/ruleset", "internal/agent", "internal/explain", "internal/trace"},
 	// the local cluster harness, and the demo that drives it
 	"internal/testenv":           nil,
 	"internal/testenv/netns":     {"internal/testenv"},
@@ -55,7 +59,7 @@ var mayImport = map[string][]string{
 // noKubernetes are the packages that must not depend on any k8s.io package, directly or not:
 // only sync (and what sits on top of it) knows Kubernetes.
 var noKubernetes = []string{"internal/model", "internal/selector", "internal/dataplane", "internal/graph",
-	"internal/nft", "internal/nft/ruleset", "internal/ifmon", "internal/nflog",
+	"internal/nft", "internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog",
 	"internal/trace"}
 
 type listed struct {

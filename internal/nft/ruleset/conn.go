@@ -56,17 +56,26 @@ type Conn struct {
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
 	name string
+	batchCounts
+	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
+	// skips them); dial sets it, Monitors read it from their goroutines.
+	port atomic.Uint32
+	monitorList
+}
+
+// batchCounts count a Conn's batches.
+type batchCounts struct {
 	// batches counts the batches sent to the kernel (successful or not): one per Commit or
 	// Replace that had anything to send, the test-visible proof of one transaction per call.
 	batches uint64
 	// replaces counts the batches that rebuilt the whole table (tests tell incremental commits
 	// from fallbacks by it).
 	replaces uint64
-	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
-	// skips them); dial sets it, Monitors read it from their goroutines.
-	port atomic.Uint32
-	// monitors are the Monitors opened on the Conn: its large batches are sent with them out of
-	// the event group (sendWatched). quietHook, set by tests, runs while they are out.
+}
+
+// monitorList holds the Monitors opened on a Conn: its large batches are sent with them out of
+// the event group (sendWatched). quietHook, set by tests, runs while they are out.
+type monitorList struct {
 	monitorsMu sync.Mutex
 	monitors   []*Monitor
 	quietHook  func()
@@ -520,90 +529,15 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		return c.Replace(desired)
 	}
 	setNames, chainNames := changedNames(m, desired, changes)
-
-	var (
-		newChains, changedChains, goneChains []*Chain
-		newSets, goneSets                    []*Set
-		diffs                                []setDiff
-	)
-	for _, n := range chainNames {
-		old, cur := m.Chains[n], desired.Chains[n]
-		switch {
-		case old == nil && cur == nil:
-		case old == nil:
-			newChains = append(newChains, cur)
-		case cur == nil:
-			goneChains = append(goneChains, old)
-		case !old.sameProps(cur):
-			return c.Replace(desired)
-		case !slices.EqualFunc(old.Rules, cur.Rules, Rule.Equal):
-			changedChains = append(changedChains, cur)
-		}
+	var p commitPlan
+	if !p.addChains(m, desired, chainNames) || !p.addSets(m, desired, setNames) {
+		return c.Replace(desired)
 	}
-	for _, n := range setNames {
-		old, cur := m.Sets[n], desired.Sets[n]
-		switch {
-		case old == nil && cur == nil:
-			continue
-		case old == nil:
-			newSets = append(newSets, cur)
-		case cur == nil:
-			goneSets = append(goneSets, old)
-			continue
-		case !old.sameProps(cur):
-			return c.Replace(desired)
-		}
-		d := setDiff{set: cur}
-		add := func(k ElementKey, v Value) { d.adds = append(d.adds, Element{k, v}) }
-		del := func(k ElementKey, v Value) { d.dels = append(d.dels, Element{k, v}) }
-		switch {
-		case old == nil:
-			for k, v := range cur.Entries() {
-				add(k, v)
-			}
-		case old.journal != nil && old.journal == cur.journal:
-			// changed in place: only what the journal recorded
-			if !old.sameStorage(cur) {
-				return c.Replace(desired) // its elements' maps were swapped behind the journal
-			}
-			for k, p := range cur.journal.prior {
-				e, inCur := cur.Get(k)
-				switch {
-				case p.present && inCur && p.v == e:
-				case p.present && inCur:
-					del(k, p.v)
-					add(k, e)
-				case p.present:
-					del(k, p.v)
-				case inCur:
-					add(k, e)
-				}
-			}
-		default: // another object: compared whole
-			for k, e := range cur.Entries() {
-				if o, ok := old.committedElement(k); !ok {
-					add(k, e)
-				} else if o != e {
-					del(k, o)
-					add(k, e)
-				}
-			}
-			for k, o := range old.committedElements() {
-				if _, ok := cur.Get(k); !ok {
-					del(k, o)
-				}
-			}
-		}
-		if len(d.adds)+len(d.dels) > 0 {
-			diffs = append(diffs, d)
-		}
-	}
-	if len(newChains)+len(changedChains)+len(goneChains)+len(newSets)+len(goneSets)+len(diffs) == 0 {
+	if p.empty() {
 		return nil
 	}
 
 	wrap := func(err error) error { return fmt.Errorf("commit table %s: %w", desired.Name, err) }
-	p := commitPlan{newChains, changedChains, goneChains, newSets, goneSets, diffs}
 	if err := p.queue(newBatch(c, desired.Name)); err != nil {
 		c.abandon()
 		return wrap(err)
@@ -611,8 +545,112 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	if err := c.flush(); err != nil {
 		return wrap(fmt.Errorf("netlink batch: %w", err))
 	}
+	m.advance(desired, chainNames, setNames)
+	return nil
+}
 
-	// the kernel took it: bring the mirror to desired for the named objects
+// addChains plans the chains named chainNames from the mirror m to desired. It reports false
+// when a chain's properties changed: only a replace changes those.
+func (p *commitPlan) addChains(m, desired *Table, chainNames []string) bool {
+	for _, n := range chainNames {
+		old, cur := m.Chains[n], desired.Chains[n]
+		switch {
+		case old == nil && cur == nil:
+		case old == nil:
+			p.newChains = append(p.newChains, cur)
+		case cur == nil:
+			p.goneChains = append(p.goneChains, old)
+		case !old.sameProps(cur):
+			return false
+		case !slices.EqualFunc(old.Rules, cur.Rules, Rule.Equal):
+			p.changedChains = append(p.changedChains, cur)
+		}
+	}
+	return true
+}
+
+// addSets plans the sets named setNames from the mirror m to desired. It reports false when a
+// set's properties changed, or its elements' storage was swapped behind its journal: only a
+// replace changes those.
+func (p *commitPlan) addSets(m, desired *Table, setNames []string) bool {
+	for _, n := range setNames {
+		old, cur := m.Sets[n], desired.Sets[n]
+		switch {
+		case old == nil && cur == nil:
+			continue
+		case old == nil:
+			p.newSets = append(p.newSets, cur)
+		case cur == nil:
+			p.goneSets = append(p.goneSets, old)
+			continue
+		case !old.sameProps(cur):
+			return false
+		}
+		d, ok := diffElements(old, cur)
+		if !ok {
+			return false
+		}
+		if len(d.adds)+len(d.dels) > 0 {
+			p.diffs = append(p.diffs, d)
+		}
+	}
+	return true
+}
+
+func (p *commitPlan) empty() bool {
+	return len(p.newChains)+len(p.changedChains)+len(p.goneChains)+len(p.newSets)+len(p.goneSets)+len(p.diffs) == 0
+}
+
+// diffElements is the element difference from the committed set old (nil: a new set) to cur: a
+// set changed in place by only what its journal recorded, another object compared whole. It
+// reports false when cur shares old's journal but not its storage.
+func diffElements(old, cur *Set) (setDiff, bool) {
+	d := setDiff{set: cur}
+	add := func(k ElementKey, v Value) { d.adds = append(d.adds, Element{k, v}) }
+	del := func(k ElementKey, v Value) { d.dels = append(d.dels, Element{k, v}) }
+	switch {
+	case old == nil:
+		for k, v := range cur.Entries() {
+			add(k, v)
+		}
+	case old.journal != nil && old.journal == cur.journal:
+		// changed in place: only what the journal recorded
+		if !old.sameStorage(cur) {
+			return d, false // its elements' maps were swapped behind the journal
+		}
+		for k, p := range cur.journal.prior {
+			e, inCur := cur.Get(k)
+			switch {
+			case p.present && inCur && p.v == e:
+			case p.present && inCur:
+				del(k, p.v)
+				add(k, e)
+			case p.present:
+				del(k, p.v)
+			case inCur:
+				add(k, e)
+			}
+		}
+	default: // another object: compared whole
+		for k, e := range cur.Entries() {
+			if o, ok := old.committedElement(k); !ok {
+				add(k, e)
+			} else if o != e {
+				del(k, o)
+				add(k, e)
+			}
+		}
+		for k, o := range old.committedElements() {
+			if _, ok := cur.Get(k); !ok {
+				del(k, o)
+			}
+		}
+	}
+	return d, true
+}
+
+// advance brings the mirror m to desired for the named objects, once the kernel took them.
+func (m *Table) advance(desired *Table, chainNames, setNames []string) {
 	for _, n := range chainNames {
 		if cur := desired.Chains[n]; cur != nil {
 			m.Chains[n] = cur.Clone()
@@ -630,7 +668,6 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 			delete(m.Sets, n)
 		}
 	}
-	return nil
 }
 
 // commitPlan is what a Commit sends.

@@ -175,22 +175,40 @@ func nfVerdict(v Verdict) (*expr.Verdict, error) {
 //	[ct state …] [iifname "…"] [meta l4proto P] [KEY [!=] @S]… [KEY vmap @M] [counter] [verdict]
 func ruleExprs(r Rule) ([]expr.Any, error) {
 	var ex []expr.Any
+	for _, part := range []func(Rule) ([]expr.Any, error){ctStateExprs, ifnameExprs, l4ProtoExprs, lookupExprs,
+		limitLogExprs, counterVerdictExprs} {
+		e, err := part(r)
+		if err != nil {
+			return nil, err
+		}
+		ex = append(ex, e...)
+	}
+	return ex, nil
+}
+
+// ctStateExprs match the rule's conntrack state.
+func ctStateExprs(r Rule) ([]expr.Any, error) {
 	switch r.CtState {
 	case CtNone:
+		return nil, nil
 	case CtEstablishedRelated, CtInvalid:
 		mask := expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED
 		if r.CtState == CtInvalid {
 			mask = expr.CtStateBitINVALID
 		}
-		ex = append(ex,
+		return []expr.Any{
 			&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
 				Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(0)},
 			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
-		)
-	default:
-		return nil, fmt.Errorf("unknown ct state match %d", r.CtState)
+		}, nil
 	}
+	return nil, fmt.Errorf("unknown ct state match %d", r.CtState)
+}
+
+// ifnameExprs match the rule's input and output interface names (a trailing * matches a prefix).
+func ifnameExprs(r Rule) ([]expr.Any, error) {
+	var ex []expr.Any
 	for _, m := range []struct {
 		name string
 		key  expr.MetaKey
@@ -214,9 +232,21 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		}
 		ex = append(ex, &expr.Meta{Key: m.key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
 	}
-	if r.L4Proto != 0 {
-		ex = append(ex, &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{r.L4Proto}})
+	return ex, nil
+}
+
+// l4ProtoExprs match the rule's layer-4 protocol.
+func l4ProtoExprs(r Rule) ([]expr.Any, error) {
+	if r.L4Proto == 0 {
+		return nil, nil
 	}
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{r.L4Proto}}}, nil
+}
+
+// lookupExprs load each lookup's key and look it up; a verdict map only last.
+func lookupExprs(r Rule) ([]expr.Any, error) {
+	var ex []expr.Any
 	var guarded byte // the family whose `meta nfproto` guard this rule already has
 	for i, l := range r.Lookups {
 		if l.Set == "" {
@@ -251,6 +281,12 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		}
 		ex = append(ex, lk)
 	}
+	return ex, nil
+}
+
+// limitLogExprs are the rule's rate limit and its log statement.
+func limitLogExprs(r Rule) ([]expr.Any, error) {
+	var ex []expr.Any
 	if l := r.Limit; l != nil {
 		unit, ok := limitUnits[l.Unit]
 		if !ok || l.Rate == 0 {
@@ -272,6 +308,12 @@ func ruleExprs(r Rule) ([]expr.Any, error) {
 		}
 		ex = append(ex, &expr.Log{Key: key, Group: l.Group, Data: []byte(l.Prefix)})
 	}
+	return ex, nil
+}
+
+// counterVerdictExprs are the rule's counter and its verdict (none after a verdict map).
+func counterVerdictExprs(r Rule) ([]expr.Any, error) {
+	var ex []expr.Any
 	if r.Counter {
 		ex = append(ex, &expr.Counter{})
 	}

@@ -16,7 +16,7 @@ import (
 // package's kernel objects (a table, link events) and for topologies a test lays out itself.
 type Bare struct {
 	Name string // as `ip netns` names it: testenv.UniqueName of the tag
-	FD   int    // an open handle of it (nft.Config.NetNSFD, DoFD)
+	FD   int    // an open handle of it (kernel.Open, DoFD)
 }
 
 // Loopback says whether NewBare brings the namespace's loopback up.

@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
@@ -37,8 +39,8 @@ func TestIngressFailsClosed(t *testing.T) {
 	ups := []model.Update{
 		model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"ns": "x"}}},
 		model.NamespaceSet{Namespace: model.Namespace{Name: "y", Labels: map[string]string{"ns": "y"}}},
-		model.PolicySet{Policy: np("x", "allow-client", "all()", []model.Rule{
-			allowTCP(model.Peer{Selector: "pod == 'client'", NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
+		model.PolicySet{Policy: nfttest.NP("x", "allow-client", "all()", []model.Rule{
+			nfttest.AllowTCP(model.Peer{Selector: "pod == 'client'", NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{nfttest.TCP(80)}}),
 		}, nil, model.Ingress)},
 	}
 	ups = append(ups, endpoint(old, "a")...)
@@ -47,7 +49,7 @@ func TestIngressFailsClosed(t *testing.T) {
 	for _, u := range ups {
 		g.OnUpdate(u)
 	}
-	dp, err := nft.New(nft.Config{NetNSFD: fd, WorkloadPrefixes: []string{prefix}})
+	dp, err := kernel.Open(fd, nft.Config{WorkloadPrefixes: []string{prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}

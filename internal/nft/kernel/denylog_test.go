@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nflog"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
@@ -31,9 +33,9 @@ func TestDenyLog(t *testing.T) {
 	go func() { done <- r.Run(ctx, func(p nflog.Packet) { logged <- p }) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	byName := map[string]scenario{}
-	for _, sc := range scenarios {
-		byName[sc.name] = sc
+	byName := map[string]nfttest.Scenario{}
+	for _, sc := range nfttest.Scenarios {
+		byName[sc.Name] = sc
 	}
 	for _, c := range []struct {
 		scenario, from, to string
@@ -49,12 +51,12 @@ func TestDenyLog(t *testing.T) {
 			"tier default default deny: no rule of NetworkPolicy/x/deny-all matched", "tier default [default] deny []"},
 	} {
 		name := c.scenario + " " + c.from + "→" + c.to
-		dp, err := nft.New(nft.Config{NetNSFD: fd,
+		dp, err := kernel.Open(fd, nft.Config{
 			DenyLog: &nft.DenyLog{Group: group, Limit: ruleset.Limit{Rate: 100, Unit: ruleset.PerSecond}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := dp.Apply(messagesFor("a", tc.addrs, byName[c.scenario])); err != nil {
+		if err := dp.Apply(nfttest.MessagesFor("a", tc.addrs, byName[c.scenario])); err != nil {
 			t.Fatal(err)
 		}
 		from, to := tc.pods[c.from], tc.pods[c.to]
@@ -84,9 +86,9 @@ func TestDenyLog(t *testing.T) {
 				t.Errorf("%s: logged %+v", name, *got)
 			}
 			info, ok := dp.DenyChain(got.Prefix)
-			if !ok || info.Reason != c.reason || describeOrigin(info.Origin) != c.origin {
+			if !ok || info.Reason != c.reason || nfttest.DescribeOrigin(info.Origin) != c.origin {
 				t.Errorf("%s: prefix %q is chain %v: reason %q, origin %s; want %q, %s", name, got.Prefix, ok,
-					info.Reason, describeOrigin(info.Origin), c.reason, c.origin)
+					info.Reason, nfttest.DescribeOrigin(info.Origin), c.reason, c.origin)
 			}
 			if !strings.HasPrefix(got.Prefix, "deny_") {
 				t.Errorf("%s: prefix %q is no deny chain", name, got.Prefix)

@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
@@ -52,8 +54,8 @@ func TestSharedAddressInKernel(t *testing.T) {
 		model.EndpointSet{Endpoint: real},
 		model.EndpointSet{Endpoint: endpoint("y", "ok", "a", map[string]string{"role": "ok"}, pods["ok"].Addrs, true, time.Hour)},
 		model.EndpointSet{Endpoint: endpoint("y", "no", "b", map[string]string{"role": "no"}, pods["no"].Addrs, true, time.Hour)},
-		model.PolicySet{Policy: np("x", "w-in", "app == 'w'",
-			[]model.Rule{allowTCP(model.Peer{Selector: "role == 'ok'", NamespaceSelector: "all()"}, model.Peer{Ports: []model.Port{tcp(80)}})},
+		model.PolicySet{Policy: nfttest.NP("x", "w-in", "app == 'w'",
+			[]model.Rule{nfttest.AllowTCP(model.Peer{Selector: "role == 'ok'", NamespaceSelector: "all()"}, model.Peer{Ports: []model.Port{nfttest.TCP(80)}})},
 			nil, model.Ingress)},
 		model.SyncStatusUpdate{Status: model.InSync},
 	}
@@ -115,7 +117,7 @@ func TestSharedAddressInKernel(t *testing.T) {
 			for _, u := range base {
 				g.OnUpdate(u)
 			}
-			dp, err := nft.New(nft.Config{NetNSFD: fd, WorkloadPrefixes: []string{prefix}})
+			dp, err := kernel.Open(fd, nft.Config{WorkloadPrefixes: []string{prefix}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +142,7 @@ func TestSharedAddressInKernel(t *testing.T) {
 // checkSharedAddress asserts that the kernel holds w's dispatch and sources elements, each once
 // and commented with owner, that nothing drifted, and that w's policy is enforced: y/ok reaches
 // w on TCP 80 in both families and y/no does not.
-func checkSharedAddress(t *testing.T, step, nodeNS string, dp *nft.Dataplane, pods map[string]*netns.Pod, owner string) {
+func checkSharedAddress(t *testing.T, step, nodeNS string, dp *kernel.Applier, pods map[string]*netns.Pod, owner string) {
 	t.Helper()
 	w := pods["w"]
 	listed := nftIn(t, nodeNS, "list", "table", "inet", nft.DefaultTable)

@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
@@ -65,7 +66,7 @@ func TestNodeEgress(t *testing.T) {
 			}()}}, {Action: model.ActionDeny}},
 			[]want{{"x/a", "a", false}, {"x/a", "b", false}}},
 		{"accept the own node on TCP 80 only",
-			[]model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Destination: model.Peer{Nets: nets("a"), Ports: []model.Port{tcp(80)}}},
+			[]model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Destination: model.Peer{Nets: nets("a"), Ports: []model.Port{nfttest.TCP(80)}}},
 				{Action: model.ActionDeny, Destination: model.Peer{Nets: nets("a", "b")}}},
 			[]want{{"x/a", "a", true}, {"x/a", "b", false}}},
 	}
@@ -73,7 +74,7 @@ func TestNodeEgress(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := xa
 			p.EgressRules = tt.rules
-			sc := scenario{name: tt.name, policies: func(map[string][]netip.Addr) []model.Policy { return []model.Policy{p} }}
+			sc := nfttest.Scenario{Name: tt.name, Policies: func(map[string][]netip.Addr) []model.Policy { return []model.Policy{p} }}
 			tc.enforce(t, sc)
 			// x/a resolves its gateway afresh, under this policy
 			if out, err := exec.Command("ip", "-n", tc.pods["x/a"].NetNS, "neigh", "flush", "all").CombinedOutput(); err != nil {

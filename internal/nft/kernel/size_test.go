@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 )
 
 // TestSetSizes: the first commit gives a set of at least 1,024 elements a size (twice its
@@ -17,7 +19,7 @@ import (
 // the kernel holds every element each time (Resync finds no drift).
 func TestSetSizes(t *testing.T) {
 	ns, fd := bareNetns(t)
-	dp, err := nft.New(nft.Config{NetNSFD: fd})
+	dp, err := kernel.Open(fd, nft.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestSetSizes(t *testing.T) {
 	g.OnUpdate(model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"ns": "x"}}})
 	g.OnUpdate(model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "server"}, Node: "a",
 		Labels: model.LabelsOf(map[string]string{"role": "server"}), Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}})
-	g.OnUpdate(model.PolicySet{Policy: np("x", "clients-to-server", "role == 'server'", []model.Rule{{
+	g.OnUpdate(model.PolicySet{Policy: nfttest.NP("x", "clients-to-server", "role == 'server'", []model.Rule{{
 		Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: model.Peer{Selector: "role == 'client'"},
 		Destination: model.Peer{Ports: []model.Port{{First: 80, Last: 80}}},
 	}}, nil, model.Ingress)})

@@ -1,10 +1,9 @@
-package nft_test
+package kernel_test
 
 import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,51 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftpolicy/nftpolicy/internal/dataplane"
-	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
-
-// modelUpdates is the cluster of the scenarios as the graph's input.
-func modelUpdates(addrs map[string][]netip.Addr, policies []model.Policy) []model.Update {
-	var us []model.Update
-	for _, ns := range []string{"x", "y"} {
-		us = append(us, model.NamespaceSet{Namespace: model.Namespace{Name: ns,
-			Labels: map[string]string{"ns": ns, "kubernetes.io/metadata.name": ns}}})
-	}
-	for _, p := range testPods {
-		us = append(us, model.EndpointSet{Endpoint: model.Endpoint{
-			Key: model.EndpointKey{Namespace: p.ns, Name: p.name}, Node: p.node,
-			Labels: model.LabelsOf(map[string]string{"pod": p.name}), Addrs: addrs[p.key()], NamedPorts: p.namedPorts,
-		}})
-	}
-	for _, pol := range policies {
-		us = append(us, model.PolicySet{Policy: pol})
-	}
-	return append(us, model.SyncStatusUpdate{Status: model.InSync})
-}
-
-func fixedAddrs() map[string][]netip.Addr {
-	m := map[string][]netip.Addr{}
-	for _, p := range testPods {
-		m[p.key()] = []netip.Addr{p.v4, p.v6}
-	}
-	return m
-}
-
-// messagesFor runs the graph of one node over the scenario.
-func messagesFor(node string, addrs map[string][]netip.Addr, sc scenario) []dataplane.Message {
-	g := graph.New(graph.Config{NodeName: node})
-	for _, u := range modelUpdates(addrs, sc.policies(addrs)) {
-		g.OnUpdate(u)
-	}
-	return g.Flush()
-}
 
 // bareNetns makes an empty network namespace for ruleset-only tests and returns its name and an
 // open handle; both go away when the test ends.
@@ -96,19 +59,19 @@ func checkGolden(t *testing.T, path, got string) {
 // TestGolden programs each scenario for node "a" into a namespace and compares what `nft list
 // table` prints with the golden file; the same table rendered offline must load with `nft -f`.
 func TestGolden(t *testing.T) {
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
+	for _, sc := range nfttest.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
 			ns, fd := bareNetns(t)
-			dp, err := nft.New(nft.Config{NetNSFD: fd})
+			dp, err := kernel.Open(fd, nft.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer dp.Close()
-			if err := dp.Apply(messagesFor("a", fixedAddrs(), sc)); err != nil {
+			if err := dp.Apply(nfttest.MessagesFor("a", nfttest.FixedAddrs(), sc)); err != nil {
 				t.Fatal(err)
 			}
 			listed := nftIn(t, ns, "list", "table", "inet", nft.DefaultTable)
-			checkGolden(t, filepath.Join("testdata", "golden", sc.name+".nft"), listed)
+			checkGolden(t, filepath.Join("..", "testdata", "golden", sc.Name+".nft"), listed)
 			for _, want := range []string{"forward_egress", "forward_ingress", "ct state established,related accept"} {
 				if !strings.Contains(listed, want) {
 					t.Errorf("table lacks %q", want)
@@ -151,13 +114,13 @@ func netnsProto(p model.Protocol) netns.Protocol {
 func newTrafficCluster(t *testing.T) *trafficCluster {
 	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}})
 	tc := &trafficCluster{c: c, pods: map[string]*netns.Pod{}, addrs: map[string][]netip.Addr{}}
-	for _, p := range testPods {
-		np, err := c.AddPod(p.node, p.ns, p.name)
+	for _, p := range nfttest.Pods {
+		np, err := c.AddPod(p.Node, p.NS, p.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tc.pods[p.key()] = np
-		tc.addrs[p.key()] = np.Addrs
+		tc.pods[p.Key()] = np
+		tc.addrs[p.Key()] = np.Addrs
 		for _, sp := range trafficPorts {
 			if err := c.Serve(np.NetNS, netnsProto(sp.proto), sp.port); err != nil {
 				t.Fatal(err)
@@ -168,25 +131,24 @@ func newTrafficCluster(t *testing.T) *trafficCluster {
 }
 
 // enforce runs one graph and dataplane per node for the scenario, as the agent would.
-func (tc *trafficCluster) enforce(t *testing.T, sc scenario) {
+func (tc *trafficCluster) enforce(t *testing.T, sc nfttest.Scenario) {
 	t.Helper()
 	tc.enforceWith(t, sc, nft.Config{})
 }
 
-// enforceWith is enforce with a dataplane configuration (its NetNSFD is each node's).
-func (tc *trafficCluster) enforceWith(t *testing.T, sc scenario, cfg nft.Config) {
+// enforceWith is enforce with a builder configuration, applied to each node's namespace.
+func (tc *trafficCluster) enforceWith(t *testing.T, sc nfttest.Scenario, cfg nft.Config) {
 	t.Helper()
 	for _, n := range tc.c.Nodes() {
 		fd, err := n.FD()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.NetNSFD = fd
-		dp, err := nft.New(cfg)
+		dp, err := kernel.Open(fd, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = dp.Apply(messagesFor(n.Name, tc.addrs, sc))
+		err = dp.Apply(nfttest.MessagesFor(n.Name, tc.addrs, sc))
 		dp.Close()
 		_ = closeFD(fd)
 		if err != nil {
@@ -196,17 +158,17 @@ func (tc *trafficCluster) enforceWith(t *testing.T, sc scenario, cfg nft.Config)
 }
 
 // check probes every pair on every port and family and compares with the scenario's table.
-func (tc *trafficCluster) check(t *testing.T, sc scenario) {
+func (tc *trafficCluster) check(t *testing.T, sc nfttest.Scenario) {
 	t.Helper()
-	keys := make([]string, 0, len(testPods))
+	keys := make([]string, 0, len(nfttest.Pods))
 	var pods []*netns.Pod
-	for _, p := range testPods {
-		keys = append(keys, p.key())
-		pods = append(pods, tc.pods[p.key()])
+	for _, p := range nfttest.Pods {
+		keys = append(keys, p.Key())
+		pods = append(pods, tc.pods[p.Key()])
 	}
-	byKey := map[string]pod{}
-	for _, p := range testPods {
-		byKey[p.key()] = p
+	byKey := map[string]nfttest.Pod{}
+	for _, p := range nfttest.Pods {
+		byKey[p.Key()] = p
 	}
 	for _, is6 := range []bool{false, true} {
 		for _, sp := range trafficPorts {
@@ -219,7 +181,7 @@ func (tc *trafficCluster) check(t *testing.T, sc scenario) {
 			r := netns.NewReachability(keys, true)
 			for _, from := range keys {
 				for _, to := range keys {
-					r.Expect(from, to, sc.allowed(probe{from: byKey[from], to: byKey[to], proto: sp.proto, port: sp.port, is6: is6}))
+					r.Expect(from, to, sc.Allowed(nfttest.Probe{From: byKey[from], To: byKey[to], Proto: sp.proto, Port: sp.port, Is6: is6}))
 					r.Observe(from, to, got[[2]string{from, to}])
 				}
 			}
@@ -238,8 +200,8 @@ func (tc *trafficCluster) check(t *testing.T, sc scenario) {
 // table with real TCP and UDP connections, IPv4 and IPv6, same-node and cross-node.
 func TestTraffic(t *testing.T) {
 	tc := newTrafficCluster(t)
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
+	for _, sc := range nfttest.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
 			tc.enforce(t, sc)
 			tc.check(t, sc)
 		})
@@ -259,22 +221,20 @@ func nodeFD(t *testing.T, n *netns.Node) int {
 	return fd
 }
 
-var _ = fmt.Sprintf
-
 // TestDriftRepair enforces a scenario on node a with a long-lived dataplane, then changes the
 // kernel behind its back — an element deleted, a chain flushed, the whole table deleted — and
 // after each, Resync reports the drift and the truth table is the scenario's again.
 func TestDriftRepair(t *testing.T) {
 	tc := newTrafficCluster(t)
-	sc := scenarios[1] // default-deny-ingress-x
-	tc.enforce(t, sc)  // node b as usual; node a is replaced below by a lasting dataplane
+	sc := nfttest.Scenarios[1] // default-deny-ingress-x
+	tc.enforce(t, sc)          // node b as usual; node a is replaced below by a lasting dataplane
 	nodeA := tc.c.Node("a")
-	dp, err := nft.New(nft.Config{NetNSFD: nodeFD(t, nodeA)})
+	dp, err := kernel.Open(nodeFD(t, nodeA), nft.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dp.Close() })
-	if err := dp.Apply(messagesFor("a", tc.addrs, sc)); err != nil {
+	if err := dp.Apply(nfttest.MessagesFor("a", tc.addrs, sc)); err != nil {
 		t.Fatal(err)
 	}
 	if drift, err := dp.Resync(); err != nil || drift {

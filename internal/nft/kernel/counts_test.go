@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
@@ -15,9 +17,9 @@ import (
 func TestPolicyPackets(t *testing.T) {
 	tc := newTrafficCluster(t)
 	fd := nodeFD(t, tc.c.Node("a"))
-	byName := map[string]scenario{}
-	for _, sc := range scenarios {
-		byName[sc.name] = sc
+	byName := map[string]nfttest.Scenario{}
+	for _, sc := range nfttest.Scenarios {
+		byName[sc.Name] = sc
 	}
 	type flow struct {
 		from  string
@@ -37,11 +39,11 @@ func TestPolicyPackets(t *testing.T) {
 			{Tier: "admin", Policy: "ClusterNetworkPolicy/admin-deny-y-to-x", Direction: "ingress", Verdict: "deny"}: 2,
 		}},
 	} {
-		dp, err := nft.New(nft.Config{NetNSFD: fd, CountAllowed: true})
+		dp, err := kernel.Open(fd, nft.Config{CountAllowed: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := dp.Apply(messagesFor("a", tc.addrs, byName[c.scenario])); err != nil {
+		if err := dp.Apply(nfttest.MessagesFor("a", tc.addrs, byName[c.scenario])); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range c.flows {

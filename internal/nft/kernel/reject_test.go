@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"maps"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
@@ -17,41 +19,41 @@ import (
 // excepts: each interval of the address space gets a class of its own) — and by x/allow-y
 // (TCP 80 from namespace y); y/b by y/allow-xa (TCP 80 from x/a).
 func costlyPolicies(n int) []model.Policy {
-	costly := []model.Rule{allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}},
-		model.Peer{Ports: []model.Port{tcp(81)}})}
+	costly := []model.Rule{nfttest.AllowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}},
+		model.Peer{Ports: []model.Port{nfttest.TCP(81)}})}
 	for i := range n {
 		except := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 99, byte(i >> 8), byte(i)}), 32)
-		costly = append(costly, allowTCP(
+		costly = append(costly, nfttest.AllowTCP(
 			model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, NotNets: []netip.Prefix{except}},
-			model.Peer{Ports: []model.Port{tcp(uint16(2000 + i))}}))
+			model.Peer{Ports: []model.Port{nfttest.TCP(uint16(2000 + i))}}))
 	}
-	return append(otherPolicies(), np("x", "costly", "pod == 'a'", costly, nil, model.Ingress))
+	return append(otherPolicies(), nfttest.NP("x", "costly", "pod == 'a'", costly, nil, model.Ingress))
 }
 
 // otherPolicies are the policies beside the one a rejection test rejects: x/allow-y (TCP 80 into
 // x/a from namespace y) and y/allow-xa (TCP 80 into y/b from x/a).
 func otherPolicies() []model.Policy {
 	return []model.Policy{
-		np("x", "allow-y", "pod == 'a'", []model.Rule{
-			allowTCP(model.Peer{NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
+		nfttest.NP("x", "allow-y", "pod == 'a'", []model.Rule{
+			nfttest.AllowTCP(model.Peer{NamespaceSelector: "ns == 'y'"}, model.Peer{Ports: []model.Port{nfttest.TCP(80)}}),
 		}, nil, model.Ingress),
-		np("y", "allow-xa", "pod == 'b'", []model.Rule{
-			allowTCP(model.Peer{Selector: "pod == 'a'", NamespaceSelector: "ns == 'x'"}, model.Peer{Ports: []model.Port{tcp(80)}}),
+		nfttest.NP("y", "allow-xa", "pod == 'b'", []model.Rule{
+			nfttest.AllowTCP(model.Peer{Selector: "pod == 'a'", NamespaceSelector: "ns == 'x'"}, model.Peer{Ports: []model.Port{nfttest.TCP(80)}}),
 		}, nil, model.Ingress),
 	}
 }
 
 // othersAllow is the truth table of otherPolicies, decided=false for what the rejected policy
 // alone allowed into x/a.
-func othersAllow(p probe) (allowed, decided bool) {
+func othersAllow(p nfttest.Probe) (allowed, decided bool) {
 	switch {
-	case p.from.key() == p.to.key():
+	case p.From.Key() == p.To.Key():
 		return true, true
-	case p.to.key() == "y/b":
-		return p.from.key() == "x/a" && p.proto == model.ProtocolTCP && p.port == 80, true
-	case p.to.key() != "x/a":
+	case p.To.Key() == "y/b":
+		return p.From.Key() == "x/a" && p.Proto == model.ProtocolTCP && p.Port == 80, true
+	case p.To.Key() != "x/a":
 		return true, true
-	case p.from.ns == "y" && p.proto == model.ProtocolTCP && p.port == 80:
+	case p.From.NS == "y" && p.Proto == model.ProtocolTCP && p.Port == 80:
 		return true, true
 	}
 	return false, false
@@ -63,7 +65,7 @@ func othersAllow(p probe) (allowed, decided bool) {
 // same policy is enforced as written. Real traffic, IPv4 and IPv6, in a two-node cluster.
 func TestRejectCostlyPolicy(t *testing.T) {
 	tc := newTrafficCluster(t)
-	sc := scenario{name: "costly", policies: static(costlyPolicies(600)...)}
+	sc := nfttest.Scenario{Name: "costly", Policies: nfttest.Static(costlyPolicies(600)...)}
 	for _, c := range []struct {
 		name     string
 		budget   int64
@@ -71,7 +73,7 @@ func TestRejectCostlyPolicy(t *testing.T) {
 		tcp81    bool // x/costly's rule 0 allows TCP 81 into x/a from IPv4 peers
 	}{
 		{"within the default budget", 0, nil, true},
-		{"over a small budget", 1_000_000, []model.PolicyKey{npKey("x", "costly")}, false},
+		{"over a small budget", 1_000_000, []model.PolicyKey{nfttest.NPKey("x", "costly")}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var rejected []model.PolicyKey
@@ -84,11 +86,11 @@ func TestRejectCostlyPolicy(t *testing.T) {
 			if !slices.Equal(rejected, c.rejected) {
 				t.Errorf("rejected %v, want %v", rejected, c.rejected)
 			}
-			sc.allowed = func(p probe) bool {
+			sc.Allowed = func(p nfttest.Probe) bool {
 				if ok, decided := othersAllow(p); decided {
 					return ok
 				}
-				return c.tcp81 && !p.is6 && p.proto == model.ProtocolTCP && p.port == 81
+				return c.tcp81 && !p.Is6 && p.Proto == model.ProtocolTCP && p.Port == 81
 			}
 			tc.check(t, sc)
 		})
@@ -137,12 +139,12 @@ func (o overlapping) Commit(t *ruleset.Table, c *ruleset.Changes) error {
 // 81 (which x/cidr allowed), and y/b's policy holds. Real kernel and traffic, IPv4 and IPv6.
 func TestRejectRefusedPolicy(t *testing.T) {
 	tc := newTrafficCluster(t)
-	sc := scenario{name: "refused", policies: static(append(otherPolicies(),
-		np("x", "cidr", "pod == 'a'", []model.Rule{
-			allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, model.Peer{Ports: []model.Port{tcp(81)}}),
-			allowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}}, model.Peer{Ports: []model.Port{tcp(81)}}),
+	sc := nfttest.Scenario{Name: "refused", Policies: nfttest.Static(append(otherPolicies(),
+		nfttest.NP("x", "cidr", "pod == 'a'", []model.Rule{
+			nfttest.AllowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, model.Peer{Ports: []model.Port{nfttest.TCP(81)}}),
+			nfttest.AllowTCP(model.Peer{Nets: []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}}, model.Peer{Ports: []model.Port{nfttest.TCP(81)}}),
 		}, nil, model.Ingress))...)}
-	sc.allowed = func(p probe) bool {
+	sc.Allowed = func(p nfttest.Probe) bool {
 		ok, _ := othersAllow(p) // nothing more: x/cidr is rejected
 		return ok
 	}
@@ -156,13 +158,13 @@ func TestRejectRefusedPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dp := nft.NewWithCommitter(nft.Config{Rejected: func(k model.PolicyKey, reason string) {
+		dp := kernel.NewApplier(nft.NewBuilder(nft.Config{Rejected: func(k model.PolicyKey, reason string) {
 			if !strings.Contains(reason, "refused") || !strings.Contains(reason, "nets") {
 				t.Errorf("policy %s rejected for %q, want the refused set named", k, reason)
 			}
 			rejected = append(rejected, k)
-		}}, overlapping{conn})
-		err = dp.Apply(messagesFor(n.Name, tc.addrs, sc))
+		}}), overlapping{conn}, nil)
+		err = dp.Apply(nfttest.MessagesFor(n.Name, tc.addrs, sc))
 		if err == nil {
 			_, err = dp.Resync() // the failed first commit is retried as a replace
 		}
@@ -172,7 +174,7 @@ func TestRejectRefusedPolicy(t *testing.T) {
 			t.Logf("node %s: %v", n.Name, err)
 		}
 	}
-	if want := []model.PolicyKey{npKey("x", "cidr")}; !slices.Equal(rejected, want) {
+	if want := []model.PolicyKey{nfttest.NPKey("x", "cidr")}; !slices.Equal(rejected, want) {
 		t.Errorf("rejected %v, want %v", rejected, want)
 	}
 	tc.check(t, sc)

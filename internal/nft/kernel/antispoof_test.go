@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
@@ -119,7 +120,7 @@ func TestAntiSpoofing(t *testing.T) {
 			bridged.OnUpdate(u)
 		}
 	}
-	idle, err := nft.New(nft.Config{NetNSFD: fd, WorkloadPrefixes: []string{prefix}})
+	idle, err := kernel.Open(fd, nft.Config{WorkloadPrefixes: []string{prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestAntiSpoofing(t *testing.T) {
 	}
 
 	// without the check (no workload prefixes) the spoofed datagram passes
-	off, err := nft.New(nft.Config{NetNSFD: fd})
+	off, err := kernel.Open(fd, nft.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestAntiSpoofing(t *testing.T) {
 	}
 
 	// with it: own source passes, spoofed is dropped and counted
-	dp, err := nft.New(nft.Config{NetNSFD: fd, WorkloadPrefixes: []string{prefix}})
+	dp, err := kernel.Open(fd, nft.Config{WorkloadPrefixes: []string{prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package nft_test
+package kernel_test
 
 import (
 	"maps"
@@ -10,6 +10,8 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
@@ -76,7 +78,7 @@ func elementDiff(before map[string]map[ruleset.ElementKey]ruleset.Value, t *rule
 // listed shape), and no chain; deleting the policy removes its group's objects.
 func TestIncrementalApply(t *testing.T) {
 	rec := &recorder{}
-	dp := nft.NewWithCommitter(nft.Config{}, rec)
+	dp := kernel.NewApplier(nft.NewBuilder(nft.Config{}), rec, nil)
 	g := graph.New(graph.Config{NodeName: "b"}) // x/b, the policy's subject, lives on b
 	feed := func(us ...model.Update) {
 		t.Helper()
@@ -87,8 +89,8 @@ func TestIncrementalApply(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sc := scenarios[2] // allow-from-pod-a-in-x: x/b admits x/a only
-	feed(modelUpdates(fixedAddrs(), sc.policies(nil))...)
+	sc := nfttest.Scenarios[2] // allow-from-pod-a-in-x: x/b admits x/a only
+	feed(nfttest.ModelUpdates(nfttest.FixedAddrs(), sc.Policies(nil))...)
 	if rec.replaces != 1 || len(rec.commits) != 0 {
 		t.Fatalf("first apply: %d replaces and %d commits, want one replace", rec.replaces, len(rec.commits))
 	}
@@ -97,7 +99,7 @@ func TestIncrementalApply(t *testing.T) {
 	// y/b gets pod=a — but it is in namespace y, so the selector (scoped to x) still excludes it:
 	// nothing changes in the kernel
 	feed(model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "y", Name: "b"}, Node: "b",
-		Labels: model.LabelsOf(map[string]string{"pod": "a"}), Addrs: []netip.Addr{testPods[3].v4, testPods[3].v6}}})
+		Labels: model.LabelsOf(map[string]string{"pod": "a"}), Addrs: []netip.Addr{nfttest.Pods[3].V4, nfttest.Pods[3].V6}}})
 	if n, where := elementDiff(rec.elements, dp.Table()); n != 0 {
 		t.Errorf("relabel outside the selector's namespace changed %d elements: %v", n, where)
 	}
@@ -122,7 +124,7 @@ func TestIncrementalApply(t *testing.T) {
 	}
 
 	// deleting the policy: x/b has no policy left, no group chain remains
-	feed(model.PolicyDeleted{Key: npKey("x", "allow-a")})
+	feed(model.PolicyDeleted{Key: nfttest.NPKey("x", "allow-a")})
 	for name := range dp.Table().Chains {
 		if len(name) > 3 && (name[:3] == "in_" || name[:3] == "eg_" || name[:2] == "c_") {
 			t.Errorf("chain %s left after the last policy was deleted", name)

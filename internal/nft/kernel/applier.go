@@ -1,0 +1,193 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
+)
+
+// Committer writes tables into the kernel: ruleset.Conn, or a fake in tests.
+type Committer interface {
+	Commit(desired *ruleset.Table, changes *ruleset.Changes) error
+	Replace(desired *ruleset.Table) error
+	Verify() (drift bool, err error)
+	DeleteTable(name string) error
+	Close() error
+}
+
+// Applier keeps the kernel's table equal to its builder's desired table: it commits each
+// apply's changes in one transaction, writes the table whole when it must, reads it back and
+// repairs drift, and reads the kernel's counters of the committed table. Apply, Resync, Repair,
+// Cleanup and Close are called from one goroutine; DeniedPackets, PolicyPackets and DenyChain
+// from any, at any time.
+type Applier struct {
+	builder *nft.Builder
+	conn    Committer
+	log     *slog.Logger
+	// netnsFD is the namespace programmed (< 0: the current one), for the counter reads.
+	netnsFD int
+	// counted is what the counter reads use, replaced after each commit: they never wait for
+	// an apply, however long its compile.
+	counted      atomic.Pointer[nft.Counted]
+	committed    bool // the table has been written whole by this process and not failed since
+	transactions uint64
+}
+
+// Open opens the kernel connection to the network namespace netnsFD (< 0: the current one) and
+// returns an applier of a builder configured by cfg. Nothing is written before the first
+// in-sync apply; a table left by a previous run stays in force until then.
+func Open(netnsFD int, cfg nft.Config) (*Applier, error) {
+	conn, err := ruleset.Open(netnsFD)
+	if err != nil {
+		return nil, fmt.Errorf("opening nftables connection: %w", err)
+	}
+	a := NewApplier(nft.NewBuilder(cfg), conn, cfg.Logger)
+	if netnsFD >= 0 {
+		// a handle of our own: the counter reads may run after the caller closed its one
+		if a.netnsFD, err = unix.FcntlInt(uintptr(netnsFD), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("duplicating netns handle %d: %w", netnsFD, err)
+		}
+	}
+	return a, nil
+}
+
+// NewApplier returns an applier of b committing through c (tests use a fake). log may be nil.
+func NewApplier(b *nft.Builder, c Committer, log *slog.Logger) *Applier {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Applier{builder: b, conn: c, log: log, netnsFD: -1}
+}
+
+// Builder is the applier's builder: the desired table, its render and its decisions.
+func (a *Applier) Builder() *nft.Builder { return a.builder }
+
+// Table returns the desired table (read-only for the caller): after a successful apply, the
+// committed one.
+func (a *Applier) Table() *ruleset.Table { return a.builder.Table() }
+
+// Render returns the desired table in `nft -f` syntax.
+func (a *Applier) Render() string { return a.builder.Render() }
+
+// ReasonOrigin reads what a reason the builder wrote names (nft.Builder.ReasonOrigin). Safe for
+// concurrent use.
+func (a *Applier) ReasonOrigin(reason string) nft.Origin { return a.builder.ReasonOrigin(reason) }
+
+// Stats counts the desired (after a successful apply: committed) table's objects, and the
+// transactions committed.
+func (a *Applier) Stats() (ruleset.Stats, uint64) { return a.builder.Table().Stats(), a.transactions }
+
+// Apply folds messages into the desired table and, once in sync, commits the difference in one
+// transaction. On error the desired state is kept; Resync retries it. Apply consumes msgs
+// (nft.Builder.Apply).
+func (a *Applier) Apply(msgs []dataplane.Message) error {
+	changes := a.builder.Apply(msgs)
+	if changes == nil {
+		return nil
+	}
+	if !a.committed || a.builder.Outgrown() {
+		return a.replace()
+	}
+	table := a.builder.Table()
+	if err := a.conn.Commit(table, changes); err != nil {
+		a.committed = false // the next Resync replaces the whole table
+		return fmt.Errorf("committing table %s: %w", table.Name, err)
+	}
+	a.transactions++
+	a.counted.Store(a.builder.Counted())
+	return nil
+}
+
+// replace writes the whole desired table in one transaction, every set sized anew. When the
+// kernel refuses it and names the object it refused (ruleset.KernelError), the builder rejects
+// the costliest policy of the groups that object belongs to (nft.Builder.Refused) and the table
+// is written again: every other policy stays enforced. At most maxRefusals policies are
+// rejected so per replace.
+func (a *Applier) replace() error {
+	table := a.builder.Table()
+	for refusals := 0; ; refusals++ {
+		a.builder.ResizeSets()
+		err := a.conn.Replace(table)
+		if err == nil {
+			break
+		}
+		a.committed = false
+		if refusals == maxRefusals || !a.builder.Refused(err) {
+			return fmt.Errorf("replacing table %s: %w", table.Name, err)
+		}
+	}
+	a.transactions++
+	a.committed = true
+	a.counted.Store(a.builder.Counted())
+	return nil
+}
+
+// maxRefusals bounds the policies one replace rejects for objects the kernel refused.
+const maxRefusals = 16
+
+// Resync reads the table back and, on drift or after a failed apply, replaces it with the desired
+// table in one transaction. It reports whether a repair was needed. Before in-sync it does
+// nothing.
+func (a *Applier) Resync() (bool, error) {
+	if !a.builder.InSync() {
+		return false, nil
+	}
+	if a.committed {
+		drift, err := a.conn.Verify()
+		if err == nil && !drift {
+			return false, nil
+		}
+		if err != nil {
+			a.log.Warn("reading back the table failed; replacing it", "table", a.builder.Table().Name, "error", err)
+		}
+	}
+	return true, a.replace()
+}
+
+// Repair replaces the table with the desired one in one transaction without reading it back
+// first: the answer to the kernel's report that another process changed it, which makes the
+// read-back of Resync (seconds for hundreds of thousands of elements) needless. Before in-sync
+// it does nothing: the first commit replaces the table.
+func (a *Applier) Repair() error {
+	if !a.builder.InSync() {
+		return nil
+	}
+	return a.replace()
+}
+
+// Monitor subscribes to the kernel's reports of changes that other processes make to the
+// table (ruleset.Monitor), delivered to out: the caller runs it and answers a reported change
+// with Repair, a report that changes may have gone unreported with Resync. It needs the kernel
+// connection of Open; the applier's own commits are not reported.
+func (a *Applier) Monitor(out chan<- ruleset.TableChange) (*ruleset.Monitor, error) {
+	c, ok := a.conn.(*ruleset.Conn)
+	if !ok {
+		return nil, errors.New("monitoring the table: the applier has no kernel connection")
+	}
+	return c.Monitor(a.builder.Table().Name, out)
+}
+
+// Cleanup removes the table from the kernel.
+func (a *Applier) Cleanup() error {
+	a.committed = false
+	a.counted.Store(nil)
+	return a.conn.DeleteTable(a.builder.Table().Name)
+}
+
+// Close releases the netlink connection; the table stays in force.
+func (a *Applier) Close() error {
+	err := a.conn.Close()
+	if a.netnsFD >= 0 {
+		err = errors.Join(err, unix.Close(a.netnsFD))
+		a.netnsFD = -1
+	}
+	return err
+}
