@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		Metrics: syncMetrics, AbsentRecheck: cfg.CRDRecheck})
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
 		WatchDown: watcher.WatchDown}
-	dp, err := newDataplane(cfg, log, syncMetrics)
+	dp, err := newApplier(cfg, log, syncMetrics)
 	if err != nil {
 		return err
 	}
@@ -150,8 +150,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	return err
 }
 
-// newDataplane opens the nft dataplane of cfg's namespace and table.
-func newDataplane(cfg RunConfig, log *slog.Logger, syncMetrics *sync.Metrics) (*kernel.Applier, error) {
+// newApplier opens the kernel applier of cfg's namespace and table.
+func newApplier(cfg RunConfig, log *slog.Logger, syncMetrics *sync.Metrics) (*kernel.Applier, error) {
 	ncfg := nft.Config{Table: cfg.Table, Logger: log.With("stage", "nft"), CompileBudget: cfg.CompileBudget,
 		// a policy the compiler cannot afford counts as an invalid object of its kind
 		Rejected: func(k model.PolicyKey, _ string) { syncMetrics.InvalidObjects.WithLabelValues(k.Kind).Inc() }}

@@ -41,7 +41,7 @@ func BenchmarkIncrementalClusterPolicies(b *testing.B) {
 			b.ReportMetric(us(d), "p50-µs/"+c)
 			parts = append(parts, fmt.Sprintf("%s %.0f µs", c, us(d)))
 		}
-		report.add(row{"P2", fmt.Sprintf("one pod joins/leaves one ClusterNetworkPolicy peer selector: graph flush + Dataplane.Apply, p50 / p99 (%d changes)", n),
+		report.add(row{"P2", fmt.Sprintf("one pod joins/leaves one ClusterNetworkPolicy peer selector: graph flush + Applier.Apply, p50 / p99 (%d changes)", n),
 			fmt.Sprintf("%.0f µs / %.0f µs (p50 by the rule's action: %s)", us(p50), us(p99), strings.Join(parts, ", ")),
 			"≤ 500 µs", meets(p50 <= 500*time.Microsecond)})
 	})

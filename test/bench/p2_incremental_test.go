@@ -111,7 +111,7 @@ func BenchmarkIncremental(b *testing.B) {
 		b.ReportMetric(us(p99), "p99-µs/apply")
 		b.ReportMetric(us(percentile(j.apply, 50)), "p50-dataplane-µs")
 		b.ReportMetric(us(percentile(j.graph, 50)), "p50-graph-µs")
-		report.add(row{"P2", fmt.Sprintf("one pod joins/leaves one selector: graph flush + Dataplane.Apply, p50 / p99 (%d changes)", n),
+		report.add(row{"P2", fmt.Sprintf("one pod joins/leaves one selector: graph flush + Applier.Apply, p50 / p99 (%d changes)", n),
 			fmt.Sprintf("%.0f µs / %.0f µs (dataplane alone p50 %.0f µs, graph p50 %.0f µs)", us(applyP50), us(p99), us(percentile(j.apply, 50)), us(percentile(j.graph, 50))),
 			"≤ 500 µs", meets(applyP50 <= 500*time.Microsecond)})
 	})

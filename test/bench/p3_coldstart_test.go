@@ -52,7 +52,7 @@ func BenchmarkColdStart(b *testing.B) {
 	defer dp.Close()
 	if err := dp.Apply(msgs); err != nil {
 		st, _ := dp.Stats()
-		report.add(row{"P3", "first full Dataplane.Apply in process",
+		report.add(row{"P3", "first full Applier.Apply in process",
 			fmt.Sprintf("FAILED after %.2f s (graph %.2f s): %v; desired table: %d elements, %d chains, %d sets",
 				time.Since(t0).Seconds(), t1.Sub(t0).Seconds(), err, st.Elements, st.Chains, st.Sets),
 			"1 transaction, ≤ 1 s", "NO"})
@@ -78,7 +78,7 @@ func BenchmarkColdStart(b *testing.B) {
 	b.ReportMetric(float64(tx), "transactions")
 	b.ReportMetric(float64(st.Elements), "elements")
 	scaleDesc := fmt.Sprintf("%d pods, %d policies, %d local pods", coldSpec.Pods, coldSpec.Policies, coldSpec.LocalPods)
-	report.add(row{"P3", "first full Dataplane.Apply in process (" + scaleDesc + "): compile + one transaction",
+	report.add(row{"P3", "first full Applier.Apply in process (" + scaleDesc + "): compile + one transaction",
 		fmt.Sprintf("%.2f s (graph before it %.2f s; both %.2f s)", applyT.Seconds(), graphT.Seconds(), total.Seconds()),
 		"≤ 1 s", meets(applyT <= time.Second)})
 	report.add(row{"P3", "transactions of the first full apply; elements, chains, sets programmed",
