@@ -12,114 +12,9 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/setmap"
 )
 
-// This file is the label index: which endpoints each matcher (a scoped selector tuple) matches,
-// maintained incrementally.
-
-// endpoint is what the graph keeps of a model.Endpoint: its labels as the update handed them
-// over, its addresses and named ports packed (not its node, which local says, nor its service
-// account's name, which sa's key holds).
-type endpoint struct {
-	name   string // the pod's; its namespace is ns's
-	labels model.Labels
-	net    netInfo
-	ns     *namespace
-	sa     *account // nil without a service account
-	local  bool
-	// inSets counts the sets over the matchers matching the endpoint; while it is positive the
-	// endpoint is in the address index (see set.go).
-	inSets int32
-	// matches holds every live matcher that matches the endpoint.
-	matches matchSet
-}
-
-// matchSet is a set of matchers: a slice, as most endpoints match a few (a map each would cost
-// ≈ 200 bytes an endpoint). Once it grows past matchSetIndexed, the positions of its matchers
-// are kept in a matchPositions (the index's, not a field of every endpoint: 8 bytes an endpoint
-// saved) so that adding and removing stay O(1) for an endpoint that many selectors match.
-type matchSet struct {
-	list []*matcher
-}
-
-// matchPositions holds the position of each matcher in each indexed matchSet.
-type matchPositions map[*matchSet]map[*matcher]int
-
-const matchSetIndexed = 16
-
-func (s *matchSet) has(m *matcher, pos matchPositions) bool {
-	if p := pos[s]; p != nil {
-		_, ok := p[m]
-		return ok
-	}
-	return slices.Contains(s.list, m)
-}
-
-func (s *matchSet) add(m *matcher, pos matchPositions) {
-	if s.has(m, pos) {
-		return
-	}
-	s.list = append(s.list, m)
-	switch p := pos[s]; {
-	case p != nil:
-		p[m] = len(s.list) - 1
-	case len(s.list) > matchSetIndexed:
-		p = make(map[*matcher]int, len(s.list))
-		for i, x := range s.list {
-			p[x] = i
-		}
-		pos[s] = p
-	}
-}
-
-func (s *matchSet) remove(m *matcher, pos matchPositions) {
-	i := -1
-	p := pos[s]
-	if p != nil {
-		if j, ok := p[m]; ok {
-			i = j
-			delete(p, m)
-		}
-	} else {
-		i = slices.Index(s.list, m)
-	}
-	if i < 0 {
-		return
-	}
-	last := len(s.list) - 1
-	if i != last {
-		s.list[i] = s.list[last]
-		if p != nil {
-			p[s.list[i]] = i
-		}
-	}
-	s.list[last] = nil
-	s.list = s.list[:last]
-	if len(s.list) == 0 {
-		s.list = nil
-		delete(pos, s)
-	}
-}
-
-// all yields the matchers; the set must not change while it is walked.
-func (s *matchSet) all() []*matcher { return s.list }
-
-type namespace struct {
-	name      string
-	labels    selector.Map // nil while the namespace object is unknown
-	exists    bool
-	endpoints map[string]*endpoint // by pod name: the graph's one map of endpoints
-}
-
-type accountKey struct{ namespace, name string }
-
-type account struct {
-	key    accountKey
-	labels selector.Map
-	exists bool
-	// endpoints counts the endpoints of the account, which are among its namespace's (a map of
-	// them would cost an entry per endpoint, for a walk made only when the account's labels
-	// change)
-	endpoints int
-}
+// This file is the label index (stage 1): which endpoints each matcher (a scoped selector
+// tuple) matches, maintained incrementally, and the updates of endpoints, namespaces and service
+// accounts that change it. Its records are in endpoints.go.
 
 // spec is a scoped selector tuple: an endpoint matches when it is in namespace scope (if set),
 // its labels match ep, its namespace's labels match ns and its service account's labels match
@@ -204,76 +99,7 @@ type anchor struct {
 	key, value string
 }
 
-// matcher is a spec with the index's state. It does not list the endpoints it matches: each
-// endpoint lists its matchers (e.matches), and membersOf finds a matcher's among the candidates
-// of its anchor (a map of members per matcher would hold an entry per membership, for walks that
-// happen only when a set is made, listed or dropped, and when a policy's selector changes).
-type matcher struct {
-	spec   spec
-	key    string
-	anchor anchor
-	refs   int // policy selector uses + sets built on it
-	// local counts the local endpoints matched.
-	local    int
-	policies map[*policy]struct{} // policies applied to the endpoints this matcher matches
-	sets     []*set
-	mark     uint64
-}
-
-func (m *matcher) match(e *endpoint) bool {
-	s := &m.spec
-	if s.scope != "" && e.ns.name != s.scope {
-		return false
-	}
-	if s.ep != nil && !s.ep.Evaluate(&e.labels) {
-		return false
-	}
-	if s.ns != nil && !s.ns.Evaluate(e.ns.labels) {
-		return false
-	}
-	if s.sa != nil {
-		var l selector.Map
-		if e.sa != nil {
-			l = e.sa.labels
-		}
-		if !s.sa.Evaluate(l) {
-			return false
-		}
-	}
-	return true
-}
-
-type index struct {
-	matchers map[string]*matcher
-	byAnchor map[anchor]map[*matcher]struct{}
-	// ofKind counts the matchers filed under each kind of anchor: a pod event looks up only the
-	// kinds some matcher uses (each lookup hashes the anchor's strings; ≈ 15 per pod otherwise)
-	ofKind [anchorKinds]int
-	// epByAnchor files endpoints under the anchorScopeEq/anchorEpEq/anchorEpKey anchors that
-	// matchers are filed under (an entry, possibly empty, exists exactly while byAnchor has the
-	// anchor): most labels (pod-template-hash) are never selected on, and filing every label of
-	// every endpoint would cost a map entry per label of every pod. An entry is built by one scan
-	// of the endpoints (of its namespace, for anchorScopeEq) when its first matcher appears. The
-	// members of a matcher are found among these candidates (membersOf): a namespaced selector of
-	// 100 pods in a namespace of 10,000 walks 100, not 10,000. nsByAnchor files namespaces under
-	// anchorNsEq/anchorNsKey of their labels.
-	epByAnchor map[anchor]map[*endpoint]struct{}
-	nsByAnchor map[anchor]map[*namespace]struct{}
-	// pos indexes the endpoints' large matchSets
-	pos matchPositions
-	gen uint64
-}
-
-func newIndex() index {
-	return index{
-		matchers:   map[string]*matcher{},
-		byAnchor:   map[anchor]map[*matcher]struct{}{},
-		epByAnchor: map[anchor]map[*endpoint]struct{}{},
-		nsByAnchor: map[anchor]map[*namespace]struct{}{},
-		pos:        matchPositions{},
-	}
-}
-
+// chooseAnchor is the anchor a matcher of s is filed under.
 func chooseAnchor(s spec) anchor {
 	if s.scope != "" {
 		// a namespaced selector with a required label equality is filed under both, so that a
@@ -309,34 +135,223 @@ func chooseAnchor(s spec) anchor {
 	return anchor{kind: anchorNone}
 }
 
+// matcher is a spec with the index's state. It does not list the endpoints it matches: each
+// endpoint lists its matchers (e.matches), and membersOf finds a matcher's among the candidates
+// of its anchor (a map of members per matcher would hold an entry per membership, for walks that
+// happen only when a set is made, listed or dropped, and when a policy's selector changes).
+// The stages that use a matcher keep their part of it here (one pointer each, no map per
+// matcher in each stage): policies is the active policies stage's, sets the set calculator's.
+type matcher struct {
+	spec   spec
+	key    string
+	anchor anchor
+	refs   int // policy selector uses + sets built on it
+	// local counts the local endpoints matched.
+	local int
+	mark  uint64
+
+	policies map[*policy]struct{} // active policies: the policies whose selector this is
+	sets     []*set               // set calculator: the sets over this matcher
+}
+
+func (m *matcher) match(e *endpoint) bool {
+	s := &m.spec
+	if s.scope != "" && e.ns.name != s.scope {
+		return false
+	}
+	if s.ep != nil && !s.ep.Evaluate(&e.labels) {
+		return false
+	}
+	if s.ns != nil && !s.ns.Evaluate(e.ns.labels) {
+		return false
+	}
+	if s.sa != nil {
+		var l selector.Map
+		if e.sa != nil {
+			l = e.sa.labels
+		}
+		if !s.sa.Evaluate(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// matchListener is told every change of the index's memberships (after e.matches and m.local
+// are updated): m now does (in) or no longer does match e.
+type matchListener interface {
+	onMatch(m *matcher, e *endpoint, in bool)
+}
+
+// endpointListener is told of every endpoint added, changed or removed, after the index has
+// re-evaluated its memberships: old is its packed addresses and named ports before the update
+// (e.net now), claim ranks it for the addresses it shares (local endpoints).
+type endpointListener interface {
+	onEndpoint(e *endpoint, ch endpointChange)
+}
+
+// endpointChange says what an update did to an endpoint.
+type endpointChange struct {
+	added, removed bool
+	old            netInfo // the addresses and named ports before, when netChanged
+	netChanged     bool
+	claim          model.AddrClaim
+}
+
+// labelIndex is stage 1: the endpoints, namespaces and service accounts (store) and the
+// matchers, with who matches what. It tells matches (active policies) of every membership
+// change and endpoints (set calculator) of every endpoint change.
+type labelIndex struct {
+	node    string
+	store   endpointStore
+	scratch []byte // the packed addresses and named ports of the endpoint being set (appendNet)
+
+	matchers map[string]*matcher
+	byAnchor map[anchor]map[*matcher]struct{}
+	// ofKind counts the matchers filed under each kind of anchor: a pod event looks up only the
+	// kinds some matcher uses (each lookup hashes the anchor's strings; ≈ 15 per pod otherwise)
+	ofKind [anchorKinds]int
+	// epByAnchor files endpoints under the anchorScopeEq/anchorEpEq/anchorEpKey anchors that
+	// matchers are filed under (an entry, possibly empty, exists exactly while byAnchor has the
+	// anchor): most labels (pod-template-hash) are never selected on, and filing every label of
+	// every endpoint would cost a map entry per label of every pod. An entry is built by one scan
+	// of the endpoints (of its namespace, for anchorScopeEq) when its first matcher appears. The
+	// members of a matcher are found among these candidates (membersOf): a namespaced selector of
+	// 100 pods in a namespace of 10,000 walks 100, not 10,000. nsByAnchor files namespaces under
+	// anchorNsEq/anchorNsKey of their labels.
+	epByAnchor map[anchor]map[*endpoint]struct{}
+	nsByAnchor map[anchor]map[*namespace]struct{}
+	// pos indexes the endpoints' large matchSets
+	pos matchPositions
+	gen uint64
+
+	matches   matchListener
+	endpoints endpointListener
+}
+
+func newLabelIndex(node string) *labelIndex {
+	return &labelIndex{
+		node:       node,
+		store:      newEndpointStore(),
+		matchers:   map[string]*matcher{},
+		byAnchor:   map[anchor]map[*matcher]struct{}{},
+		epByAnchor: map[anchor]map[*endpoint]struct{}{},
+		nsByAnchor: map[anchor]map[*namespace]struct{}{},
+		pos:        matchPositions{},
+	}
+}
+
+func (x *labelIndex) wire(matches matchListener, endpoints endpointListener) {
+	x.matches, x.endpoints = matches, endpoints
+}
+
+// setEndpoint applies an endpoint's update: its record, then its memberships (told to
+// matches), then the change itself (told to endpoints).
+func (x *labelIndex) setEndpoint(in model.Endpoint) {
+	m := keepEndpoint(in)
+	local := m.Node == x.node
+	e := x.store.endpoint(m.Key)
+	if e != nil && e.local != local {
+		// Moving between local and remote is rare: handle it as delete + add.
+		x.deleteEndpoint(m.Key)
+		e = nil
+	}
+	x.scratch = appendNet(x.scratch[:0], m.Addrs, m.NamedPorts)
+	if e == nil {
+		e = x.store.add(&m, netInfo(x.scratch), local)
+		x.fileEndpoint(e, true)
+		x.reevaluate(e)
+		x.endpoints.onEndpoint(e, endpointChange{added: true, claim: m.Claim()})
+		return
+	}
+	relabel := e.labels != m.Labels
+	if m.ServiceAccount != e.account() {
+		x.store.setAccount(e, m.ServiceAccount)
+		relabel = true
+	}
+	if relabel {
+		x.fileEndpoint(e, false)
+		e.labels = m.Labels
+		x.fileEndpoint(e, true)
+		x.reevaluate(e)
+	}
+	ch := endpointChange{claim: m.Claim()}
+	if string(x.scratch) != string(e.net) {
+		ch.old, ch.netChanged = e.net, true
+		e.net = netInfo(x.scratch)
+	}
+	x.endpoints.onEndpoint(e, ch)
+}
+
+func (x *labelIndex) deleteEndpoint(k model.EndpointKey) {
+	e := x.store.endpoint(k)
+	if e == nil {
+		return
+	}
+	ms := slices.Clone(e.matches.all())
+	for _, m := range ms {
+		x.setMember(m, e, false)
+	}
+	x.fileEndpoint(e, false)
+	x.store.remove(e)
+	x.endpoints.onEndpoint(e, endpointChange{removed: true})
+}
+
+// setNamespace applies a namespace's update: a relabel of each of its endpoints.
+func (x *labelIndex) setNamespace(name string, labels map[string]string, present bool) {
+	ns := x.store.namespaceOf(name)
+	if present == ns.exists && sameLabels(ns.labels, labels) {
+		return
+	}
+	x.fileNamespace(ns, false)
+	x.store.relabelNamespace(ns, labels, present)
+	x.fileNamespace(ns, true)
+	for _, e := range ns.endpoints {
+		x.reevaluate(e)
+	}
+	x.store.gcNamespace(ns)
+}
+
+// setAccount applies a service account's update: a relabel of each of its endpoints.
+func (x *labelIndex) setAccount(k accountKey, labels map[string]string, present bool) {
+	a := x.store.accountOf(k)
+	if x.store.relabelAccount(a, labels, present) {
+		for e := range x.store.ofAccount(a) {
+			x.reevaluate(e)
+		}
+	}
+	x.store.gcAccount(a)
+}
+
 // acquireMatcher returns the matcher of s with one more reference, creating it (and computing
-// its members from the candidate endpoints of its anchor) if needed.
-func (g *Graph) acquireMatcher(s spec) *matcher {
+// its members from the candidate endpoints of its anchor) if needed. Its members are not told
+// to matches: the caller is the matcher's new user.
+func (x *labelIndex) acquireMatcher(s spec) *matcher {
 	k := s.key()
-	if m := g.idx.matchers[k]; m != nil {
+	if m := x.matchers[k]; m != nil {
 		m.refs++
 		return m
 	}
 	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1, policies: map[*policy]struct{}{}}
-	g.idx.matchers[k] = m
-	setmap.Add(g.idx.byAnchor, m.anchor, m)
-	g.idx.ofKind[m.anchor.kind]++
-	if a := m.anchor; filesEndpoints(a.kind) && g.idx.epByAnchor[a] == nil {
+	x.matchers[k] = m
+	setmap.Add(x.byAnchor, m.anchor, m)
+	x.ofKind[m.anchor.kind]++
+	if a := m.anchor; filesEndpoints(a.kind) && x.epByAnchor[a] == nil {
 		eps := map[*endpoint]struct{}{}
-		all := g.allEndpoints()
+		all := x.store.all()
 		if a.kind == anchorScopeEq {
-			all = g.namespaceEndpoints(a.scope)
+			all = x.store.inNamespace(a.scope)
 		}
 		for e := range all {
 			if v, ok := e.labels.Get(a.key); ok && (a.kind == anchorEpKey || v == a.value) {
 				eps[e] = struct{}{}
 			}
 		}
-		g.idx.epByAnchor[a] = eps
+		x.epByAnchor[a] = eps
 	}
-	for e := range g.candidatesOf(m) {
+	for e := range x.candidatesOf(m) {
 		if m.match(e) {
-			e.matches.add(m, g.idx.pos)
+			e.matches.add(m, x.pos)
 			if e.local {
 				m.local++
 			}
@@ -346,16 +361,16 @@ func (g *Graph) acquireMatcher(s spec) *matcher {
 }
 
 // candidatesOf yields the endpoints filed under m's anchor: every endpoint m can match.
-func (g *Graph) candidatesOf(m *matcher) iter.Seq[*endpoint] {
+func (x *labelIndex) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 	switch m.anchor.kind {
 	case anchorScope:
-		return g.namespaceEndpoints(m.spec.scope)
+		return x.store.inNamespace(m.spec.scope)
 	case anchorScopeEq, anchorEpEq, anchorEpKey:
-		return maps.Keys(g.idx.epByAnchor[m.anchor])
+		return maps.Keys(x.epByAnchor[m.anchor])
 	case anchorNsEq, anchorNsKey:
-		return endpointsOf(maps.Keys(g.idx.nsByAnchor[m.anchor]))
+		return endpointsOf(maps.Keys(x.nsByAnchor[m.anchor]))
 	}
-	return g.allEndpoints()
+	return x.store.all()
 }
 
 // membersOf yields the endpoints m matches: the candidates of its anchor that list m. The index
@@ -363,42 +378,45 @@ func (g *Graph) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 // wherever a matcher's members are walked. A walk costs the candidates, not the members: equal
 // for most anchors, but a selector whose only required part is a key (`app in (a, b)`) walks
 // every endpoint with that key, and one with none walks every endpoint.
-func (g *Graph) membersOf(m *matcher) iter.Seq[*endpoint] {
+func (x *labelIndex) membersOf(m *matcher) iter.Seq[*endpoint] {
 	return func(yield func(*endpoint) bool) {
-		for e := range g.candidatesOf(m) {
-			if e.matches.has(m, g.idx.pos) && !yield(e) {
+		for e := range x.candidatesOf(m) {
+			if e.matches.has(m, x.pos) && !yield(e) {
 				return
 			}
 		}
 	}
 }
 
+// matchedBy reports whether m matches e.
+func (x *labelIndex) matchedBy(e *endpoint, m *matcher) bool { return e.matches.has(m, x.pos) }
+
 func scopeEq(namespace, key, value string) anchor {
 	return anchor{kind: anchorScopeEq, scope: namespace, key: key, value: value}
 }
 
-func (g *Graph) releaseMatcher(m *matcher) {
+func (x *labelIndex) releaseMatcher(m *matcher) {
 	m.refs--
 	if m.refs > 0 {
 		return
 	}
-	for e := range g.candidatesOf(m) { // before its anchor's candidates may go
-		e.matches.remove(m, g.idx.pos)
+	for e := range x.candidatesOf(m) { // before its anchor's candidates may go
+		e.matches.remove(m, x.pos)
 	}
-	delete(g.idx.matchers, m.key)
-	setmap.Remove(g.idx.byAnchor, m.anchor, m)
-	g.idx.ofKind[m.anchor.kind]--
-	if _, ok := g.idx.byAnchor[m.anchor]; !ok {
-		delete(g.idx.epByAnchor, m.anchor)
+	delete(x.matchers, m.key)
+	setmap.Remove(x.byAnchor, m.anchor, m)
+	x.ofKind[m.anchor.kind]--
+	if _, ok := x.byAnchor[m.anchor]; !ok {
+		delete(x.epByAnchor, m.anchor)
 	}
 }
 
-// setMember records that m now does (in) or no longer does match e, and tells its users.
-func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
+// setMember records that m now does (in) or no longer does match e, and tells matches.
+func (x *labelIndex) setMember(m *matcher, e *endpoint, in bool) {
 	if in {
-		e.matches.add(m, g.idx.pos)
+		e.matches.add(m, x.pos)
 	} else {
-		e.matches.remove(m, g.idx.pos)
+		e.matches.remove(m, x.pos)
 	}
 	if e.local {
 		if in {
@@ -406,31 +424,18 @@ func (g *Graph) setMember(m *matcher, e *endpoint, in bool) {
 		} else {
 			m.local--
 		}
-		if len(m.policies) > 0 {
-			g.dirtyEndpoints[e.key()] = struct{}{}
-			for p := range m.policies {
-				g.enqueue(p)
-			}
-		}
 	}
-	for _, s := range m.sets {
-		g.contribute(s, e, in)
-	}
-	if in {
-		g.addInSets(e, len(m.sets))
-	} else {
-		g.addInSets(e, -len(m.sets))
-	}
+	x.matches.onMatch(m, e, in)
 }
 
 // candidates calls f for every matcher filed under an anchor that e satisfies; every matcher
 // that can match e is among them, and each is visited once (a matcher has one anchor).
-func (g *Graph) candidates(e *endpoint, f func(*matcher)) {
+func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 	visit := func(a anchor) {
-		if g.idx.ofKind[a.kind] == 0 {
+		if x.ofKind[a.kind] == 0 {
 			return
 		}
-		for m := range g.idx.byAnchor[a] {
+		for m := range x.byAnchor[a] {
 			f(m)
 		}
 	}
@@ -449,14 +454,14 @@ func (g *Graph) candidates(e *endpoint, f func(*matcher)) {
 
 // reevaluate brings e's memberships up to date after its labels, namespace labels or service
 // account labels changed (or it is new): only candidate matchers and current matches are tested.
-func (g *Graph) reevaluate(e *endpoint) {
-	g.idx.gen++
-	gen := g.idx.gen
+func (x *labelIndex) reevaluate(e *endpoint) {
+	x.gen++
+	gen := x.gen
 	var added []*matcher
-	g.candidates(e, func(m *matcher) {
+	x.candidates(e, func(m *matcher) {
 		if m.match(e) {
 			m.mark = gen
-			if !e.matches.has(m, g.idx.pos) {
+			if !e.matches.has(m, x.pos) {
 				added = append(added, m)
 			}
 		}
@@ -468,10 +473,10 @@ func (g *Graph) reevaluate(e *endpoint) {
 		}
 	}
 	for _, m := range removed {
-		g.setMember(m, e, false)
+		x.setMember(m, e, false)
 	}
 	for _, m := range added {
-		g.setMember(m, e, true)
+		x.setMember(m, e, true)
 	}
 }
 
@@ -480,16 +485,16 @@ func filesEndpoints(kind anchorKind) bool {
 	return kind == anchorScopeEq || kind == anchorEpEq || kind == anchorEpKey
 }
 
-func (g *Graph) fileEndpoint(e *endpoint, add bool) {
-	if len(g.idx.epByAnchor) == 0 {
+func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
+	if len(x.epByAnchor) == 0 {
 		return
 	}
 	for k, v := range e.labels.All() {
 		for _, a := range [3]anchor{scopeEq(e.ns.name, k, v), {kind: anchorEpEq, key: k, value: v}, {kind: anchorEpKey, key: k}} {
-			if g.idx.ofKind[a.kind] == 0 {
+			if x.ofKind[a.kind] == 0 {
 				continue
 			}
-			if eps := g.idx.epByAnchor[a]; eps != nil { // only the anchors matchers use
+			if eps := x.epByAnchor[a]; eps != nil { // only the anchors matchers use
 				if add {
 					eps[e] = struct{}{}
 				} else {
@@ -500,102 +505,14 @@ func (g *Graph) fileEndpoint(e *endpoint, add bool) {
 	}
 }
 
-func (g *Graph) fileNamespace(ns *namespace, add bool) {
+func (x *labelIndex) fileNamespace(ns *namespace, add bool) {
 	for k, v := range ns.labels {
 		if add {
-			setmap.Add(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			setmap.Add(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			setmap.Add(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			setmap.Add(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		} else {
-			setmap.Remove(g.idx.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			setmap.Remove(g.idx.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			setmap.Remove(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			setmap.Remove(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		}
 	}
-}
-
-func (g *Graph) namespaceOf(name string) *namespace {
-	ns := g.namespaces[name]
-	if ns == nil {
-		ns = &namespace{name: name, endpoints: map[string]*endpoint{}}
-		g.namespaces[name] = ns
-	}
-	return ns
-}
-
-func (g *Graph) gcNamespace(ns *namespace) {
-	if !ns.exists && len(ns.endpoints) == 0 {
-		delete(g.namespaces, ns.name)
-	}
-}
-
-func (g *Graph) accountOf(k accountKey) *account {
-	a := g.accounts[k]
-	if a == nil {
-		a = &account{key: k}
-		g.accounts[k] = a
-	}
-	return a
-}
-
-func (g *Graph) gcAccount(a *account) {
-	if !a.exists && a.endpoints == 0 {
-		delete(g.accounts, a.key)
-	}
-}
-
-func (g *Graph) setNamespace(name string, labels map[string]string, present bool) {
-	ns := g.namespaceOf(name)
-	if present == ns.exists && sameLabels(ns.labels, labels) {
-		return
-	}
-	g.fileNamespace(ns, false)
-	ns.exists = present
-	ns.labels = copyLabels(labels)
-	if !present {
-		ns.labels = nil
-	}
-	g.fileNamespace(ns, true)
-	for _, e := range ns.endpoints {
-		g.reevaluate(e)
-	}
-	g.gcNamespace(ns)
-}
-
-func (g *Graph) setAccount(k accountKey, labels map[string]string, present bool) {
-	a := g.accountOf(k)
-	if present == a.exists && sameLabels(a.labels, labels) {
-		return
-	}
-	a.exists = present
-	a.labels = copyLabels(labels)
-	if !present {
-		a.labels = nil
-	}
-	if ns := g.namespaces[k.namespace]; ns != nil && a.endpoints > 0 {
-		for _, e := range ns.endpoints {
-			if e.sa == a {
-				g.reevaluate(e)
-			}
-		}
-	}
-	g.gcAccount(a)
-}
-
-func sameLabels(a selector.Map, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range b {
-		if w, ok := a[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-func copyLabels(m map[string]string) selector.Map {
-	c := make(selector.Map, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
