@@ -33,22 +33,26 @@ type Graph struct {
 	seq      *sequencer
 }
 
-// New returns an empty graph holding model.DefaultTiers. It is the picture of the graph: each
-// stage is built with the narrow interfaces of the stages it tells (downstream, →) and of the
-// stages it asks (upstream queries, ?):
+// New returns an empty graph holding model.DefaultTiers. It is the picture of the graph. Each
+// update enters the first stage that cares (OnUpdate), and events flow downstream only (→):
 //
-//	label index ─matches→ active policies ─matches→ set calculator
-//	label index ─endpoints→ set calculator ─endpoints→ resolver
-//	active policies ?matchers label index; active policies ─rules→ set calculator ?members label index
-//	active policies ─tiers→ resolver ?policies active policies
-//	set calculator, active policies, resolver ─changes→ sequencer ?messages each of them
+//	endpoint, namespace, service account → labelIndex
+//	labelIndex →onEndpoint→ activePolicies →onEndpoint→ setCalculator →onEndpoint→ resolver
+//	policy, tier → activePolicies →acquireSet/releaseSet→ setCalculator
+//	                              →onTiers→ resolver
+//	route, host address → resolver
+//	activePolicies, setCalculator, resolver →changes→ sequencer → Flush
+//
+// Upstream there are only queries: activePolicies and setCalculator ask labelIndex for matchers
+// and their members, resolver asks activePolicies which policies select an endpoint and for
+// tiers, and sequencer asks the stages for their objects' messages.
 func New(cfg Config) *Graph {
 	seq := newSequencer()
 	index := newLabelIndex(cfg.NodeName)
 	sets := newSetCalculator(index, seq)
 	policies := newActivePolicies(index, sets, seq)
 	res := newResolver(policies, seq)
-	index.wire(policies, sets)
+	index.wire(policies)
 	policies.wire(sets, res)
 	sets.wire(res)
 	seq.wire(sets, policies, res)

@@ -177,30 +177,39 @@ func (m *matcher) match(e *endpoint) bool {
 	return true
 }
 
-// matchListener is told every change of the index's memberships (after e.matches and m.local
-// are updated): m now does (in) or no longer does match e.
-type matchListener interface {
-	onMatch(m *matcher, e *endpoint, in bool)
-}
-
-// endpointListener is told of every endpoint added, changed or removed, after the index has
-// re-evaluated its memberships: old is its packed addresses and named ports before the update
-// (e.net now), claim ranks it for the addresses it shares (local endpoints).
+// endpointListener is told of every change of an endpoint: its own update (added, changed,
+// removed) or a change of its memberships by its namespace's or service account's labels. When
+// it is told, the index is up to date (e.matches, m.local, e.net).
 type endpointListener interface {
 	onEndpoint(e *endpoint, ch endpointChange)
 }
 
-// endpointChange says what an update did to an endpoint.
+// endpointChange says what changed of an endpoint.
 type endpointChange struct {
+	// left and joined are the matchers e no longer and now matches.
+	left, joined []*matcher
+	// updated: the change is e's own update (then added or removed may be set); else only
+	// its memberships changed.
+	updated        bool
 	added, removed bool
-	old            netInfo // the addresses and named ports before, when netChanged
-	netChanged     bool
-	claim          model.AddrClaim
+	// netChanged: its addresses or named ports changed; old is what they were (e.net now).
+	netChanged bool
+	old        netInfo
+	// claim ranks the endpoint for the addresses it shares (its own update only).
+	claim model.AddrClaim
+}
+
+// net is e's packed addresses and named ports before the change.
+func (ch *endpointChange) net(e *endpoint) netInfo {
+	if ch.netChanged {
+		return ch.old
+	}
+	return e.net
 }
 
 // labelIndex is stage 1: the endpoints, namespaces and service accounts (store) and the
-// matchers, with who matches what. It tells matches (active policies) of every membership
-// change and endpoints (set calculator) of every endpoint change.
+// matchers, with who matches what. It tells next (the active policies) of every endpoint
+// change, once per endpoint, with the memberships it changed.
 type labelIndex struct {
 	node    string
 	store   endpointStore
@@ -225,8 +234,7 @@ type labelIndex struct {
 	pos matchPositions
 	gen uint64
 
-	matches   matchListener
-	endpoints endpointListener
+	next endpointListener
 }
 
 func newLabelIndex(node string) *labelIndex {
@@ -241,12 +249,9 @@ func newLabelIndex(node string) *labelIndex {
 	}
 }
 
-func (x *labelIndex) wire(matches matchListener, endpoints endpointListener) {
-	x.matches, x.endpoints = matches, endpoints
-}
+func (x *labelIndex) wire(next endpointListener) { x.next = next }
 
-// setEndpoint applies an endpoint's update: its record, then its memberships (told to
-// matches), then the change itself (told to endpoints).
+// setEndpoint applies an endpoint's update: its record and memberships, then tells next.
 func (x *labelIndex) setEndpoint(in model.Endpoint) {
 	m := keepEndpoint(in)
 	local := m.Node == x.node
@@ -260,10 +265,12 @@ func (x *labelIndex) setEndpoint(in model.Endpoint) {
 	if e == nil {
 		e = x.store.add(&m, netInfo(x.scratch), local)
 		x.fileEndpoint(e, true)
-		x.reevaluate(e)
-		x.endpoints.onEndpoint(e, endpointChange{added: true, claim: m.Claim()})
+		ch := endpointChange{updated: true, added: true, claim: m.Claim()}
+		ch.left, ch.joined = x.reevaluate(e)
+		x.next.onEndpoint(e, ch)
 		return
 	}
+	ch := endpointChange{updated: true, claim: m.Claim()}
 	relabel := e.labels != m.Labels
 	if m.ServiceAccount != e.account() {
 		x.store.setAccount(e, m.ServiceAccount)
@@ -273,14 +280,13 @@ func (x *labelIndex) setEndpoint(in model.Endpoint) {
 		x.fileEndpoint(e, false)
 		e.labels = m.Labels
 		x.fileEndpoint(e, true)
-		x.reevaluate(e)
+		ch.left, ch.joined = x.reevaluate(e)
 	}
-	ch := endpointChange{claim: m.Claim()}
 	if string(x.scratch) != string(e.net) {
 		ch.old, ch.netChanged = e.net, true
 		e.net = netInfo(x.scratch)
 	}
-	x.endpoints.onEndpoint(e, ch)
+	x.next.onEndpoint(e, ch)
 }
 
 func (x *labelIndex) deleteEndpoint(k model.EndpointKey) {
@@ -288,13 +294,13 @@ func (x *labelIndex) deleteEndpoint(k model.EndpointKey) {
 	if e == nil {
 		return
 	}
-	ms := slices.Clone(e.matches.all())
-	for _, m := range ms {
+	left := slices.Clone(e.matches.all())
+	for _, m := range left {
 		x.setMember(m, e, false)
 	}
 	x.fileEndpoint(e, false)
 	x.store.remove(e)
-	x.endpoints.onEndpoint(e, endpointChange{removed: true})
+	x.next.onEndpoint(e, endpointChange{updated: true, removed: true, left: left})
 }
 
 // setNamespace applies a namespace's update: a relabel of each of its endpoints.
@@ -307,7 +313,7 @@ func (x *labelIndex) setNamespace(name string, labels map[string]string, present
 	x.store.relabelNamespace(ns, labels, present)
 	x.fileNamespace(ns, true)
 	for _, e := range ns.endpoints {
-		x.reevaluate(e)
+		x.relabel(e)
 	}
 	x.store.gcNamespace(ns)
 }
@@ -317,7 +323,7 @@ func (x *labelIndex) setAccount(k accountKey, labels map[string]string, present 
 	a := x.store.accountOf(k)
 	if x.store.relabelAccount(a, labels, present) {
 		for e := range x.store.ofAccount(a) {
-			x.reevaluate(e)
+			x.relabel(e)
 		}
 	}
 	x.store.gcAccount(a)
@@ -411,7 +417,16 @@ func (x *labelIndex) releaseMatcher(m *matcher) {
 	}
 }
 
-// setMember records that m now does (in) or no longer does match e, and tells matches.
+// relabel re-evaluates e after its namespace's or service account's labels changed and tells
+// next what changed.
+func (x *labelIndex) relabel(e *endpoint) {
+	var ch endpointChange
+	if ch.left, ch.joined = x.reevaluate(e); len(ch.left) > 0 || len(ch.joined) > 0 {
+		x.next.onEndpoint(e, ch)
+	}
+}
+
+// setMember records that m now does (in) or no longer does match e.
 func (x *labelIndex) setMember(m *matcher, e *endpoint, in bool) {
 	if in {
 		e.matches.add(m, x.pos)
@@ -425,7 +440,6 @@ func (x *labelIndex) setMember(m *matcher, e *endpoint, in bool) {
 			m.local--
 		}
 	}
-	x.matches.onMatch(m, e, in)
 }
 
 // candidates calls f for every matcher filed under an anchor that e satisfies; every matcher
@@ -454,7 +468,8 @@ func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 
 // reevaluate brings e's memberships up to date after its labels, namespace labels or service
 // account labels changed (or it is new): only candidate matchers and current matches are tested.
-func (x *labelIndex) reevaluate(e *endpoint) {
+// It returns the matchers e left and joined.
+func (x *labelIndex) reevaluate(e *endpoint) (left, joined []*matcher) {
 	x.gen++
 	gen := x.gen
 	var added []*matcher
@@ -478,6 +493,7 @@ func (x *labelIndex) reevaluate(e *endpoint) {
 	for _, m := range added {
 		x.setMember(m, e, true)
 	}
+	return removed, added
 }
 
 // filesEndpoints reports whether epByAnchor files endpoints under anchors of kind.

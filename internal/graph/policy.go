@@ -45,15 +45,15 @@ type prepared struct {
 // activePolicies is stage 2: the policies and tiers, which policies are active (their
 // selector is valid, their tier known and they select ≥ 1 local endpoint) and, while active,
 // their compiled rules, which hold the sets they refer to. It asks the label index for the
-// matchers of its selectors, is told their membership changes (and passes them on to the set
-// calculator), acquires and releases sets, and tells the resolver of tier changes and the
+// matchers of its selectors, is told of endpoint changes by the label index (and passes them
+// on to the set calculator), acquires and releases sets, and tells the resolver of tier changes and the
 // sequencer of changed policies and endpoints.
 type activePolicies struct {
 	index    policyIndex
 	sets     policySets
 	resolver tierListener
 	changes  changes
-	next     matchListener
+	next     endpointListener
 
 	policies map[model.PolicyKey]*policy
 	tiers    map[string]model.Tier
@@ -86,20 +86,27 @@ func newActivePolicies(index policyIndex, sets policySets, changes changes) *act
 	return ap
 }
 
-func (ap *activePolicies) wire(next matchListener, resolver tierListener) {
+func (ap *activePolicies) wire(next endpointListener, resolver tierListener) {
 	ap.next, ap.resolver = next, resolver
 }
 
-// onMatch queues the policies whose selector m is when a local endpoint joins or leaves it
-// (their activity may change; the endpoint's policy lists do), then tells next.
-func (ap *activePolicies) onMatch(m *matcher, e *endpoint, in bool) {
-	if e.local && len(m.policies) > 0 {
-		ap.changes.endpointChanged(e.key())
-		for p := range m.policies {
-			ap.enqueue(p)
+// onEndpoint queues the policies whose selectors a local endpoint left or joined (their
+// activity may change; the endpoint's policy lists do), then tells next.
+func (ap *activePolicies) onEndpoint(e *endpoint, ch endpointChange) {
+	if e.local {
+		for _, ms := range [2][]*matcher{ch.left, ch.joined} {
+			for _, m := range ms {
+				if len(m.policies) == 0 {
+					continue
+				}
+				ap.changes.endpointChanged(e.key())
+				for p := range m.policies {
+					ap.enqueue(p)
+				}
+			}
 		}
 	}
-	ap.next.onMatch(m, e, in)
+	ap.next.onEndpoint(e, ch)
 }
 
 func (ap *activePolicies) enqueue(p *policy) {

@@ -10,7 +10,7 @@ import (
 
 // resolver is stage 4, the policy resolver: per local endpoint and direction, the tiers in
 // order holding the active policies that select it; its interface (routes) and the addresses
-// it owns (owners, owner.go). It is told of endpoint changes (by the set calculator) and tier
+// it owns (owners, owner.go). It is told of endpoint updates (by the set calculator) and tier
 // changes (by the active policies), asks the active policies which policies select an endpoint,
 // and tells the sequencer which endpoints changed.
 type resolver struct {
@@ -39,8 +39,8 @@ func newResolver(policies resolverPolicies, changes changes) *resolver {
 // onEndpoint keeps the local endpoints and their address claims: a local endpoint's change
 // re-resolves it (and the other holders of the addresses it gains or loses).
 func (r *resolver) onEndpoint(e *endpoint, ch endpointChange) {
-	if !e.local {
-		return
+	if !e.local || !ch.updated {
+		return // memberships alone: the active policies re-resolve it if its policies changed
 	}
 	k := e.key()
 	r.changes.endpointChanged(k)

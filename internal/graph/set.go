@@ -71,21 +71,23 @@ func newSetCalculator(index setIndex, changes changes) *setCalculator {
 
 func (c *setCalculator) wire(next endpointListener) { c.next = next }
 
-// onMatch updates the sets over m for e joining (in) or leaving it.
-func (c *setCalculator) onMatch(m *matcher, e *endpoint, in bool) {
-	for _, s := range m.sets {
-		c.contribute(s, e, e.net, in)
-	}
-	if in {
-		c.addInSets(e, len(m.sets))
-	} else {
-		c.addInSets(e, -len(m.sets))
-	}
-}
-
-// onEndpoint withdraws e's old contributions to its sets and adds the new ones when its
-// addresses or named ports changed, then tells next.
+// onEndpoint updates the sets over the matchers e left or joined, with its addresses and named
+// ports before the change, then, when they changed, withdraws e's old contributions to its sets
+// and adds the new ones; then it tells next.
 func (c *setCalculator) onEndpoint(e *endpoint, ch endpointChange) {
+	net := ch.net(e)
+	for _, m := range ch.left {
+		for _, s := range m.sets {
+			c.contribute(s, e, net, false)
+		}
+		c.addInSets(e, net, -len(m.sets))
+	}
+	for _, m := range ch.joined {
+		for _, s := range m.sets {
+			c.contribute(s, e, net, true)
+		}
+		c.addInSets(e, net, len(m.sets))
+	}
 	if ch.netChanged {
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
@@ -94,7 +96,7 @@ func (c *setCalculator) onEndpoint(e *endpoint, ch endpointChange) {
 		}
 		if e.inSets > 0 {
 			c.holders.remove(e, ch.old)
-			c.holders.add(e)
+			c.holders.add(e, e.net)
 		}
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
@@ -130,7 +132,7 @@ func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string,
 	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
 	for e := range c.index.membersOf(m) {
-		c.addInSets(e, 1)
+		c.addInSets(e, e.net, 1)
 	}
 	c.sets[id] = s
 	c.changes.setChanged(id)
@@ -152,22 +154,23 @@ func (c *setCalculator) releaseSet(s *set) {
 		}
 	}
 	for e := range c.index.membersOf(m) {
-		c.addInSets(e, -1)
+		c.addInSets(e, e.net, -1)
 	}
 	c.index.releaseMatcher(m)
 }
 
-// addInSets adds n to e.inSets, filing e in the address index while it is in a set: only those
+// addInSets adds n to e.inSets, filing e in the address index under the addresses of net (e's,
+// or the ones it had before the change being applied) while it is in a set: only those
 // endpoints can contribute a member, and a node whose policies refer to few endpoints should
 // not index the whole cluster's addresses.
-func (c *setCalculator) addInSets(e *endpoint, n int) {
+func (c *setCalculator) addInSets(e *endpoint, net netInfo, n int) {
 	was := e.inSets > 0
 	e.inSets += int32(n)
 	switch now := e.inSets > 0; {
 	case now && !was:
-		c.holders.add(e)
+		c.holders.add(e, net)
 	case was && !now:
-		c.holders.remove(e, e.net)
+		c.holders.remove(e, net)
 	}
 }
 
@@ -357,9 +360,9 @@ func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 	}
 }
 
-// add files e under its addresses.
-func (x *addrIndex) add(e *endpoint) {
-	for a := range e.net.addrs() {
+// add files e under the addresses of net (e's, or the ones it had).
+func (x *addrIndex) add(e *endpoint, net netInfo) {
+	for a := range net.addrs() {
 		k := x.digest(a)
 		switch h := x.first[k]; {
 		case h == nil:
