@@ -2,7 +2,6 @@ package graph
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
@@ -18,11 +17,11 @@ type changes interface {
 
 // sequencer is stage 5, the event sequencer: the objects touched since the last flush and
 // what was last sent of each (one pending per kind), and the ordered emission. It asks the
-// set calculator, the active policies and the resolver for their objects' messages.
+// set calculator, the active policies and the resolver for their objects' messages (source).
 type sequencer struct {
-	sets      setMessages
-	policies  policyMessages
-	endpoints endpointMessages
+	sets      source[dataplane.SetID, dataplane.Message]
+	policies  source[model.PolicyKey, *dataplane.PolicyUpdated]
+	endpoints source[model.EndpointKey, *dataplane.EndpointUpdated]
 
 	inSync     bool
 	sentInSync bool
@@ -32,19 +31,11 @@ type sequencer struct {
 	pendingEndpoints pending[model.EndpointKey, *dataplane.EndpointUpdated]
 }
 
-// setMessages, policyMessages and endpointMessages are what the sequencer asks the stages
-// for: an object's message for this flush (sent: one was sent before), or that it is gone.
-type (
-	setMessages interface {
-		message(id dataplane.SetID, sent bool) (dataplane.Message, bool)
-	}
-	policyMessages interface {
-		message(k model.PolicyKey, sent bool) (*dataplane.PolicyUpdated, bool)
-	}
-	endpointMessages interface {
-		message(k model.EndpointKey, sent bool) (*dataplane.EndpointUpdated, bool)
-	}
-)
+// source is what the sequencer asks a stage for: an object's message for this flush (sent:
+// one was sent before), or that the object is gone (exists false).
+type source[K comparable, M any] interface {
+	message(k K, sent bool) (msg M, exists bool)
+}
 
 func newSequencer() *sequencer {
 	return &sequencer{
@@ -56,7 +47,8 @@ func newSequencer() *sequencer {
 	}
 }
 
-func (q *sequencer) wire(sets setMessages, policies policyMessages, endpoints endpointMessages) {
+func (q *sequencer) wire(sets source[dataplane.SetID, dataplane.Message],
+	policies source[model.PolicyKey, *dataplane.PolicyUpdated], endpoints source[model.EndpointKey, *dataplane.EndpointUpdated]) {
 	q.sets, q.policies, q.endpoints = sets, policies, endpoints
 }
 
@@ -71,9 +63,9 @@ func (q *sequencer) flush() []dataplane.Message {
 		return nil
 	}
 	var out []dataplane.Message
-	removedSets := q.pendingSets.flush(q.sets.message, func(m dataplane.Message) { out = append(out, m) })
-	removedPolicies := q.pendingPolicies.flush(q.policies.message, func(m *dataplane.PolicyUpdated) { out = append(out, *m) })
-	removedEndpoints := q.pendingEndpoints.flush(q.endpoints.message, func(m *dataplane.EndpointUpdated) { out = append(out, *m) })
+	out, removedSets := q.pendingSets.flush(q.sets, out, setMessage)
+	out, removedPolicies := q.pendingPolicies.flush(q.policies, out, policyMessage)
+	out, removedEndpoints := q.pendingEndpoints.flush(q.endpoints, out, endpointMessage)
 	for _, k := range removedEndpoints {
 		out = append(out, dataplane.EndpointRemoved{Key: k})
 	}
@@ -89,6 +81,10 @@ func (q *sequencer) flush() []dataplane.Message {
 	}
 	return out
 }
+
+func setMessage(m dataplane.Message) dataplane.Message               { return m }
+func policyMessage(m *dataplane.PolicyUpdated) dataplane.Message     { return *m }
+func endpointMessage(m *dataplane.EndpointUpdated) dataplane.Message { return *m }
 
 // pending is the sequencer's record of one kind of object: the keys touched since the last
 // flush and what was last sent for each key (or only that something was, when keep is false).
@@ -108,17 +104,25 @@ func newPending[K comparable, M any](order func(a, b K) int, equal func(last, no
 
 func (p *pending[K, M]) touch(k K) { p.dirty[k] = struct{}{} }
 
-// flush visits the touched keys in order: current gives a key's message (told whether one was
-// sent before), which emit gets unless it equals the last one sent, or that its object is
-// gone. It returns the gone keys that had been sent, in order, for their removal messages.
-// Its cost is O(touched keys · log) plus current's.
-func (p *pending[K, M]) flush(current func(k K, sent bool) (M, bool), emit func(M)) (removed []K) {
-	keys := slices.SortedFunc(maps.Keys(p.dirty), p.order)
+// flush visits the touched keys in order: src gives a key's message (told whether one was
+// sent before), appended to out as asMessage makes it unless it equals the last one sent, or
+// that its object is gone. It returns out and the gone keys that had been sent, in order, for
+// their removal messages. Its cost is O(touched keys · log) plus src's.
+func (p *pending[K, M]) flush(src source[K, M], out []dataplane.Message, asMessage func(M) dataplane.Message) ([]dataplane.Message, []K) {
+	if len(p.dirty) == 0 {
+		return out, nil
+	}
+	keys := make([]K, 0, len(p.dirty))
+	for k := range p.dirty {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, p.order)
 	clear(p.dirty)
+	var removed []K
 	var zero M
 	for _, k := range keys {
 		last, sent := p.sent[k]
-		now, exists := current(k, sent)
+		now, exists := src.message(k, sent)
 		if !exists {
 			if sent {
 				removed = append(removed, k)
@@ -129,14 +133,14 @@ func (p *pending[K, M]) flush(current func(k K, sent bool) (M, bool), emit func(
 		if sent && p.equal(last, now) {
 			continue
 		}
-		emit(now)
+		out = append(out, asMessage(now))
 		if p.keep {
 			p.sent[k] = now
 		} else {
 			p.sent[k] = zero
 		}
 	}
-	return removed
+	return out, removed
 }
 
 func comparePolicyKeys(a, b model.PolicyKey) int {

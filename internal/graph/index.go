@@ -4,8 +4,6 @@ import (
 	"iter"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/selector"
@@ -15,68 +13,6 @@ import (
 // This file is the label index (stage 1): which endpoints each matcher (a scoped selector
 // tuple) matches, maintained incrementally, and the updates of endpoints, namespaces and service
 // accounts that change it. Its records are in endpoints.go.
-
-// spec is a scoped selector tuple: an endpoint matches when it is in namespace scope (if set),
-// its labels match ep, its namespace's labels match ns and its service account's labels match
-// sa (nil: no constraint). Equal specs are one matcher, hence one set.
-type spec struct {
-	ep, ns, sa *selector.Selector
-	scope      string
-}
-
-func normSel(s *selector.Selector) *selector.Selector {
-	if s == nil || s.String() == selector.All().String() {
-		return nil
-	}
-	return s
-}
-
-// key is the injective identity of a spec (length-prefixed parts).
-func (s spec) key() string {
-	var b strings.Builder
-	part := func(tag string, v string) {
-		b.WriteString(tag)
-		b.WriteString(strconv.Itoa(len(v)))
-		b.WriteByte(':')
-		b.WriteString(v)
-	}
-	if s.ep != nil {
-		part("e", s.ep.String())
-	}
-	if s.ns != nil {
-		part("n", s.ns.String())
-	}
-	if s.sa != nil {
-		part("s", s.sa.String())
-	}
-	if s.scope != "" {
-		part("i", s.scope)
-	}
-	return b.String()
-}
-
-// describe is the human form of a spec, for set comments.
-func (s spec) describe() string {
-	var parts []string
-	if s.ep != nil {
-		parts = append(parts, s.ep.String())
-	}
-	if s.ns != nil {
-		parts = append(parts, "namespace("+s.ns.String()+")")
-	}
-	if s.sa != nil {
-		parts = append(parts, "serviceaccount("+s.sa.String()+")")
-	}
-	if s.scope != "" {
-		parts = append(parts, "in namespace "+quote(s.scope))
-	}
-	if len(parts) == 0 {
-		return "all()"
-	}
-	return strings.Join(parts, " && ")
-}
-
-func quote(s string) string { return strconv.Quote(s) }
 
 type anchorKind uint8
 
@@ -150,7 +86,7 @@ type matcher struct {
 	local int
 	mark  uint64
 
-	policies map[*policy]struct{} // active policies: the policies whose selector this is
+	policies map[*policy]struct{} // active policies: the policies whose selector this is (nil: none)
 	sets     []*set               // set calculator: the sets over this matcher
 }
 
@@ -199,14 +135,6 @@ type endpointChange struct {
 	claim model.AddrClaim
 }
 
-// net is e's packed addresses and named ports before the change.
-func (ch *endpointChange) net(e *endpoint) netInfo {
-	if ch.netChanged {
-		return ch.old
-	}
-	return e.net
-}
-
 // labelIndex is stage 1: the endpoints, namespaces and service accounts (store) and the
 // matchers, with who matches what. It tells next (the active policies) of every endpoint
 // change, once per endpoint, with the memberships it changed.
@@ -233,6 +161,8 @@ type labelIndex struct {
 	// pos indexes the endpoints' large matchSets
 	pos matchPositions
 	gen uint64
+	// left and joined are reevaluate's lists, reused
+	left, joined []*matcher
 
 	next endpointListener
 }
@@ -267,7 +197,7 @@ func (x *labelIndex) setEndpoint(in model.Endpoint) {
 		x.fileEndpoint(e, true)
 		ch := endpointChange{updated: true, added: true, claim: m.Claim()}
 		ch.left, ch.joined = x.reevaluate(e)
-		x.next.onEndpoint(e, ch)
+		x.tell(e, ch)
 		return
 	}
 	ch := endpointChange{updated: true, claim: m.Claim()}
@@ -286,7 +216,14 @@ func (x *labelIndex) setEndpoint(in model.Endpoint) {
 		ch.old, ch.netChanged = e.net, true
 		e.net = netInfo(x.scratch)
 	}
+	x.tell(e, ch)
+}
+
+// tell tells next of e's change, then clears reevaluate's lists.
+func (x *labelIndex) tell(e *endpoint, ch endpointChange) {
 	x.next.onEndpoint(e, ch)
+	clear(x.left)
+	clear(x.joined)
 }
 
 func (x *labelIndex) deleteEndpoint(k model.EndpointKey) {
@@ -331,14 +268,14 @@ func (x *labelIndex) setAccount(k accountKey, labels map[string]string, present 
 
 // acquireMatcher returns the matcher of s with one more reference, creating it (and computing
 // its members from the candidate endpoints of its anchor) if needed. Its members are not told
-// to matches: the caller is the matcher's new user.
+// downstream: the caller is the matcher's new user.
 func (x *labelIndex) acquireMatcher(s spec) *matcher {
 	k := s.key()
 	if m := x.matchers[k]; m != nil {
 		m.refs++
 		return m
 	}
-	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1, policies: map[*policy]struct{}{}}
+	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1}
 	x.matchers[k] = m
 	setmap.Add(x.byAnchor, m.anchor, m)
 	x.ofKind[m.anchor.kind]++
@@ -379,17 +316,26 @@ func (x *labelIndex) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 	return x.store.all()
 }
 
-// membersOf yields the endpoints m matches: the candidates of its anchor that list m. The index
-// must be settled (no endpoint between its anchors' filing and its re-evaluation), as it is
-// wherever a matcher's members are walked. A walk costs the candidates, not the members: equal
-// for most anchors, but a selector whose only required part is a key (`app in (a, b)`) walks
-// every endpoint with that key, and one with none walks every endpoint.
-func (x *labelIndex) membersOf(m *matcher) iter.Seq[*endpoint] {
-	return func(yield func(*endpoint) bool) {
-		for e := range x.candidatesOf(m) {
-			if e.matches.has(m, x.pos) && !yield(e) {
-				return
-			}
+// membersOf is the endpoints m matches: the candidates of its anchor that list m, walked by
+// members.all. The index must be settled (no endpoint between its anchors' filing and its
+// re-evaluation), as it is wherever a matcher's members are walked. A walk costs the
+// candidates, not the members: equal for most anchors, but a selector whose only required part
+// is a key (`app in (a, b)`) walks every endpoint with that key, and one with none walks every
+// endpoint.
+func (x *labelIndex) membersOf(m *matcher) members { return members{x, m} }
+
+// members is a matcher's members (membersOf). It is a value, not a closure, so that a stage
+// asking for them through an interface allocates nothing to walk them.
+type members struct {
+	x *labelIndex
+	m *matcher
+}
+
+// all yields the members.
+func (ms members) all(yield func(*endpoint) bool) {
+	for e := range ms.x.candidatesOf(ms.m) {
+		if e.matches.has(ms.m, ms.x.pos) && !yield(e) {
+			return
 		}
 	}
 }
@@ -422,7 +368,7 @@ func (x *labelIndex) releaseMatcher(m *matcher) {
 func (x *labelIndex) relabel(e *endpoint) {
 	var ch endpointChange
 	if ch.left, ch.joined = x.reevaluate(e); len(ch.left) > 0 || len(ch.joined) > 0 {
-		x.next.onEndpoint(e, ch)
+		x.tell(e, ch)
 	}
 }
 
@@ -468,11 +414,11 @@ func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 
 // reevaluate brings e's memberships up to date after its labels, namespace labels or service
 // account labels changed (or it is new): only candidate matchers and current matches are tested.
-// It returns the matchers e left and joined.
+// It returns the matchers e left and joined, in the index's scratch lists (valid until tell).
 func (x *labelIndex) reevaluate(e *endpoint) (left, joined []*matcher) {
 	x.gen++
 	gen := x.gen
-	var added []*matcher
+	added := x.joined[:0]
 	x.candidates(e, func(m *matcher) {
 		if m.match(e) {
 			m.mark = gen
@@ -481,7 +427,7 @@ func (x *labelIndex) reevaluate(e *endpoint) (left, joined []*matcher) {
 			}
 		}
 	})
-	var removed []*matcher
+	removed := x.left[:0]
 	for _, m := range e.matches.all() {
 		if m.mark != gen {
 			removed = append(removed, m)
@@ -493,6 +439,7 @@ func (x *labelIndex) reevaluate(e *endpoint) (left, joined []*matcher) {
 	for _, m := range added {
 		x.setMember(m, e, true)
 	}
+	x.left, x.joined = removed, added
 	return removed, added
 }
 

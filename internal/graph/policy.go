@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"iter"
 	"net/netip"
 	"slices"
 	"sort"
@@ -12,9 +11,9 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/selector"
 )
 
-// policy is the graph's state of one policy: its applied-to matcher (label index), its
-// activity (active rules calculator) and, while active, its compiled rules and the sets they
-// hold (rule scanner).
+// policy is the active policies' state of one policy: its applied-to matcher (acquired from
+// the label index), its activity and, while active, its compiled rules and the sets they hold
+// (acquired from the set calculator).
 type policy struct {
 	key      model.PolicyKey
 	m        model.Policy
@@ -64,7 +63,7 @@ type activePolicies struct {
 type policyIndex interface {
 	acquireMatcher(spec) *matcher
 	releaseMatcher(*matcher)
-	membersOf(*matcher) iter.Seq[*endpoint]
+	membersOf(*matcher) members
 }
 
 // policySets is what the active policies ask the set calculator.
@@ -136,15 +135,16 @@ func (ap *activePolicies) setTier(t model.Tier, present bool) {
 	}
 }
 
-// selecting calls f for every active policy that selects e.
-func (ap *activePolicies) selecting(e *endpoint, f func(*policy)) {
+// appendSelecting appends to ps every active policy that selects e.
+func (ap *activePolicies) appendSelecting(ps []*policy, e *endpoint) []*policy {
 	for _, m := range e.matches.all() {
 		for p := range m.policies {
 			if p.active {
-				f(p)
+				ps = append(ps, p)
 			}
 		}
 	}
+	return ps
 }
 
 // message is the policy's PolicyUpdated; exists is false unless it is active.
@@ -209,15 +209,17 @@ func (ap *activePolicies) setPolicy(mp model.Policy) {
 	p.m = mp
 	p.problems = nil
 	endpointsChanged := old.Tier != mp.Tier || old.Order != mp.Order || old.ApplyIngress != mp.ApplyIngress || old.ApplyEgress != mp.ApplyEgress
-	ap.selectMatcher(p, p.appliedTo(), endpointsChanged)
+	sp, valid := p.appliedTo()
+	ap.selectMatcher(p, sp, valid, endpointsChanged)
 	p.prepare()
 	p.stale = true
 	ap.changes.policyChanged(p.key)
 	ap.enqueue(p)
 }
 
-// appliedTo parses the policy's applied-to selectors: nil (and a problem) when one is invalid.
-func (p *policy) appliedTo() *spec {
+// appliedTo parses the policy's applied-to selectors: not valid (and a problem) when one is
+// invalid.
+func (p *policy) appliedTo() (sp spec, valid bool) {
 	mp := &p.m
 	obj := mp.Key.String()
 	sel, err := selector.Parse(mp.Selector)
@@ -229,24 +231,24 @@ func (p *policy) appliedTo() *spec {
 		p.problems = append(p.problems, Problem{Object: obj, Message: "invalid namespace selector " + quote(mp.NamespaceSelector) + ": " + nsErr.Error() + ": policy selects nothing"})
 	}
 	if err != nil || nsErr != nil {
-		return nil
+		return spec{}, false
 	}
-	return &spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace}
+	return spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace}, true
 }
 
-// selectMatcher points p's selector at the matcher of newSpec (none when nil). The local endpoints
-// of the old and new matchers are re-resolved when the matcher or what their lists show of p
-// (endpointsChanged) changed.
-func (ap *activePolicies) selectMatcher(p *policy, newSpec *spec, endpointsChanged bool) {
+// selectMatcher points p's selector at the matcher of newSpec (none unless valid). The local
+// endpoints of the old and new matchers are re-resolved when the matcher or what their lists
+// show of p (endpointsChanged) changed.
+func (ap *activePolicies) selectMatcher(p *policy, newSpec spec, valid, endpointsChanged bool) {
 	oldSel := p.sel
 	switch {
-	case newSpec == nil:
+	case !valid:
 		p.sel = nil
 	case oldSel != nil && oldSel.key == newSpec.key():
 		oldSel.refs++ // kept; balanced by the release below
 	default:
-		p.sel = ap.index.acquireMatcher(*newSpec)
-		p.selSpec = *newSpec
+		p.sel = ap.index.acquireMatcher(newSpec)
+		p.selSpec = newSpec
 	}
 	if oldSel != p.sel || endpointsChanged {
 		if oldSel != nil {
@@ -261,6 +263,9 @@ func (ap *activePolicies) selectMatcher(p *policy, newSpec *spec, endpointsChang
 		ap.index.releaseMatcher(oldSel)
 	}
 	if p.sel != nil {
+		if p.sel.policies == nil {
+			p.sel.policies = map[*policy]struct{}{}
+		}
 		p.sel.policies[p] = struct{}{}
 	}
 }
@@ -294,7 +299,7 @@ func (ap *activePolicies) markLocal(m *matcher) {
 	if m.local == 0 {
 		return
 	}
-	for e := range ap.index.membersOf(m) {
+	for e := range ap.index.membersOf(m).all {
 		if e.local {
 			ap.changes.endpointChanged(e.key())
 		}

@@ -26,7 +26,7 @@ type resolver struct {
 
 // resolverPolicies is what the resolver asks the active policies.
 type resolverPolicies interface {
-	selecting(e *endpoint, f func(*policy))
+	appendSelecting(ps []*policy, e *endpoint) []*policy
 	tier(name string) (model.Tier, bool)
 }
 
@@ -114,8 +114,7 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 			break
 		}
 	}
-	var ps []*policy
-	r.policies.selecting(e, func(p *policy) { ps = append(ps, p) })
+	ps := r.policies.appendSelecting(nil, e)
 	if len(ps) == 0 {
 		return msg
 	}

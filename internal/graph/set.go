@@ -61,7 +61,7 @@ type setCalculator struct {
 type setIndex interface {
 	acquireMatcher(spec) *matcher
 	releaseMatcher(*matcher)
-	membersOf(*matcher) iter.Seq[*endpoint]
+	membersOf(*matcher) members
 	matchedBy(*endpoint, *matcher) bool
 }
 
@@ -75,7 +75,10 @@ func (c *setCalculator) wire(next endpointListener) { c.next = next }
 // ports before the change, then, when they changed, withdraws e's old contributions to its sets
 // and adds the new ones; then it tells next.
 func (c *setCalculator) onEndpoint(e *endpoint, ch endpointChange) {
-	net := ch.net(e)
+	net := e.net // before the change
+	if ch.netChanged {
+		net = ch.old
+	}
 	for _, m := range ch.left {
 		for _, s := range m.sets {
 			c.contribute(s, e, net, false)
@@ -131,7 +134,7 @@ func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string,
 	}
 	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
-	for e := range c.index.membersOf(m) {
+	for e := range c.index.membersOf(m).all {
 		c.addInSets(e, e.net, 1)
 	}
 	c.sets[id] = s
@@ -153,7 +156,7 @@ func (c *setCalculator) releaseSet(s *set) {
 			break
 		}
 	}
-	for e := range c.index.membersOf(m) {
+	for e := range c.index.membersOf(m).all {
 		c.addInSets(e, e.net, -1)
 	}
 	c.index.releaseMatcher(m)
@@ -259,7 +262,7 @@ func (c *setCalculator) contributes(s *set, h *endpoint, mb dataplane.Member) bo
 // the agent's peak, where the second walk costs time linear in the members and allocates nothing.
 func (c *setCalculator) members(s *set) []dataplane.Member {
 	n := 0
-	for e := range c.index.membersOf(s.m) {
+	for e := range c.index.membersOf(s.m).all {
 		for range s.contribution(e.net) {
 			n++
 		}
@@ -268,18 +271,18 @@ func (c *setCalculator) members(s *set) []dataplane.Member {
 		return nil
 	}
 	out := make([]dataplane.Member, 0, n)
-	for e := range c.index.membersOf(s.m) {
+	for e := range c.index.membersOf(s.m).all {
 		out = slices.AppendSeq(out, s.contribution(e.net))
 	}
 	sortMembers(out)
 	return slices.Compact(out) // endpoints sharing an address
 }
 
-// contribute records that e's members of s (from net) arrive (in) or leave, e having just joined or left
-// s's matcher (or changed its addresses or ports). A member arrives or leaves with e only if no
-// other endpoint of the matcher contributes it: two endpoints share an address transiently (a
-// pod's IP reused by its successor before its delete arrives), and the address index lists the
-// other holders. A fresh set is listed whole by the next flush.
+// contribute records that e's members of s (from net) arrive (in) or leave, e having just
+// joined or left s's matcher (or changed its addresses or ports). A member arrives or leaves
+// with e only if no other endpoint of the matcher contributes it: two endpoints share an
+// address transiently (a pod's IP reused by its successor before its delete arrives), and the
+// address index lists the other holders. A fresh set is listed whole by the next flush.
 func (c *setCalculator) contribute(s *set, e *endpoint, net netInfo, in bool) {
 	if s.fresh {
 		return
