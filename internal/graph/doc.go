@@ -85,9 +85,9 @@
 //  5. Event sequencer (sequencer: flush.go). The stages tell it which objects changed
 //     (changes); it keeps, per kind of object, one pending (the keys touched since the last
 //     flush, sorted by the kind's order, and what was last sent). Flush asks each stage for
-//     the message of each touched object (setMessages, policyMessages, endpointMessages),
-//     drops a policy's or endpoint's message equal to the one sent last (the messages' Equal
-//     methods), and emits, in internal/dataplane's order, at most one message per object:
+//     the message of each touched object (a source per kind), drops a policy's or endpoint's
+//     message equal to the one sent last (the messages' Equal methods), and emits, in
+//     internal/dataplane's order, at most one message per object:
 //     SetReplaced (new sets, or when the delta is larger than the set) or SetMembersChanged
 //     (the coalesced delta), PolicyUpdated, EndpointUpdated (only when changed),
 //     EndpointRemoved, PolicyRemoved, SetRemoved, then InSync once. Nothing is emitted before
