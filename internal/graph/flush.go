@@ -19,9 +19,9 @@ type changes interface {
 // what was last sent of each (one pending per kind), and the ordered emission. It asks the
 // set calculator, the active policies and the resolver for their objects' messages (source).
 type sequencer struct {
-	sets      source[dataplane.SetID, dataplane.Message]
-	policies  source[model.PolicyKey, *dataplane.PolicyUpdated]
-	endpoints source[model.EndpointKey, *dataplane.EndpointUpdated]
+	sets      setSource
+	policies  policySource
+	endpoints endpointSource
 
 	inSync     bool
 	sentInSync bool
@@ -37,6 +37,12 @@ type source[K comparable, M any] interface {
 	message(k K, sent bool) (msg M, exists bool)
 }
 
+type (
+	setSource      = source[dataplane.SetID, dataplane.Message]
+	policySource   = source[model.PolicyKey, *dataplane.PolicyUpdated]
+	endpointSource = source[model.EndpointKey, *dataplane.EndpointUpdated]
+)
+
 func newSequencer() *sequencer {
 	return &sequencer{
 		// A set's message is its delta: nil when nothing changed. What was sent is not kept.
@@ -47,8 +53,7 @@ func newSequencer() *sequencer {
 	}
 }
 
-func (q *sequencer) wire(sets source[dataplane.SetID, dataplane.Message],
-	policies source[model.PolicyKey, *dataplane.PolicyUpdated], endpoints source[model.EndpointKey, *dataplane.EndpointUpdated]) {
+func (q *sequencer) wire(sets setSource, policies policySource, endpoints endpointSource) {
 	q.sets, q.policies, q.endpoints = sets, policies, endpoints
 }
 
