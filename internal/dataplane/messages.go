@@ -146,3 +146,63 @@ func (PolicyRemoved) isMessage()     {}
 func (EndpointUpdated) isMessage()   {}
 func (EndpointRemoved) isMessage()   {}
 func (InSync) isMessage()            {}
+
+// Equal reports whether p and q are the same message. Like reflect.DeepEqual, a nil slice
+// differs from an empty one and pointers are compared by what they point to.
+func (p *PolicyUpdated) Equal(q *PolicyUpdated) bool {
+	return p.Key == q.Key && p.Tier == q.Tier &&
+		slicesEqual(p.Ingress, q.Ingress, (*Rule).Equal) && slicesEqual(p.Egress, q.Egress, (*Rule).Equal)
+}
+
+// Equal reports whether e and f are the same message (nil and empty slices differ, as for
+// reflect.DeepEqual).
+func (e *EndpointUpdated) Equal(f *EndpointUpdated) bool {
+	return e.Key == f.Key && e.Interface == f.Interface && slicesEqual(e.Addrs, f.Addrs, eq) &&
+		slicesEqual(e.Ingress, f.Ingress, (*TierPolicies).Equal) && slicesEqual(e.Egress, f.Egress, (*TierPolicies).Equal)
+}
+
+// Equal reports whether t and u are the same (nil and empty slices differ).
+func (t *TierPolicies) Equal(u *TierPolicies) bool {
+	return t.Tier == u.Tier && t.DefaultAction == u.DefaultAction && slicesEqual(t.Policies, u.Policies, eq)
+}
+
+// Equal reports whether r and s are the same rule (nil and empty slices differ; ICMP matches
+// are compared by value).
+func (r *Rule) Equal(s *Rule) bool {
+	return r.Action == s.Action && r.Protocol == s.Protocol && r.NotProtocol == s.NotProtocol &&
+		r.IPVersion == s.IPVersion && r.Comment == s.Comment && r.Index == s.Index &&
+		r.Src.Equal(&s.Src) && r.Dst.Equal(&s.Dst) && icmpEqual(r.ICMP, s.ICMP) && icmpEqual(r.NotICMP, s.NotICMP)
+}
+
+// Equal reports whether m and n are the same match (nil and empty slices differ).
+func (m *Match) Equal(n *Match) bool {
+	return slicesEqual(m.Sets, n.Sets, eq) && slicesEqual(m.NotSets, n.NotSets, eq) &&
+		slicesEqual(m.Nets, n.Nets, eq) && slicesEqual(m.NotNets, n.NotNets, eq) &&
+		slicesEqual(m.Ports, n.Ports, eq) && slicesEqual(m.NamedPortSets, n.NamedPortSets, eq) &&
+		slicesEqual(m.NotPorts, n.NotPorts, eq) && slicesEqual(m.NotNamedPortSets, n.NotNamedPortSets, eq)
+}
+
+func icmpEqual(a, b *model.ICMPMatch) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Code == nil || b.Code == nil {
+		return a.Type == b.Type && a.Code == b.Code
+	}
+	return a.Type == b.Type && *a.Code == *b.Code
+}
+
+func eq[T comparable](a, b *T) bool { return *a == *b }
+
+// slicesEqual compares as reflect.DeepEqual does: both nil, or both non-nil with equal elements.
+func slicesEqual[T any](a, b []T, equal func(*T, *T) bool) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		if !equal(&a[i], &b[i]) {
+			return false
+		}
+	}
+	return true
+}

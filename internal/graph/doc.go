@@ -6,58 +6,90 @@
 // get the messages of internal/dataplane; Problems() lists diagnostics about bad input.
 // Updates are handed over (model.Update): an endpoint's labels are kept as they arrive, never
 // copied and never modified; its addresses and named ports are packed into one string of the
-// graph's own (netInfo), repeated ones dropped.
+// graph's own (netInfo, netinfo.go), repeated ones dropped.
 //
 // # Stages
 //
-//  1. Label index (index.go). A matcher is a scoped selector tuple (endpoint selector,
-//     namespace selector, service-account selector, namespace scope; see model's package comment
-//     for the scoping conventions). Its identity is the canonical strings of its parts, so equal
-//     tuples in many policies are one matcher and one set. An endpoint is evaluated with its own
-//     labels and its namespace's (and service account's) labels as separate views; nothing is
-//     copied or rewritten. Each matcher is filed under one anchor — its namespace scope together
-//     with a required key==value of its endpoint selector, else its namespace scope alone, else a
-//     required key==value of its endpoint selector, else of its namespace selector, else a
-//     required key, else "unindexed" — and an endpoint is tested only against the matchers filed
-//     under anchors it satisfies (plus its current matches, to drop the ones it left). A new
-//     matcher scans only the endpoints filed under its anchor. Invariant: e.matches is exactly
-//     the live matchers that match e; a matcher's members are the candidates of its anchor that
-//     list it (membersOf), walked when a set over it is made, listed or dropped.
-//  2. Active policies (policy.go). A policy's applied-to selector is a matcher; the matcher
+// Five types, each owning its state (its own maps), joined by narrow interfaces and wired in
+// one place, New (graph.go), whose comment draws the graph. An update enters the first stage
+// that cares (OnUpdate); events flow downstream only, each stage handling its part and telling
+// the next once. Upstream there are only queries (a matcher and its members, the policies
+// selecting an endpoint, a tier, an object's message). After every update the active policies
+// settle what it queued. Fields of the shared records are owned as marked: a matcher's
+// policies are the active policies', its sets the set calculator's; an endpoint's inSets is the
+// set calculator's.
+//
+//  1. Label index (labelIndex: index.go; records in endpoints.go, specs in spec.go, matchSet
+//     in matchset.go). It owns the endpoints, namespaces and service accounts (endpointStore,
+//     with the namespace and service-account life cycles) and the matchers. A matcher is a scoped selector tuple
+//     (endpoint selector, namespace selector, service-account selector, namespace scope; see
+//     model's package comment for the scoping conventions). Its identity is the canonical
+//     strings of its parts, so equal tuples in many policies are one matcher and one set. An
+//     endpoint is evaluated with its own labels and its namespace's (and service account's)
+//     labels as separate views; nothing is copied or rewritten. Each matcher is filed under
+//     one anchor — its namespace scope together with a required key==value of its endpoint
+//     selector, else its namespace scope alone, else a required key==value of its endpoint
+//     selector, else of its namespace selector, else a required key, else "unindexed" — and an
+//     endpoint is tested only against the matchers filed under anchors it satisfies (plus its
+//     current matches, to drop the ones it left). A new matcher scans only the endpoints filed
+//     under its anchor. Invariant: e.matches is exactly the live matchers that match e; a
+//     matcher's members are the candidates of its anchor that list it (membersOf), walked when
+//     a set over it is made, listed or dropped. It tells the active policies of every change
+//     of an endpoint once (endpointListener.onEndpoint, an endpointChange: the matchers it left
+//     and joined, and for its own update whether it was added or removed, its addresses and
+//     named ports before, its address claim), after its records and memberships are updated.
+//     It is asked (policyIndex, setIndex) for matchers (acquired and released by reference)
+//     and their members.
+//  2. Active policies (activePolicies: policy.go). It owns the policies, the tiers and the
+//     queue of policies to settle. A policy's applied-to selector is a matcher; the matcher
 //     counts its local members. A policy is active iff its selector is valid, its tier is known
-//     and it selects ≥ 1 local endpoint (Endpoint.Node == Config.NodeName). Membership changes
-//     queue the affected policies; OnUpdate settles the queue after the index has been updated.
-//  3. Rule scanner / set calculator (policy.go, set.go). An active policy's rules (of the
-//     directions it applies to) are compiled: each peer with an endpoint match becomes a
-//     SetAddrs set over its matcher; each named port a SetNamedPorts set over the matcher of the
-//     side it resolves on — the endpoints the policy selects for the local side (destination of
-//     ingress, source of egress), the peer's matcher on the other side, or every endpoint when
-//     the peer has no endpoint match (its Nets still constrain the address in the rule). A named
-//     port set holds (addr, proto, port) of every matched endpoint declaring that name with the
-//     rule's protocol (any protocol when the rule has none). Nets and NotNets are normalised.
-//     Sets are reference counted by compiled rules: a set exists iff an active rule refers to it.
-//     A set's members are not stored: a set emitted whole lists them from its matcher's
-//     endpoints, and a change is found with the address index, which files every endpoint in a
-//     set under its addresses: a member arrives or leaves with an endpoint only if no other
-//     endpoint of the matcher contributes it, so two endpoints sharing an address keep it until
-//     both leave. A rule with an invalid selector matches nothing and is left out; a policy with
-//     an invalid selector selects nothing (both reported by Problems).
-//  4. Policy resolver (flush.go, resolve). Per local endpoint and direction: the active policies
-//     that select it and apply to the direction, grouped by tier in (tier Order, name), policies
-//     in (Order, Key.String()); only tiers with ≥ 1 such policy are listed, with the tier's
-//     DefaultAction. Interface comes from RouteSet (a /32 or /128 route to one of its addresses).
-//     Addrs lists only the addresses the endpoint owns (owner.go): of the local endpoints
-//     holding one address, a Running one before one that is not, then the newest (Created),
-//     then the smallest key. Every other holder is still an endpoint, with its other addresses
-//     (perhaps none), so its messages never carry, and its removal never withdraws, the
-//     owner's address; when the owner goes or changes, the others are re-resolved and the next
-//     one takes the address over in the same flush. Remote endpoints take no part: this node
-//     judges a packet for a local pod's address as that pod's. Set membership is not affected:
-//     every holder that matches contributes the address (stage 3).
-//  5. Event sequencer (flush.go). Objects touched since the last flush are marked dirty; Flush
-//     compares them with what it last emitted and emits, in internal/dataplane's order, at most one
-//     message per object: SetReplaced (new sets, or when the delta is larger than the set) or
-//     SetMembersChanged (the coalesced delta), PolicyUpdated, EndpointUpdated (only when changed),
+//     and it selects ≥ 1 local endpoint (Endpoint.Node == Config.NodeName). An endpoint change
+//     queues the policies of the matchers it left or joined (and marks a local endpoint
+//     changed); settle, at the end of every update, compiles the queued policies that are (or
+//     stay) active with changed rules and releases the rules of those that are no longer. An
+//     active policy's rules (of the directions it applies to) are compiled: each peer with an
+//     endpoint match refers to a SetAddrs set over its matcher; each named port to a
+//     SetNamedPorts set over the matcher of the side it resolves on — the endpoints the policy
+//     selects for the local side (destination of ingress, source of egress), the peer's matcher
+//     on the other side, or every endpoint when the peer has no endpoint match (its Nets still
+//     constrain the address in the rule). Nets and NotNets are normalised. Sets are acquired
+//     from the set calculator (policySets) before the old ones are released, so unchanged
+//     sets are kept. A rule with an invalid selector matches nothing and is left out; a policy
+//     with an invalid selector selects nothing (both reported by Problems). It passes endpoint
+//     changes on to the set calculator and tells the resolver of tier changes (tierListener).
+//  3. Set calculator (setCalculator: set.go). It owns the sets and the address index. A
+//     named port set holds (addr, proto, port) of every matched endpoint declaring that name
+//     with the rule's protocol (any protocol when the rule has none). Sets are reference
+//     counted by compiled rules: a set exists iff an active rule refers to it. A set's members
+//     are not stored: a set emitted whole lists them from its matcher's endpoints, and a change
+//     is found with the address index, which files every endpoint in a set under its
+//     addresses: a member arrives or leaves with an endpoint only if no other endpoint of the
+//     matcher contributes it, so two endpoints sharing an address keep it until both leave. An
+//     endpoint change updates the sets over the matchers it left and joined (with its addresses
+//     before the change), then, if its addresses or named ports changed, swaps its old
+//     contributions for the new ones; it is passed on to the resolver.
+//  4. Policy resolver (resolver: resolve.go, owner.go). It owns the local endpoints, the
+//     routes, the address owners and the host addresses (which no message depends on). Per
+//     local endpoint and direction: the active policies that select it and apply to the
+//     direction (asked of the active policies, resolverPolicies), grouped by tier in (tier
+//     Order, name), policies in (Order, Key.String()); only tiers with ≥ 1 such policy are
+//     listed, with the tier's DefaultAction. Interface comes from RouteSet (a /32 or /128 route
+//     to one of its addresses). Addrs lists only the addresses the endpoint owns (owner.go): of
+//     the local endpoints holding one address, a Running one before one that is not, then the
+//     newest (Created), then the smallest key. Every other holder is still an endpoint, with
+//     its other addresses (perhaps none), so its messages never carry, and its removal never
+//     withdraws, the owner's address; when the owner goes or changes, the others are
+//     re-resolved and the next one takes the address over in the same flush. Remote endpoints
+//     take no part: this node judges a packet for a local pod's address as that pod's. Set
+//     membership is not affected: every holder that matches contributes the address (stage 3).
+//  5. Event sequencer (sequencer: flush.go). The stages tell it which objects changed
+//     (changes); it keeps, per kind of object, one pending (the keys touched since the last
+//     flush, sorted by the kind's order, and what was last sent). Flush asks each stage for
+//     the message of each touched object (a source per kind), drops a policy's or endpoint's
+//     message equal to the one sent last (the messages' Equal methods), and emits, in
+//     internal/dataplane's order, at most one message per object:
+//     SetReplaced (new sets, or when the delta is larger than the set) or SetMembersChanged
+//     (the coalesced delta), PolicyUpdated, EndpointUpdated (only when changed),
 //     EndpointRemoved, PolicyRemoved, SetRemoved, then InSync once. Nothing is emitted before
 //     SyncStatusUpdate{InSync}; the first flush after it carries the full state.
 //

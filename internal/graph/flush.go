@@ -2,116 +2,75 @@ package graph
 
 import (
 	"cmp"
-	"reflect"
 	"slices"
-	"sort"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
-// Flush returns the messages that bring the dataplane from the state of the previous Flush to
-// the current one, in the dependency order of internal/dataplane. Before the first
-// SyncStatusUpdate{InSync} it returns nothing (changes accumulate); the first flush after it
-// returns the full state followed by InSync{}.
-func (g *Graph) Flush() []dataplane.Message {
-	if !g.inSync {
+// changes is what the stages tell the sequencer: which objects changed since the last flush.
+type changes interface {
+	setChanged(dataplane.SetID)
+	policyChanged(model.PolicyKey)
+	endpointChanged(model.EndpointKey)
+}
+
+// sequencer is stage 5, the event sequencer: the objects touched since the last flush and
+// what was last sent of each (one pending per kind), and the ordered emission. It asks the
+// set calculator, the active policies and the resolver for their objects' messages (source).
+type sequencer struct {
+	sets      setSource
+	policies  policySource
+	endpoints endpointSource
+
+	inSync     bool
+	sentInSync bool
+
+	pendingSets      pending[dataplane.SetID, dataplane.Message]
+	pendingPolicies  pending[model.PolicyKey, *dataplane.PolicyUpdated]
+	pendingEndpoints pending[model.EndpointKey, *dataplane.EndpointUpdated]
+}
+
+// source is what the sequencer asks a stage for: an object's message for this flush (sent:
+// one was sent before), or that the object is gone (exists false).
+type source[K comparable, M any] interface {
+	message(k K, sent bool) (msg M, exists bool)
+}
+
+type (
+	setSource      = source[dataplane.SetID, dataplane.Message]
+	policySource   = source[model.PolicyKey, *dataplane.PolicyUpdated]
+	endpointSource = source[model.EndpointKey, *dataplane.EndpointUpdated]
+)
+
+func newSequencer() *sequencer {
+	return &sequencer{
+		// A set's message is its delta: nil when nothing changed. What was sent is not kept.
+		pendingSets: newPending(cmp.Compare[dataplane.SetID],
+			func(_, now dataplane.Message) bool { return now == nil }, false),
+		pendingPolicies:  newPending(comparePolicyKeys, (*dataplane.PolicyUpdated).Equal, true),
+		pendingEndpoints: newPending(compareEndpointKeys, (*dataplane.EndpointUpdated).Equal, true),
+	}
+}
+
+func (q *sequencer) wire(sets setSource, policies policySource, endpoints endpointSource) {
+	q.sets, q.policies, q.endpoints = sets, policies, endpoints
+}
+
+func (q *sequencer) setChanged(id dataplane.SetID)       { q.pendingSets.touch(id) }
+func (q *sequencer) policyChanged(k model.PolicyKey)     { q.pendingPolicies.touch(k) }
+func (q *sequencer) endpointChanged(k model.EndpointKey) { q.pendingEndpoints.touch(k) }
+
+// flush emits, in internal/dataplane's order, the changed sets, policies and endpoints, then
+// the removed endpoints, policies and sets, then InSync once.
+func (q *sequencer) flush() []dataplane.Message {
+	if !q.inSync {
 		return nil
 	}
 	var out []dataplane.Message
-
-	// Sets added or changed.
-	setIDs := sortedKeys(g.dirtySets)
-	var removedSets []dataplane.SetID
-	for _, id := range setIDs {
-		s := g.sets[id]
-		_, sent := g.sentSets[id]
-		if s == nil {
-			if sent {
-				removedSets = append(removedSets, id)
-				delete(g.sentSets, id)
-			}
-			continue
-		}
-		switch {
-		case s.fresh || !sent || len(s.delta) > s.size:
-			ms := s.members(g)
-			s.size = len(ms)
-			out = append(out, dataplane.SetReplaced{ID: id, Kind: s.kind, Description: s.desc, Members: ms})
-		case len(s.delta) > 0:
-			var mc dataplane.SetMembersChanged
-			mc.ID = id
-			for mb, in := range s.delta {
-				if in {
-					mc.Added = append(mc.Added, mb)
-				} else {
-					mc.Removed = append(mc.Removed, mb)
-				}
-			}
-			sortMembers(mc.Added)
-			sortMembers(mc.Removed)
-			out = append(out, mc)
-		}
-		s.fresh = false
-		s.delta = nil
-		g.sentSets[id] = struct{}{}
-	}
-	clear(g.dirtySets)
-
-	// Policies updated.
-	pkeys := make([]model.PolicyKey, 0, len(g.dirtyPolicies))
-	for k := range g.dirtyPolicies {
-		pkeys = append(pkeys, k)
-	}
-	sortPolicyKeys(pkeys)
-	var removedPolicies []model.PolicyKey
-	for _, k := range pkeys {
-		p := g.policies[k]
-		sent := g.sentPolicies[k]
-		if p == nil || !p.active {
-			if sent != nil {
-				removedPolicies = append(removedPolicies, k)
-				delete(g.sentPolicies, k)
-			}
-			continue
-		}
-		msg := &dataplane.PolicyUpdated{Key: k, Tier: p.m.Tier, Ingress: p.ingress, Egress: p.egress}
-		if sent != nil && reflect.DeepEqual(sent, msg) {
-			continue
-		}
-		g.sentPolicies[k] = msg
-		out = append(out, *msg)
-	}
-	clear(g.dirtyPolicies)
-
-	// Endpoints updated.
-	ekeys := make([]model.EndpointKey, 0, len(g.dirtyEndpoints))
-	for k := range g.dirtyEndpoints {
-		ekeys = append(ekeys, k)
-	}
-	slices.SortFunc(ekeys, func(a, b model.EndpointKey) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	var removedEndpoints []model.EndpointKey
-	for _, k := range ekeys {
-		e := g.local[k]
-		sent := g.sentEndpoints[k]
-		if e == nil {
-			if sent != nil {
-				removedEndpoints = append(removedEndpoints, k)
-				delete(g.sentEndpoints, k)
-			}
-			continue
-		}
-		msg := g.resolve(e)
-		if sent != nil && reflect.DeepEqual(sent, msg) {
-			continue
-		}
-		g.sentEndpoints[k] = msg
-		out = append(out, *msg)
-	}
-	clear(g.dirtyEndpoints)
-
+	out, removedSets := q.pendingSets.flush(q.sets, out, setMessage)
+	out, removedPolicies := q.pendingPolicies.flush(q.policies, out, policyMessage)
+	out, removedEndpoints := q.pendingEndpoints.flush(q.endpoints, out, endpointMessage)
 	for _, k := range removedEndpoints {
 		out = append(out, dataplane.EndpointRemoved{Key: k})
 	}
@@ -121,86 +80,80 @@ func (g *Graph) Flush() []dataplane.Message {
 	for _, id := range removedSets {
 		out = append(out, dataplane.SetRemoved{ID: id})
 	}
-	if !g.sentInSync {
-		g.sentInSync = true
+	if !q.sentInSync {
+		q.sentInSync = true
 		out = append(out, dataplane.InSync{})
 	}
 	return out
 }
 
-// resolve is the policy resolver: the endpoint's message with the addresses it owns
-// (owner.go) and, per direction, the tiers in order holding the active policies that select it,
-// in (Order, Key) order.
-func (g *Graph) resolve(e *endpoint) *dataplane.EndpointUpdated {
-	msg := &dataplane.EndpointUpdated{Key: e.key()}
-	for a := range e.net.addrs() {
-		if g.owns(e, a) {
-			msg.Addrs = append(msg.Addrs, a)
-		}
-	}
-	for _, a := range msg.Addrs {
-		if ifc, ok := g.routes[a]; ok {
-			msg.Interface = ifc
-			break
-		}
-	}
-	var ps []*policy
-	for _, m := range e.matches.all() {
-		for p := range m.policies {
-			if p.active {
-				ps = append(ps, p)
-			}
-		}
-	}
-	if len(ps) == 0 {
-		return msg
-	}
-	sort.Slice(ps, func(i, j int) bool {
-		ti, tj := g.tiers[ps[i].m.Tier], g.tiers[ps[j].m.Tier]
-		if ti.Order != tj.Order {
-			return ti.Order < tj.Order
-		}
-		if ti.Name != tj.Name {
-			return ti.Name < tj.Name
-		}
-		if ps[i].m.Order != ps[j].m.Order {
-			return ps[i].m.Order < ps[j].m.Order
-		}
-		return ps[i].key.String() < ps[j].key.String()
-	})
-	build := func(apply func(*policy) bool) []dataplane.TierPolicies {
-		var out []dataplane.TierPolicies
-		for _, p := range ps {
-			if !apply(p) {
-				continue
-			}
-			if n := len(out); n == 0 || out[n-1].Tier != p.m.Tier {
-				t := g.tiers[p.m.Tier]
-				out = append(out, dataplane.TierPolicies{Tier: t.Name, DefaultAction: t.DefaultAction})
-			}
-			tp := &out[len(out)-1]
-			tp.Policies = append(tp.Policies, p.key)
-		}
-		return out
-	}
-	msg.Ingress = build(func(p *policy) bool { return p.m.ApplyIngress })
-	msg.Egress = build(func(p *policy) bool { return p.m.ApplyEgress })
-	return msg
+func setMessage(m dataplane.Message) dataplane.Message               { return m }
+func policyMessage(m *dataplane.PolicyUpdated) dataplane.Message     { return *m }
+func endpointMessage(m *dataplane.EndpointUpdated) dataplane.Message { return *m }
+
+// pending is the sequencer's record of one kind of object: the keys touched since the last
+// flush and what was last sent for each key (or only that something was, when keep is false).
+type pending[K comparable, M any] struct {
+	dirty map[K]struct{}
+	sent  map[K]M
+	// order sorts the keys of one flush.
+	order func(a, b K) int
+	// equal reports whether now changes nothing of last, the message sent before.
+	equal func(last, now M) bool
+	keep  bool
 }
 
-func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
-	ks := make([]K, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
+func newPending[K comparable, M any](order func(a, b K) int, equal func(last, now M) bool, keep bool) pending[K, M] {
+	return pending[K, M]{dirty: map[K]struct{}{}, sent: map[K]M{}, order: order, equal: equal, keep: keep}
 }
 
-func sortPolicyKeys(ks []model.PolicyKey) {
-	slices.SortFunc(ks, func(a, b model.PolicyKey) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+func (p *pending[K, M]) touch(k K) { p.dirty[k] = struct{}{} }
+
+// flush visits the touched keys in order: src gives a key's message (told whether one was
+// sent before), appended to out as asMessage makes it unless it equals the last one sent, or
+// that its object is gone. It returns out and the gone keys that had been sent, in order, for
+// their removal messages. Its cost is O(touched keys · log) plus src's.
+func (p *pending[K, M]) flush(src source[K, M], out []dataplane.Message, asMessage func(M) dataplane.Message) ([]dataplane.Message, []K) {
+	if len(p.dirty) == 0 {
+		return out, nil
+	}
+	keys := make([]K, 0, len(p.dirty))
+	for k := range p.dirty {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, p.order)
+	clear(p.dirty)
+	var removed []K
+	var zero M
+	for _, k := range keys {
+		last, sent := p.sent[k]
+		now, exists := src.message(k, sent)
+		if !exists {
+			if sent {
+				removed = append(removed, k)
+				delete(p.sent, k)
+			}
+			continue
+		}
+		if sent && p.equal(last, now) {
+			continue
+		}
+		out = append(out, asMessage(now))
+		if p.keep {
+			p.sent[k] = now
+		} else {
+			p.sent[k] = zero
+		}
+	}
+	return out, removed
+}
+
+func comparePolicyKeys(a, b model.PolicyKey) int {
+	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+func compareEndpointKeys(a, b model.EndpointKey) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
 // CompareMembers orders members by address, protocol, port.

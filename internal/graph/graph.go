@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"net/netip"
 	"sort"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
@@ -24,117 +23,93 @@ type Problem struct {
 
 func (p Problem) String() string { return p.Object + ": " + p.Message }
 
-// Graph is the calculation graph. It is not safe for concurrent use: one goroutine feeds it
-// updates (OnUpdate) and asks for the resulting messages (Flush).
+// Graph is the calculation graph: its stages, wired by New. It is not safe for concurrent use:
+// one goroutine feeds it updates (OnUpdate) and asks for the resulting messages (Flush).
 type Graph struct {
-	cfg Config
-	// scratch holds the packed addresses and named ports of the endpoint being set (appendNet)
-	scratch []byte
-
-	inSync     bool
-	sentInSync bool
-
-	local      map[model.EndpointKey]*endpoint
-	namespaces map[string]*namespace
-	accounts   map[accountKey]*account
-	policies   map[model.PolicyKey]*policy
-	tiers      map[string]model.Tier
-	routes     map[netip.Addr]string
-	hostAddrs  map[netip.Addr]struct{}
-
-	idx     index
-	holders addrIndex
-	owners  addrOwners
-	sets    map[dataplane.SetID]*set
-
-	queue []*policy // policies whose activity or rules must be re-settled
-
-	dirtySets      map[dataplane.SetID]struct{}
-	dirtyPolicies  map[model.PolicyKey]struct{}
-	dirtyEndpoints map[model.EndpointKey]struct{}
-
-	sentSets      map[dataplane.SetID]struct{}
-	sentPolicies  map[model.PolicyKey]*dataplane.PolicyUpdated
-	sentEndpoints map[model.EndpointKey]*dataplane.EndpointUpdated
+	index    *labelIndex
+	policies *activePolicies
+	sets     *setCalculator
+	resolver *resolver
+	seq      *sequencer
 }
 
-// New returns an empty graph holding model.DefaultTiers.
+// New returns an empty graph holding model.DefaultTiers. It is the picture of the graph. Each
+// update enters the first stage that cares (OnUpdate), and events flow downstream only (→):
+//
+//	endpoint, namespace, service account → labelIndex
+//	labelIndex →onEndpoint→ activePolicies →onEndpoint→ setCalculator →onEndpoint→ resolver
+//	policy, tier → activePolicies →acquireSet/releaseSet→ setCalculator
+//	                              →onTiers→ resolver
+//	route, host address → resolver
+//	activePolicies, setCalculator, resolver →changes→ sequencer → Flush
+//
+// Upstream there are only queries: activePolicies and setCalculator ask labelIndex for matchers
+// and their members, resolver asks activePolicies which policies select an endpoint and for
+// tiers, and sequencer asks the stages for their objects' messages.
 func New(cfg Config) *Graph {
-	g := &Graph{
-		cfg:            cfg,
-		local:          map[model.EndpointKey]*endpoint{},
-		namespaces:     map[string]*namespace{},
-		accounts:       map[accountKey]*account{},
-		policies:       map[model.PolicyKey]*policy{},
-		tiers:          map[string]model.Tier{},
-		routes:         map[netip.Addr]string{},
-		hostAddrs:      map[netip.Addr]struct{}{},
-		idx:            newIndex(),
-		holders:        newAddrIndex(),
-		owners:         newAddrOwners(),
-		sets:           map[dataplane.SetID]*set{},
-		dirtySets:      map[dataplane.SetID]struct{}{},
-		dirtyPolicies:  map[model.PolicyKey]struct{}{},
-		dirtyEndpoints: map[model.EndpointKey]struct{}{},
-		sentSets:       map[dataplane.SetID]struct{}{},
-		sentPolicies:   map[model.PolicyKey]*dataplane.PolicyUpdated{},
-		sentEndpoints:  map[model.EndpointKey]*dataplane.EndpointUpdated{},
-	}
-	for _, t := range model.DefaultTiers() {
-		g.tiers[t.Name] = t
-	}
-	return g
+	seq := newSequencer()
+	index := newLabelIndex(cfg.NodeName)
+	sets := newSetCalculator(index, seq)
+	policies := newActivePolicies(index, sets, seq)
+	res := newResolver(policies, seq)
+	index.wire(policies)
+	policies.wire(sets, res)
+	sets.wire(res)
+	seq.wire(sets, policies, res)
+	return &Graph{index: index, policies: policies, sets: sets, resolver: res, seq: seq}
 }
 
-// OnUpdate applies one model update. Its effects are emitted by the next Flush.
+// OnUpdate applies one model update: it enters the first stage that cares, which tells the
+// next; the active policies then settle what the update changed. Its effects are emitted by
+// the next Flush.
 func (g *Graph) OnUpdate(u model.Update) {
 	switch u := u.(type) {
 	case model.EndpointSet:
-		g.setEndpoint(u.Endpoint)
+		g.index.setEndpoint(u.Endpoint)
 	case model.EndpointDeleted:
-		g.deleteEndpoint(u.Key)
+		g.index.deleteEndpoint(u.Key)
 	case model.NamespaceSet:
-		g.setNamespace(u.Namespace.Name, u.Namespace.Labels, true)
+		g.index.setNamespace(u.Namespace.Name, u.Namespace.Labels, true)
 	case model.NamespaceDeleted:
-		g.setNamespace(u.Name, nil, false)
+		g.index.setNamespace(u.Name, nil, false)
 	case model.ServiceAccountSet:
 		sa := u.ServiceAccount
-		g.setAccount(accountKey{sa.Namespace, sa.Name}, sa.Labels, true)
+		g.index.setAccount(accountKey{sa.Namespace, sa.Name}, sa.Labels, true)
 	case model.ServiceAccountDeleted:
-		g.setAccount(accountKey{u.Namespace, u.Name}, nil, false)
+		g.index.setAccount(accountKey{u.Namespace, u.Name}, nil, false)
 	case model.PolicySet:
-		g.setPolicy(u.Policy)
+		g.policies.setPolicy(u.Policy)
 	case model.PolicyDeleted:
-		g.deletePolicy(u.Key)
+		g.policies.deletePolicy(u.Key)
 	case model.TierSet:
-		g.setTier(u.Tier, true)
+		g.policies.setTier(u.Tier, true)
 	case model.TierDeleted:
-		g.setTier(model.Tier{Name: u.Name}, false)
+		g.policies.setTier(model.Tier{Name: u.Name}, false)
 	case model.RouteSet:
-		g.setRoute(u.Dst, u.Interface, true)
+		g.resolver.setRoute(u.Dst, u.Interface, true)
 	case model.RouteDeleted:
-		g.setRoute(u.Dst, "", false)
+		g.resolver.setRoute(u.Dst, "", false)
 	case model.HostAddrSet:
-		g.hostAddrs[u.Addr.Unmap()] = struct{}{}
+		g.resolver.setHostAddr(u.Addr, true)
 	case model.HostAddrDeleted:
-		delete(g.hostAddrs, u.Addr.Unmap())
+		g.resolver.setHostAddr(u.Addr, false)
 	case model.SyncStatusUpdate:
 		if u.Status == model.InSync {
-			g.inSync = true
+			g.seq.inSync = true
 		}
 	}
-	g.settle()
+	g.policies.settle()
 }
+
+// Flush returns the messages that bring the dataplane from the state of the previous Flush to
+// the current one, in the dependency order of internal/dataplane. Before the first
+// SyncStatusUpdate{InSync} it returns nothing (changes accumulate); the first flush after it
+// returns the full state followed by InSync{}.
+func (g *Graph) Flush() []dataplane.Message { return g.seq.flush() }
 
 // Problems returns the current diagnostics about bad input, sorted.
 func (g *Graph) Problems() []Problem {
-	var out []Problem
-	for _, p := range g.policies {
-		out = append(out, p.problems...)
-		if _, ok := g.tiers[p.m.Tier]; !ok {
-			out = append(out, Problem{Object: p.key.String(), Message: "unknown tier " + quote(p.m.Tier) + ": policy not applied"})
-		}
-	}
+	out := g.policies.problems()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Object != out[j].Object {
 			return out[i].Object < out[j].Object
@@ -142,34 +117,4 @@ func (g *Graph) Problems() []Problem {
 		return out[i].Message < out[j].Message
 	})
 	return out
-}
-
-func (g *Graph) setTier(t model.Tier, present bool) {
-	if present {
-		g.tiers[t.Name] = t
-	} else {
-		delete(g.tiers, t.Name)
-	}
-	// Tier order and default actions appear in every local endpoint's lists.
-	for k := range g.local {
-		g.dirtyEndpoints[k] = struct{}{}
-	}
-	for _, p := range g.policies {
-		if p.m.Tier == t.Name {
-			g.enqueue(p)
-		}
-	}
-}
-
-func (g *Graph) setRoute(dst netip.Prefix, iface string, present bool) {
-	if !dst.IsValid() || !dst.IsSingleIP() {
-		return
-	}
-	a := dst.Addr().Unmap()
-	if present {
-		g.routes[a] = iface
-	} else {
-		delete(g.routes, a)
-	}
-	g.dirtyHolders(a)
 }

@@ -19,7 +19,7 @@ import (
 type netInfo string
 
 // appendNet appends the packed form of addrs (valid, unmapped, without zone: keepEndpoint) and
-// named ports to dst; neither appends nothing. The graph packs an update into its scratch buffer
+// named ports to dst; neither appends nothing. The label index packs an update into its scratch buffer
 // and compares it with the endpoint's before making a string of it: an update that leaves them
 // unchanged allocates nothing, and the buffer grows to the largest endpoint once. Its time is
 // linear in the number of addresses and ports (distinct): a pod may declare thousands of ports.

@@ -28,9 +28,9 @@ func newAddrOwners() addrOwners {
 func (o *addrOwners) ownerBefore(a, b *endpoint) bool { return o.claims[a].Before(o.claims[b]) }
 
 // owns reports whether local endpoint e owns its address a.
-func (g *Graph) owns(e *endpoint, a netip.Addr) bool {
-	for _, h := range g.owners.holders[a] {
-		if h != e && g.owners.ownerBefore(h, e) {
+func (r *resolver) owns(e *endpoint, a netip.Addr) bool {
+	for _, h := range r.owners.holders[a] {
+		if h != e && r.owners.ownerBefore(h, e) {
 			return false
 		}
 	}
@@ -39,32 +39,32 @@ func (g *Graph) owns(e *endpoint, a netip.Addr) bool {
 
 // claimAddrs files local endpoint e under its addresses with claim c. The other holders of
 // those addresses are marked dirty: their ownership may have changed.
-func (g *Graph) claimAddrs(e *endpoint, c model.AddrClaim) {
-	g.owners.claims[e] = c
+func (r *resolver) claimAddrs(e *endpoint, c model.AddrClaim) {
+	r.owners.claims[e] = c
 	for a := range e.net.addrs() {
-		g.dirtyHolders(a)
-		g.owners.holders[a] = append(g.owners.holders[a], e)
+		r.dirtyHolders(a)
+		r.owners.holders[a] = append(r.owners.holders[a], e)
 	}
 }
 
-// releaseAddrs takes local endpoint e out from under its addresses, marking the other holders
-// dirty: one of them may own an address now.
-func (g *Graph) releaseAddrs(e *endpoint) {
-	for a := range e.net.addrs() {
-		hs := slices.DeleteFunc(g.owners.holders[a], func(h *endpoint) bool { return h == e })
+// releaseAddrs takes local endpoint e out from under the addresses of net (e's, or the ones it
+// had), marking the other holders dirty: one of them may own an address now.
+func (r *resolver) releaseAddrs(e *endpoint, net netInfo) {
+	for a := range net.addrs() {
+		hs := slices.DeleteFunc(r.owners.holders[a], func(h *endpoint) bool { return h == e })
 		if len(hs) == 0 {
-			delete(g.owners.holders, a)
+			delete(r.owners.holders, a)
 			continue
 		}
-		g.owners.holders[a] = hs
-		g.dirtyHolders(a)
+		r.owners.holders[a] = hs
+		r.dirtyHolders(a)
 	}
-	delete(g.owners.claims, e)
+	delete(r.owners.claims, e)
 }
 
 // dirtyHolders marks every local endpoint holding a dirty.
-func (g *Graph) dirtyHolders(a netip.Addr) {
-	for _, h := range g.owners.holders[a] {
-		g.dirtyEndpoints[h.key()] = struct{}{}
+func (r *resolver) dirtyHolders(a netip.Addr) {
+	for _, h := range r.owners.holders[a] {
+		r.changes.endpointChanged(h.key())
 	}
 }

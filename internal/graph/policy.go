@@ -11,9 +11,9 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/selector"
 )
 
-// policy is the graph's state of one policy: its applied-to matcher (label index), its
-// activity (active rules calculator) and, while active, its compiled rules and the sets they
-// hold (rule scanner).
+// policy is the active policies' state of one policy: its applied-to matcher (acquired from
+// the label index), its activity and, while active, its compiled rules and the sets they hold
+// (acquired from the set calculator).
 type policy struct {
 	key      model.PolicyKey
 	m        model.Policy
@@ -41,11 +41,130 @@ type prepared struct {
 	index    int
 }
 
-func (g *Graph) enqueue(p *policy) {
+// activePolicies is stage 2: the policies and tiers, which policies are active (their
+// selector is valid, their tier known and they select ≥ 1 local endpoint) and, while active,
+// their compiled rules, which hold the sets they refer to. It asks the label index for the
+// matchers of its selectors, is told of endpoint changes by the label index (and passes them
+// on to the set calculator), acquires and releases sets, and tells the resolver of tier changes and the
+// sequencer of changed policies and endpoints.
+type activePolicies struct {
+	index    policyIndex
+	sets     policySets
+	resolver tierListener
+	changes  changes
+	next     endpointListener
+
+	policies map[model.PolicyKey]*policy
+	tiers    map[string]model.Tier
+	queue    []*policy // policies whose activity or rules must be re-settled
+}
+
+// policyIndex is what the active policies ask the label index.
+type policyIndex interface {
+	acquireMatcher(spec) *matcher
+	releaseMatcher(*matcher)
+	membersOf(*matcher) members
+}
+
+// policySets is what the active policies ask the set calculator.
+type policySets interface {
+	acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) *set
+	releaseSet(*set)
+}
+
+// tierListener is told that a tier changed: its order and default action appear in every
+// local endpoint's lists.
+type tierListener interface{ onTiers() }
+
+func newActivePolicies(index policyIndex, sets policySets, changes changes) *activePolicies {
+	ap := &activePolicies{index: index, sets: sets, changes: changes,
+		policies: map[model.PolicyKey]*policy{}, tiers: map[string]model.Tier{}}
+	for _, t := range model.DefaultTiers() {
+		ap.tiers[t.Name] = t
+	}
+	return ap
+}
+
+func (ap *activePolicies) wire(next endpointListener, resolver tierListener) {
+	ap.next, ap.resolver = next, resolver
+}
+
+// onEndpoint queues the policies whose selectors a local endpoint left or joined (their
+// activity may change; the endpoint's policy lists do), then tells next.
+func (ap *activePolicies) onEndpoint(e *endpoint, ch endpointChange) {
+	if e.local {
+		for _, ms := range [2][]*matcher{ch.left, ch.joined} {
+			for _, m := range ms {
+				if len(m.policies) == 0 {
+					continue
+				}
+				ap.changes.endpointChanged(e.key())
+				for p := range m.policies {
+					ap.enqueue(p)
+				}
+			}
+		}
+	}
+	ap.next.onEndpoint(e, ch)
+}
+
+func (ap *activePolicies) enqueue(p *policy) {
 	if !p.queued {
 		p.queued = true
-		g.queue = append(g.queue, p)
+		ap.queue = append(ap.queue, p)
 	}
+}
+
+// tier returns the tier named name.
+func (ap *activePolicies) tier(name string) (model.Tier, bool) {
+	t, ok := ap.tiers[name]
+	return t, ok
+}
+
+func (ap *activePolicies) setTier(t model.Tier, present bool) {
+	if present {
+		ap.tiers[t.Name] = t
+	} else {
+		delete(ap.tiers, t.Name)
+	}
+	ap.resolver.onTiers()
+	for _, p := range ap.policies {
+		if p.m.Tier == t.Name {
+			ap.enqueue(p)
+		}
+	}
+}
+
+// appendSelecting appends to ps every active policy that selects e.
+func (ap *activePolicies) appendSelecting(ps []*policy, e *endpoint) []*policy {
+	for _, m := range e.matches.all() {
+		for p := range m.policies {
+			if p.active {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return ps
+}
+
+// message is the policy's PolicyUpdated; exists is false unless it is active.
+func (ap *activePolicies) message(k model.PolicyKey, _ bool) (*dataplane.PolicyUpdated, bool) {
+	p := ap.policies[k]
+	if p == nil || !p.active {
+		return nil, false
+	}
+	return &dataplane.PolicyUpdated{Key: k, Tier: p.m.Tier, Ingress: p.ingress, Egress: p.egress}, true
+}
+
+func (ap *activePolicies) problems() []Problem {
+	var out []Problem
+	for _, p := range ap.policies {
+		out = append(out, p.problems...)
+		if _, ok := ap.tiers[p.m.Tier]; !ok {
+			out = append(out, Problem{Object: p.key.String(), Message: "unknown tier " + quote(p.m.Tier) + ": policy not applied"})
+		}
+	}
+	return out
 }
 
 func parseOpt(s string) (*selector.Selector, error) {
@@ -80,19 +199,29 @@ func peerSpec(pol *model.Policy, peer *model.Peer) (*spec, error) {
 	return &sp, nil
 }
 
-func (g *Graph) setPolicy(mp model.Policy) {
-	p := g.policies[mp.Key]
+func (ap *activePolicies) setPolicy(mp model.Policy) {
+	p := ap.policies[mp.Key]
 	if p == nil {
 		p = &policy{key: mp.Key}
-		g.policies[mp.Key] = p
+		ap.policies[mp.Key] = p
 	}
 	old := p.m
 	p.m = mp
 	p.problems = nil
-	obj := mp.Key.String()
+	endpointsChanged := old.Tier != mp.Tier || old.Order != mp.Order || old.ApplyIngress != mp.ApplyIngress || old.ApplyEgress != mp.ApplyEgress
+	sp, valid := p.appliedTo()
+	ap.selectMatcher(p, sp, valid, endpointsChanged)
+	p.prepare()
+	p.stale = true
+	ap.changes.policyChanged(p.key)
+	ap.enqueue(p)
+}
 
-	// Applied-to selector.
-	var newSpec *spec
+// appliedTo parses the policy's applied-to selectors: not valid (and a problem) when one is
+// invalid.
+func (p *policy) appliedTo() (sp spec, valid bool) {
+	mp := &p.m
+	obj := mp.Key.String()
 	sel, err := selector.Parse(mp.Selector)
 	if err != nil {
 		p.problems = append(p.problems, Problem{Object: obj, Message: "invalid selector " + quote(mp.Selector) + ": " + err.Error() + ": policy selects nothing"})
@@ -101,37 +230,50 @@ func (g *Graph) setPolicy(mp model.Policy) {
 	if nsErr != nil {
 		p.problems = append(p.problems, Problem{Object: obj, Message: "invalid namespace selector " + quote(mp.NamespaceSelector) + ": " + nsErr.Error() + ": policy selects nothing"})
 	}
-	if err == nil && nsErr == nil {
-		newSpec = &spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace}
+	if err != nil || nsErr != nil {
+		return spec{}, false
 	}
-	endpointsChanged := old.Tier != mp.Tier || old.Order != mp.Order || old.ApplyIngress != mp.ApplyIngress || old.ApplyEgress != mp.ApplyEgress
+	return spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace}, true
+}
+
+// selectMatcher points p's selector at the matcher of newSpec (none unless valid). The local
+// endpoints of the old and new matchers are re-resolved when the matcher or what their lists
+// show of p (endpointsChanged) changed.
+func (ap *activePolicies) selectMatcher(p *policy, newSpec spec, valid, endpointsChanged bool) {
 	oldSel := p.sel
 	switch {
-	case newSpec == nil:
+	case !valid:
 		p.sel = nil
 	case oldSel != nil && oldSel.key == newSpec.key():
 		oldSel.refs++ // kept; balanced by the release below
 	default:
-		p.sel = g.acquireMatcher(*newSpec)
-		p.selSpec = *newSpec
+		p.sel = ap.index.acquireMatcher(newSpec)
+		p.selSpec = newSpec
 	}
 	if oldSel != p.sel || endpointsChanged {
 		if oldSel != nil {
-			g.markLocal(oldSel)
+			ap.markLocal(oldSel)
 		}
 		if p.sel != nil {
-			g.markLocal(p.sel)
+			ap.markLocal(p.sel)
 		}
 	}
 	if oldSel != nil {
 		delete(oldSel.policies, p)
-		g.releaseMatcher(oldSel)
+		ap.index.releaseMatcher(oldSel)
 	}
 	if p.sel != nil {
+		if p.sel.policies == nil {
+			p.sel.policies = map[*policy]struct{}{}
+		}
 		p.sel.policies[p] = struct{}{}
 	}
+}
 
-	// Rules.
+// prepare parses the peer selectors of p's rules; a rule with an invalid one is bad (and a
+// problem).
+func (p *policy) prepare() {
+	mp := &p.m
 	for d := range p.rules {
 		p.rules[d] = p.rules[d][:0]
 	}
@@ -140,91 +282,92 @@ func (g *Graph) setPolicy(mp model.Policy) {
 			r := &rules[i]
 			pr := prepared{r: r, index: i}
 			var err error
-			if pr.src, err = peerSpec(&mp, &r.Source); err == nil {
-				pr.dst, err = peerSpec(&mp, &r.Destination)
+			if pr.src, err = peerSpec(mp, &r.Source); err == nil {
+				pr.dst, err = peerSpec(mp, &r.Destination)
 			}
 			if err != nil {
 				pr.bad = true
-				p.problems = append(p.problems, Problem{Object: obj,
+				p.problems = append(p.problems, Problem{Object: mp.Key.String(),
 					Message: model.Direction(d).String() + " rule " + strconv.Itoa(i) + ": invalid selector: " + err.Error() + ": rule matches nothing"})
 			}
 			p.rules[d] = append(p.rules[d], pr)
 		}
 	}
-	p.stale = true
-	g.dirtyPolicies[p.key] = struct{}{}
-	g.enqueue(p)
 }
 
-func (g *Graph) markLocal(m *matcher) {
+func (ap *activePolicies) markLocal(m *matcher) {
 	if m.local == 0 {
 		return
 	}
-	for e := range g.membersOf(m) {
+	for e := range ap.index.membersOf(m).all {
 		if e.local {
-			g.dirtyEndpoints[e.key()] = struct{}{}
+			ap.changes.endpointChanged(e.key())
 		}
 	}
 }
 
-func (g *Graph) deletePolicy(k model.PolicyKey) {
-	p := g.policies[k]
+func (ap *activePolicies) deletePolicy(k model.PolicyKey) {
+	p := ap.policies[k]
 	if p == nil {
 		return
 	}
 	p.deleted = true
 	if p.sel != nil {
-		g.markLocal(p.sel)
+		ap.markLocal(p.sel)
 		delete(p.sel.policies, p)
-		g.releaseMatcher(p.sel)
+		ap.index.releaseMatcher(p.sel)
 		p.sel = nil
 	}
 	if p.active {
-		g.releaseRules(p)
+		ap.releaseRules(p)
 		p.active = false
 	}
-	delete(g.policies, k)
-	g.dirtyPolicies[k] = struct{}{}
+	delete(ap.policies, k)
+	ap.changes.policyChanged(k)
 }
 
-// settle brings every queued policy's activity and compiled rules up to date. Compiling before
-// releasing keeps unchanged sets alive (no rescans, no remove/re-add).
-func (g *Graph) settle() {
-	for i := 0; i < len(g.queue); i++ {
-		p := g.queue[i]
+// settle brings every queued policy's activity and compiled rules up to date; the graph calls
+// it at the end of each update. Compiling before releasing keeps unchanged sets alive (no
+// rescans, no remove/re-add).
+func (ap *activePolicies) settle() {
+	for i := 0; i < len(ap.queue); i++ {
+		p := ap.queue[i]
 		p.queued = false
 		if p.deleted {
 			continue
 		}
-		_, tierOK := g.tiers[p.m.Tier]
+		_, tierOK := ap.tiers[p.m.Tier]
 		want := p.sel != nil && p.sel.local > 0 && tierOK
 		switch {
 		case want && (!p.active || p.stale):
-			g.compile(p)
+			ap.compile(p)
 			p.active = true
-			g.dirtyPolicies[p.key] = struct{}{}
+			ap.changes.policyChanged(p.key)
 		case !want && p.active:
-			g.releaseRules(p)
+			ap.releaseRules(p)
 			p.active = false
-			g.dirtyPolicies[p.key] = struct{}{}
+			ap.changes.policyChanged(p.key)
 		}
 		p.stale = false
 	}
-	clear(g.queue)
-	g.queue = g.queue[:0]
+	clear(ap.queue)
+	ap.queue = ap.queue[:0]
 }
 
-func (g *Graph) releaseRules(p *policy) {
+func (ap *activePolicies) releaseRules(p *policy) {
 	for _, s := range p.refs {
-		g.releaseSet(s)
+		ap.sets.releaseSet(s)
 	}
 	p.refs, p.ingress, p.egress = nil, nil, nil
 }
 
-func (g *Graph) compile(p *policy) {
+// acquireFunc acquires a set for a compiled rule.
+type acquireFunc func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) dataplane.SetID
+
+func (ap *activePolicies) compile(p *policy) {
 	var refs []*set
 	acquire := func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) dataplane.SetID {
-		s := g.acquireSet(sp, kind, port, proto)
+		s := ap.sets.acquireSet(sp, kind, port, proto)
 		refs = append(refs, s)
 		return s.id
 	}
@@ -235,44 +378,45 @@ func (g *Graph) compile(p *policy) {
 			continue
 		}
 		for i := range p.rules[d] {
-			pr := &p.rules[d][i]
-			if pr.bad {
-				continue
+			if pr := &p.rules[d][i]; !pr.bad {
+				out[d] = append(out[d], p.compileRule(dir, pr, acquire))
 			}
-			r := pr.r
-			cr := dataplane.Rule{
-				Action:      r.Action,
-				Protocol:    r.Protocol,
-				NotProtocol: r.NotProtocol,
-				IPVersion:   r.IPVersion,
-				ICMP:        copyICMP(r.ICMP),
-				NotICMP:     copyICMP(r.NotICMP),
-				Comment:     p.key.String() + " " + dir.String() + " rule " + strconv.Itoa(pr.index),
-				Index:       pr.index,
-			}
-			switch {
-			case r.Label != "":
-				cr.Comment = p.key.String() + " " + r.Label
-			case r.Name != "":
-				cr.Comment += " (" + r.Name + ")"
-			}
-			// The local side of a rule is the destination of ingress, the source of egress:
-			// named ports there resolve on the endpoints the policy selects.
-			cr.Src = g.compileMatch(p, &r.Source, pr.src, dir == model.Egress, r.Protocol, acquire)
-			cr.Dst = g.compileMatch(p, &r.Destination, pr.dst, dir == model.Ingress, r.Protocol, acquire)
-			out[d] = append(out[d], cr)
 		}
 	}
 	old := p.refs
 	p.refs = refs
 	p.ingress, p.egress = out[model.Ingress], out[model.Egress]
 	for _, s := range old {
-		g.releaseSet(s)
+		ap.sets.releaseSet(s)
 	}
 }
 
-func (g *Graph) compileMatch(p *policy, peer *model.Peer, sp *spec, localSide bool, proto model.Protocol,
-	acquire func(spec, dataplane.SetKind, string, model.Protocol) dataplane.SetID) dataplane.Match {
+func (p *policy) compileRule(dir model.Direction, pr *prepared, acquire acquireFunc) dataplane.Rule {
+	r := pr.r
+	cr := dataplane.Rule{
+		Action:      r.Action,
+		Protocol:    r.Protocol,
+		NotProtocol: r.NotProtocol,
+		IPVersion:   r.IPVersion,
+		ICMP:        copyICMP(r.ICMP),
+		NotICMP:     copyICMP(r.NotICMP),
+		Comment:     p.key.String() + " " + dir.String() + " rule " + strconv.Itoa(pr.index),
+		Index:       pr.index,
+	}
+	switch {
+	case r.Label != "":
+		cr.Comment = p.key.String() + " " + r.Label
+	case r.Name != "":
+		cr.Comment += " (" + r.Name + ")"
+	}
+	// The local side of a rule is the destination of ingress, the source of egress:
+	// named ports there resolve on the endpoints the policy selects.
+	cr.Src = p.compileMatch(&r.Source, pr.src, dir == model.Egress, r.Protocol, acquire)
+	cr.Dst = p.compileMatch(&r.Destination, pr.dst, dir == model.Ingress, r.Protocol, acquire)
+	return cr
+}
+
+func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto model.Protocol, acquire acquireFunc) dataplane.Match {
 	var m dataplane.Match
 	if sp != nil {
 		m.Sets = []dataplane.SetID{acquire(*sp, dataplane.SetAddrs, "", 0)}

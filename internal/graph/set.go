@@ -44,9 +44,75 @@ func makeID(prefix, key string) dataplane.SetID {
 	return dataplane.SetID(prefix + idEncoding.EncodeToString(h[:])[:15])
 }
 
+// setCalculator is stage 3: the sets the compiled rules refer to, their membership as
+// endpoints join and leave their matchers or change their addresses and named ports, and the
+// address index. It asks the label index for matchers and their members, tells the sequencer
+// which sets changed and passes endpoint changes on to the resolver.
+type setCalculator struct {
+	index   setIndex
+	changes changes
+	next    endpointListener
+
+	sets    map[dataplane.SetID]*set
+	holders addrIndex
+}
+
+// setIndex is what the set calculator asks the label index.
+type setIndex interface {
+	acquireMatcher(spec) *matcher
+	releaseMatcher(*matcher)
+	membersOf(*matcher) members
+	matchedBy(*endpoint, *matcher) bool
+}
+
+func newSetCalculator(index setIndex, changes changes) *setCalculator {
+	return &setCalculator{index: index, changes: changes, sets: map[dataplane.SetID]*set{}, holders: newAddrIndex()}
+}
+
+func (c *setCalculator) wire(next endpointListener) { c.next = next }
+
+// onEndpoint updates the sets over the matchers e left or joined, with its addresses and named
+// ports before the change, then, when they changed, withdraws e's old contributions to its sets
+// and adds the new ones; then it tells next.
+func (c *setCalculator) onEndpoint(e *endpoint, ch endpointChange) {
+	net := e.net // before the change
+	if ch.netChanged {
+		net = ch.old
+	}
+	for _, m := range ch.left {
+		for _, s := range m.sets {
+			c.contribute(s, e, net, false)
+		}
+		c.addInSets(e, net, -len(m.sets))
+	}
+	for _, m := range ch.joined {
+		for _, s := range m.sets {
+			c.contribute(s, e, net, true)
+		}
+		c.addInSets(e, net, len(m.sets))
+	}
+	if ch.netChanged {
+		for _, mt := range e.matches.all() {
+			for _, s := range mt.sets {
+				c.contribute(s, e, ch.old, false)
+			}
+		}
+		if e.inSets > 0 {
+			c.holders.remove(e, ch.old)
+			c.holders.add(e, e.net)
+		}
+		for _, mt := range e.matches.all() {
+			for _, s := range mt.sets {
+				c.contribute(s, e, e.net, true)
+			}
+		}
+	}
+	c.next.onEndpoint(e, ch)
+}
+
 // acquireSet returns the set of kind over sp (port/proto for named ports) with one more
 // reference, creating it if needed (its members are listed by the next flush).
-func (g *Graph) acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) *set {
+func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) *set {
 	k := sp.key()
 	var id dataplane.SetID
 	if kind == dataplane.SetAddrs {
@@ -54,11 +120,11 @@ func (g *Graph) acquireSet(sp spec, kind dataplane.SetKind, port string, proto m
 	} else {
 		id = makeID("p", k+"|"+strconv.Itoa(len(port))+":"+port+"|"+strconv.Itoa(int(proto)))
 	}
-	if s := g.sets[id]; s != nil {
+	if s := c.sets[id]; s != nil {
 		s.refs++
 		return s
 	}
-	m := g.acquireMatcher(sp)
+	m := c.index.acquireMatcher(sp)
 	desc := sp.describe()
 	if kind == dataplane.SetNamedPorts {
 		desc += " port " + port
@@ -68,21 +134,21 @@ func (g *Graph) acquireSet(sp spec, kind dataplane.SetKind, port string, proto m
 	}
 	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
-	for e := range g.membersOf(m) {
-		g.addInSets(e, 1)
+	for e := range c.index.membersOf(m).all {
+		c.addInSets(e, e.net, 1)
 	}
-	g.sets[id] = s
-	g.dirtySets[id] = struct{}{}
+	c.sets[id] = s
+	c.changes.setChanged(id)
 	return s
 }
 
-func (g *Graph) releaseSet(s *set) {
+func (c *setCalculator) releaseSet(s *set) {
 	s.refs--
 	if s.refs > 0 {
 		return
 	}
-	delete(g.sets, s.id)
-	g.dirtySets[s.id] = struct{}{}
+	delete(c.sets, s.id)
+	c.changes.setChanged(s.id)
 	m := s.m
 	for i, x := range m.sets {
 		if x == s {
@@ -90,24 +156,57 @@ func (g *Graph) releaseSet(s *set) {
 			break
 		}
 	}
-	for e := range g.membersOf(m) {
-		g.addInSets(e, -1)
+	for e := range c.index.membersOf(m).all {
+		c.addInSets(e, e.net, -1)
 	}
-	g.releaseMatcher(m)
+	c.index.releaseMatcher(m)
 }
 
-// addInSets adds n to e.inSets, filing e in the address index while it is in a set: only those
+// addInSets adds n to e.inSets, filing e in the address index under the addresses of net (e's,
+// or the ones it had before the change being applied) while it is in a set: only those
 // endpoints can contribute a member, and a node whose policies refer to few endpoints should
 // not index the whole cluster's addresses.
-func (g *Graph) addInSets(e *endpoint, n int) {
+func (c *setCalculator) addInSets(e *endpoint, net netInfo, n int) {
 	was := e.inSets > 0
 	e.inSets += int32(n)
 	switch now := e.inSets > 0; {
 	case now && !was:
-		g.holders.add(e)
+		c.holders.add(e, net)
 	case was && !now:
-		g.holders.remove(e)
+		c.holders.remove(e, net)
 	}
+}
+
+// message is the set's message for the next flush: SetReplaced when it is new, was not sent
+// or its delta is larger than it, else SetMembersChanged with its delta, nil when nothing
+// changed; exists is false when the set is gone. The set's delta is consumed.
+func (c *setCalculator) message(id dataplane.SetID, sent bool) (msg dataplane.Message, exists bool) {
+	s := c.sets[id]
+	if s == nil {
+		return nil, false
+	}
+	switch {
+	case s.fresh || !sent || len(s.delta) > s.size:
+		ms := c.members(s)
+		s.size = len(ms)
+		msg = dataplane.SetReplaced{ID: id, Kind: s.kind, Description: s.desc, Members: ms}
+	case len(s.delta) > 0:
+		var mc dataplane.SetMembersChanged
+		mc.ID = id
+		for mb, in := range s.delta {
+			if in {
+				mc.Added = append(mc.Added, mb)
+			} else {
+				mc.Removed = append(mc.Removed, mb)
+			}
+		}
+		sortMembers(mc.Added)
+		sortMembers(mc.Removed)
+		msg = mc
+	}
+	s.fresh = false
+	s.delta = nil
+	return msg, true
 }
 
 // resolves reports whether np is the set's named port.
@@ -125,18 +224,18 @@ func (s *set) hasPort(net netInfo, proto model.Protocol, port uint16) bool {
 	return false
 }
 
-// contribution yields e's members of s, each once: appendNet drops repeated addresses and named
+// contribution yields the members of s of an endpoint with net, each once: appendNet drops repeated addresses and named
 // ports, and two named ports the set resolves to one protocol and port would be the same.
-func (s *set) contribution(e *endpoint) iter.Seq[dataplane.Member] {
+func (s *set) contribution(net netInfo) iter.Seq[dataplane.Member] {
 	return func(yield func(dataplane.Member) bool) {
-		for a := range e.net.addrs() {
+		for a := range net.addrs() {
 			if s.kind == dataplane.SetAddrs {
 				if !yield(dataplane.Member{Addr: a}) {
 					return
 				}
 				continue
 			}
-			for np := range e.net.namedPorts() {
+			for np := range net.namedPorts() {
 				if !s.resolves(np) {
 					continue
 				}
@@ -150,8 +249,8 @@ func (s *set) contribution(e *endpoint) iter.Seq[dataplane.Member] {
 
 // contributes reports whether h is one of s's endpoints and has mb among its members of s, given
 // that h holds mb's address.
-func (g *Graph) contributes(s *set, h *endpoint, mb dataplane.Member) bool {
-	if !h.matches.has(s.m, g.idx.pos) {
+func (c *setCalculator) contributes(s *set, h *endpoint, mb dataplane.Member) bool {
+	if !c.index.matchedBy(h, s.m) {
 		return false
 	}
 	return s.kind == dataplane.SetAddrs || s.hasPort(h.net, mb.Protocol, mb.Port)
@@ -161,10 +260,10 @@ func (g *Graph) contributes(s *set, h *endpoint, mb dataplane.Member) bool {
 // to count and then to fill a list of that size: a list grown as it is filled would leave as
 // much again in garbage (32 bytes a member; a first flush lists every member of every set) at
 // the agent's peak, where the second walk costs time linear in the members and allocates nothing.
-func (s *set) members(g *Graph) []dataplane.Member {
+func (c *setCalculator) members(s *set) []dataplane.Member {
 	n := 0
-	for e := range g.membersOf(s.m) {
-		for range s.contribution(e) {
+	for e := range c.index.membersOf(s.m).all {
+		for range s.contribution(e.net) {
 			n++
 		}
 	}
@@ -172,24 +271,24 @@ func (s *set) members(g *Graph) []dataplane.Member {
 		return nil
 	}
 	out := make([]dataplane.Member, 0, n)
-	for e := range g.membersOf(s.m) {
-		out = slices.AppendSeq(out, s.contribution(e))
+	for e := range c.index.membersOf(s.m).all {
+		out = slices.AppendSeq(out, s.contribution(e.net))
 	}
 	sortMembers(out)
 	return slices.Compact(out) // endpoints sharing an address
 }
 
-// contribute records that e's members of s arrive (in) or leave, e having just joined or left
-// s's matcher (or changed its addresses or ports). A member arrives or leaves with e only if no
-// other endpoint of the matcher contributes it: two endpoints share an address transiently (a
-// pod's IP reused by its successor before its delete arrives), and the address index lists the
-// other holders. A fresh set is listed whole by the next flush.
-func (g *Graph) contribute(s *set, e *endpoint, in bool) {
+// contribute records that e's members of s (from net) arrive (in) or leave, e having just
+// joined or left s's matcher (or changed its addresses or ports). A member arrives or leaves
+// with e only if no other endpoint of the matcher contributes it: two endpoints share an
+// address transiently (a pod's IP reused by its successor before its delete arrives), and the
+// address index lists the other holders. A fresh set is listed whole by the next flush.
+func (c *setCalculator) contribute(s *set, e *endpoint, net netInfo, in bool) {
 	if s.fresh {
 		return
 	}
-	for mb := range s.contribution(e) {
-		if g.contributedElsewhere(s, e, mb) {
+	for mb := range s.contribution(net) {
+		if c.contributedElsewhere(s, e, mb) {
 			continue
 		}
 		if in {
@@ -205,14 +304,14 @@ func (g *Graph) contribute(s *set, e *endpoint, in bool) {
 		} else {
 			s.delta[mb] = in
 		}
-		g.dirtySets[s.id] = struct{}{}
+		c.changes.setChanged(s.id)
 	}
 }
 
 // contributedElsewhere reports whether an endpoint of s other than e contributes mb.
-func (g *Graph) contributedElsewhere(s *set, e *endpoint, mb dataplane.Member) bool {
-	for h := range g.holders.of(mb.Addr) {
-		if h != e && g.contributes(s, h, mb) {
+func (c *setCalculator) contributedElsewhere(s *set, e *endpoint, mb dataplane.Member) bool {
+	for h := range c.holders.of(mb.Addr) {
+		if h != e && c.contributes(s, h, mb) {
 			return true
 		}
 	}
@@ -264,9 +363,9 @@ func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 	}
 }
 
-// add files e under its addresses.
-func (x *addrIndex) add(e *endpoint) {
-	for a := range e.net.addrs() {
+// add files e under the addresses of net (e's, or the ones it had).
+func (x *addrIndex) add(e *endpoint, net netInfo) {
+	for a := range net.addrs() {
 		k := x.digest(a)
 		switch h := x.first[k]; {
 		case h == nil:
@@ -277,9 +376,10 @@ func (x *addrIndex) add(e *endpoint) {
 	}
 }
 
-// remove takes e out from under its addresses; another holder of a digest becomes its first.
-func (x *addrIndex) remove(e *endpoint) {
-	for a := range e.net.addrs() {
+// remove takes e out from under the addresses of net (e's, or the ones it had); another holder
+// of a digest becomes its first.
+func (x *addrIndex) remove(e *endpoint, net netInfo) {
+	for a := range net.addrs() {
 		k := x.digest(a)
 		hs := x.others[k]
 		if x.first[k] == e {
@@ -300,14 +400,4 @@ func (x *addrIndex) remove(e *endpoint) {
 			x.others[k] = hs
 		}
 	}
-}
-
-// holds reports whether a is one of e's addresses.
-func (e *endpoint) holds(a netip.Addr) bool {
-	for b := range e.net.addrs() {
-		if b == a {
-			return true
-		}
-	}
-	return false
 }

@@ -56,13 +56,13 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 			continue // several changes per flush now and then
 		}
 		g.Flush()
-		for _, s := range g.sets {
-			if n := len(s.members(g)); s.size != n {
+		for _, s := range g.sets.sets {
+			if n := len(g.sets.members(s)); s.size != n {
 				t.Fatalf("step %d: set %s (%s) has size %d, %d members", step, s.id, s.desc, s.size, n)
 			}
 		}
 		held := 0
-		for e := range g.allEndpoints() {
+		for e := range g.index.store.all() {
 			n := 0
 			for _, m := range e.matches.all() {
 				n += len(m.sets)
@@ -72,7 +72,7 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 			}
 			if n == 0 {
 				for a := range e.net.addrs() {
-					if slices.Contains(slices.Collect(g.holders.of(a)), e) {
+					if slices.Contains(slices.Collect(g.sets.holders.of(a)), e) {
 						t.Fatalf("step %d: %s is in no set but listed under %s", step, e.key(), a)
 					}
 				}
@@ -81,7 +81,7 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 			for a := range e.net.addrs() { // each once (appendNet)
 				held++
 				n := 0
-				for h := range g.holders.of(a) {
+				for h := range g.sets.holders.of(a) {
 					if h == e {
 						n++
 					}
@@ -91,8 +91,8 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 				}
 			}
 		}
-		n := len(g.holders.first)
-		for _, hs := range g.holders.others {
+		n := len(g.sets.holders.first)
+		for _, hs := range g.sets.holders.others {
 			n += len(hs)
 		}
 		if n != held {

@@ -83,92 +83,20 @@ func (s *State) checkRuleSets(p *dataplane.PolicyUpdated) error {
 func (s *State) Apply(msg dataplane.Message) error {
 	switch m := msg.(type) {
 	case dataplane.SetReplaced:
-		if old := s.Sets[m.ID]; old != nil && old.Kind != m.Kind {
-			return fmt.Errorf("set %s replaced with another kind", m.ID)
-		}
-		set := &Set{Kind: m.Kind, Description: m.Description, Members: map[dataplane.Member]struct{}{}}
-		for _, mb := range m.Members {
-			if _, dup := set.Members[mb]; dup {
-				return fmt.Errorf("set %s: duplicate member %v", m.ID, mb)
-			}
-			set.Members[mb] = struct{}{}
-		}
-		s.Sets[m.ID] = set
+		return s.replaceSet(m)
 	case dataplane.SetMembersChanged:
-		set := s.Sets[m.ID]
-		if set == nil {
-			return fmt.Errorf("members of missing set %s changed", m.ID)
-		}
-		if len(m.Added) == 0 && len(m.Removed) == 0 {
-			return fmt.Errorf("empty change of set %s", m.ID)
-		}
-		for _, mb := range m.Removed {
-			if _, ok := set.Members[mb]; !ok {
-				return fmt.Errorf("set %s: removing absent member %v", m.ID, mb)
-			}
-		}
-		for _, mb := range m.Added {
-			if _, ok := set.Members[mb]; ok {
-				return fmt.Errorf("set %s: adding present member %v", m.ID, mb)
-			}
-		}
-		for _, mb := range m.Removed {
-			delete(set.Members, mb)
-		}
-		for _, mb := range m.Added {
-			set.Members[mb] = struct{}{}
-		}
+		return s.changeMembers(m)
 	case dataplane.SetRemoved:
-		if s.Sets[m.ID] == nil {
-			return fmt.Errorf("removing missing set %s", m.ID)
-		}
-		for _, p := range s.Policies {
-			for _, rules := range [][]dataplane.Rule{p.Ingress, p.Egress} {
-				for i := range rules {
-					if slices.Contains(ruleSets(&rules[i]), m.ID) {
-						return fmt.Errorf("removing set %s still referenced by %s", m.ID, p.Key)
-					}
-				}
-			}
-		}
-		delete(s.Sets, m.ID)
+		return s.removeSet(m)
 	case dataplane.PolicyUpdated:
 		if err := s.checkRuleSets(&m); err != nil {
 			return err
 		}
 		s.Policies[m.Key] = m
 	case dataplane.PolicyRemoved:
-		if _, ok := s.Policies[m.Key]; !ok {
-			return fmt.Errorf("removing missing policy %s", m.Key)
-		}
-		for _, e := range s.Endpoints {
-			for _, tiers := range [][]dataplane.TierPolicies{e.Ingress, e.Egress} {
-				for _, t := range tiers {
-					if slices.Contains(t.Policies, m.Key) {
-						return fmt.Errorf("removing policy %s still referenced by endpoint %s", m.Key, e.Key)
-					}
-				}
-			}
-		}
-		delete(s.Policies, m.Key)
+		return s.removePolicy(m)
 	case dataplane.EndpointUpdated:
-		for _, tiers := range [][]dataplane.TierPolicies{m.Ingress, m.Egress} {
-			for _, t := range tiers {
-				if len(t.Policies) == 0 {
-					return fmt.Errorf("endpoint %s lists empty tier %s", m.Key, t.Tier)
-				}
-				for _, k := range t.Policies {
-					p, ok := s.Policies[k]
-					if !ok {
-						return fmt.Errorf("endpoint %s references missing policy %s", m.Key, k)
-					}
-					if p.Tier != t.Tier {
-						return fmt.Errorf("endpoint %s lists policy %s (tier %s) under tier %s", m.Key, k, p.Tier, t.Tier)
-					}
-				}
-			}
-		}
-		s.Endpoints[m.Key] = m
+		return s.updateEndpoint(m)
 	case dataplane.EndpointRemoved:
 		if _, ok := s.Endpoints[m.Key]; !ok {
 			return fmt.Errorf("removing missing endpoint %s", m.Key)
@@ -182,6 +110,103 @@ func (s *State) Apply(msg dataplane.Message) error {
 	default:
 		return fmt.Errorf("unknown message %T", msg)
 	}
+	return nil
+}
+
+func (s *State) replaceSet(m dataplane.SetReplaced) error {
+	if old := s.Sets[m.ID]; old != nil && old.Kind != m.Kind {
+		return fmt.Errorf("set %s replaced with another kind", m.ID)
+	}
+	set := &Set{Kind: m.Kind, Description: m.Description, Members: map[dataplane.Member]struct{}{}}
+	for _, mb := range m.Members {
+		if _, dup := set.Members[mb]; dup {
+			return fmt.Errorf("set %s: duplicate member %v", m.ID, mb)
+		}
+		set.Members[mb] = struct{}{}
+	}
+	s.Sets[m.ID] = set
+	return nil
+}
+
+func (s *State) changeMembers(m dataplane.SetMembersChanged) error {
+	set := s.Sets[m.ID]
+	if set == nil {
+		return fmt.Errorf("members of missing set %s changed", m.ID)
+	}
+	if len(m.Added) == 0 && len(m.Removed) == 0 {
+		return fmt.Errorf("empty change of set %s", m.ID)
+	}
+	for _, mb := range m.Removed {
+		if _, ok := set.Members[mb]; !ok {
+			return fmt.Errorf("set %s: removing absent member %v", m.ID, mb)
+		}
+	}
+	for _, mb := range m.Added {
+		if _, ok := set.Members[mb]; ok {
+			return fmt.Errorf("set %s: adding present member %v", m.ID, mb)
+		}
+	}
+	for _, mb := range m.Removed {
+		delete(set.Members, mb)
+	}
+	for _, mb := range m.Added {
+		set.Members[mb] = struct{}{}
+	}
+	return nil
+}
+
+func (s *State) removeSet(m dataplane.SetRemoved) error {
+	if s.Sets[m.ID] == nil {
+		return fmt.Errorf("removing missing set %s", m.ID)
+	}
+	for _, p := range s.Policies {
+		for _, rules := range [][]dataplane.Rule{p.Ingress, p.Egress} {
+			for i := range rules {
+				if slices.Contains(ruleSets(&rules[i]), m.ID) {
+					return fmt.Errorf("removing set %s still referenced by %s", m.ID, p.Key)
+				}
+			}
+		}
+	}
+	delete(s.Sets, m.ID)
+	return nil
+}
+
+func (s *State) removePolicy(m dataplane.PolicyRemoved) error {
+	if _, ok := s.Policies[m.Key]; !ok {
+		return fmt.Errorf("removing missing policy %s", m.Key)
+	}
+	for _, e := range s.Endpoints {
+		for _, tiers := range [][]dataplane.TierPolicies{e.Ingress, e.Egress} {
+			for _, t := range tiers {
+				if slices.Contains(t.Policies, m.Key) {
+					return fmt.Errorf("removing policy %s still referenced by endpoint %s", m.Key, e.Key)
+				}
+			}
+		}
+	}
+	delete(s.Policies, m.Key)
+	return nil
+}
+
+func (s *State) updateEndpoint(m dataplane.EndpointUpdated) error {
+	for _, tiers := range [][]dataplane.TierPolicies{m.Ingress, m.Egress} {
+		for _, t := range tiers {
+			if len(t.Policies) == 0 {
+				return fmt.Errorf("endpoint %s lists empty tier %s", m.Key, t.Tier)
+			}
+			for _, k := range t.Policies {
+				p, ok := s.Policies[k]
+				if !ok {
+					return fmt.Errorf("endpoint %s references missing policy %s", m.Key, k)
+				}
+				if p.Tier != t.Tier {
+					return fmt.Errorf("endpoint %s lists policy %s (tier %s) under tier %s", m.Key, k, p.Tier, t.Tier)
+				}
+			}
+		}
+	}
+	s.Endpoints[m.Key] = m
 	return nil
 }
 

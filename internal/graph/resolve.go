@@ -1,0 +1,153 @@
+package graph
+
+import (
+	"net/netip"
+	"sort"
+
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// resolver is stage 4, the policy resolver: per local endpoint and direction, the tiers in
+// order holding the active policies that select it; its interface (routes) and the addresses
+// it owns (owners, owner.go). It is told of endpoint updates (by the set calculator) and tier
+// changes (by the active policies), asks the active policies which policies select an endpoint,
+// and tells the sequencer which endpoints changed.
+type resolver struct {
+	policies resolverPolicies
+	changes  changes
+
+	local  map[model.EndpointKey]*endpoint
+	routes map[netip.Addr]string
+	owners addrOwners
+	// hostAddrs are the node's own addresses (HostAddrSet); no message depends on them.
+	hostAddrs map[netip.Addr]struct{}
+}
+
+// resolverPolicies is what the resolver asks the active policies.
+type resolverPolicies interface {
+	appendSelecting(ps []*policy, e *endpoint) []*policy
+	tier(name string) (model.Tier, bool)
+}
+
+func newResolver(policies resolverPolicies, changes changes) *resolver {
+	return &resolver{policies: policies, changes: changes,
+		local: map[model.EndpointKey]*endpoint{}, routes: map[netip.Addr]string{},
+		owners: newAddrOwners(), hostAddrs: map[netip.Addr]struct{}{}}
+}
+
+// onEndpoint keeps the local endpoints and their address claims: a local endpoint's change
+// re-resolves it (and the other holders of the addresses it gains or loses).
+func (r *resolver) onEndpoint(e *endpoint, ch endpointChange) {
+	if !e.local || !ch.updated {
+		return // memberships alone: the active policies re-resolve it if its policies changed
+	}
+	k := e.key()
+	r.changes.endpointChanged(k)
+	switch {
+	case ch.added:
+		r.local[k] = e
+		r.claimAddrs(e, ch.claim)
+	case ch.removed:
+		delete(r.local, k)
+		r.releaseAddrs(e, e.net)
+	case ch.netChanged || !ch.claim.Equal(r.owners.claims[e]):
+		old := e.net
+		if ch.netChanged {
+			old = ch.old
+		}
+		r.releaseAddrs(e, old)
+		r.claimAddrs(e, ch.claim)
+	}
+}
+
+// onTiers re-resolves every local endpoint: tier order and default actions appear in every
+// one's lists.
+func (r *resolver) onTiers() {
+	for k := range r.local {
+		r.changes.endpointChanged(k)
+	}
+}
+
+func (r *resolver) setRoute(dst netip.Prefix, iface string, present bool) {
+	if !dst.IsValid() || !dst.IsSingleIP() {
+		return
+	}
+	a := dst.Addr().Unmap()
+	if present {
+		r.routes[a] = iface
+	} else {
+		delete(r.routes, a)
+	}
+	r.dirtyHolders(a)
+}
+
+func (r *resolver) setHostAddr(a netip.Addr, present bool) {
+	if present {
+		r.hostAddrs[a.Unmap()] = struct{}{}
+	} else {
+		delete(r.hostAddrs, a.Unmap())
+	}
+}
+
+// message is the local endpoint's EndpointUpdated; exists is false when it is gone.
+func (r *resolver) message(k model.EndpointKey, _ bool) (*dataplane.EndpointUpdated, bool) {
+	e := r.local[k]
+	if e == nil {
+		return nil, false
+	}
+	return r.resolve(e), true
+}
+
+// resolve is the endpoint's message with the addresses it owns (owner.go) and, per direction,
+// the tiers in order holding the active policies that select it, in (Order, Key) order.
+func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
+	msg := &dataplane.EndpointUpdated{Key: e.key()}
+	for a := range e.net.addrs() {
+		if r.owns(e, a) {
+			msg.Addrs = append(msg.Addrs, a)
+		}
+	}
+	for _, a := range msg.Addrs {
+		if ifc, ok := r.routes[a]; ok {
+			msg.Interface = ifc
+			break
+		}
+	}
+	ps := r.policies.appendSelecting(nil, e)
+	if len(ps) == 0 {
+		return msg
+	}
+	tierOf := func(p *policy) model.Tier { t, _ := r.policies.tier(p.m.Tier); return t }
+	sort.Slice(ps, func(i, j int) bool {
+		ti, tj := tierOf(ps[i]), tierOf(ps[j])
+		if ti.Order != tj.Order {
+			return ti.Order < tj.Order
+		}
+		if ti.Name != tj.Name {
+			return ti.Name < tj.Name
+		}
+		if ps[i].m.Order != ps[j].m.Order {
+			return ps[i].m.Order < ps[j].m.Order
+		}
+		return ps[i].key.String() < ps[j].key.String()
+	})
+	build := func(apply func(*policy) bool) []dataplane.TierPolicies {
+		var out []dataplane.TierPolicies
+		for _, p := range ps {
+			if !apply(p) {
+				continue
+			}
+			if n := len(out); n == 0 || out[n-1].Tier != p.m.Tier {
+				t := tierOf(p)
+				out = append(out, dataplane.TierPolicies{Tier: t.Name, DefaultAction: t.DefaultAction})
+			}
+			tp := &out[len(out)-1]
+			tp.Policies = append(tp.Policies, p.key)
+		}
+		return out
+	}
+	msg.Ingress = build(func(p *policy) bool { return p.m.ApplyIngress })
+	msg.Egress = build(func(p *policy) bool { return p.m.ApplyEgress })
+	return msg
+}

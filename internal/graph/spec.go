@@ -1,0 +1,70 @@
+package graph
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/nftpolicy/nftpolicy/internal/selector"
+)
+
+// spec is a scoped selector tuple: an endpoint matches when it is in namespace scope (if set),
+// its labels match ep, its namespace's labels match ns and its service account's labels match
+// sa (nil: no constraint). Equal specs are one matcher, hence one set.
+type spec struct {
+	ep, ns, sa *selector.Selector
+	scope      string
+}
+
+func normSel(s *selector.Selector) *selector.Selector {
+	if s == nil || s.String() == selector.All().String() {
+		return nil
+	}
+	return s
+}
+
+// key is the injective identity of a spec (length-prefixed parts).
+func (s spec) key() string {
+	var b strings.Builder
+	part := func(tag string, v string) {
+		b.WriteString(tag)
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	if s.ep != nil {
+		part("e", s.ep.String())
+	}
+	if s.ns != nil {
+		part("n", s.ns.String())
+	}
+	if s.sa != nil {
+		part("s", s.sa.String())
+	}
+	if s.scope != "" {
+		part("i", s.scope)
+	}
+	return b.String()
+}
+
+// describe is the human form of a spec, for set comments.
+func (s spec) describe() string {
+	var parts []string
+	if s.ep != nil {
+		parts = append(parts, s.ep.String())
+	}
+	if s.ns != nil {
+		parts = append(parts, "namespace("+s.ns.String()+")")
+	}
+	if s.sa != nil {
+		parts = append(parts, "serviceaccount("+s.sa.String()+")")
+	}
+	if s.scope != "" {
+		parts = append(parts, "in namespace "+quote(s.scope))
+	}
+	if len(parts) == 0 {
+		return "all()"
+	}
+	return strings.Join(parts, " && ")
+}
+
+func quote(s string) string { return strconv.Quote(s) }
