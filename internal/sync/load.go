@@ -222,11 +222,7 @@ func (c *objectSet) add(it sourced) {
 			c.namespaces[o.Name] = ConvertNamespace(o)
 		}
 	case *corev1.Pod:
-		if o.Namespace == "" {
-			o = o.DeepCopy()
-			o.Namespace = corev1.NamespaceDefault
-		}
-		if !c.take(it, o) {
+		if o = namespaced(o); !c.take(it, o) {
 			return
 		}
 		ep, ok, err := ConvertPod(o)
@@ -237,11 +233,7 @@ func (c *objectSet) add(it sourced) {
 			c.endpoints[model.EndpointKey{Namespace: o.Namespace, Name: o.Name}] = ep
 		}
 	case *networkingv1.NetworkPolicy:
-		if o.Namespace == "" {
-			o = o.DeepCopy()
-			o.Namespace = corev1.NamespaceDefault
-		}
-		if !c.take(it, o) {
+		if o = namespaced(o); !c.take(it, o) {
 			return
 		}
 		if p, err := ConvertNetworkPolicy(o); err != nil {
@@ -260,6 +252,19 @@ func (c *objectSet) add(it sourced) {
 	default:
 		c.fail(it, errors.New("kind not used by nftpolicy, ignored"))
 	}
+}
+
+// namespaced is o, or a copy of it in the "default" namespace when it names none.
+func namespaced[T interface {
+	metav1.Object
+	DeepCopyObject() runtime.Object
+}](o T) T {
+	if o.GetNamespace() != "" {
+		return o
+	}
+	c := o.DeepCopyObject().(T)
+	c.SetNamespace(corev1.NamespaceDefault)
+	return c
 }
 
 // convertCNPs converts the ClusterNetworkPolicies, whose node peers need every Node.
