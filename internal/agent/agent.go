@@ -65,6 +65,12 @@ type Config struct {
 	// to the table (ruleset.Monitor): the loop answers the reports queued together with one
 	// repair.
 	TableChanges <-chan ruleset.TableChange
+	// Programming, if set, keeps the loop in standby until it is closed (another agent holds the
+	// table's lock, lock.go): the loop feeds the graph and holds what it emits, reports ready once
+	// in sync, and calls nothing of the programmer — no apply, resync or repair, and table-change
+	// reports (the other agent's commits) are only counted. When it is closed, the held messages
+	// are applied at once: the first commit, which writes the table whole in one transaction.
+	Programming <-chan struct{}
 }
 
 // Loop runs the agent's single goroutine: it feeds model updates to the graph, flushes the
@@ -85,6 +91,11 @@ type loop struct {
 	prog         Programmer
 	tableChanges <-chan ruleset.TableChange
 	firstCommit  func()
+	programming  <-chan struct{} // Config.Programming while standing by; nil once programming
+
+	// standby: another agent programs the table; held is what the graph emitted meanwhile
+	standby bool
+	held    []dataplane.Message
 
 	periodic     *time.Ticker  // the periodic resync
 	retry        *time.Timer   // armed while failing
@@ -123,6 +134,7 @@ func newLoop(cfg Config, calc Calculator, prog Programmer) *loop {
 		periodic: time.NewTicker(cfg.ResyncInterval), retry: time.NewTimer(time.Hour),
 		firstBackoff: cfg.RetryBackoff, maxBackoff: cfg.ResyncInterval, backoff: cfg.RetryBackoff,
 		synced: syncCount{need: max(cfg.Sources, 1)}, versions: map[string]string{},
+		programming: cfg.Programming, standby: cfg.Programming != nil,
 	}
 	l.retry.Stop()
 	return l
@@ -139,8 +151,10 @@ func (l *loop) run(ctx context.Context, updates <-chan []model.Update) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-l.programming:
+			l.takeOver()
 		case <-l.periodic.C:
-			if l.inSync {
+			if l.inSync && !l.standby {
 				l.resync(TriggerPeriodic, "periodic")
 			}
 		case <-l.retry.C:
@@ -179,11 +193,19 @@ drain:
 	msgs := l.calc.Flush()
 	l.metrics.GraphUpdates.Add(float64(n))
 	l.metrics.DataplaneMessages.Add(float64(len(msgs)))
-	if len(msgs) == 0 {
+	switch {
+	case l.standby:
+		l.hold(msgs)
+	case len(msgs) == 0:
 		l.health.applyEnded()
 		l.publish() // nothing to change: the table already reflects these versions
-		return
+	default:
+		l.apply(msgs, n, received)
 	}
+}
+
+// apply commits what the graph emitted for n updates, the first of which arrived at received.
+func (l *loop) apply(msgs []dataplane.Message, n int, received time.Time) {
 	start := time.Now()
 	err := l.prog.Apply(msgs)
 	took := time.Since(start)
@@ -200,6 +222,34 @@ drain:
 		return
 	}
 	l.succeed()
+}
+
+// hold keeps what the graph emitted while standing by, for the first commit (takeOver). Standing
+// by is ready once in sync: the agent has all it needs to program the table, and a DaemonSet's
+// rolling update waits for the new pod's readiness before it deletes the old one, whose exit
+// frees the lock.
+func (l *loop) hold(msgs []dataplane.Message) {
+	l.held = append(l.held, msgs...)
+	l.health.applyEnded()
+	if l.inSync && !l.health.Ready() {
+		l.log.Info("in sync; standing by, ready to program the table once the lock is free", "held_messages", len(l.held))
+		l.health.applySucceeded(true)
+	}
+}
+
+// takeOver ends the standby: the lock is held, and what the graph emitted meanwhile is applied
+// at once. It is the programmer's first commit: the table is written whole in one transaction,
+// which replaces the one the other agent left (in force until then).
+func (l *loop) takeOver() {
+	l.programming, l.standby = nil, false
+	msgs := l.held
+	l.held = nil
+	l.log.Info("programming the table", "held_messages", len(msgs))
+	if len(msgs) == 0 {
+		return
+	}
+	l.health.applyStarted()
+	l.apply(msgs, 0, time.Now())
 }
 
 // feed hands a batch to the graph, noting in-sync and the sources' versions, and returns the
@@ -256,6 +306,8 @@ func (l *loop) resync(trigger, reason string, attrs ...any) {
 func (l *loop) answerTableChanges(first ruleset.TableChange) {
 	changes, known := l.takeTableChanges(first)
 	switch {
+	case l.standby:
+		l.log.Debug("another agent changed the nftables table; standing by", "changes", changes)
 	case !l.inSync:
 		l.log.Info("another process changed the nftables table before the first commit; the first commit replaces it", "changes", changes)
 	case known:

@@ -63,6 +63,10 @@ type Config struct {
 	Wrap []string
 	// Env is added to the environment the agent inherits from the test process ("KEY=value").
 	Env []string
+	// LockFile is the agent's --lock-file: agents given the same one program the table one at a
+	// time. "": a file of the node under Dir, so the nodes of one cluster, which share the
+	// machine's file system, do not exclude each other, and the machine's /run is not touched.
+	LockFile string
 }
 
 // Process is a running agent.
@@ -87,8 +91,13 @@ func Start(cfg Config) (*Process, error) {
 	if p.log, err = os.Create(p.LogPath); err != nil {
 		return nil, err
 	}
+	lockFile := cfg.LockFile
+	if lockFile == "" {
+		lockFile = filepath.Join(cfg.Dir, "lock-"+cfg.Node, "agent.lock")
+	}
 	args := append(append([]string{"netns", "exec", cfg.NetNS}, cfg.Wrap...), cfg.Bin, "run", "--node-name", cfg.Node,
-		"--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr, "--log-format", "json")
+		"--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr, "--log-format", "json",
+		"--lock-file", lockFile)
 	args = append(args, cfg.Args...)
 	p.cmd = exec.Command("ip", args...)
 	if len(cfg.Env) > 0 {
