@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -156,4 +158,22 @@ func lockTable(ctx context.Context, cfg RunConfig, log *slog.Logger, m *Metrics)
 		return nil, nil, nil
 	}
 	return takeLock(ctx, path, log, m)
+}
+
+// listenShared listens on addr with SO_REUSEPORT: the agents of a node share its network
+// namespace (hostNetwork), and during a rolling update the new agent serves /metrics, /healthz
+// and /readyz on the same addresses as the old one, which still runs. The kernel spreads the
+// connections over both until the old one exits; a probe answered by the old agent is as true of
+// the node (its table is the one in force).
+func listenShared(ctx context.Context, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.Listen(ctx, "tcp", addr)
 }

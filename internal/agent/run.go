@@ -196,7 +196,7 @@ func serve(ctx context.Context, name string, l net.Listener, addr string, h http
 			return nil
 		}
 		var err error
-		if l, err = net.Listen("tcp", addr); err != nil {
+		if l, err = listenShared(ctx, addr); err != nil {
 			return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
 		}
 	}
