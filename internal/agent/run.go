@@ -154,7 +154,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			err = lerr
 		}
 	}
-	if cfg.CleanupOnExit && lock.Held() {
+	cleanup := cfg.CleanupOnExit && lock.Held() // a standing-by agent never removes another's table
+	if cleanup {
 		if cerr := dp.Cleanup(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the table: %w", cerr))
 		}
@@ -162,7 +163,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
-	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cfg.CleanupOnExit)
+	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cleanup)
 	return err
 }
 
