@@ -165,7 +165,7 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 	const resource = "clusternetworkpolicies"
 	res := w.watchOf(resource)
 	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: w.transform, handler: handler, watch: res,
-		sends: w}
+		sink: w}
 	recheck := w.cfg.AbsentRecheck
 	if recheck <= 0 {
 		recheck = defaultAbsentRecheck
@@ -268,7 +268,7 @@ func (w *Watcher) startNodesLocked() {
 		DeleteFunc: func(obj any) { w.nodeChanged(obj, nil); w.observe("nodes", obj) },
 	}
 	inf := newInformer(res, w.cfg.Client.listerWatcher("nodes", nil), &corev1.Node{}, w.transform, h)
-	inf.store.sends = w
+	inf.store.sink = w
 	inf.store.onSynced = func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()

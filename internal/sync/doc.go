@@ -117,7 +117,9 @@
 //     objects the list listed, added, changed and deleted; a warning when it changed anything),
 //     nftpolicy_watch_relists_total{resource} and nftpolicy_watch_relist_staleness_seconds.
 //     Withdrawing the ClusterNetworkPolicies when their CRD goes, and the list when it returns,
-//     are no relists.
+//     are no relists. A list's SourceVersion is the list's resourceVersion, after its updates:
+//     the objects of a list come in key order, so the last one's version may be older than
+//     others'.
 //   - The informer caches hold small objects (the Watcher's transform): pods and policies as the
 //     outcome of their conversion, converted once per version (podRecord, 48 bytes: one string
 //     holding namespace/name, the cache key, and the resourceVersion; a 64-bit fingerprint of the

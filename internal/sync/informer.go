@@ -61,16 +61,17 @@ func (i *informer) hasSynced() bool { return i.store.synced.Load() }
 // lacks, a delete with a cache.DeletedFinalStateUnknown of its last state. It has no queue of
 // its own: the handlers never block (they queue updates in the Watcher), so nothing waits.
 //
-// A relist is delivered whole or not at all to the consumer: sends, if set, is held from the
-// relist's first handler call to its last, so that the Watcher sends none of its updates before
-// all of them are queued (the graph never sees a half-relisted resource). It is logged and
-// counted by resourceWatch.relisted: how stale the view was, and what the list changed.
+// A relist is delivered whole or not at all to the consumer: the Watcher's sends (sink, if set)
+// are held from the relist's first handler call to its last, so that none of its updates is
+// sent before all of them are queued (the graph never sees a half-relisted resource). It is
+// logged and counted by resourceWatch.relisted: how stale the view was, and what the list
+// changed. Each list tells the sink its resourceVersion, which the view now reflects whole.
 type handlerStore struct {
 	items     cache.Store
 	transform cache.TransformFunc
 	handler   cache.ResourceEventHandler
 	watch     *resourceWatch
-	sends     sendHold
+	sink      listSink
 	// synced: the initial list has been delivered
 	synced atomic.Bool
 	// onSynced, when set, is called once the initial list has been delivered
@@ -86,10 +87,13 @@ var (
 	_ cache.ListerWatcherWithContext = (*trackedListerWatcher)(nil)
 )
 
-// sendHold holds the Watcher's sends while a relist is delivered (Watcher.holdSends).
-type sendHold interface {
+// listSink is what a store tells the Watcher of the lists it delivers: a relist holds its sends
+// (holdSends, releaseSends), and each list's resourceVersion is the resource's version from then
+// on (listedAt), in the batch that carries the list's updates.
+type listSink interface {
 	holdSends()
 	releaseSends()
+	listedAt(resource, resourceVersion string)
 }
 
 func (s *handlerStore) Add(obj any) error    { _, err := s.upsert(obj, false, true); return err }
@@ -159,17 +163,21 @@ func (s *handlerStore) Delete(obj any) error {
 // set of listed keys that tells which held objects are gone. A relist holds the Watcher's sends
 // until it is delivered whole, and is logged with what it changed; the initial list needs no
 // hold (nothing reaches the dataplane before in-sync, which follows it).
-func (s *handlerStore) Replace(list []any, _ string) error {
+func (s *handlerStore) Replace(list []any, resourceVersion string) error {
 	lastHeard := s.watch.listed()
 	initial := !s.synced.Load()
 	relist := !initial && !s.fresh.Swap(false)
-	if !initial && s.sends != nil {
-		s.sends.holdSends()
-		defer s.sends.releaseSends()
+	if !initial && s.sink != nil {
+		s.sink.holdSends()
+		defer s.sink.releaseSends()
 	}
 	var n relistCounts
 	if err := s.deliverList(list, initial, &n); err != nil {
 		return err
+	}
+	if s.sink != nil && resourceVersion != "" {
+		// the last object delivered need not be the newest: the list's version vouches for all
+		s.sink.listedAt(s.watch.resource, resourceVersion)
 	}
 	if relist {
 		s.watch.relisted(lastHeard, n)
@@ -185,9 +193,9 @@ func (s *handlerStore) Replace(list []any, _ string) error {
 // and the next list starts the view anew. The store counts as synced.
 func (s *handlerStore) withdraw() error {
 	s.watch.listed() // the API server answered the list that found the resource gone
-	if s.sends != nil {
-		s.sends.holdSends()
-		defer s.sends.releaseSends()
+	if s.sink != nil {
+		s.sink.holdSends()
+		defer s.sink.releaseSends()
 	}
 	if err := s.deliverList(nil, false, &relistCounts{}); err != nil {
 		return err

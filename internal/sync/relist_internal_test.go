@@ -118,7 +118,8 @@ func TestRelistSaidOutLoud(t *testing.T) {
 
 // TestRelistSentWhole: the updates of one relist reach the consumer in one batch, however long
 // the relist takes to deliver (here a millisecond per object, time enough for the sender to send
-// many batches): the graph never sees a half-relisted resource.
+// many batches): the graph never sees a half-relisted resource. The batch ends with the list's
+// resourceVersion as the resource's version: the last object of a list need not be its newest.
 func TestRelistSentWhole(t *testing.T) {
 	w := New(Config{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -129,7 +130,7 @@ func TestRelistSentWhole(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return w.transform(o)
 	}
-	s := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: slow, sends: w,
+	s := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: slow, sink: w,
 		handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: w.setNamespace, UpdateFunc: ignoreOld(w.setNamespace), DeleteFunc: w.deleteNamespace},
 		watch: newResourceWatch("namespaces", slog.New(slog.DiscardHandler), nil, time.Now())}
@@ -141,31 +142,41 @@ func TestRelistSentWhole(t *testing.T) {
 		}
 		return listOf(objs...)
 	}
-	receive := func(want int) (batches int) {
+	// receive takes batches until it has want updates and the list's version (the list's
+	// resourceVersion, which the version of no object of it is)
+	receive := func(want int, listVersion string) (batches int) {
 		t.Helper()
-		for got := 0; got < want; batches++ {
+		versioned := false
+		for got := 0; got < want || !versioned; batches++ {
 			select {
 			case b := <-out:
-				got += len(b)
+				for _, u := range b {
+					if v, ok := u.(model.SourceVersion); ok {
+						versioned = v == model.SourceVersion{Resource: "namespaces", ResourceVersion: listVersion}
+						continue
+					}
+					got++
+				}
 			case <-time.After(10 * time.Second):
-				t.Fatalf("received %d of %d updates", got, want)
+				t.Fatalf("received %d of %d updates, the list's version %v", got, want, versioned)
 			}
 		}
 		return batches
 	}
 	go func() {
-		if err := s.Replace(list("1", nil, 0), "1"); err != nil {
+		if err := s.Replace(list("1", nil, 0), "5"); err != nil {
 			t.Error(err)
 		}
 	}()
-	t.Logf("the initial list of %d namespaces came in %d batches", n, receive(n))
+	t.Logf("the initial list of %d namespaces came in %d batches", n, receive(n, "5"))
 	// the relist relabels 40 namespaces and lacks 10
 	done := make(chan error, 1)
-	go func() { done <- s.Replace(list("2", map[string]string{"team": "x"}, 10), "2") }()
+	go func() { done <- s.Replace(list("6", map[string]string{"team": "x"}, 10), "9") }()
 	select {
 	case b := <-out:
-		if len(b) != n {
-			t.Fatalf("the relist's first batch holds %d updates, want all %d", len(b), n)
+		version := model.SourceVersion{Resource: "namespaces", ResourceVersion: "9"}
+		if len(b) != n+1 || b[n] != version {
+			t.Fatalf("the relist's first batch holds %d items, want all %d updates and then the list's version %v", len(b), n, version)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the relist was never sent")

@@ -186,7 +186,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	} {
 		inf := newInformer(w.watchOf(s.resource), w.cfg.Client.listerWatcher(s.resource, w.recordPod), s.object, w.transform,
 			handler(s.resource, s.change, s.del))
-		inf.store.sends = w
+		inf.store.sink = w
 		synced = append(synced, inf.hasSynced)
 		running.Go(func() { inf.reflector.RunWithContext(ctx) })
 	}
@@ -253,6 +253,19 @@ func (w *Watcher) holdSends() {
 	w.mu.Lock()
 	w.relisting++
 	w.mu.Unlock()
+}
+
+// listedAt notes that the view of resource is a list's at resourceVersion: the next batch's
+// SourceVersion of it. The objects of a list arrive in key order, so the version of the last
+// one delivered (observe) may be older than others of the list.
+func (w *Watcher) listedAt(resource, resourceVersion string) {
+	w.mu.Lock()
+	w.versions[resource] = resourceVersion
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
 }
 
 // releaseSends ends a holdSends and kicks the sender.
