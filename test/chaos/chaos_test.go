@@ -55,6 +55,7 @@ func TestChaos(t *testing.T) {
 		}},
 		{"odd objects", su.oddObjects},
 		{"two agents on one node", su.overlap},
+		{"paused agent", su.pausedAgent},
 	}
 	for _, st := range steps {
 		completed := false
