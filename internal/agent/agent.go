@@ -36,6 +36,13 @@ type Programmer interface {
 	Stats() TableStats
 }
 
+// StandbyBuilder is what a Programmer may offer for standing by (Config.Programming): fold the
+// graph's messages into the desired table and compute it, without writing the kernel. The
+// table is then written whole by the first commit (Repair), which replaces the other agent's.
+type StandbyBuilder interface {
+	Build(msgs []dataplane.Message) // consumes msgs
+}
+
 // TableStats counts the objects of the committed table.
 type TableStats struct {
 	Sets, Elements, Chains, Rules int
@@ -66,10 +73,11 @@ type Config struct {
 	// repair.
 	TableChanges <-chan ruleset.TableChange
 	// Programming, if set, keeps the loop in standby until it is closed (another agent holds the
-	// table's lock, lock.go): the loop feeds the graph and holds what it emits, reports ready once
-	// in sync, and calls nothing of the programmer — no apply, resync or repair, and table-change
-	// reports (the other agent's commits) are only counted. When it is closed, the held messages
-	// are applied at once: the first commit, which writes the table whole in one transaction.
+	// table's lock, lock.go): the loop feeds the graph and has the programmer build the table
+	// from what the graph emits without writing it (StandbyBuilder; a programmer without it has
+	// the messages held instead), reports ready once in sync, and writes nothing — no apply,
+	// resync or repair, and table-change reports (the other agent's commits) are only counted.
+	// When it is closed, the table is written whole in one transaction: the first commit.
 	Programming <-chan struct{}
 }
 
@@ -93,9 +101,11 @@ type loop struct {
 	firstCommit  func()
 	programming  <-chan struct{} // Config.Programming while standing by; nil once programming
 
-	// standby: another agent programs the table; held is what the graph emitted meanwhile
+	// standby: another agent programs the table; held is what the graph emitted meanwhile when
+	// the programmer cannot build without writing (StandbyBuilder), built what it has built
 	standby bool
 	held    []dataplane.Message
+	built   bool
 
 	periodic     *time.Ticker  // the periodic resync
 	retry        *time.Timer   // armed while failing
@@ -224,12 +234,20 @@ func (l *loop) apply(msgs []dataplane.Message, n int, received time.Time) {
 	l.succeed()
 }
 
-// hold keeps what the graph emitted while standing by, for the first commit (takeOver). Standing
-// by is ready once in sync: the agent has all it needs to program the table, and a DaemonSet's
-// rolling update waits for the new pod's readiness before it deletes the old one, whose exit
-// frees the lock.
+// hold has the programmer build the table from what the graph emitted while standing by
+// (StandbyBuilder), else keeps the messages, for the first commit (takeOver). Standing by is
+// ready once in sync: the agent has all it needs to program the table, and a DaemonSet's rolling
+// update waits for the new pod's readiness before it deletes the old one, whose exit frees the
+// lock.
 func (l *loop) hold(msgs []dataplane.Message) {
-	l.held = append(l.held, msgs...)
+	if b, ok := l.prog.(StandbyBuilder); ok && len(msgs) > 0 {
+		start := time.Now()
+		b.Build(msgs)
+		l.built = true
+		l.log.Debug("built the table, standing by", "messages", len(msgs), "took", time.Since(start))
+	} else {
+		l.held = append(l.held, msgs...)
+	}
 	l.health.applyEnded()
 	if l.inSync && !l.health.Ready() {
 		l.log.Info("in sync; standing by, ready to program the table once the lock is free", "held_messages", len(l.held))
@@ -237,19 +255,27 @@ func (l *loop) hold(msgs []dataplane.Message) {
 	}
 }
 
-// takeOver ends the standby: the lock is held, and what the graph emitted meanwhile is applied
-// at once. It is the programmer's first commit: the table is written whole in one transaction,
-// which replaces the one the other agent left (in force until then).
+// takeOver ends the standby: the lock is held, and the table is written at once — the table
+// built meanwhile (Repair: written whole, no read-back), else what the graph emitted meanwhile
+// (the first Apply). Either is the programmer's first commit, one transaction that replaces the
+// table the other agent left (in force until then).
 func (l *loop) takeOver() {
 	l.programming, l.standby = nil, false
-	msgs := l.held
-	l.held = nil
+	msgs, built := l.held, l.built
+	l.held, l.built = nil, false
 	l.log.Info("programming the table", "held_messages", len(msgs))
-	if len(msgs) == 0 {
-		return
+	switch {
+	case len(msgs) > 0:
+		l.health.applyStarted()
+		l.apply(msgs, 0, time.Now())
+	case built && l.inSync:
+		l.health.applyStarted()
+		if err := l.prog.Repair(); err != nil {
+			l.fail("first commit", err)
+			return
+		}
+		l.succeed()
 	}
-	l.health.applyStarted()
-	l.apply(msgs, 0, time.Now())
 }
 
 // feed hands a batch to the graph, noting in-sync and the sources' versions, and returns the

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
@@ -144,3 +145,74 @@ func TestLoopStandsByUntilTheLock(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// buildingProgrammer is a fakeProgrammer that can build the table without writing it
+// (StandbyBuilder).
+type buildingProgrammer struct {
+	*fakeProgrammer
+	built int // messages built
+}
+
+func (b *buildingProgrammer) Build(msgs []dataplane.Message) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.built += len(msgs)
+}
+
+// TestLoopBuildsInStandby: with a programmer that can build without writing, the standing-by
+// loop builds the table from everything the graph emits, and takes over with one Repair — the
+// table written whole — and no Apply; later batches are applied.
+func TestLoopBuildsInStandby(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := NewMetrics(prometheus.NewRegistry())
+	h := &Health{}
+	dp := &buildingProgrammer{fakeProgrammer: &fakeProgrammer{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}}
+	updates := make(chan []model.Update)
+	programming := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- Loop(ctx, Config{ResyncInterval: time.Hour, Metrics: m, Health: h, Programming: programming},
+			updates, &fakeCalc{}, dp)
+	}()
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x"}}}
+	updates <- []model.Update{model.SyncStatusUpdate{Status: model.InSync}}
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "y"}}}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		dp.mu.Lock()
+		built, calls := dp.built, dp.applies+dp.resyncs+dp.repairs
+		dp.mu.Unlock()
+		emitted := testutil.ToFloat64(m.DataplaneMessages)
+		if calls != 0 {
+			t.Fatalf("standing by: %d programmer calls, want none", calls)
+		}
+		if testutil.ToFloat64(m.GraphUpdates) == 3 && float64(built) == emitted && h.Ready() {
+			break // x, in-sync and y fed, and everything the graph emitted for them built
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standing by: built %d of %v messages, ready %v; want all built, ready", built, emitted, h.Ready())
+		}
+	}
+	close(programming)
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.Transactions) != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no first commit after the takeover")
+		}
+	}
+	dp.mu.Lock()
+	applies, repairs := dp.applies, dp.repairs
+	dp.mu.Unlock()
+	if applies != 0 || repairs != 1 || testutil.ToFloat64(m.InSync) != 1 {
+		t.Fatalf("took over with %d applies and %d repairs (in_sync %v), want the table written whole once",
+			applies, repairs, testutil.ToFloat64(m.InSync))
+	}
+	if n := testutil.ToFloat64(m.DriftRepairs.WithLabelValues(TriggerEvent)); n != 0 {
+		t.Fatalf("the takeover counted as %v drift repairs, want none", n)
+	}
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "z"}}}
+	wait(t, dp.applied, "an apply after the takeover")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
