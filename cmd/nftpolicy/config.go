@@ -29,6 +29,8 @@ type runConfig struct {
 	LogLevel         slog.Level
 	CleanupOnExit    bool
 	Table            string
+	// LockFile: one agent at a time programs the node's table (agent.RunConfig.LockFile).
+	LockFile string
 	// FailureThreshold is the number of consecutive failed applies after which /healthz fails.
 	FailureThreshold int
 	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed this long.
@@ -66,6 +68,7 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.CleanupOnExit, "cleanup-on-exit", false, "remove the nftables table on exit (default: leave it, so policy stays enforced across restarts)")
 	fs.StringVar(&c.Table, "table", "nftpolicy", "name of the inet nftables table the agent owns")
+	fs.StringVar(&c.LockFile, "lock-file", "/run/nftpolicy/agent.lock", "lock that makes one agent at a time program the table (the table's name is added: agent.<table>.lock); a second agent stands by, in sync and ready, until the first exits; empty disables it")
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
 	fs.Int64Var(&c.CompileBudget, "compile-budget", nft.DefaultCompileBudget, "work one group of endpoints' compile may do (about a rule visited or a port range painted each); a group over it has its costliest policy rejected: counted in nftpolicy_invalid_objects_total and logged")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")

@@ -36,6 +36,13 @@ type Programmer interface {
 	Stats() TableStats
 }
 
+// StandbyBuilder is what a Programmer may offer for standing by (Config.Programming): fold the
+// graph's messages into the desired table and compute it, without writing the kernel. The
+// table is then written whole by the first commit (Repair), which replaces the other agent's.
+type StandbyBuilder interface {
+	Build(msgs []dataplane.Message) // consumes msgs
+}
+
 // TableStats counts the objects of the committed table.
 type TableStats struct {
 	Sets, Elements, Chains, Rules int
@@ -65,6 +72,13 @@ type Config struct {
 	// to the table (ruleset.Monitor): the loop answers the reports queued together with one
 	// repair.
 	TableChanges <-chan ruleset.TableChange
+	// Programming, if set, keeps the loop in standby until it is closed (another agent holds the
+	// table's lock, lock.go): the loop feeds the graph and has the programmer build the table
+	// from what the graph emits without writing it (StandbyBuilder; a programmer without it has
+	// the messages held instead), reports ready once in sync, and writes nothing — no apply,
+	// resync or repair, and table-change reports (the other agent's commits) are only counted.
+	// When it is closed, the table is written whole in one transaction: the first commit.
+	Programming <-chan struct{}
 }
 
 // Loop runs the agent's single goroutine: it feeds model updates to the graph, flushes the
@@ -85,6 +99,13 @@ type loop struct {
 	prog         Programmer
 	tableChanges <-chan ruleset.TableChange
 	firstCommit  func()
+	programming  <-chan struct{} // Config.Programming while standing by; nil once programming
+
+	// standby: another agent programs the table; held is what the graph emitted meanwhile when
+	// the programmer cannot build without writing (StandbyBuilder), built what it has built
+	standby bool
+	held    []dataplane.Message
+	built   bool
 
 	periodic     *time.Ticker  // the periodic resync
 	retry        *time.Timer   // armed while failing
@@ -123,6 +144,7 @@ func newLoop(cfg Config, calc Calculator, prog Programmer) *loop {
 		periodic: time.NewTicker(cfg.ResyncInterval), retry: time.NewTimer(time.Hour),
 		firstBackoff: cfg.RetryBackoff, maxBackoff: cfg.ResyncInterval, backoff: cfg.RetryBackoff,
 		synced: syncCount{need: max(cfg.Sources, 1)}, versions: map[string]string{},
+		programming: cfg.Programming, standby: cfg.Programming != nil,
 	}
 	l.retry.Stop()
 	return l
@@ -139,8 +161,10 @@ func (l *loop) run(ctx context.Context, updates <-chan []model.Update) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-l.programming:
+			l.takeOver()
 		case <-l.periodic.C:
-			if l.inSync {
+			if l.inSync && !l.standby {
 				l.resync(TriggerPeriodic, "periodic")
 			}
 		case <-l.retry.C:
@@ -179,11 +203,19 @@ drain:
 	msgs := l.calc.Flush()
 	l.metrics.GraphUpdates.Add(float64(n))
 	l.metrics.DataplaneMessages.Add(float64(len(msgs)))
-	if len(msgs) == 0 {
+	switch {
+	case l.standby:
+		l.hold(msgs)
+	case len(msgs) == 0:
 		l.health.applyEnded()
 		l.publish() // nothing to change: the table already reflects these versions
-		return
+	default:
+		l.apply(msgs, n, received)
 	}
+}
+
+// apply commits what the graph emitted for n updates, the first of which arrived at received.
+func (l *loop) apply(msgs []dataplane.Message, n int, received time.Time) {
 	start := time.Now()
 	err := l.prog.Apply(msgs)
 	took := time.Since(start)
@@ -200,6 +232,50 @@ drain:
 		return
 	}
 	l.succeed()
+}
+
+// hold has the programmer build the table from what the graph emitted while standing by
+// (StandbyBuilder), else keeps the messages, for the first commit (takeOver). Standing by is
+// ready once in sync: the agent has all it needs to program the table, and a DaemonSet's rolling
+// update waits for the new pod's readiness before it deletes the old one, whose exit frees the
+// lock.
+func (l *loop) hold(msgs []dataplane.Message) {
+	if b, ok := l.prog.(StandbyBuilder); ok && len(msgs) > 0 {
+		start := time.Now()
+		b.Build(msgs)
+		l.built = true
+		l.log.Debug("built the table, standing by", "messages", len(msgs), "took", time.Since(start))
+	} else {
+		l.held = append(l.held, msgs...)
+	}
+	l.health.applyEnded()
+	if l.inSync && !l.health.Ready() {
+		l.log.Info("in sync; standing by, ready to program the table once the lock is free", "held_messages", len(l.held))
+		l.health.applySucceeded(true)
+	}
+}
+
+// takeOver ends the standby: the lock is held, and the table is written at once — the table
+// built meanwhile (Repair: written whole, no read-back), else what the graph emitted meanwhile
+// (the first Apply). Either is the programmer's first commit, one transaction that replaces the
+// table the other agent left (in force until then).
+func (l *loop) takeOver() {
+	l.programming, l.standby = nil, false
+	msgs, built := l.held, l.built
+	l.held, l.built = nil, false
+	l.log.Info("programming the table", "held_messages", len(msgs))
+	switch {
+	case len(msgs) > 0:
+		l.health.applyStarted()
+		l.apply(msgs, 0, time.Now())
+	case built && l.inSync:
+		l.health.applyStarted()
+		if err := l.prog.Repair(); err != nil {
+			l.fail("first commit", err)
+			return
+		}
+		l.succeed()
+	}
 }
 
 // feed hands a batch to the graph, noting in-sync and the sources' versions, and returns the
@@ -256,6 +332,8 @@ func (l *loop) resync(trigger, reason string, attrs ...any) {
 func (l *loop) answerTableChanges(first ruleset.TableChange) {
 	changes, known := l.takeTableChanges(first)
 	switch {
+	case l.standby:
+		l.log.Debug("another agent changed the nftables table; standing by", "changes", changes)
 	case !l.inSync:
 		l.log.Info("another process changed the nftables table before the first commit; the first commit replaces it", "changes", changes)
 	case known:

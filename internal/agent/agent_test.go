@@ -48,6 +48,7 @@ func (c *fakeCalc) Flush() []dataplane.Message {
 type fakeProgrammer struct {
 	mu       sync.Mutex
 	applies  int
+	messages int // applied, in all
 	resyncs  int
 	repairs  int
 	failNext int
@@ -56,10 +57,11 @@ type fakeProgrammer struct {
 	resynced chan struct{}
 }
 
-func (d *fakeProgrammer) Apply([]dataplane.Message) error {
+func (d *fakeProgrammer) Apply(msgs []dataplane.Message) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.applies++
+	d.messages += len(msgs)
 	defer func() { d.applied <- struct{}{} }()
 	if d.failNext > 0 {
 		d.failNext--

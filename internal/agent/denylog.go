@@ -2,12 +2,16 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"slices"
 	gosync "sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nflog"
@@ -146,28 +150,55 @@ func (l *denyLogger) packet(p nflog.Packet) {
 
 // startDenyLog binds the NFLOG group of cfg.DenyLog in the agent's namespace and writes a line
 // for each packet logged to it, until ctx ends. It returns the channel the API watcher sends to:
-// the pod index sees each batch, then passes it on to updates.
+// the pod index sees each batch, then passes it on to updates. While another process binds the
+// group — the agent this one replaces, in a rolling update (lock.go) — it binds it again every
+// denyLogRebind until it can.
 func startDenyLog(ctx context.Context, cfg RunConfig, dp *kernel.Applier, log *slog.Logger, reg prometheus.Registerer,
 	updates chan<- []model.Update, errs chan<- error) (chan []model.Update, error) {
 	r, err := nflog.Open(cfg.NetNSFD, cfg.DenyLog.Group)
-	if err != nil {
+	bound := err == nil
+	if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EBUSY) {
 		return nil, err
 	}
+	var reader atomic.Pointer[nflog.Reader]
 	lines := prometheus.NewCounter(prometheus.CounterOpts{Name: "nftpolicy_denied_logged_total",
 		Help: "Denied packets logged, one log line each: the deny chains log within a rate per deny reason (--log-denied-rate)."})
 	lost := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nftpolicy_denied_log_overflows_total",
-		Help: "Times the kernel dropped deny logs because the agent's NFLOG socket was full."}, func() float64 { return float64(r.Lost()) })
+		Help: "Times the kernel dropped deny logs because the agent's NFLOG socket was full."}, func() float64 {
+		if r := reader.Load(); r != nil {
+			return float64(r.Lost())
+		}
+		return 0
+	})
 	reg.MustRegister(lines, lost)
 	pods := newPodIndex()
 	l := &denyLogger{log: log.With("stage", "denylog"), dp: dp, pods: pods, lines: lines}
+	if !bound {
+		log.Warn("the deny log's NFLOG group is bound by another process; binding it again every second", "nflog_group", cfg.DenyLog.Group, "err", err)
+	}
 	go func() {
+		for ; !bound; bound = err == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(denyLogRebind):
+			}
+			if r, err = nflog.Open(cfg.NetNSFD, cfg.DenyLog.Group); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EBUSY) {
+				errs <- err
+				return
+			}
+		}
+		reader.Store(r)
 		defer r.Close()
+		log.Info("logging denied packets", "nflog_group", cfg.DenyLog.Group, "rate", cfg.DenyLog.Limit.String())
 		if err := r.Run(ctx, l.packet); err != nil && ctx.Err() == nil {
 			errs <- err
 		}
 	}()
 	in := make(chan []model.Update, 64)
 	go pods.forward(ctx, in, updates)
-	log.Info("logging denied packets", "nflog_group", cfg.DenyLog.Group, "rate", cfg.DenyLog.Limit.String())
 	return in, nil
 }
+
+// denyLogRebind is how often the agent tries again to bind an NFLOG group another process binds.
+const denyLogRebind = time.Second

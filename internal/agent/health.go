@@ -12,10 +12,11 @@ import (
 //     the API server counts: during an outage the table stays in force and restarting the agent
 //     would not bring the API server back.
 //   - /readyz: the table reflects the cluster as the agent last saw it, and that view is fresh.
-//     Ready once the first full apply after in-sync has committed; not ready while the last
-//     apply failed, while the loop has worked on one batch or resync (the graph's work and the
-//     apply) longer than StaleAfter, or while a watch of the API server has been closed longer
-//     than StaleAfter (WatchDown).
+//     Ready once the first full apply after in-sync has committed — or, for an agent standing by
+//     for another's lock (lock.go), once in sync: it is ready to take over; not ready while the
+//     last apply failed, while the loop has worked on one batch or resync (the graph's work and
+//     the apply) longer than StaleAfter, or while a watch of the API server has been closed
+//     longer than StaleAfter (WatchDown).
 //
 // The loop records to it whether or not anything serves it: a zero Health is valid.
 type Health struct {

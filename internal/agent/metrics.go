@@ -23,6 +23,8 @@ type Metrics struct {
 	GraphUpdates      prometheus.Counter
 	DataplaneMessages prometheus.Counter
 	SourceVersion     *prometheus.GaugeVec
+	LockHeld          prometheus.Gauge
+	LockWait          prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -63,6 +65,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_model_updates_total", Help: "Model updates fed to the calculation graph."}),
 		DataplaneMessages: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftpolicy_dataplane_messages_total", Help: "Messages the calculation graph emitted to the dataplane."}),
+		LockHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftpolicy_lock_held", Help: "1 while this agent holds its table's lock (--lock-file) and programs the table; 0 while it stands by for another agent's."}),
+		LockWait: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nftpolicy_lock_wait_seconds", Help: "How long this agent waited for its table's lock before it took it (0: it was free)."}),
 	}
 	m.SourceVersion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nftpolicy_source_resource_version",
@@ -72,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, trigger := range []string{TriggerEvent, TriggerPeriodic, TriggerRetry} {
 		m.DriftRepairs.WithLabelValues(trigger)
 	}
-	reg.MustRegister(m.SourceVersion)
+	reg.MustRegister(m.SourceVersion, m.LockHeld, m.LockWait)
 	reg.MustRegister(m.ApplyDuration, m.ApplyErrors, m.EventToCommit, m.InSync, m.Resyncs, m.DriftRepairs,
 		m.ForeignChanges, m.TableEventsLost, m.Sets, m.SetElements, m.Chains, m.Rules, m.Transactions, m.GraphUpdates, m.DataplaneMessages)
 	return m

@@ -46,8 +46,15 @@ type RunConfig struct {
 	MetricsAddr, HealthAddr         string
 	MetricsListener, HealthListener net.Listener
 	FailureThreshold                int
-	CleanupOnExit                   bool
 	Logger                          *slog.Logger
+	// CleanupOnExit removes the table when Run returns — only if this agent holds the table's
+	// lock (or none is configured): an agent that stood by never removes what another wrote, and
+	// the lock is released only after the removal. A rolling update of agents that clean up
+	// leaves the node without the table from the old agent's exit to the new one's first commit.
+	CleanupOnExit bool
+	// LockFile is the path of the lock that makes one agent at a time program a node's table
+	// (LockPath adds the table's name; lock.go); "" disables it.
+	LockFile string
 	// Registry receives the metrics; nil makes a new one.
 	Registry *prometheus.Registry
 	// FirstCommit, if set, is called once, when the whole state has first been committed (the
@@ -115,13 +122,22 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
+	lock, programming, err := lockTable(ctx, cfg, log, metrics)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if !loopRunning { // else the loop may still write the table: the lock ends with the process
+			_ = lock.release()
+		}
+	}()
 
 	loopErr := make(chan error, 1)
 	loopRunning = true
 	go func() {
 		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
 			FirstCommit: cfg.FirstCommit, Sources: 2, // the API watcher and the interface monitor
-			TableChanges: tableChanges},
+			TableChanges: tableChanges, Programming: programming},
 			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
 	}()
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
@@ -138,7 +154,8 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			err = lerr
 		}
 	}
-	if cfg.CleanupOnExit {
+	cleanup := cfg.CleanupOnExit && lock.Held() // a standing-by agent never removes another's table
+	if cleanup {
 		if cerr := dp.Cleanup(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("removing the table: %w", cerr))
 		}
@@ -146,7 +163,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
-	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cfg.CleanupOnExit)
+	log.Info("agent stopped", "node", cfg.NodeName, "table_kept", !cleanup)
 	return err
 }
 
@@ -180,7 +197,7 @@ func serve(ctx context.Context, name string, l net.Listener, addr string, h http
 			return nil
 		}
 		var err error
-		if l, err = net.Listen("tcp", addr); err != nil {
+		if l, err = listenShared(ctx, addr); err != nil {
 			return fmt.Errorf("listening for %s on %s: %w", name, addr, err)
 		}
 	}

@@ -164,7 +164,8 @@ func (w *Watcher) notePartialLocked(k objectKey, resourceVersion string, err err
 func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGroup, handler cache.ResourceEventHandler) cache.InformerSynced {
 	const resource = "clusternetworkpolicies"
 	res := w.watchOf(resource)
-	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: w.transform, handler: handler, watch: res}
+	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: w.transform, handler: handler, watch: res,
+		sink: w}
 	recheck := w.cfg.AbsentRecheck
 	if recheck <= 0 {
 		recheck = defaultAbsentRecheck
@@ -192,7 +193,7 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 				continue
 			case err != nil:
 				res.setIdle(true)
-				if err := store.Replace(nil, ""); err != nil { // withdraws what it held; synced
+				if err := store.withdraw(); err != nil { // synced
 					w.log.Error("withdrawing the ClusterNetworkPolicies", "err", err)
 				}
 				if served {
@@ -267,6 +268,7 @@ func (w *Watcher) startNodesLocked() {
 		DeleteFunc: func(obj any) { w.nodeChanged(obj, nil); w.observe("nodes", obj) },
 	}
 	inf := newInformer(res, w.cfg.Client.listerWatcher("nodes", nil), &corev1.Node{}, w.transform, h)
+	inf.store.sink = w
 	inf.store.onSynced = func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()

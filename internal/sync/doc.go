@@ -104,6 +104,22 @@
 //     new version cannot be converted is withdrawn (EndpointDeleted).
 //   - Event handlers never block on the consumer: updates queue in the Watcher and each send
 //     carries everything queued (one batch per burst).
+//   - A relist reaches the consumer whole: while a reflector delivers one (handlerStore.Replace
+//     after the initial list: its watch could not resume — an expired resourceVersion, 410 Gone,
+//     after a compaction or an API server restart — or failed otherwise), the Watcher sends
+//     nothing, so the relist's updates, with whatever other resources sent meanwhile, go in one
+//     batch and the graph never sees a resource half relisted. Across resources nothing is
+//     atomic: each resource's reflector relists on its own, so pods may be relisted (and their
+//     batch committed) before policies are; each intermediate view holds every resource as one
+//     list, or one watch event, of it left it. A relist is said out loud: one log line of the
+//     Watcher's own ("watch could not resume; relisted": the resource, how long its view had
+//     been stale — since the last list, event or bookmark received before it — and how many
+//     objects the list listed, added, changed and deleted; a warning when it changed anything),
+//     nftpolicy_watch_relists_total{resource} and nftpolicy_watch_relist_staleness_seconds.
+//     Withdrawing the ClusterNetworkPolicies when their CRD goes, and the list when it returns,
+//     are no relists. A list's SourceVersion is the list's resourceVersion, after its updates:
+//     the objects of a list come in key order, so the last one's version may be older than
+//     others'.
 //   - The informer caches hold small objects (the Watcher's transform): pods and policies as the
 //     outcome of their conversion, converted once per version (podRecord, 48 bytes: one string
 //     holding namespace/name, the cache key, and the resourceVersion; a 64-bit fingerprint of the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -59,15 +60,24 @@ func (i *informer) hasSynced() bool { return i.store.synced.Load() }
 // is dropped; a relist (Replace) delivers each listed object and, for each held object the list
 // lacks, a delete with a cache.DeletedFinalStateUnknown of its last state. It has no queue of
 // its own: the handlers never block (they queue updates in the Watcher), so nothing waits.
+//
+// A relist is delivered whole or not at all to the consumer: the Watcher's sends (sink, if set)
+// are held from the relist's first handler call to its last, so that none of its updates is
+// sent before all of them are queued (the graph never sees a half-relisted resource). It is
+// logged and counted by resourceWatch.relisted: how stale the view was, and what the list
+// changed. Each list tells the sink its resourceVersion, which the view now reflects whole.
 type handlerStore struct {
 	items     cache.Store
 	transform cache.TransformFunc
 	handler   cache.ResourceEventHandler
 	watch     *resourceWatch
+	sink      listSink
 	// synced: the initial list has been delivered
 	synced atomic.Bool
 	// onSynced, when set, is called once the initial list has been delivered
 	onSynced func()
+	// fresh: the store was emptied by withdraw, so its next list starts a view anew: no relist
+	fresh atomic.Bool
 }
 
 var (
@@ -77,31 +87,60 @@ var (
 	_ cache.ListerWatcherWithContext = (*trackedListerWatcher)(nil)
 )
 
-func (s *handlerStore) Add(obj any) error    { return s.upsert(obj, false, true) }
-func (s *handlerStore) Update(obj any) error { return s.upsert(obj, false, true) }
+// listSink is what a store tells the Watcher of the lists it delivers: a relist holds its sends
+// (holdSends, releaseSends), and each list's resourceVersion is the resource's version from then
+// on (listedAt), in the batch that carries the list's updates.
+type listSink interface {
+	holdSends()
+	releaseSends()
+	listedAt(resource, resourceVersion string)
+}
+
+func (s *handlerStore) Add(obj any) error    { _, err := s.upsert(obj, false, true); return err }
+func (s *handlerStore) Update(obj any) error { _, err := s.upsert(obj, false, true); return err }
 
 // upsert delivers obj as an add or an update; stamp: count it as an event from the API server.
-func (s *handlerStore) upsert(obj any, initial, stamp bool) error {
+// It reports what obj is to the store: new, another version of a held object, or the same.
+func (s *handlerStore) upsert(obj any, initial, stamp bool) (upserted, error) {
 	obj, err := s.transform(obj)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	old, held, err := s.items.Get(obj)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := s.items.Add(obj); err != nil {
-		return err
+		return 0, err
 	}
 	if stamp {
 		s.watch.received()
 	}
 	if held {
 		s.handler.OnUpdate(old, obj)
-	} else {
-		s.handler.OnAdd(obj, initial)
+		if sameVersion(old, obj) {
+			return upsertedSame, nil
+		}
+		return upsertedChanged, nil
 	}
-	return nil
+	s.handler.OnAdd(obj, initial)
+	return upsertedNew, nil
+}
+
+// upserted is what an object delivered to the store is to it.
+type upserted int
+
+const (
+	upsertedNew upserted = iota
+	upsertedChanged
+	upsertedSame
+)
+
+// sameVersion reports whether two states of an object have one resourceVersion.
+func sameVersion(a, b any) bool {
+	ma, errA := meta.Accessor(a)
+	mb, errB := meta.Accessor(b)
+	return errA == nil && errB == nil && ma.GetResourceVersion() != "" && ma.GetResourceVersion() == mb.GetResourceVersion()
 }
 
 func (s *handlerStore) Delete(obj any) error {
@@ -121,15 +160,65 @@ func (s *handlerStore) Delete(obj any) error {
 }
 
 // Replace delivers a (re)list. The first list finds the store empty, so only a relist builds the
-// set of listed keys that tells which held objects are gone.
-func (s *handlerStore) Replace(list []any, _ string) error {
-	s.watch.listed()
+// set of listed keys that tells which held objects are gone. A relist holds the Watcher's sends
+// until it is delivered whole, and is logged with what it changed; the initial list needs no
+// hold (nothing reaches the dataplane before in-sync, which follows it).
+func (s *handlerStore) Replace(list []any, resourceVersion string) error {
+	lastHeard := s.watch.listed()
 	initial := !s.synced.Load()
+	relist := !initial && !s.fresh.Swap(false)
+	if !initial && s.sink != nil {
+		s.sink.holdSends()
+		defer s.sink.releaseSends()
+	}
+	var n relistCounts
+	if err := s.deliverList(list, initial, &n); err != nil {
+		return err
+	}
+	if s.sink != nil && resourceVersion != "" {
+		// the last object delivered need not be the newest: the list's version vouches for all
+		s.sink.listedAt(s.watch.resource, resourceVersion)
+	}
+	if relist {
+		s.watch.relisted(lastHeard, n)
+	}
+	if !s.synced.Swap(true) && s.onSynced != nil {
+		s.onSynced()
+	}
+	return nil
+}
+
+// withdraw deletes every held object, as a relist that lists none would, but is no relist: the
+// API server does not serve the resource any more (ClusterNetworkPolicies whose CRD is gone),
+// and the next list starts the view anew. The store counts as synced.
+func (s *handlerStore) withdraw() error {
+	s.watch.listed() // the API server answered the list that found the resource gone
+	if s.sink != nil {
+		s.sink.holdSends()
+		defer s.sink.releaseSends()
+	}
+	if err := s.deliverList(nil, false, &relistCounts{}); err != nil {
+		return err
+	}
+	s.fresh.Store(true)
+	if !s.synced.Swap(true) && s.onSynced != nil {
+		s.onSynced()
+	}
+	return nil
+}
+
+// relistCounts is what a relist changed in the store.
+type relistCounts struct{ listed, added, changed, deleted int }
+
+// deliverList delivers each listed object and a delete of each held object the list lacks,
+// counting them in n.
+func (s *handlerStore) deliverList(list []any, initial bool, n *relistCounts) error {
 	held := s.items.ListKeys()
 	var listed map[string]struct{}
 	if len(held) > 0 {
 		listed = make(map[string]struct{}, len(list))
 	}
+	n.listed = len(list)
 	for _, obj := range list {
 		obj, err := s.transform(obj)
 		if err != nil {
@@ -142,27 +231,30 @@ func (s *handlerStore) Replace(list []any, _ string) error {
 			}
 			listed[key] = struct{}{}
 		}
-		if err := s.upsert(obj, initial, false); err != nil {
+		u, err := s.upsert(obj, initial, false)
+		if err != nil {
 			return err
 		}
-	}
-	if listed != nil {
-		for _, key := range held {
-			if _, ok := listed[key]; ok {
-				continue
-			}
-			old, held, err := s.items.GetByKey(key)
-			if err != nil || !held {
-				continue
-			}
-			if err := s.items.Delete(old); err != nil {
-				return err
-			}
-			s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
+		switch u {
+		case upsertedNew:
+			n.added++
+		case upsertedChanged:
+			n.changed++
 		}
 	}
-	if !s.synced.Swap(true) && s.onSynced != nil {
-		s.onSynced()
+	for _, key := range held {
+		if _, ok := listed[key]; ok {
+			continue
+		}
+		old, held, err := s.items.GetByKey(key)
+		if err != nil || !held {
+			continue
+		}
+		if err := s.items.Delete(old); err != nil {
+			return err
+		}
+		n.deleted++
+		s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
 	}
 	return nil
 }
@@ -214,12 +306,17 @@ type resourceWatch struct {
 	real        int       // watches that proved real
 	failures    int       // failed lists and watches since a watch last proved real, for the log
 	logged      time.Time // when a failure was last logged
+	// heard is when the API server last sent something of the resource (a list, an event or a
+	// bookmark), in Unix nanoseconds; 0 before the first
+	heard atomic.Int64
 
 	// the resource's children of the Watcher's metrics; nil without metrics
 	open      prometheus.Gauge
 	restarts  prometheus.Counter
 	lists     prometheus.Counter
 	lastEvent prometheus.Gauge
+	relists   prometheus.Counter
+	staleness prometheus.Observer
 }
 
 func newResourceWatch(resource string, log *slog.Logger, m *Metrics, now time.Time) *resourceWatch {
@@ -230,6 +327,8 @@ func newResourceWatch(resource string, log *slog.Logger, m *Metrics, now time.Ti
 		r.restarts = m.WatchRestarts.WithLabelValues(resource)
 		r.lists = m.Lists.WithLabelValues(resource)
 		r.lastEvent = m.LastEvent.WithLabelValues(resource)
+		r.relists = m.Relists.WithLabelValues(resource)
+		r.staleness = m.RelistStaleness.WithLabelValues(resource)
 		r.open.Set(0)
 	}
 	return r
@@ -350,23 +449,49 @@ func (r *resourceWatch) failedLocked(op string, err error, now time.Time) {
 	}
 }
 
-// listed records a completed list.
-func (r *resourceWatch) listed() {
+// listed records a completed list and returns when the API server was last heard of before it
+// (Unix nanoseconds, 0: never).
+func (r *resourceWatch) listed() (lastHeard int64) {
 	if r.lists != nil {
 		r.lists.Inc()
 	}
-	r.received()
+	return r.received()
 }
 
-// received records that the API server sent something: a list, an event or a bookmark. The first
-// event of a watch proves it real.
-func (r *resourceWatch) received() {
+// relisted logs and counts a relist, which the reflector makes when its watch could not resume
+// (an expired resourceVersion — 410 Gone, "too old resource version" — after a compaction or an
+// API server restart, or a watch that failed otherwise): the view of the resource was stale from
+// the last thing heard of it before the list (lastHeard) until the list, and n is what the list
+// changed. It is a warning when the list changed anything: changes had been missed.
+func (r *resourceWatch) relisted(lastHeard int64, n relistCounts) {
+	var stale time.Duration
+	if lastHeard != 0 {
+		stale = time.Since(time.Unix(0, lastHeard))
+	}
+	if r.relists != nil {
+		r.relists.Inc()
+		r.staleness.Observe(stale.Seconds())
+	}
+	level := slog.LevelInfo
+	if n.added+n.changed+n.deleted > 0 {
+		level = slog.LevelWarn
+	}
+	r.log.Log(context.Background(), level, "watch could not resume; relisted", "resource", r.resource,
+		"stale", stale.Round(time.Millisecond), "listed", n.listed, "added", n.added, "changed", n.changed, "deleted", n.deleted)
+}
+
+// received records that the API server sent something: a list, an event or a bookmark, and
+// returns when it was last heard of before (Unix nanoseconds, 0: never). The first event of a
+// watch proves it real.
+func (r *resourceWatch) received() (lastHeard int64) {
+	lastHeard = r.heard.Swap(time.Now().UnixNano())
 	if r.lastEvent != nil {
 		r.lastEvent.SetToCurrentTime()
 	}
 	if r.unconfirmed.Load() {
 		r.confirm(r.generation.Load())
 	}
+	return lastHeard
 }
 
 func (r *resourceWatch) setOpen(v float64) {

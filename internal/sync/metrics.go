@@ -27,6 +27,12 @@ type Metrics struct {
 	// LastEvent is when the API server last sent something of the resource (a list, an event
 	// or a bookmark), in seconds since the Unix epoch.
 	LastEvent *prometheus.GaugeVec
+	// Relists counts the relists of a resource: the lists after the first, which the reflector
+	// makes when a watch could not resume; each is logged with what it changed.
+	Relists *prometheus.CounterVec
+	// RelistStaleness observes, at each relist, how long the resource's view had been stale: from
+	// the last list, event or bookmark received before it to the relist.
+	RelistStaleness *prometheus.HistogramVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered).
@@ -60,9 +66,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_watch_last_event_timestamp_seconds",
 			Help: "When the API server last sent a list, event or bookmark of the resource (Unix time).",
 		}, []string{"resource"}),
+		Relists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nftpolicy_watch_relists_total",
+			Help: "Relists of the resource: lists after the first, when a watch could not resume (an expired resourceVersion, an API server restart).",
+		}, []string{"resource"}),
+		RelistStaleness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nftpolicy_watch_relist_staleness_seconds",
+			Help:    "At each relist of the resource, how long its view had been stale: from the last list, event or bookmark received before it.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14), // 0.5 s to ~2.3 h
+		}, []string{"resource"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.InvalidObjects, m.PartlyEnforced, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.LastEvent)
+		reg.MustRegister(m.InvalidObjects, m.PartlyEnforced, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.LastEvent,
+			m.Relists, m.RelistStaleness)
 	}
 	return m
 }

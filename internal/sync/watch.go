@@ -47,6 +47,9 @@ type Watcher struct {
 	// versions: resource → resourceVersion of its latest event since the last batch
 	versions map[string]string
 	kick     chan struct{} // capacity 1: "pending or versions is not empty"
+	// relisting counts the relists being delivered (handlerStore.Replace): while any is, nothing
+	// is sent, so that each reaches the consumer in one batch
+	relisting int
 
 	// What was last emitted per namespace, to emit only changes (resyncs and relists
 	// re-deliver unchanged objects) and the matching delete when a namespace goes. Pods and
@@ -183,6 +186,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	} {
 		inf := newInformer(w.watchOf(s.resource), w.cfg.Client.listerWatcher(s.resource, w.recordPod), s.object, w.transform,
 			handler(s.resource, s.change, s.del))
+		inf.store.sink = w
 		synced = append(synced, inf.hasSynced)
 		running.Go(func() { inf.reflector.RunWithContext(ctx) })
 	}
@@ -206,14 +210,24 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 			"took", time.Since(started).Round(time.Millisecond))
 		w.push(model.SyncStatusUpdate{Status: model.InSync})
 	}()
+	w.send(ctx, out)
+	return nil
+}
 
+// send sends what is queued on out, one batch per kick, until ctx is done; nothing while a
+// relist is being delivered (holdSends).
+func (w *Watcher) send(ctx context.Context, out chan<- []model.Update) {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-w.kick:
 		}
 		w.mu.Lock()
+		if w.relisting > 0 {
+			w.mu.Unlock()
+			continue // releaseSends kicks again
+		}
 		batch := w.pending
 		w.pending = nil
 		for res, rv := range w.versions {
@@ -227,8 +241,41 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		select {
 		case out <- batch:
 		case <-ctx.Done():
-			return nil
+			return
 		}
+	}
+}
+
+// holdSends holds the sends until releaseSends: a relist is being delivered, and its updates
+// reach the consumer together. A relist's updates, the events of other resources meanwhile
+// included, are then sent in one batch.
+func (w *Watcher) holdSends() {
+	w.mu.Lock()
+	w.relisting++
+	w.mu.Unlock()
+}
+
+// listedAt notes that the view of resource is a list's at resourceVersion: the next batch's
+// SourceVersion of it. The objects of a list arrive in key order, so the version of the last
+// one delivered (observe) may be older than others of the list.
+func (w *Watcher) listedAt(resource, resourceVersion string) {
+	w.mu.Lock()
+	w.versions[resource] = resourceVersion
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// releaseSends ends a holdSends and kicks the sender.
+func (w *Watcher) releaseSends() {
+	w.mu.Lock()
+	w.relisting--
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -54,6 +54,8 @@ func TestChaos(t *testing.T) {
 			return su.tableFault(t, ctx, "b", "delete")
 		}},
 		{"odd objects", su.oddObjects},
+		{"two agents on one node", su.overlap},
+		{"paused agent", su.pausedAgent},
 	}
 	for _, st := range steps {
 		completed := false

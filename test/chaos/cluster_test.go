@@ -241,23 +241,38 @@ func (su *suite) deleteObjects(t *testing.T) {
 	}
 }
 
-// startAgent starts the agent of a node (its log in a directory of its own, so that a restart
-// keeps the log of the process before) and returns how long it took to be ready.
+// startAgent starts the agent of a node (launch) and returns how long it took to be ready.
 func (su *suite) startAgent(ctx context.Context, node string) (time.Duration, error) {
-	dir := filepath.Join(su.dir, fmt.Sprintf("agent-%d", len(su.procs)+1))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return 0, err
-	}
-	p, err := agentproc.Start(agentproc.Config{Bin: su.bin, Node: node, NetNS: su.cl.Node(node).NetNS, Server: su.s,
-		Dir: dir, Args: agentArgs})
+	p, err := su.launch(node, false)
 	if err != nil {
 		return 0, err
 	}
 	su.agents[node] = p
-	su.procs = append(su.procs, p)
 	start := time.Now()
 	err = p.WaitReady(ctx, time.Minute)
 	return time.Since(start), err
+}
+
+// launch starts an agent on a node, its log in a directory of its own (so that a restart keeps
+// the log of the process before); the agents of a node share one lock file, as the pods of a
+// DaemonSet share the node's /run/nftpolicy. beside: another agent of the node runs, and this
+// one serves on other ports of the namespace's loopback, so that the test asks each.
+func (su *suite) launch(node string, beside bool) (*agentproc.Process, error) {
+	dir := filepath.Join(su.dir, fmt.Sprintf("agent-%d", len(su.procs)+1))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cfg := agentproc.Config{Bin: su.bin, Node: node, NetNS: su.cl.Node(node).NetNS, Server: su.s,
+		Dir: dir, Args: agentArgs, LockFile: filepath.Join(su.dir, "lock-"+node, "agent.lock")}
+	if beside {
+		cfg.MetricsAddr, cfg.HealthAddr = "127.0.0.1:19464", "127.0.0.1:19465"
+	}
+	p, err := agentproc.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	su.procs = append(su.procs, p)
+	return p, nil
 }
 
 // restartAgent kills the agent of a node and starts it again: how a step that left a node's

@@ -21,6 +21,8 @@
 //   - prober_test.go: the prober and its judge (below).
 //   - chaos_test.go: TestChaos and the faults of steps 1–4.
 //   - odd_test.go: step 5, the burst of odd objects.
+//   - overlap_test.go: step 6, two agents on one node.
+//   - paused_test.go: step 7, an agent paused through an API server restart.
 //
 // # Probing and judging
 //
@@ -65,6 +67,18 @@
 //     settle until both agents have committed it. Each agent must log one line per object it
 //     rejects, as many as nftpolicy_invalid_objects_total counts. Figures: the commit times and
 //     the rejected objects.
+//  6. Two agents on one node: a second agent starts on node a beside the running one, sharing
+//     its lock file (its servers on other ports, so that the test asks each), and must turn ready
+//     in standby; for 5 s no transaction touches the table, the second commits and repairs
+//     nothing, the first repairs nothing. Then the first is stopped (SIGTERM) and the second takes
+//     over: its first commit leaves the table equal to the one before, and it commits the
+//     cluster's writes (barrier). Nothing settles. Figure: the handover, from the first agent's
+//     exit to the second's first commit, as the kernel reports it (overlap_test.go).
+//  7. Paused agent: node b's agent is stopped (SIGSTOP) while 30 pods of a node that does not
+//     exist are created, 10 of them relabelled and 10 deleted, and the API server restarts;
+//     continued (SIGCONT), it must commit every write (barrier) and log that it relisted, as
+//     many relists as it counts. Nothing settles (no probed cell changes). Figure: the
+//     convergence after SIGCONT and the relist lines (paused_test.go).
 //
 // A step that leaves the fixture wrong (a table not restored 10 s after the fault, a change not
 // committed a minute after the API server's return) has failed by then; it restarts the agents

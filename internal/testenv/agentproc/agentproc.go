@@ -1,6 +1,7 @@
 package agentproc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,14 @@ type Config struct {
 	Wrap []string
 	// Env is added to the environment the agent inherits from the test process ("KEY=value").
 	Env []string
+	// LockFile is the agent's --lock-file: agents given the same one program the table one at a
+	// time. "": a file of the node under Dir, so the nodes of one cluster, which share the
+	// machine's file system, do not exclude each other, and the machine's /run is not touched.
+	LockFile string
+	// MetricsAddr and HealthAddr are the agent's listen addresses inside the namespace; "": the
+	// defaults of MetricsURL and ReadyURL. A second agent in one namespace is given others, so
+	// that a test reaches each (the product's agents share them, SO_REUSEPORT).
+	MetricsAddr, HealthAddr string
 }
 
 // Process is a running agent.
@@ -72,6 +81,8 @@ type Process struct {
 	log           *os.File
 	exited        chan error
 	client        *http.Client
+	// addrs maps the default listen addresses to this agent's (Config.MetricsAddr, HealthAddr)
+	addrs *strings.Replacer
 }
 
 // Start starts the agent; it reaches the API server at APIAddr (see ForwardAPI), which need not
@@ -81,14 +92,20 @@ func Start(cfg Config) (*Process, error) {
 	if err := cfg.Server.Kubeconfig(kubeconfig, "https://"+APIAddr); err != nil {
 		return nil, err
 	}
+	mAddr, hAddr := cmp.Or(cfg.MetricsAddr, metricsAddr), cmp.Or(cfg.HealthAddr, healthAddr)
 	p := &Process{Node: cfg.Node, LogPath: filepath.Join(cfg.Dir, "agent-"+cfg.Node+".log"), exited: make(chan error, 1),
-		client: netns.HTTPClient(cfg.NetNS, 2*time.Second)}
+		client: netns.HTTPClient(cfg.NetNS, 2*time.Second), addrs: strings.NewReplacer(metricsAddr, mAddr, healthAddr, hAddr)}
 	var err error
 	if p.log, err = os.Create(p.LogPath); err != nil {
 		return nil, err
 	}
+	lockFile := cfg.LockFile
+	if lockFile == "" {
+		lockFile = filepath.Join(cfg.Dir, "lock-"+cfg.Node, "agent.lock")
+	}
 	args := append(append([]string{"netns", "exec", cfg.NetNS}, cfg.Wrap...), cfg.Bin, "run", "--node-name", cfg.Node,
-		"--kubeconfig", kubeconfig, "--metrics-addr", metricsAddr, "--health-addr", healthAddr, "--log-format", "json")
+		"--kubeconfig", kubeconfig, "--metrics-addr", mAddr, "--health-addr", hAddr, "--log-format", "json",
+		"--lock-file", lockFile)
 	args = append(args, cfg.Args...)
 	p.cmd = exec.Command("ip", args...)
 	if len(cfg.Env) > 0 {
@@ -108,9 +125,10 @@ func Start(cfg Config) (*Process, error) {
 // Pid is the process id of the agent's `ip netns exec` wrapper (which execs the agent).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
-// Get fetches a URL of the agent's servers inside its namespace: status code and body.
+// Get fetches a URL of the agent's servers inside its namespace (MetricsURL, ReadyURL: at the
+// addresses the agent was given): status code and body.
 func (p *Process) Get(url string) (int, string, error) {
-	resp, err := p.client.Get(url)
+	resp, err := p.client.Get(p.addrs.Replace(url))
 	if err != nil {
 		return 0, "", err
 	}
