@@ -86,7 +86,7 @@
 //     once y/reuse-<i> (app=other: the web pods refuse it) created with the same addresses, on
 //     the same interface; once both agents have committed, an x/reuse-<i+1> is put back. From
 //     just before each delete the reused address probes x/web-a (same node) and x/web-b (the
-//     other node) over both families every 2 ms, each probe a new connection, for 600 ms. A
+//     other node) over both families every 4 ms, each probe a new connection, for 600 ms. A
 //     leak is a probe that connected though it started after the delete call returned; a
 //     swap's leak window is how long after the delete event (as a watch of the test process
 //     saw it: within a few ms of the agents) the last one started, 0 without one. No probe

@@ -28,8 +28,8 @@ const (
 	reuseBound = 20 * time.Millisecond
 	// reuseProbeEvery separates the fast probes from the reused address to each web pod during a
 	// swap, and reuseProbeTimeout bounds one (a blocked SYN is dropped: it times out).
-	reuseProbeEvery   = 2 * time.Millisecond
-	reuseProbeTimeout = 200 * time.Millisecond
+	reuseProbeEvery   = 4 * time.Millisecond
+	reuseProbeTimeout = 150 * time.Millisecond
 	// reuseProbeFor is how long after the old pod's delete a swap is probed.
 	reuseProbeFor = 600 * time.Millisecond
 )
