@@ -84,16 +84,17 @@
 //  8. IP reuse: a pod netns on node a, outside the six probed pods, whose pod object is
 //     x/reuse-<i> (app=client: the web pods accept it). 20 times, that object is deleted and at
 //     once y/reuse-<i> (app=other: the web pods refuse it) created with the same addresses, on
-//     the same interface; once both agents have committed, an x/reuse-<i+1> is put back. From
-//     just before each delete the reused address probes x/web-a (same node) and x/web-b (the
+//     the same interface — every other time the other way round, the new pod known before the
+//     old one's delete; once both agents have committed, an x/reuse-<i+1> is put back. From
+//     just before each swap the reused address probes x/web-a (same node) and x/web-b (the
 //     other node) over both families every 4 ms, each probe a new connection, for 600 ms. A
-//     leak is a probe that connected though it started after the delete call returned; a
-//     swap's leak window is how long after the delete event (as a watch of the test process
-//     saw it: within a few ms of the agents) the last one started, 0 without one. No probe
-//     started after both agents committed the swap (barrier) may connect, and the windows'
-//     p99 must be within 20 ms — the acceptance's bound. The probed pods' cells are judged
-//     throughout as in every step. Figures: swaps with a leak, the window's p50, p99 and max,
-//     and the delete call → event delay.
+//     leak is a probe that connected though it started after the swap's first write returned;
+//     a swap's leak window is how long after the swap's first event (as a watch of the test
+//     process saw it: within a few ms of the agents) the last one started, 0 without one. No
+//     probe started after both agents committed the swap (barrier) may connect, and the
+//     windows' p99 must be within 20 ms — the acceptance's bound. The probed pods' cells are
+//     judged throughout as in every step. Figures: swaps with a leak, the window's p50, p99
+//     and max.
 //  9. Upgrade and downgrade: node a's agent is stopped (SIGTERM, its table stays) and the
 //     previous release started in its place (a downgrade: another layout, other set names),
 //     then that one stopped and the current binary started (the upgrade). Nothing settles:

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
@@ -36,10 +36,12 @@ const (
 
 // reuse is one swap's timeline.
 type reuse struct {
-	deleted time.Time // the delete call returned
-	event   time.Time // a watch of this process saw the delete: when the agents may see it
+	deleted time.Time // the old pod's delete call returned
 	created time.Time // the new pod and its status written
-	// lastLeak is the start of the last probe that connected after the delete (zero: none).
+	// event: a watch of this process saw the swap's first event (the delete, or the new pod's
+	// status with the address): when the agents may see it
+	event time.Time
+	// lastLeak is the start of the last probe that connected after the swap began (zero: none).
 	lastLeak  time.Time
 	leaks     int
 	committed time.Time // both agents committed the swap (barrier)
@@ -47,14 +49,15 @@ type reuse struct {
 
 // ipReuse: node a gets a pod netns whose pod object is x/reuse-<i> (app=client: x/web-ingress
 // lets it reach the web pods). Each swap deletes that object and at once creates y/reuse-<i>
-// (app=other, which no policy lets reach them) with the same addresses, then, once both agents
-// have committed, puts an x/reuse-<i+1> object back. The reused address probes x/web-a (same
-// node) and x/web-b (the other node) over both families every reuseProbeEvery from just before
-// the delete for reuseProbeFor. A leak is a probe that connected though it started after the
-// delete returned; its window is how long after the delete event (as a watch of this process
-// saw it) the last one started. No probe started after both agents committed may connect, and
-// the p99 of the windows must be within reuseBound. The six probed pods are untouched: their
-// cells are judged as in every step.
+// (app=other, which no policy lets reach them) with the same addresses — every other swap the
+// other way round, so that the new pod is known before the old one's delete — then, once both
+// agents have committed, puts an x/reuse-<i+1> object back. The reused address probes x/web-a
+// (same node) and x/web-b (the other node) over both families every reuseProbeEvery from just
+// before the swap for reuseProbeFor. A leak is a probe that connected though it started after
+// the swap's first write returned; its window is how long after the swap's first event (as a
+// watch of this process saw it) the last one started. No probe started after both agents
+// committed may connect, and the p99 of the windows must be within reuseBound. The six probed
+// pods are untouched: their cells are judged as in every step.
 func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) {
 	p, err := su.cl.AddPod("a", "x", "reuse")
 	if err != nil {
@@ -65,7 +68,8 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 	del := metav1.DeleteOptions{GracePeriodSeconds: &zero}
 	c := su.s.Client.CoreV1()
 	old := "reuse-0"
-	if _, err := su.s.CreatePod(ctx, "x", old, "a", map[string]string{"app": "client"}, nil, p.Addrs); err != nil {
+	created, err := su.s.CreatePod(ctx, "x", old, "a", map[string]string{"app": "client"}, nil, p.Addrs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var targets []netipTarget
@@ -82,36 +86,63 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 		if err := waitAllowed(ctx, p, targets); err != nil {
 			t.Fatalf("swap %d: the old pod x/%s never reached the web pods: %v", i, old, err)
 		}
-		w, err := c.Pods("x").Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", old).String()})
+		newName := fmt.Sprintf("reuse-%d", i)
+		// the first event that puts the address's owner in doubt: the old pod's delete, or the
+		// new pod's status with the address
+		w, err := c.Pods("").Watch(ctx, metav1.ListOptions{ResourceVersion: created.ResourceVersion})
 		if err != nil {
 			t.Fatal(err)
 		}
 		events := make(chan time.Time, 1)
+		seen := make(chan []string, 1)
 		go func() {
 			defer w.Stop()
+			var types []string
+			defer func() { seen <- types }()
 			for ev := range w.ResultChan() {
-				if ev.Type == watch.Deleted {
+				pod, _ := ev.Object.(*corev1.Pod)
+				if pod == nil {
+					continue
+				}
+				types = append(types, string(ev.Type)+" "+pod.Namespace+"/"+pod.Name)
+				if (ev.Type == watch.Deleted && pod.Namespace == "x" && pod.Name == old) ||
+					(ev.Type != watch.Deleted && pod.Namespace == "y" && pod.Name == newName && pod.Status.PodIP != "") {
 					events <- time.Now()
 					return
 				}
 			}
 		}()
 		probes := startFastProbes(ctx, p, targets, reuseProbeFor)
-		time.Sleep(20 * time.Millisecond) // probes before the delete: they must connect
+		time.Sleep(20 * time.Millisecond) // probes before the swap: they must connect
 		var r reuse
-		if err := c.Pods("x").Delete(ctx, old, del); err != nil {
-			t.Fatal(err)
+		remove := func() {
+			if err := c.Pods("x").Delete(ctx, old, del); err != nil {
+				t.Fatal(err)
+			}
+			r.deleted = time.Now()
 		}
-		r.deleted = time.Now()
-		newName := fmt.Sprintf("reuse-%d", i)
-		if _, err := su.s.CreatePod(ctx, "y", newName, "a", map[string]string{"app": "other"}, nil, p.Addrs); err != nil {
-			t.Fatal(err)
+		add := func() {
+			if _, err := su.s.CreatePod(ctx, "y", newName, "a", map[string]string{"app": "other"}, nil, p.Addrs); err != nil {
+				t.Fatal(err)
+			}
+			r.created = time.Now()
 		}
-		r.created = time.Now()
+		if i%2 == 0 {
+			remove()
+			add()
+		} else {
+			add() // the new pod known before the old one's delete
+			remove()
+		}
+		doubt := r.deleted
+		if r.created.Before(doubt) {
+			doubt = r.created
+		}
 		select {
 		case r.event = <-events:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("swap %d: the delete of x/%s was never seen by a watch", i, old)
+			w.Stop()
+			t.Fatalf("swap %d: no event of the swap was seen by a watch (events: %v)", i, <-seen)
 		}
 		if r.committed, err = su.waitCommitted(ctx, commitTimeout); err != nil {
 			t.Fatalf("swap %d: %v", i, err)
@@ -120,7 +151,7 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 		for _, pb := range probes.wait() {
 			switch {
 			case !pb.ok:
-			case pb.start.Before(r.deleted):
+			case pb.start.Before(doubt):
 				before++
 			default:
 				r.leaks++
@@ -140,7 +171,7 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 			t.Fatal(err)
 		}
 		old = fmt.Sprintf("reuse-%d", i+1)
-		if _, err := su.s.CreatePod(ctx, "x", old, "a", map[string]string{"app": "client"}, nil, p.Addrs); err != nil {
+		if created, err = su.s.CreatePod(ctx, "x", old, "a", map[string]string{"app": "client"}, nil, p.Addrs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,7 +182,7 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var windows, delivery []time.Duration
+	var windows []time.Duration
 	leaky := 0
 	for _, r := range swaps {
 		wdw := time.Duration(0)
@@ -160,15 +191,13 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 			wdw = max(0, r.lastLeak.Sub(r.event))
 		}
 		windows = append(windows, wdw)
-		delivery = append(delivery, r.event.Sub(r.deleted))
 	}
 	p50, p99, mx := quantiles(windows)
 	if p99 > reuseBound {
 		t.Errorf("leak window p99 %v after the delete event, bound %v (p50 %v, max %v)", p99, reuseBound, p50, mx)
 	}
-	d50, _, dmax := quantiles(delivery)
-	return committed, fmt.Sprintf("%d swaps of the pod behind a node-a address (x app=client → y app=other), probed every %v to both web pods: %d swaps with a connection after the delete; leak window after the delete event p50 %v, p99 %v, max %v (delete call → event seen: p50 %v, max %v)",
-		reuseSwaps, reuseProbeEvery, leaky, p50, p99, mx, d50, dmax)
+	return committed, fmt.Sprintf("%d swaps of the pod behind a node-a address (x app=client → y app=other), probed every %v to both web pods, the old pod deleted first every other time, else the new pod created first: %d swaps with a connection after the swap began; leak window after the swap's first event p50 %v, p99 %v, max %v",
+		reuseSwaps, reuseProbeEvery, leaky, p50, p99, mx)
 }
 
 // netipTarget is a web pod's address of one family.
