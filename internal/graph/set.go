@@ -104,13 +104,13 @@ func (c *setCalculator) onEndpoint(e *endpoint, ch endpointChange) {
 		for _, s := range m.sets {
 			c.contribute(s, e, net, false)
 		}
-		c.addInSets(e, net, -len(m.sets))
+		e.inSets -= int32(len(m.sets))
 	}
 	for _, m := range ch.joined {
 		for _, s := range m.sets {
 			c.contribute(s, e, net, true)
 		}
-		c.addInSets(e, net, len(m.sets))
+		e.inSets += int32(len(m.sets))
 	}
 	if ch.netChanged {
 		for _, mt := range e.matches.all() {
@@ -152,7 +152,7 @@ func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string,
 	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
 	for e := range c.index.membersOf(m).all {
-		c.addInSets(e, e.net, 1)
+		e.inSets++
 	}
 	c.sets[id] = s
 	c.changes.setChanged(id)
@@ -174,14 +174,9 @@ func (c *setCalculator) releaseSet(s *set) {
 		}
 	}
 	for e := range c.index.membersOf(m).all {
-		c.addInSets(e, e.net, -1)
+		e.inSets--
 	}
 	c.index.releaseMatcher(m)
-}
-
-// addInSets adds n to e.inSets, the number of sets over the matchers e matches.
-func (c *setCalculator) addInSets(e *endpoint, _ netInfo, n int) {
-	e.inSets += int32(n)
 }
 
 // contest lists whole, at the next flush, every set of the other endpoints holding an address of
