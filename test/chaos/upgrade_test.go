@@ -94,7 +94,10 @@ func (su *suite) upgrade(t *testing.T, ctx context.Context) (time.Time, string) 
 	events := agentproc.WatchTable(t, fd, "nftpolicy")
 	unix.Close(fd)
 	var figures []string
-	for _, to := range []struct{ what, bin string }{{"downgrade to " + previousRelease, prev}, {"upgrade to the current binary", su.bin}} {
+	for _, to := range []struct {
+		what string
+		bin  string // "": the current one
+	}{{"downgrade to " + previousRelease, prev}, {"upgrade to the current binary", ""}} {
 		if err := su.agents["a"].Stop(); err != nil {
 			t.Errorf("%s: stopping the agent of node a: %v", to.what, err)
 		}
@@ -143,10 +146,24 @@ func drain(events <-chan agentproc.TableEvent) []agentproc.TableEvent {
 	}
 }
 
-// startAgentBin is startAgent with another binary (startAgent's su.bin is the current one).
+// startAgentBin is startAgent with the binary of an earlier release, bin ("": the current one,
+// startAgent itself), which takes no --lock-file.
 func (su *suite) startAgentBin(ctx context.Context, node, bin string) (time.Duration, error) {
-	cur := su.bin
-	su.bin = bin
-	defer func() { su.bin = cur }()
-	return su.startAgent(ctx, node)
+	if bin == "" {
+		return su.startAgent(ctx, node)
+	}
+	dir := filepath.Join(su.dir, fmt.Sprintf("agent-%d", len(su.procs)+1))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return 0, err
+	}
+	p, err := agentproc.Start(agentproc.Config{Bin: bin, Node: node, NetNS: su.cl.Node(node).NetNS, Server: su.s,
+		Dir: dir, Args: agentArgs, NoLockFile: true})
+	if err != nil {
+		return 0, err
+	}
+	su.procs = append(su.procs, p)
+	su.agents[node] = p
+	start := time.Now()
+	err = p.WaitReady(ctx, time.Minute)
+	return time.Since(start), err
 }
