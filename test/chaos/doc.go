@@ -94,7 +94,8 @@
 //     probe started after both agents committed the swap (barrier) may connect, and the
 //     windows' p99 must be within 20 ms — the acceptance's bound. The probed pods' cells are
 //     judged throughout as in every step. Figures: swaps with a leak, the window's p50, p99
-//     and max.
+//     and max, and each agent's mean event → commit over the step (its
+//     nftpolicy_event_to_commit_seconds).
 //  9. Upgrade and downgrade: node a's agent is stopped (SIGTERM, its table stays) and the
 //     previous release started in its place (a downgrade: another layout, other set names),
 //     then that one stopped and the current binary started (the upgrade). Nothing settles:

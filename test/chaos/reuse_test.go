@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
@@ -78,6 +81,7 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 			targets = append(targets, netipTarget{w, is6, su.byKey[w].IP(is6)})
 		}
 	}
+	commitsBefore := su.eventToCommit(t)
 	var swaps []reuse
 	for i := range reuseSwaps {
 		if _, err := su.waitCommitted(ctx, commitTimeout); err != nil {
@@ -182,6 +186,14 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	commitsAfter := su.eventToCommit(t)
+	var agentSide []string
+	for _, node := range []string{"a", "b"} {
+		b, a := commitsBefore[node], commitsAfter[node]
+		if n := a[1] - b[1]; n > 0 {
+			agentSide = append(agentSide, fmt.Sprintf("node %s %.1f ms over %.0f commits", node, (a[0]-b[0])/n*1000, n))
+		}
+	}
 	var windows []time.Duration
 	leaky := 0
 	for _, r := range swaps {
@@ -196,8 +208,23 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 	if p99 > reuseBound {
 		t.Errorf("leak window p99 %v after the delete event, bound %v (p50 %v, max %v)", p99, reuseBound, p50, mx)
 	}
-	return committed, fmt.Sprintf("%d swaps of the pod behind a node-a address (x app=client → y app=other), probed every %v to both web pods, the old pod deleted first every other time, else the new pod created first: %d swaps with a connection after the swap began; leak window after the swap's first event p50 %v, p99 %v, max %v",
-		reuseSwaps, reuseProbeEvery, leaky, p50, p99, mx)
+	return committed, fmt.Sprintf("%d swaps of the pod behind a node-a address (x app=client → y app=other), probed every %v to both web pods, the old pod deleted first every other time, else the new pod created first: %d swaps with a connection after the swap began; leak window after the swap's first event p50 %v, p99 %v, max %v; agents' mean event → commit (nftpolicy_event_to_commit_seconds) %s",
+		reuseSwaps, reuseProbeEvery, leaky, p50, p99, mx, strings.Join(agentSide, ", "))
+}
+
+// eventToCommit is, per node, the sum and count of its agent's nftpolicy_event_to_commit_seconds.
+func (su *suite) eventToCommit(t *testing.T) map[string][2]float64 {
+	out := map[string][2]float64{}
+	for node, p := range su.agents {
+		_, page, err := p.Get(agentproc.MetricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, _ := testenv.MetricValue(page, "nftpolicy_event_to_commit_seconds_sum")
+		n, _ := testenv.MetricValue(page, "nftpolicy_event_to_commit_seconds_count")
+		out[node] = [2]float64{sum, n}
+	}
+	return out
 }
 
 // netipTarget is a web pod's address of one family.
