@@ -62,12 +62,15 @@
 //     with the rule's protocol (any protocol when the rule has none). Sets are reference
 //     counted by compiled rules: a set exists iff an active rule refers to it. A set's members
 //     are not stored: a set emitted whole lists them from its matcher's endpoints, and a change
-//     is found with the address index, which files every endpoint in a set under its
-//     addresses: a member arrives or leaves with an endpoint only if no other endpoint of the
-//     matcher contributes it, so two endpoints sharing an address keep it until both leave. An
-//     endpoint change updates the sets over the matchers it left and joined (with its addresses
-//     before the change), then, if its addresses or named ports changed, swaps its old
-//     contributions for the new ones; it is passed on to the resolver.
+//     is found with the address index, which files every endpoint, in a set or not, under its
+//     addresses. An address several endpoints hold (cluster-wide: a pod's IP reused before the
+//     old pod's delete arrives) is a member of a set only while every holder contributes it
+//     (memberOf), so a rule allows it only if it allows each pod that may be behind it; a change
+//     that touches such an address lists the sets of its holders whole at the next flush
+//     (SetReplaced) instead of a delta. An endpoint change updates the sets over the matchers it
+//     left and joined (with its addresses before the change), then, if its addresses or named
+//     ports changed, swaps its old contributions for the new ones; it is passed on to the
+//     resolver.
 //  4. Policy resolver (resolver: resolve.go, owner.go). It owns the local endpoints, the
 //     routes, the address owners and the host addresses (which no message depends on). Per
 //     local endpoint and direction: the active policies that select it and apply to the
@@ -81,7 +84,7 @@
 //     withdraws, the owner's address; when the owner goes or changes, the others are
 //     re-resolved and the next one takes the address over in the same flush. Remote endpoints
 //     take no part: this node judges a packet for a local pod's address as that pod's. Set
-//     membership is not affected: every holder that matches contributes the address (stage 3).
+//     membership is not the owner's alone: every holder must contribute the address (stage 3).
 //  5. Event sequencer (sequencer: flush.go). The stages tell it which objects changed
 //     (changes); it keeps, per kind of object, one pending (the keys touched since the last
 //     flush, sorted by the kind's order, and what was last sent). Flush asks each stage for
@@ -114,11 +117,14 @@
 //     over, BenchmarkManyNamedPorts). A local endpoint sharing an address re-resolves the other
 //     local holders (usually none).
 //   - Endpoint delete: O(its matches + their sets · its addresses · the endpoints sharing them).
+//   - An update adding, removing or moving an address another endpoint holds, or changing the
+//     memberships of an endpoint holding one: the sets of its holders are listed whole at the
+//     next flush (rare: a reused IP until the old pod's delete arrives).
 //   - Namespace relabel: a relabel of each of its endpoints.
 //   - Policy change: parse its selectors; a new matcher scans the endpoints under its anchor;
 //     unchanged sets are kept (compile before release); a new or dropped set walks its
-//     matcher's endpoints (filing them in the address index or out of it), and the next flush
-//     lists a new set's members.
+//     matcher's endpoints (counting the sets each is in), and the next flush lists a new set's
+//     members.
 //   - Tier change: every local endpoint is re-resolved at the next flush.
 //   - Service account relabel: a relabel of each endpoint of its namespace that has it.
 //   - Flush: O(dirty objects · log), plus the resolver's O(policies selecting the endpoint) for
@@ -127,8 +133,8 @@
 // # Memory
 //
 // What the graph keeps grows with the cluster's pods: an endpoint is 96 bytes, its labels' and
-// its netInfo's strings, its entry in its namespace's map and, while it is in a set, one in the
-// address index (16 bytes, keyed by a digest of the address), plus a pointer in its matchSet
+// its netInfo's strings, its entry in its namespace's map and, per address, one in the address
+// index (16 bytes, keyed by a digest of the address), plus a pointer in its matchSet
 // per matcher that matches it (matchers do not list their members). Nothing per pod is kept for
 // a label no selector uses (epByAnchor files only the anchors matchers use).
 // The owner rule keeps, per local endpoint only, its address list entries and its claim

@@ -24,8 +24,7 @@ type endpoint struct {
 	ns     *namespace
 	sa     *account // nil without a service account
 	local  bool
-	// inSets counts the sets over the matchers matching the endpoint; while it is positive the
-	// endpoint is in the address index (set calculator, set.go).
+	// inSets counts the sets over the matchers matching the endpoint (set calculator, set.go).
 	inSets int32
 	// matches holds every live matcher that matches the endpoint.
 	matches matchSet

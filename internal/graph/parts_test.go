@@ -344,8 +344,8 @@ func TestNormalizePrefixes(t *testing.T) {
 }
 
 // Two endpoints sharing an address (a pod's IP reused before the old pod's delete arrives): the
-// address, and a named port both declare, stay members until neither contributes them, with no
-// set message while one still does; whichever endpoint came first.
+// address, and a named port, are members only while every holder contributes them, whichever
+// endpoint came first.
 func TestSharedAddress(t *testing.T) {
 	web := func(name, addr, app string, port uint16) model.Update {
 		return pod("x", name, "node-b", addr, lbl("app", app), model.NamedPort{Name: "http", Protocol: model.ProtocolTCP, Port: port})
@@ -372,17 +372,17 @@ func TestSharedAddress(t *testing.T) {
 				changed     bool // whether a set message is expected
 			}{
 				{"first added", web(first, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
-				{"second added", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
-				{"first relabelled out", web(first, "10.0.0.9", "other", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
-				{"first relabelled in", web(first, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
-				{"second's port changed", web(second, "10.0.0.9", "web", 9090), "10.0.0.9", "10.0.0.9/tcp/8080 10.0.0.9/tcp/9090", true},
-				{"first relabelled out again", web(first, "10.0.0.9", "other", 8080), "10.0.0.9", "10.0.0.9/tcp/9090", true},
+				{"second added", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
+				{"first relabelled out", web(first, "10.0.0.9", "other", 8080), "", "", true},
+				{"first relabelled in", web(first, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
+				{"second's port changed", web(second, "10.0.0.9", "web", 9090), "10.0.0.9", "", true},
+				{"first relabelled out again", web(first, "10.0.0.9", "other", 8080), "", "", true},
 				{"second deleted", del(second), "", "", true},
 				{"first relabelled in again", web(first, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
-				{"second added again", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", false},
+				{"second added again", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
 				{"second's address changed", web(second, "10.0.0.10", "web", 8080), "10.0.0.9 10.0.0.10", "10.0.0.9/tcp/8080 10.0.0.10/tcp/8080", true},
 				{"second's address changed back", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
-				{"first deleted", del(first), "10.0.0.9", "10.0.0.9/tcp/8080", false},
+				{"first deleted", del(first), "10.0.0.9", "10.0.0.9/tcp/8080", true},
 				{"second relabelled out", web(second, "10.0.0.9", "other", 8080), "", "", true},
 				{"second relabelled in", web(second, "10.0.0.9", "web", 8080), "10.0.0.9", "10.0.0.9/tcp/8080", true},
 				{"second deleted at last", del(second), "", "", true},
@@ -404,6 +404,47 @@ func TestSharedAddress(t *testing.T) {
 				}
 				if got := strings.Join(members(st.Sets[portSet]), " "); got != s.port {
 					t.Errorf("%s: named-port set %q, want %q", s.name, got, s.port)
+				}
+			}
+		})
+	}
+}
+
+// An address reused by a pod of another namespace and labels, on the node of its old pod: the
+// address leaves the allow set of the old pod's peers in the flush of the update that makes its
+// owner doubtful (the new pod known before the old one's delete, the new one in no set at all),
+// and in the flush of the old pod's delete when that comes first; it comes back only when every
+// holder is selected again.
+func TestReusedAddressLeavesAllowSet(t *testing.T) {
+	old := pod("x", "old", "node-b", "10.0.0.9", lbl("app", "client"))
+	reused := pod("y", "new", "node-b", "10.0.0.9", lbl("app", "other"))
+	del := func(ns, name string) model.Update {
+		return model.EndpointDeleted{Key: model.EndpointKey{Namespace: ns, Name: name}}
+	}
+	for _, tt := range []struct {
+		name  string
+		steps []model.Update
+		want  []string // the allow set's members after each step
+	}{
+		{"new pod first", []model.Update{reused, del("x", "old"), del("y", "new")}, []string{"", "", ""}},
+		{"delete first", []model.Update{del("x", "old"), reused, del("y", "new")}, []string{"", "", ""}},
+		{"new pod relabelled into the peers", []model.Update{reused,
+			pod("y", "new", "node-b", "10.0.0.9", lbl("app", "client")), // another namespace: still not a peer
+			pod("x", "new2", "node-b", "10.0.0.9", lbl("app", "client")), del("y", "new")},
+			[]string{"", "", "", "10.0.0.9"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, st := run(t, old, pod("x", "web", node, "10.0.0.1", lbl("app", "web")),
+				pol(pk("NetworkPolicy", "x", "in"), model.TierNetworkPolicy, 0, "app == 'web'", true, false,
+					model.Rule{Action: model.ActionAllow, Source: model.Peer{Selector: "app == 'client'"}}))
+			set := st.Policies[pk("NetworkPolicy", "x", "in")].Ingress[0].Src.Sets[0]
+			if got := strings.Join(members(st.Sets[set]), " "); got != "10.0.0.9" {
+				t.Fatalf("before: allow set %q, want 10.0.0.9", got)
+			}
+			for i, up := range tt.steps {
+				flushAfter(t, g, st, up)
+				if got := strings.Join(members(st.Sets[set]), " "); got != tt.want[i] {
+					t.Errorf("step %d (%#v): allow set %q, want %q", i, up, got, tt.want[i])
 				}
 			}
 		})

@@ -16,10 +16,12 @@ import (
 )
 
 // set is one dataplane set: the addresses (or address . protocol . port of a named port) of the
-// endpoints a matcher matches, cluster-wide. The members are not stored: they are a function of
-// the matcher's endpoints (membersOf), listed when the set is emitted whole, and a change of them
-// is found with the address index (see contribute): one entry per address in any set, where
-// member counts per set would hold one per membership, and an address is usually in several.
+// endpoints a matcher matches, cluster-wide, but for contested addresses: an address several
+// endpoints hold is a member only while every one of them contributes it (memberOf). The members
+// are not stored: they are a function of the matcher's endpoints (membersOf), listed when the set
+// is emitted whole, and a change of them is found with the address index (see contribute): one
+// entry per address of an endpoint, where member counts per set would hold one per membership,
+// and an address is usually in several.
 type set struct {
 	id    dataplane.SetID
 	kind  dataplane.SetKind
@@ -31,8 +33,9 @@ type set struct {
 	// size is the number of members once the set has been emitted (a fresh set is counted when
 	// the flush lists it), for choosing between a delta and a replacement.
 	size int
-	// fresh: created since the last flush (emitted as SetReplaced); otherwise delta holds the
-	// members added (true) or removed (false) since the last flush.
+	// fresh: created since the last flush, or a contested address of it changed holders (listed
+	// whole, as SetReplaced); otherwise delta holds the members added (true) or removed (false)
+	// since the last flush.
 	fresh bool
 	delta map[dataplane.Member]bool
 }
@@ -74,32 +77,46 @@ func (c *setCalculator) wire(next endpointListener) { c.next = next }
 // onEndpoint updates the sets over the matchers e left or joined, with its addresses and named
 // ports before the change, then, when they changed, withdraws e's old contributions to its sets
 // and adds the new ones; then it tells next.
+//
+// Every endpoint is filed in the address index under its addresses from its add to its
+// removal, in a set or not: an endpoint in no set still contests the addresses it shares. When
+// e's own update adds, removes or moves addresses that another endpoint holds, the sets of every
+// other holder are listed whole at the next flush (contest).
 func (c *setCalculator) onEndpoint(e *endpoint, ch endpointChange) {
 	net := e.net // before the change
 	if ch.netChanged {
 		net = ch.old
 	}
+	switch {
+	case ch.added:
+		c.holders.add(e, e.net)
+		c.contest(e, e.net)
+	case ch.removed:
+		c.contest(e, e.net)
+		c.holders.remove(e, e.net)
+	case ch.netChanged:
+		c.contest(e, ch.old)
+		c.holders.remove(e, ch.old)
+		c.holders.add(e, e.net)
+		c.contest(e, e.net)
+	}
 	for _, m := range ch.left {
 		for _, s := range m.sets {
 			c.contribute(s, e, net, false)
 		}
-		c.addInSets(e, net, -len(m.sets))
+		e.inSets -= int32(len(m.sets))
 	}
 	for _, m := range ch.joined {
 		for _, s := range m.sets {
 			c.contribute(s, e, net, true)
 		}
-		c.addInSets(e, net, len(m.sets))
+		e.inSets += int32(len(m.sets))
 	}
 	if ch.netChanged {
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
 				c.contribute(s, e, ch.old, false)
 			}
-		}
-		if e.inSets > 0 {
-			c.holders.remove(e, ch.old)
-			c.holders.add(e, e.net)
 		}
 		for _, mt := range e.matches.all() {
 			for _, s := range mt.sets {
@@ -135,7 +152,7 @@ func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string,
 	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
 	for e := range c.index.membersOf(m).all {
-		c.addInSets(e, e.net, 1)
+		e.inSets++
 	}
 	c.sets[id] = s
 	c.changes.setChanged(id)
@@ -157,24 +174,54 @@ func (c *setCalculator) releaseSet(s *set) {
 		}
 	}
 	for e := range c.index.membersOf(m).all {
-		c.addInSets(e, e.net, -1)
+		e.inSets--
 	}
 	c.index.releaseMatcher(m)
 }
 
-// addInSets adds n to e.inSets, filing e in the address index under the addresses of net (e's,
-// or the ones it had before the change being applied) while it is in a set: only those
-// endpoints can contribute a member, and a node whose policies refer to few endpoints should
-// not index the whole cluster's addresses.
-func (c *setCalculator) addInSets(e *endpoint, net netInfo, n int) {
-	was := e.inSets > 0
-	e.inSets += int32(n)
-	switch now := e.inSets > 0; {
-	case now && !was:
-		c.holders.add(e, net)
-	case was && !now:
-		c.holders.remove(e, net)
+// contest lists whole, at the next flush, every set of the other endpoints holding an address of
+// net: e's update changes who claims it, and so whether it is a member (memberOf). It is called
+// while e is filed under net. Usually no address of net is shared and this costs one lookup per
+// address.
+func (c *setCalculator) contest(e *endpoint, net netInfo) {
+	for a := range net.addrs() {
+		if !c.holders.shared(a) {
+			continue
+		}
+		for h := range c.holders.of(a) {
+			if h == e {
+				continue
+			}
+			for _, m := range h.matches.all() {
+				for _, s := range m.sets {
+					c.relist(s)
+				}
+			}
+		}
 	}
+}
+
+// relist makes s listed whole by the next flush.
+func (c *setCalculator) relist(s *set) {
+	s.fresh = true
+	s.delta = nil
+	c.changes.setChanged(s.id)
+}
+
+// memberOf reports whether mb, which an endpoint of s contributes, is a member of s: an address
+// several endpoints hold (a pod's IP reused by its successor before its delete arrives, a status
+// written late) is one only while every holder contributes it, so a packet from or to it is
+// allowed by a rule only if it would be for each pod that may be behind it.
+func (c *setCalculator) memberOf(s *set, mb dataplane.Member) bool {
+	if !c.holders.shared(mb.Addr) {
+		return true
+	}
+	for h := range c.holders.of(mb.Addr) {
+		if !c.contributes(s, h, mb) {
+			return false
+		}
+	}
+	return true
 }
 
 // message is the set's message for the next flush: SetReplaced when it is new, was not sent
@@ -272,24 +319,29 @@ func (c *setCalculator) members(s *set) []dataplane.Member {
 	}
 	out := make([]dataplane.Member, 0, n)
 	for e := range c.index.membersOf(s.m).all {
-		out = slices.AppendSeq(out, s.contribution(e.net))
+		for mb := range s.contribution(e.net) {
+			if c.memberOf(s, mb) {
+				out = append(out, mb)
+			}
+		}
 	}
 	sortMembers(out)
 	return slices.Compact(out) // endpoints sharing an address
 }
 
 // contribute records that e's members of s (from net) arrive (in) or leave, e having just
-// joined or left s's matcher (or changed its addresses or ports). A member arrives or leaves
-// with e only if no other endpoint of the matcher contributes it: two endpoints share an
-// address transiently (a pod's IP reused by its successor before its delete arrives), and the
-// address index lists the other holders. A fresh set is listed whole by the next flush.
+// joined or left s's matcher (or changed its addresses or ports). A member no other endpoint
+// holds arrives or leaves with e; a contested one (another endpoint holds its address: the
+// address index lists them) makes the set listed whole by the next flush, where memberOf
+// decides. A fresh set is listed whole by the next flush.
 func (c *setCalculator) contribute(s *set, e *endpoint, net netInfo, in bool) {
 	if s.fresh {
 		return
 	}
 	for mb := range s.contribution(net) {
-		if c.contributedElsewhere(s, e, mb) {
-			continue
+		if c.heldElsewhere(e, mb.Addr) {
+			c.relist(s)
+			return
 		}
 		if in {
 			s.size++
@@ -308,23 +360,26 @@ func (c *setCalculator) contribute(s *set, e *endpoint, net netInfo, in bool) {
 	}
 }
 
-// contributedElsewhere reports whether an endpoint of s other than e contributes mb.
-func (c *setCalculator) contributedElsewhere(s *set, e *endpoint, mb dataplane.Member) bool {
-	for h := range c.holders.of(mb.Addr) {
-		if h != e && c.contributes(s, h, mb) {
+// heldElsewhere reports whether an endpoint other than e holds a.
+func (c *setCalculator) heldElsewhere(e *endpoint, a netip.Addr) bool {
+	if !c.holders.shared(a) && c.holders.first[c.holders.digest(a)] == e {
+		return false
+	}
+	for h := range c.holders.of(a) {
+		if h != e {
 			return true
 		}
 	}
 	return false
 }
 
-// addrIndex is which endpoints hold each address, of the endpoints in a set (see contribute
-// and addInSets). An address has one holder but while a pod's IP is reused before the old
-// pod's delete arrives, so the first holder is a map entry of 16 bytes per address, keyed by a
-// 64-bit digest of the address (an IPv4 address is its own), and the others are in a map that
-// is almost always empty. Two addresses may share a digest: of yields only the holders that
-// hold the address, so a shared digest costs a lookup, never a wrong answer. Endpoint addresses
-// are unmapped (keepEndpoint).
+// addrIndex is which endpoints hold each address, of every endpoint (see onEndpoint). An
+// address has one holder but while a pod's IP is reused before the old pod's delete arrives,
+// so the first holder is a map entry of 16 bytes per address, keyed by a 64-bit digest of the
+// address (an IPv4 address is its own), and the others are in a map that is almost always
+// empty. Two addresses may share a digest: of yields only the holders that hold the address, so
+// a shared digest costs a lookup, never a wrong answer. Endpoint addresses are unmapped
+// (keepEndpoint).
 type addrIndex struct {
 	first  map[uint64]*endpoint
 	others map[uint64][]*endpoint
@@ -362,6 +417,9 @@ func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 		}
 	}
 }
+
+// shared reports whether a's digest has more than one holder: false means a has at most one.
+func (x *addrIndex) shared(a netip.Addr) bool { return len(x.others[x.digest(a)]) > 0 }
 
 // add files e under the addresses of net (e's, or the ones it had).
 func (x *addrIndex) add(e *endpoint, net netInfo) {

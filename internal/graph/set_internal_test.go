@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"slices"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -13,7 +12,8 @@ import (
 // TestSetSizeAndAddrIndex: through random endpoint changes where addresses and named ports are
 // shared between endpoints and repeated within one, every emitted set's size is the number of
 // its members (it decides between a delta and a replacement), and the address index lists
-// exactly the endpoints in a set holding each address.
+// exactly the endpoints holding each address, in a set or not (an endpoint in no set still
+// contests an address it shares).
 func TestSetSizeAndAddrIndex(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	g := New(Config{NodeName: "n"})
@@ -69,14 +69,6 @@ func TestSetSizeAndAddrIndex(t *testing.T) {
 			}
 			if int(e.inSets) != n {
 				t.Fatalf("step %d: %s is counted in %d sets, is in %d", step, e.key(), e.inSets, n)
-			}
-			if n == 0 {
-				for a := range e.net.addrs() {
-					if slices.Contains(slices.Collect(g.sets.holders.of(a)), e) {
-						t.Fatalf("step %d: %s is in no set but listed under %s", step, e.key(), a)
-					}
-				}
-				continue
 			}
 			for a := range e.net.addrs() { // each once (appendNet)
 				held++

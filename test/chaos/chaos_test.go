@@ -56,6 +56,8 @@ func TestChaos(t *testing.T) {
 		{"odd objects", su.oddObjects},
 		{"two agents on one node", su.overlap},
 		{"paused agent", su.pausedAgent},
+		{"IP reuse", su.ipReuse},
+		{"upgrade and downgrade", su.upgrade},
 	}
 	for _, st := range steps {
 		completed := false

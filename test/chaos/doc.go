@@ -23,6 +23,8 @@
 //   - odd_test.go: step 5, the burst of odd objects.
 //   - overlap_test.go: step 6, two agents on one node.
 //   - paused_test.go: step 7, an agent paused through an API server restart.
+//   - reuse_test.go: step 8, IP reuse.
+//   - upgrade_test.go: step 9, upgrade and downgrade, and the previous release it builds.
 //
 // # Probing and judging
 //
@@ -79,6 +81,30 @@
 //     continued (SIGCONT), it must commit every write (barrier) and log that it relisted, as
 //     many relists as it counts. Nothing settles (no probed cell changes). Figure: the
 //     convergence after SIGCONT and the relist lines (paused_test.go).
+//  8. IP reuse: a pod netns on node a, outside the six probed pods, whose pod object is
+//     x/reuse-<i> (app=client: the web pods accept it). 20 times, that object is deleted and at
+//     once y/reuse-<i> (app=other: the web pods refuse it) created with the same addresses, on
+//     the same interface — every other time the other way round, the new pod known before the
+//     old one's delete; once both agents have committed, an x/reuse-<i+1> is put back. From
+//     just before each swap the reused address probes x/web-a (same node) and x/web-b (the
+//     other node) over both families every 4 ms, each probe a new connection, for 600 ms. A
+//     leak is a probe that connected though it started after the swap's first write returned;
+//     a swap's leak window is how long after the swap's first event (as a watch of the test
+//     process saw it: within a few ms of the agents) the last one started, 0 without one. No
+//     probe started after both agents committed the swap (barrier) may connect, and the
+//     windows' p99 must be within 20 ms — the acceptance's bound. The probed pods' cells are
+//     judged throughout as in every step. Figures: swaps with a leak, the window's p50, p99
+//     and max, and each agent's mean event → commit over the step (its
+//     nftpolicy_event_to_commit_seconds).
+//  9. Upgrade and downgrade: node a's agent is stopped (SIGTERM, its table stays) and the
+//     previous release started in its place (a downgrade: another layout, other set names),
+//     then that one stopped and the current binary started (the upgrade). Nothing settles:
+//     each agent must replace the other's table with its first transaction (the table deleted
+//     and added in one), and the table after the upgrade must equal the one before. The
+//     previous release is the commit previousRelease (upgrade_test.go), built once per machine
+//     from a temporary git worktree into $NFTPOLICY_CACHE/nftpolicy-<commit> (CGO_ENABLED=0;
+//     the clone needs that commit: a shallow one fails the step). Figures: each replacement's
+//     time from the process's start, the transactions until /readyz, the time to /readyz.
 //
 // A step that leaves the fixture wrong (a table not restored 10 s after the fault, a change not
 // committed a minute after the API server's return) has failed by then; it restarts the agents
@@ -86,8 +112,8 @@
 //
 // # Invariants
 //
-//   - The only wall-clock assertions are the acceptance's bounds, 5 s and 1 s, each failing
-//     with the measured figure. Every other wait is a timeout that fails as "never".
+//   - The only wall-clock assertions are the acceptance's bounds, 5 s, 1 s and 20 ms, each
+//     failing with the measured figure. Every other wait is a timeout that fails as "never".
 //   - Expected tables never come from the agent; its metrics only say when it has committed,
 //     and the probes after that are judged.
 //   - The suite deletes its pods and policies at its end, so a second run on the same API

@@ -68,6 +68,8 @@ type Config struct {
 	// time. "": a file of the node under Dir, so the nodes of one cluster, which share the
 	// machine's file system, do not exclude each other, and the machine's /run is not touched.
 	LockFile string
+	// NoLockFile: the binary predates --lock-file (an earlier release), which is not passed.
+	NoLockFile bool
 	// MetricsAddr and HealthAddr are the agent's listen addresses inside the namespace; "": the
 	// defaults of MetricsURL and ReadyURL. A second agent in one namespace is given others, so
 	// that a test reaches each (the product's agents share them, SO_REUSEPORT).
@@ -104,8 +106,10 @@ func Start(cfg Config) (*Process, error) {
 		lockFile = filepath.Join(cfg.Dir, "lock-"+cfg.Node, "agent.lock")
 	}
 	args := append(append([]string{"netns", "exec", cfg.NetNS}, cfg.Wrap...), cfg.Bin, "run", "--node-name", cfg.Node,
-		"--kubeconfig", kubeconfig, "--metrics-addr", mAddr, "--health-addr", hAddr, "--log-format", "json",
-		"--lock-file", lockFile)
+		"--kubeconfig", kubeconfig, "--metrics-addr", mAddr, "--health-addr", hAddr, "--log-format", "json")
+	if !cfg.NoLockFile {
+		args = append(args, "--lock-file", lockFile)
+	}
 	args = append(args, cfg.Args...)
 	p.cmd = exec.Command("ip", args...)
 	if len(cfg.Env) > 0 {
