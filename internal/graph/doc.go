@@ -130,7 +130,8 @@
 // its netInfo's strings, its entry in its namespace's map and, while it is in a set, one in the
 // address index (16 bytes, keyed by a digest of the address), plus a pointer in its matchSet
 // per matcher that matches it (matchers do not list their members). Nothing per pod is kept for
-// a label no selector uses (epByAnchor files only the anchors matchers use).
+// a label no selector uses (epByAnchor and epByValue file only the label keys, and for
+// anchorEpKey the anchors, that matchers use).
 // The owner rule keeps, per local endpoint only, its address list entries and its claim
 // (running, created). BenchmarkHeapAtScale measures what the graph retains for a cluster of
 // 100,000 pods and 5,000 policies (BENCHMARKS.md has the figure).
