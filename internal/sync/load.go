@@ -11,8 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	goruntime "runtime"
 	"sort"
 	"strings"
+	gosync "sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -70,7 +73,8 @@ func LoadDir(dir string) ([]model.Update, []error) {
 	}
 	sort.Strings(files)
 	s := newScheme()
-	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Yaml: true, Strict: true})
+	// Each document is turned into JSON once (readFile); the serializer then decodes JSON, strictly.
+	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Strict: true})
 	for _, f := range files {
 		items = append(items, readFile(f, dec)...)
 	}
@@ -79,6 +83,9 @@ func LoadDir(dir string) ([]model.Update, []error) {
 }
 
 // readFile decodes the documents of one file; decoding errors come back as items with err set.
+// Documents are split in order and decoded in chunks of chunkDocs, the documents of a chunk on
+// up to GOMAXPROCS goroutines (a document's YAML → JSON conversion and typed decode are most of
+// LoadDir's time); the items keep the documents' order.
 func readFile(path string, dec runtime.Decoder) []sourced {
 	f, err := os.Open(path)
 	if err != nil {
@@ -86,28 +93,74 @@ func readFile(path string, dec runtime.Decoder) []sourced {
 	}
 	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	var out []sourced
-	for doc := 1; ; doc++ {
-		raw, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
+	var (
+		out   []sourced
+		chunk [][]byte
+		done  bool
+	)
+	for doc := 1; !done; {
+		chunk = chunk[:0]
+		var readErr error
+		for len(chunk) < chunkDocs {
+			raw, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				done = true
+				break
+			}
+			if err != nil {
+				readErr, done = err, true
+				break
+			}
+			chunk = append(chunk, raw)
 		}
-		origin := fmt.Sprintf("%s (document %d)", path, doc)
-		if err != nil {
-			out = append(out, sourced{err: fmt.Errorf("%s: %w", origin, err)})
-			break
+		out = append(out, decodeDocs(chunk, path, doc, dec)...)
+		doc += len(chunk)
+		if readErr != nil {
+			out = append(out, sourced{err: fmt.Errorf("%s (document %d): %w", path, doc, readErr)})
 		}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			out = append(out, sourced{err: fmt.Errorf("%s: %w", origin, err)})
-			continue
-		}
-		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			continue // an empty document (comments only)
-		}
-		out = append(out, decode(js, origin, dec)...)
 	}
 	return out
+}
+
+// chunkDocs is how many documents readFile holds and decodes at a time.
+const chunkDocs = 512
+
+// decodeDocs decodes docs, the documents of path numbered from first, in parallel; the items
+// come back in the documents' order.
+func decodeDocs(docs [][]byte, path string, first int, dec runtime.Decoder) []sourced {
+	results := make([][]sourced, len(docs))
+	workers := min(goruntime.GOMAXPROCS(0), len(docs))
+	var (
+		next atomic.Int64
+		wg   gosync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(docs); i = int(next.Add(1) - 1) {
+				results[i] = decodeDoc(docs[i], fmt.Sprintf("%s (document %d)", path, first+i), dec)
+			}
+		}()
+	}
+	wg.Wait()
+	var out []sourced
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// decodeDoc decodes one YAML (or JSON) document; an empty one (comments only) yields nothing.
+func decodeDoc(raw []byte, origin string, dec runtime.Decoder) []sourced {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return []sourced{{err: fmt.Errorf("%s: %w", origin, err)}}
+	}
+	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	return decode(js, origin, dec)
 }
 
 // decode decodes one document; a v1 List yields its items. A kind the scheme does not hold (one
