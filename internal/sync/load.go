@@ -50,10 +50,7 @@ type sourced struct {
 // part are reported as a *PartlyEnforcedError; everything else is returned, in ConvertObjects'
 // deterministic order, ending with SyncStatusUpdate{InSync}.
 func LoadDir(dir string) ([]model.Update, []error) {
-	var (
-		items []sourced
-		errs  []error
-	)
+	var errs []error
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -75,26 +72,28 @@ func LoadDir(dir string) ([]model.Update, []error) {
 	s := newScheme()
 	// Each document is turned into JSON once (readFile); the serializer then decodes JSON, strictly.
 	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Strict: true})
+	c := newObjectSet()
 	for _, f := range files {
-		items = append(items, readFile(f, dec)...)
+		readFile(f, dec, c.add)
 	}
-	ups, cerrs := convertObjects(items)
-	return ups, append(errs, cerrs...)
+	c.convertCNPs()
+	return c.updates(), append(errs, c.errs...)
 }
 
-// readFile decodes the documents of one file; decoding errors come back as items with err set.
-// Documents are split in order and decoded in chunks of chunkDocs, the documents of a chunk on
-// up to GOMAXPROCS goroutines (a document's YAML → JSON conversion and typed decode are most of
-// LoadDir's time); the items keep the documents' order.
-func readFile(path string, dec runtime.Decoder) []sourced {
+// readFile decodes the documents of one file and hands each item to take, in the documents'
+// order; decoding errors come as items with err set. Documents are split in order and decoded
+// in chunks of chunkDocs, the documents of a chunk on up to GOMAXPROCS goroutines (a document's
+// YAML → JSON conversion and typed decode are most of LoadDir's time); only a chunk's decoded
+// objects are held at a time.
+func readFile(path string, dec runtime.Decoder, take func(sourced)) {
 	f, err := os.Open(path)
 	if err != nil {
-		return []sourced{{err: fmt.Errorf("%s: %w", path, err)}}
+		take(sourced{err: fmt.Errorf("%s: %w", path, err)})
+		return
 	}
 	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
 	var (
-		out   []sourced
 		chunk [][]byte
 		done  bool
 	)
@@ -113,13 +112,14 @@ func readFile(path string, dec runtime.Decoder) []sourced {
 			}
 			chunk = append(chunk, raw)
 		}
-		out = append(out, decodeDocs(chunk, path, doc, dec)...)
+		for _, it := range decodeDocs(chunk, path, doc, dec) {
+			take(it)
+		}
 		doc += len(chunk)
 		if readErr != nil {
-			out = append(out, sourced{err: fmt.Errorf("%s (document %d): %w", path, doc, readErr)})
+			take(sourced{err: fmt.Errorf("%s (document %d): %w", path, doc, readErr)})
 		}
 	}
-	return out
 }
 
 // chunkDocs is how many documents readFile holds and decodes at a time.
@@ -210,12 +210,7 @@ func ConvertObjects(objs []runtime.Object) ([]model.Update, []error) {
 }
 
 func convertObjects(items []sourced) ([]model.Update, []error) {
-	c := objectSet{
-		namespaces: map[string]model.Namespace{},
-		endpoints:  map[model.EndpointKey]model.Endpoint{},
-		policies:   map[model.PolicyKey]model.Policy{},
-		taken:      map[string]bool{},
-	}
+	c := newObjectSet()
 	for _, it := range items {
 		c.add(it)
 	}
@@ -234,6 +229,15 @@ type objectSet struct {
 	// taken: every object named so far, valid or not, so that a later duplicate is skipped
 	// rather than silently replacing it
 	taken map[string]bool
+}
+
+func newObjectSet() *objectSet {
+	return &objectSet{
+		namespaces: map[string]model.Namespace{},
+		endpoints:  map[model.EndpointKey]model.Endpoint{},
+		policies:   map[model.PolicyKey]model.Policy{},
+		taken:      map[string]bool{},
+	}
 }
 
 func (c *objectSet) fail(it sourced, err error) {
