@@ -83,8 +83,8 @@ func LoadDir(dir string) ([]model.Update, []error) {
 // readFile decodes the documents of one file and hands each item to take, in the documents'
 // order; decoding errors come as items with err set. Documents are split in order and decoded
 // in chunks of chunkDocs, the documents of a chunk on up to GOMAXPROCS goroutines (a document's
-// YAML → JSON conversion and typed decode are most of LoadDir's time); only a chunk's decoded
-// objects are held at a time.
+// YAML → JSON conversion and typed decode are most of LoadDir's time); only two chunks'
+// decoded objects are held at a time.
 func readFile(path string, dec runtime.Decoder, take func(sourced)) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -93,12 +93,17 @@ func readFile(path string, dec runtime.Decoder, take func(sourced)) {
 	}
 	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	var (
-		chunk [][]byte
-		done  bool
-	)
-	for doc := 1; !done; {
-		chunk = chunk[:0]
+	// While a chunk decodes, the one before it is handed to take: conversion overlaps decoding.
+	var decoding chan []sourced
+	flush := func() {
+		if decoding != nil {
+			for _, it := range <-decoding {
+				take(it)
+			}
+		}
+	}
+	for doc, done := 1, false; !done; {
+		chunk := make([][]byte, 0, chunkDocs)
 		var readErr error
 		for len(chunk) < chunkDocs {
 			raw, err := r.Read()
@@ -112,14 +117,19 @@ func readFile(path string, dec runtime.Decoder, take func(sourced)) {
 			}
 			chunk = append(chunk, raw)
 		}
-		for _, it := range decodeDocs(chunk, path, doc, dec) {
-			take(it)
-		}
+		next := make(chan []sourced, 1)
+		go func(first int) {
+			items := decodeDocs(chunk, path, first, dec)
+			if readErr != nil {
+				items = append(items, sourced{err: fmt.Errorf("%s (document %d): %w", path, first+len(chunk), readErr)})
+			}
+			next <- items
+		}(doc)
+		flush()
+		decoding = next
 		doc += len(chunk)
-		if readErr != nil {
-			take(sourced{err: fmt.Errorf("%s (document %d): %w", path, doc, readErr)})
-		}
 	}
+	flush()
 }
 
 // chunkDocs is how many documents readFile holds and decodes at a time.
