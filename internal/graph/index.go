@@ -148,15 +148,20 @@ type labelIndex struct {
 	// ofKind counts the matchers filed under each kind of anchor: a pod event looks up only the
 	// kinds some matcher uses (each lookup hashes the anchor's strings; ≈ 15 per pod otherwise)
 	ofKind [anchorKinds]int
-	// epByAnchor files endpoints under the anchorScopeEq/anchorEpEq/anchorEpKey anchors that
-	// matchers are filed under (an entry, possibly empty, exists exactly while byAnchor has the
-	// anchor): most labels (pod-template-hash) are never selected on, and filing every label of
-	// every endpoint would cost a map entry per label of every pod. An entry is built by one scan
-	// of the endpoints (of its namespace, for anchorScopeEq) when its first matcher appears. The
-	// members of a matcher are found among these candidates (membersOf): a namespaced selector of
-	// 100 pods in a namespace of 10,000 walks 100, not 10,000. nsByAnchor files namespaces under
-	// anchorNsEq/anchorNsKey of their labels.
+	// epByAnchor files endpoints under the anchorEpKey anchors that matchers are filed under (an
+	// entry, possibly empty, exists exactly while byAnchor has the anchor), and epByValue under
+	// the anchorScopeEq/anchorEpEq anchors, by key: while some matcher is filed under
+	// (namespace,) key == value for some value, every endpoint (of that namespace) with the key is
+	// filed under its value. Most labels (pod-template-hash) are never selected on, and filing
+	// every label of every endpoint would cost a map entry per label of every pod; filing by key
+	// costs an entry per pod for each selected key, and a new anchor of an already filed key —
+	// the thousandth selector `peer == 'p<i>'` of a namespace — costs no scan. An entry is built
+	// by one scan of the endpoints (of its namespace, for anchorScopeEq) when its first matcher
+	// appears. The members of a matcher are found among these candidates (membersOf): a
+	// namespaced selector of 100 pods in a namespace of 10,000 walks 100, not 10,000. nsByAnchor
+	// files namespaces under anchorNsEq/anchorNsKey of their labels.
 	epByAnchor map[anchor]map[*endpoint]struct{}
+	epByValue  map[anchor]*valueIndex
 	nsByAnchor map[anchor]map[*namespace]struct{}
 	// pos indexes the endpoints' large matchSets
 	pos matchPositions
@@ -174,6 +179,7 @@ func newLabelIndex(node string) *labelIndex {
 		matchers:   map[string]*matcher{},
 		byAnchor:   map[anchor]map[*matcher]struct{}{},
 		epByAnchor: map[anchor]map[*endpoint]struct{}{},
+		epByValue:  map[anchor]*valueIndex{},
 		nsByAnchor: map[anchor]map[*namespace]struct{}{},
 		pos:        matchPositions{},
 	}
@@ -277,20 +283,11 @@ func (x *labelIndex) acquireMatcher(s spec) *matcher {
 	}
 	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1}
 	x.matchers[k] = m
+	_, filed := x.byAnchor[m.anchor]
 	setmap.Add(x.byAnchor, m.anchor, m)
 	x.ofKind[m.anchor.kind]++
-	if a := m.anchor; filesEndpoints(a.kind) && x.epByAnchor[a] == nil {
-		eps := map[*endpoint]struct{}{}
-		all := x.store.all()
-		if a.kind == anchorScopeEq {
-			all = x.store.inNamespace(a.scope)
-		}
-		for e := range all {
-			if v, ok := e.labels.Get(a.key); ok && (a.kind == anchorEpKey || v == a.value) {
-				eps[e] = struct{}{}
-			}
-		}
-		x.epByAnchor[a] = eps
+	if !filed {
+		x.fileAnchor(m.anchor)
 	}
 	for e := range x.candidatesOf(m) {
 		if m.match(e) {
@@ -308,7 +305,12 @@ func (x *labelIndex) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 	switch m.anchor.kind {
 	case anchorScope:
 		return x.store.inNamespace(m.spec.scope)
-	case anchorScopeEq, anchorEpEq, anchorEpKey:
+	case anchorScopeEq, anchorEpEq:
+		if vi := x.epByValue[byKey(m.anchor)]; vi != nil {
+			return maps.Keys(vi.values[m.anchor.value])
+		}
+		return maps.Keys(map[*endpoint]struct{}(nil))
+	case anchorEpKey:
 		return maps.Keys(x.epByAnchor[m.anchor])
 	case anchorNsEq, anchorNsKey:
 		return endpointsOf(maps.Keys(x.nsByAnchor[m.anchor]))
@@ -359,7 +361,65 @@ func (x *labelIndex) releaseMatcher(m *matcher) {
 	setmap.Remove(x.byAnchor, m.anchor, m)
 	x.ofKind[m.anchor.kind]--
 	if _, ok := x.byAnchor[m.anchor]; !ok {
-		delete(x.epByAnchor, m.anchor)
+		x.unfileAnchor(m.anchor)
+	}
+}
+
+// valueIndex files the endpoints with one label key (in one namespace, for anchorScopeEq) by
+// the key's value, for the anchors of that key that matchers are filed under (anchors).
+type valueIndex struct {
+	anchors int
+	values  map[string]map[*endpoint]struct{}
+}
+
+// byKey is the epByValue entry of an anchorScopeEq or anchorEpEq anchor: a without its value.
+func byKey(a anchor) anchor {
+	a.value = ""
+	return a
+}
+
+// fileAnchor files the endpoints under a, the anchor of a new matcher that no other matcher
+// has: one scan of the candidate endpoints when a is the first anchor of its key, else none.
+func (x *labelIndex) fileAnchor(a anchor) {
+	switch a.kind {
+	case anchorScopeEq, anchorEpEq:
+		if vi := x.epByValue[byKey(a)]; vi != nil {
+			vi.anchors++
+			return
+		}
+		vi := &valueIndex{anchors: 1, values: map[string]map[*endpoint]struct{}{}}
+		all := x.store.all()
+		if a.kind == anchorScopeEq {
+			all = x.store.inNamespace(a.scope)
+		}
+		for e := range all {
+			if v, ok := e.labels.Get(a.key); ok {
+				setmap.Add(vi.values, v, e)
+			}
+		}
+		x.epByValue[byKey(a)] = vi
+	case anchorEpKey:
+		eps := map[*endpoint]struct{}{}
+		for e := range x.store.all() {
+			if _, ok := e.labels.Get(a.key); ok {
+				eps[e] = struct{}{}
+			}
+		}
+		x.epByAnchor[a] = eps
+	}
+}
+
+// unfileAnchor drops what fileAnchor filed once a's last matcher is gone.
+func (x *labelIndex) unfileAnchor(a anchor) {
+	switch a.kind {
+	case anchorScopeEq, anchorEpEq:
+		if vi := x.epByValue[byKey(a)]; vi != nil {
+			if vi.anchors--; vi.anchors == 0 {
+				delete(x.epByValue, byKey(a))
+			}
+		}
+	case anchorEpKey:
+		delete(x.epByAnchor, a)
 	}
 }
 
@@ -443,26 +503,31 @@ func (x *labelIndex) reevaluate(e *endpoint) (left, joined []*matcher) {
 	return removed, added
 }
 
-// filesEndpoints reports whether epByAnchor files endpoints under anchors of kind.
-func filesEndpoints(kind anchorKind) bool {
-	return kind == anchorScopeEq || kind == anchorEpEq || kind == anchorEpKey
-}
-
 func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
-	if len(x.epByAnchor) == 0 {
+	if len(x.epByAnchor) == 0 && len(x.epByValue) == 0 {
 		return
 	}
 	for k, v := range e.labels.All() {
-		for _, a := range [3]anchor{scopeEq(e.ns.name, k, v), {kind: anchorEpEq, key: k, value: v}, {kind: anchorEpKey, key: k}} {
+		for _, a := range [2]anchor{{kind: anchorScopeEq, scope: e.ns.name, key: k}, {kind: anchorEpEq, key: k}} {
 			if x.ofKind[a.kind] == 0 {
 				continue
 			}
-			if eps := x.epByAnchor[a]; eps != nil { // only the anchors matchers use
+			if vi := x.epByValue[a]; vi != nil { // only the keys matchers use
 				if add {
-					eps[e] = struct{}{}
+					setmap.Add(vi.values, v, e)
 				} else {
-					delete(eps, e)
+					setmap.Remove(vi.values, v, e)
 				}
+			}
+		}
+		if x.ofKind[anchorEpKey] == 0 {
+			continue
+		}
+		if eps := x.epByAnchor[anchor{kind: anchorEpKey, key: k}]; eps != nil {
+			if add {
+				eps[e] = struct{}{}
+			} else {
+				delete(eps, e)
 			}
 		}
 	}

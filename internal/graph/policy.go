@@ -16,6 +16,7 @@ import (
 // (acquired from the set calculator).
 type policy struct {
 	key      model.PolicyKey
+	name     string // key.String(): the last criterion of the evaluation order (resolve)
 	m        model.Policy
 	selSpec  spec
 	sel      *matcher // nil when the policy's selector is invalid: it selects nothing
@@ -202,7 +203,7 @@ func peerSpec(pol *model.Policy, peer *model.Peer) (*spec, error) {
 func (ap *activePolicies) setPolicy(mp model.Policy) {
 	p := ap.policies[mp.Key]
 	if p == nil {
-		p = &policy{key: mp.Key}
+		p = &policy{key: mp.Key, name: mp.Key.String()}
 		ap.policies[mp.Key] = p
 	}
 	old := p.m

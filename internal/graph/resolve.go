@@ -1,8 +1,10 @@
 package graph
 
 import (
+	"cmp"
 	"net/netip"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -22,6 +24,14 @@ type resolver struct {
 	owners addrOwners
 	// hostAddrs are the node's own addresses (HostAddrSet); no message depends on them.
 	hostAddrs map[netip.Addr]struct{}
+	// order is resolve's scratch list for sorting an endpoint's policies
+	order []ordered
+}
+
+// ordered is a policy with its tier, as resolve sorts them.
+type ordered struct {
+	p    *policy
+	tier model.Tier
 }
 
 // resolverPolicies is what the resolver asks the active policies.
@@ -119,19 +129,28 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 		return msg
 	}
 	tierOf := func(p *policy) model.Tier { t, _ := r.policies.tier(p.m.Tier); return t }
-	sort.Slice(ps, func(i, j int) bool {
-		ti, tj := tierOf(ps[i]), tierOf(ps[j])
-		if ti.Order != tj.Order {
-			return ti.Order < tj.Order
+	// Each policy's tier is looked up once, not per comparison: O(n log n) comparisons of
+	// fields, no allocation.
+	r.order = r.order[:0]
+	for _, p := range ps {
+		r.order = append(r.order, ordered{p: p, tier: tierOf(p)})
+	}
+	slices.SortFunc(r.order, func(a, b ordered) int {
+		if a.tier.Order != b.tier.Order {
+			return cmp.Compare(a.tier.Order, b.tier.Order)
 		}
-		if ti.Name != tj.Name {
-			return ti.Name < tj.Name
+		if c := strings.Compare(a.tier.Name, b.tier.Name); c != 0 {
+			return c
 		}
-		if ps[i].m.Order != ps[j].m.Order {
-			return ps[i].m.Order < ps[j].m.Order
+		if a.p.m.Order != b.p.m.Order {
+			return cmp.Compare(a.p.m.Order, b.p.m.Order)
 		}
-		return ps[i].key.String() < ps[j].key.String()
+		return strings.Compare(a.p.name, b.p.name)
 	})
+	for i := range r.order {
+		ps[i] = r.order[i].p
+	}
+	clear(r.order)
 	build := func(apply func(*policy) bool) []dataplane.TierPolicies {
 		var out []dataplane.TierPolicies
 		for _, p := range ps {

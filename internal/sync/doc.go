@@ -36,7 +36,10 @@
 //     `nftpolicy render` and tests. Deterministic order (namespaces, endpoints, policies, then
 //     in-sync); namespaces that objects use but no manifest defines are added with their name
 //     label, as the API server would hold them; bad documents are reported with file and
-//     document number and skipped.
+//     document number and skipped. Each document is converted from YAML to JSON once and
+//     decoded strictly from JSON; a file's documents are decoded in chunks on GOMAXPROCS
+//     goroutines and converted in order as each chunk is done, so only a chunk's Kubernetes
+//     objects are held at a time.
 //
 // # Conversion (convert.go)
 //

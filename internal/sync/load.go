@@ -11,8 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	goruntime "runtime"
 	"sort"
 	"strings"
+	gosync "sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -47,10 +50,7 @@ type sourced struct {
 // part are reported as a *PartlyEnforcedError; everything else is returned, in ConvertObjects'
 // deterministic order, ending with SyncStatusUpdate{InSync}.
 func LoadDir(dir string) ([]model.Update, []error) {
-	var (
-		items []sourced
-		errs  []error
-	)
+	var errs []error
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -70,44 +70,107 @@ func LoadDir(dir string) ([]model.Update, []error) {
 	}
 	sort.Strings(files)
 	s := newScheme()
-	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Yaml: true, Strict: true})
+	// Each document is turned into JSON once (readFile); the serializer then decodes JSON, strictly.
+	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Strict: true})
+	c := newObjectSet()
 	for _, f := range files {
-		items = append(items, readFile(f, dec)...)
+		readFile(f, dec, c.add)
 	}
-	ups, cerrs := convertObjects(items)
-	return ups, append(errs, cerrs...)
+	c.convertCNPs()
+	return c.updates(), append(errs, c.errs...)
 }
 
-// readFile decodes the documents of one file; decoding errors come back as items with err set.
-func readFile(path string, dec runtime.Decoder) []sourced {
+// readFile decodes the documents of one file and hands each item to take, in the documents'
+// order; decoding errors come as items with err set. Documents are split in order and decoded
+// in chunks of chunkDocs, the documents of a chunk on up to GOMAXPROCS goroutines (a document's
+// YAML → JSON conversion and typed decode are most of LoadDir's time); only two chunks'
+// decoded objects are held at a time.
+func readFile(path string, dec runtime.Decoder, take func(sourced)) {
 	f, err := os.Open(path)
 	if err != nil {
-		return []sourced{{err: fmt.Errorf("%s: %w", path, err)}}
+		take(sourced{err: fmt.Errorf("%s: %w", path, err)})
+		return
 	}
 	defer f.Close()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	// While a chunk decodes, the one before it is handed to take: conversion overlaps decoding.
+	var decoding chan []sourced
+	flush := func() {
+		if decoding != nil {
+			for _, it := range <-decoding {
+				take(it)
+			}
+		}
+	}
+	for doc, done := 1, false; !done; {
+		chunk := make([][]byte, 0, chunkDocs)
+		var readErr error
+		for len(chunk) < chunkDocs {
+			raw, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				done = true
+				break
+			}
+			if err != nil {
+				readErr, done = err, true
+				break
+			}
+			chunk = append(chunk, raw)
+		}
+		next := make(chan []sourced, 1)
+		go func(first int) {
+			items := decodeDocs(chunk, path, first, dec)
+			if readErr != nil {
+				items = append(items, sourced{err: fmt.Errorf("%s (document %d): %w", path, first+len(chunk), readErr)})
+			}
+			next <- items
+		}(doc)
+		flush()
+		decoding = next
+		doc += len(chunk)
+	}
+	flush()
+}
+
+// chunkDocs is how many documents readFile holds and decodes at a time.
+const chunkDocs = 512
+
+// decodeDocs decodes docs, the documents of path numbered from first, in parallel; the items
+// come back in the documents' order.
+func decodeDocs(docs [][]byte, path string, first int, dec runtime.Decoder) []sourced {
+	results := make([][]sourced, len(docs))
+	workers := min(goruntime.GOMAXPROCS(0), len(docs))
+	var (
+		next atomic.Int64
+		wg   gosync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(docs); i = int(next.Add(1) - 1) {
+				results[i] = decodeDoc(docs[i], fmt.Sprintf("%s (document %d)", path, first+i), dec)
+			}
+		}()
+	}
+	wg.Wait()
 	var out []sourced
-	for doc := 1; ; doc++ {
-		raw, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		origin := fmt.Sprintf("%s (document %d)", path, doc)
-		if err != nil {
-			out = append(out, sourced{err: fmt.Errorf("%s: %w", origin, err)})
-			break
-		}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			out = append(out, sourced{err: fmt.Errorf("%s: %w", origin, err)})
-			continue
-		}
-		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			continue // an empty document (comments only)
-		}
-		out = append(out, decode(js, origin, dec)...)
+	for _, r := range results {
+		out = append(out, r...)
 	}
 	return out
+}
+
+// decodeDoc decodes one YAML (or JSON) document; an empty one (comments only) yields nothing.
+func decodeDoc(raw []byte, origin string, dec runtime.Decoder) []sourced {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return []sourced{{err: fmt.Errorf("%s: %w", origin, err)}}
+	}
+	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	return decode(js, origin, dec)
 }
 
 // decode decodes one document; a v1 List yields its items. A kind the scheme does not hold (one
@@ -157,12 +220,7 @@ func ConvertObjects(objs []runtime.Object) ([]model.Update, []error) {
 }
 
 func convertObjects(items []sourced) ([]model.Update, []error) {
-	c := objectSet{
-		namespaces: map[string]model.Namespace{},
-		endpoints:  map[model.EndpointKey]model.Endpoint{},
-		policies:   map[model.PolicyKey]model.Policy{},
-		taken:      map[string]bool{},
-	}
+	c := newObjectSet()
 	for _, it := range items {
 		c.add(it)
 	}
@@ -181,6 +239,15 @@ type objectSet struct {
 	// taken: every object named so far, valid or not, so that a later duplicate is skipped
 	// rather than silently replacing it
 	taken map[string]bool
+}
+
+func newObjectSet() *objectSet {
+	return &objectSet{
+		namespaces: map[string]model.Namespace{},
+		endpoints:  map[model.EndpointKey]model.Endpoint{},
+		policies:   map[model.PolicyKey]model.Policy{},
+		taken:      map[string]bool{},
+	}
 }
 
 func (c *objectSet) fail(it sourced, err error) {

@@ -1,6 +1,7 @@
 package sync_test
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -216,5 +217,64 @@ func unwrapAll(err error) error {
 			return err
 		}
 		err = u.Unwrap()
+	}
+}
+
+// TestLoadDirManyDocuments: a file of more documents than LoadDir decodes at once keeps their
+// order and numbers, across chunks, for the updates and the errors; a document that is not
+// YAML is reported and the next ones are read.
+func TestLoadDirManyDocuments(t *testing.T) {
+	const n = 1300
+	bad := map[int]bool{3: true, 511: true, 512: true, 513: true, 1023: true, 1024: true, 1299: true}
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		switch {
+		case bad[i]:
+			fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata: {name: bad%d, namespace: a, zzz: 1}\n", i)
+		case i == 700:
+			b.WriteString("# only a comment\n")
+		default:
+			fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns%04d}\n", i)
+		}
+	}
+	b.WriteString("---\n: : not yaml [\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: after-bad}\n")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "many.yaml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ups, errs := sync.LoadDir(dir)
+	var want []string
+	for i := range n {
+		if bad[i] {
+			want = append(want, fmt.Sprintf("%s (document %d): Pod a/bad%d: strict decoding error: unknown field \"metadata.zzz\"", file, i+1, i))
+		}
+	}
+	want = append(want, fmt.Sprintf("%s (document %d): yaml: ", file, n+1))
+	if len(errs) != len(want) {
+		t.Fatalf("errors: got %d, want %d: %v", len(errs), len(want), errs)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d = %q, want prefix %q", i, errs[i], w)
+		}
+	}
+	namespaces, after := 0, false
+	for _, u := range ups {
+		if ns, ok := u.(model.NamespaceSet); ok && strings.HasPrefix(ns.Namespace.Name, "ns") {
+			namespaces++
+		}
+		if ns, ok := u.(model.NamespaceSet); ok && ns.Namespace.Name == "after-bad" {
+			after = true
+		}
+	}
+	if !after {
+		t.Errorf("the document after the one that is not YAML was not read")
+	}
+	if want := n - len(bad) - 1; namespaces != want {
+		t.Errorf("namespaces: got %d, want %d", namespaces, want)
 	}
 }
