@@ -55,7 +55,11 @@
 //     SetNamedPorts set over the matcher of the side it resolves on — the endpoints the policy
 //     selects for the local side (destination of ingress, source of egress), the peer's matcher
 //     on the other side, or every endpoint when the peer has no endpoint match (its Nets still
-//     constrain the address in the rule). Nets and NotNets are normalised. Sets are acquired
+//     constrain the address in the rule). Each set reference has the polarity of its use:
+//     every for a set used positively by an Allow or Log rule or negated (NotNamedPortSets) by
+//     a Deny or Pass rule, any for one used positively by a Deny or Pass rule or negated by an
+//     Allow or Log rule; a matcher used both ways has one set of each. Nets and NotNets are
+//     normalised. Sets are acquired
 //     from the set calculator (policySets) before the old ones are released, so unchanged
 //     sets are kept. A rule with an invalid selector matches nothing and is left out; a policy
 //     with an invalid selector selects nothing (both reported by Problems). It passes endpoint
@@ -67,10 +71,14 @@
 //     are not stored: a set emitted whole lists them from its matcher's endpoints, and a change
 //     is found with the address index, which files every endpoint, in a set or not, under its
 //     addresses. An address several endpoints hold (cluster-wide: a pod's IP reused before the
-//     old pod's delete arrives) is a member of a set only while every holder contributes it
-//     (memberOf), so a rule allows it only if it allows each pod that may be behind it; a change
-//     that touches such an address lists the sets of its holders whole at the next flush
-//     (SetReplaced) instead of a delta. An endpoint change updates the sets over the matchers it
+//     old pod's delete arrives) is a member of an every-polarity set only while every holder
+//     contributes it, of an any-polarity set while one does (memberOf), so a rule allows it
+//     only if it allows each pod that may be behind it and denies it if it denies one of them;
+//     an address one endpoint holds is a member of both alike. The ID of an every-polarity set
+//     is a hash of its matcher (and port), of an any-polarity set "any_" and a hash of them and
+//     the polarity. A change that touches a shared address lists whole at the next flush the
+//     sets it contributes to and the every-polarity sets of the other holders (SetReplaced)
+//     instead of a delta. An endpoint change updates the sets over the matchers it
 //     left and joined (with its addresses before the change), then, if its addresses or named
 //     ports changed, swaps its old contributions for the new ones; it is passed on to the
 //     resolver.
@@ -121,8 +129,9 @@
 //     local holders (usually none).
 //   - Endpoint delete: O(its matches + their sets · its addresses · the endpoints sharing them).
 //   - An update adding, removing or moving an address another endpoint holds, or changing the
-//     memberships of an endpoint holding one: the sets of its holders are listed whole at the
-//     next flush (rare: a reused IP until the old pod's delete arrives).
+//     memberships of an endpoint holding one: its sets and the every-polarity sets of the other
+//     holders are listed whole at the next flush (rare: a reused IP until the old pod's delete
+//     arrives).
 //   - Namespace relabel: a relabel of each of its endpoints.
 //   - Policy change: parse its selectors; a new matcher walks the endpoints under its anchor
 //     (its members, for an equality anchor whose key is already filed);

@@ -43,7 +43,8 @@ func (h holder) set() model.Update {
 func (h holder) deleted() model.Update { return model.EndpointDeleted{Key: h.key()} }
 
 // ownerBase is a namespace and a policy selecting app == 'a' (ingress from app == 'client'),
-// so that the holders have dispatch entries, and a set over app == 'a' pods.
+// so that the holders have dispatch entries, and sets over app == 'a' pods of both polarities:
+// one an Allow rule uses, one a Deny rule uses, and a named-port set a Deny rule uses negated.
 func ownerBase() []model.Update {
 	return []model.Update{
 		nsU("x", lbl("kubernetes.io/metadata.name", "x")),
@@ -55,6 +56,12 @@ func ownerBase() []model.Update {
 			Tier: model.TierAdmin, Selector: "app == 'client'", ApplyEgress: true,
 			EgressRules: []model.Rule{{Action: model.ActionAllow, Destination: model.Peer{Selector: "app == 'a'", NamespaceSelector: "all()",
 				Ports: []model.Port{{Name: "http"}}}}}}},
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "deny-a"},
+			Tier: model.TierBaseline, Selector: "app == 'client'", ApplyEgress: true,
+			EgressRules: []model.Rule{
+				{Action: model.ActionDeny, Destination: model.Peer{Selector: "app == 'a'", NamespaceSelector: "all()"}},
+				{Action: model.ActionDeny, Destination: model.Peer{Selector: "app == 'a'", NamespaceSelector: "all()",
+					NotPorts: []model.Port{{Name: "http"}}}}}}},
 		pod("x", "client", node, "10.0.0.100", lbl("app", "client")),
 	}
 }

@@ -69,7 +69,7 @@ type policyIndex interface {
 
 // policySets is what the active policies ask the set calculator.
 type policySets interface {
-	acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) *set
+	acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol, pol polarity) *set
 	releaseSet(*set)
 }
 
@@ -363,12 +363,12 @@ func (ap *activePolicies) releaseRules(p *policy) {
 }
 
 // acquireFunc acquires a set for a compiled rule.
-type acquireFunc func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) dataplane.SetID
+type acquireFunc func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol, pol polarity) dataplane.SetID
 
 func (ap *activePolicies) compile(p *policy) {
 	var refs []*set
-	acquire := func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) dataplane.SetID {
-		s := ap.sets.acquireSet(sp, kind, port, proto)
+	acquire := func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol, pol polarity) dataplane.SetID {
+		s := ap.sets.acquireSet(sp, kind, port, proto, pol)
 		refs = append(refs, s)
 		return s.id
 	}
@@ -412,15 +412,18 @@ func (p *policy) compileRule(dir model.Direction, pr *prepared, acquire acquireF
 	}
 	// The local side of a rule is the destination of ingress, the source of egress:
 	// named ports there resolve on the endpoints the policy selects.
-	cr.Src = p.compileMatch(&r.Source, pr.src, dir == model.Egress, r.Protocol, acquire)
-	cr.Dst = p.compileMatch(&r.Destination, pr.dst, dir == model.Ingress, r.Protocol, acquire)
+	cr.Src = p.compileMatch(&r.Source, pr.src, dir == model.Egress, r.Protocol, r.Action, acquire)
+	cr.Dst = p.compileMatch(&r.Destination, pr.dst, dir == model.Ingress, r.Protocol, r.Action, acquire)
 	return cr
 }
 
-func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto model.Protocol, acquire acquireFunc) dataplane.Match {
+// compileMatch compiles one side of a rule with action. Each set it refers to has the polarity
+// of its use (setPolarity): Sets and NamedPortSets are used positively, NotNamedPortSets
+// negated.
+func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto model.Protocol, action model.Action, acquire acquireFunc) dataplane.Match {
 	var m dataplane.Match
 	if sp != nil {
-		m.Sets = []dataplane.SetID{acquire(*sp, dataplane.SetAddrs, "", 0)}
+		m.Sets = []dataplane.SetID{acquire(*sp, dataplane.SetAddrs, "", 0, setPolarity(action, false))}
 	}
 	m.Nets = NormalizePrefixes(peer.Nets)
 	m.NotNets = NormalizePrefixes(peer.NotNets)
@@ -430,7 +433,7 @@ func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto 
 	} else if sp != nil {
 		portSpec = *sp
 	}
-	ports := func(in []model.Port) ([]model.Port, []dataplane.SetID) {
+	ports := func(in []model.Port, pol polarity) ([]model.Port, []dataplane.SetID) {
 		var nums []model.Port
 		var named []dataplane.SetID
 		for _, pt := range in {
@@ -441,7 +444,7 @@ func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto 
 				nums = append(nums, pt)
 				continue
 			}
-			named = append(named, acquire(portSpec, dataplane.SetNamedPorts, pt.Name, proto))
+			named = append(named, acquire(portSpec, dataplane.SetNamedPorts, pt.Name, proto, pol))
 		}
 		sort.Slice(nums, func(i, j int) bool {
 			if nums[i].First != nums[j].First {
@@ -454,8 +457,8 @@ func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto 
 		named = slices.Compact(named)
 		return nums, named
 	}
-	m.Ports, m.NamedPortSets = ports(peer.Ports)
-	m.NotPorts, m.NotNamedPortSets = ports(peer.NotPorts)
+	m.Ports, m.NamedPortSets = ports(peer.Ports, setPolarity(action, false))
+	m.NotPorts, m.NotNamedPortSets = ports(peer.NotPorts, setPolarity(action, true))
 	return m
 }
 

@@ -17,7 +17,7 @@ import (
 
 // set is one dataplane set: the addresses (or address . protocol . port of a named port) of the
 // endpoints a matcher matches, cluster-wide, but for contested addresses: an address several
-// endpoints hold is a member only while every one of them contributes it (memberOf). The members
+// endpoints hold is a member as its polarity says (memberOf). The members
 // are not stored: they are a function of the matcher's endpoints (membersOf), listed when the set
 // is emitted whole, and a change of them is found with the address index (see contribute): one
 // entry per address of an endpoint, where member counts per set would hold one per membership,
@@ -29,7 +29,8 @@ type set struct {
 	m     *matcher
 	port  string         // SetNamedPorts: the port name
 	proto model.Protocol // SetNamedPorts: the protocol (ProtocolAny: every protocol)
-	refs  int            // compiled rules of active policies referring to it
+	pol   polarity
+	refs  int // compiled rules of active policies referring to it
 	// size is the number of members once the set has been emitted (a fresh set is counted when
 	// the flush lists it), for choosing between a delta and a replacement.
 	size int
@@ -38,6 +39,31 @@ type set struct {
 	// since the last flush.
 	fresh bool
 	delta map[dataplane.Member]bool
+}
+
+// polarity is how a set counts an address several endpoints hold: the direction in which the
+// rules using it fail safe while who is behind the address is in doubt (setPolarity).
+type polarity uint8
+
+const (
+	// polarityEvery: a member while every holder contributes it. For sets a rule uses
+	// positively to allow: a contested address is not granted what only one holder would be.
+	polarityEvery polarity = iota
+	// polarityAny: a member while any holder contributes it. For sets a Deny or Pass rule uses
+	// positively and sets an Allow rule uses negated (absence grants): a contested address is
+	// denied what any holder would be, and granted "not in" only when no holder is in.
+	polarityAny
+)
+
+// setPolarity is the polarity of a set a rule with action uses, negated or not: the one under
+// which a contested address makes the rule match less when it allows and more when it denies
+// or passes. A Log rule decides nothing and counts as an Allow.
+func setPolarity(action model.Action, negated bool) polarity {
+	restricts := action == model.ActionDeny || action == model.ActionPass
+	if restricts != negated {
+		return polarityAny
+	}
+	return polarityEvery
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
@@ -127,16 +153,25 @@ func (c *setCalculator) onEndpoint(e *endpoint, ch endpointChange) {
 	c.next.onEndpoint(e, ch)
 }
 
-// acquireSet returns the set of kind over sp (port/proto for named ports) with one more
-// reference, creating it if needed (its members are listed by the next flush).
-func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol) *set {
-	k := sp.key()
-	var id dataplane.SetID
-	if kind == dataplane.SetAddrs {
-		id = makeID("a", k)
-	} else {
-		id = makeID("p", k+"|"+strconv.Itoa(len(port))+":"+port+"|"+strconv.Itoa(int(proto)))
+// setID is the ID of the set of kind over sp (port/proto for named ports) with polarity pol: a
+// hash of them, where an every-polarity set's leaves the polarity out and an any-polarity
+// set's starts with "any_".
+func setID(sp spec, kind dataplane.SetKind, port string, proto model.Protocol, pol polarity) dataplane.SetID {
+	prefix, key := "a", sp.key()
+	if kind == dataplane.SetNamedPorts {
+		prefix, key = "p", key+"|"+strconv.Itoa(len(port))+":"+port+"|"+strconv.Itoa(int(proto))
 	}
+	if pol == polarityAny {
+		return "any_" + makeID(prefix, key+"|any")
+	}
+	return makeID(prefix, key)
+}
+
+// acquireSet returns the set of kind over sp (port/proto for named ports) with polarity pol
+// and one more reference, creating it if needed (its members are listed by the next flush).
+// A matcher used with both polarities has two sets; they differ only in contested addresses.
+func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string, proto model.Protocol, pol polarity) *set {
+	id := setID(sp, kind, port, proto, pol)
 	if s := c.sets[id]; s != nil {
 		s.refs++
 		return s
@@ -149,7 +184,10 @@ func (c *setCalculator) acquireSet(sp spec, kind dataplane.SetKind, port string,
 			desc += "/" + strings.ToLower(proto.String())
 		}
 	}
-	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, refs: 1, fresh: true}
+	if pol == polarityAny {
+		desc += " (any holder)"
+	}
+	s := &set{id: id, kind: kind, desc: desc, m: m, port: port, proto: proto, pol: pol, refs: 1, fresh: true}
 	m.sets = append(m.sets, s)
 	for e := range c.index.membersOf(m).all {
 		e.inSets++
@@ -179,10 +217,11 @@ func (c *setCalculator) releaseSet(s *set) {
 	c.index.releaseMatcher(m)
 }
 
-// contest lists whole, at the next flush, every set of the other endpoints holding an address of
-// net: e's update changes who claims it, and so whether it is a member (memberOf). It is called
-// while e is filed under net. Usually no address of net is shared and this costs one lookup per
-// address.
+// contest lists whole, at the next flush, every every-polarity set of the other endpoints
+// holding an address of net: e's update changes who claims it, and so whether it is a member
+// (memberOf). An any-polarity set's membership changes only with e's own contribution, which
+// contribute handles. It is called while e is filed under net. Usually no address of net is
+// shared and this costs one lookup per address.
 func (c *setCalculator) contest(e *endpoint, net netInfo) {
 	for a := range net.addrs() {
 		if !c.holders.shared(a) {
@@ -194,7 +233,9 @@ func (c *setCalculator) contest(e *endpoint, net netInfo) {
 			}
 			for _, m := range h.matches.all() {
 				for _, s := range m.sets {
-					c.relist(s)
+					if s.pol == polarityEvery {
+						c.relist(s)
+					}
 				}
 			}
 		}
@@ -208,12 +249,15 @@ func (c *setCalculator) relist(s *set) {
 	c.changes.setChanged(s.id)
 }
 
-// memberOf reports whether mb, which an endpoint of s contributes, is a member of s: an address
-// several endpoints hold (a pod's IP reused by its successor before its delete arrives, a status
-// written late) is one only while every holder contributes it, so a packet from or to it is
-// allowed by a rule only if it would be for each pod that may be behind it.
+// memberOf reports whether mb, which an endpoint of s contributes, is a member of s. An
+// address several endpoints hold (a pod's IP reused by its successor before its delete
+// arrives, a status written late) is one of an every-polarity set only while every holder
+// contributes it, so a packet from or to it is allowed by a rule only if it would be for each
+// pod that may be behind it; of an any-polarity set while one holder does (the endpoint that
+// contributes mb), so it is denied by a rule if it would be for one of them. An address one
+// endpoint holds is a member of both.
 func (c *setCalculator) memberOf(s *set, mb dataplane.Member) bool {
-	if !c.holders.shared(mb.Addr) {
+	if s.pol == polarityAny || !c.holders.shared(mb.Addr) {
 		return true
 	}
 	for h := range c.holders.of(mb.Addr) {

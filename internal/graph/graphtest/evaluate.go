@@ -37,7 +37,12 @@ type Decision struct {
 // destination port): tiers in order, policies in order, rules in order; Allow and Deny decide,
 // Pass goes to the next tier, Log continues; a tier whose policies did not decide applies its
 // default when that is Allow or Deny, and passes otherwise; after the last tier, allow.
-// Addresses are compared unmapped. As the dataplane enforces them (docs/design.md, limits): a
+// Addresses are compared unmapped. Set membership is the Model's, as the dataplane holds it: an
+// address several pods hold is judged by its membership of each set the rule refers to, which
+// the graph decides by the set's polarity (an Allow rule's sets hold it only while every holder
+// matches, a Deny or Pass rule's while one does, negated uses the other way round), so a
+// compiled ruleset and Evaluate over one state judge a contested address alike. As the
+// dataplane enforces them (docs/design.md, limits): a
 // rule with ICMP type/code or source ports matches nothing, and a rule with ports or excluded
 // ports matches only protocols with ports.
 func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Decision {
