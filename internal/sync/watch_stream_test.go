@@ -48,9 +48,10 @@ func (l *requestLog) Write(p []byte) (int, error) {
 }
 
 // TestInitialListsStreamed: against the harness' API server (etcd 3.6, which has the progress
-// notifications the API server needs), the Watcher's initial lists of namespaces, pods and
-// network policies are streamed (client-go's WatchListClient): watches with initial events, no
-// plain list, nftpolicy_watch_streaming 1, and no fallback logged.
+// notifications the API server needs), the Watcher's initial lists of namespaces and network
+// policies are streamed (client-go's WatchListClient): watches with initial events, no plain
+// list, nftpolicy_watch_streaming 1, and no fallback logged. Pods are listed plainly by design
+// (podlist.go): no streaming attempt, nftpolicy_watch_streaming 0.
 func TestInitialListsStreamed(t *testing.T) {
 	s := kube.Require(t, srv)
 	rl := &requestLog{plain: map[string]int{}, streaming: map[string]int{}}
@@ -66,7 +67,13 @@ func TestInitialListsStreamed(t *testing.T) {
 	c.waitSync(t)
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	for _, res := range []string{"namespaces", "pods", "networkpolicies"} {
+	if got := testutil.ToFloat64(m.Streaming.WithLabelValues("pods")); got != 0 {
+		t.Errorf("nftpolicy_watch_streaming{pods} = %v, want 0 (a plain list)", got)
+	}
+	if rl.streaming["pods"] != 0 || rl.plain["pods"] == 0 {
+		t.Errorf("pods: %d streaming list(s), %d plain list(s); want a plain list only", rl.streaming["pods"], rl.plain["pods"])
+	}
+	for _, res := range []string{"namespaces", "networkpolicies"} {
 		if got := testutil.ToFloat64(m.Streaming.WithLabelValues(res)); got != 1 {
 			t.Errorf("nftpolicy_watch_streaming{%s} = %v, want 1 (a streamed list)", res, got)
 		}
