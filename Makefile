@@ -4,19 +4,22 @@ GO ?= go
 KUBE_VERSION ?= v1.36.3
 NFTPOLICY_CACHE ?= /var/cache/nftpolicy
 KUBE_APISERVER ?= $(NFTPOLICY_CACHE)/kube-apiserver-$(KUBE_VERSION)/kube-apiserver
+# etcd's version is hack/gobuild.sh's ETCD_VERSION, shared with the kind path.
+ETCD_VERSION ?= $(shell . hack/gobuild.sh && echo $$ETCD_VERSION)
+NFTPOLICY_ETCD ?= $(NFTPOLICY_CACHE)/etcd-v$(ETCD_VERSION)/etcd
 STATICCHECK_VERSION ?= v0.8.2
-APT_PACKAGES := nftables iproute2 etcd-server conntrack
+APT_PACKAGES := nftables iproute2 conntrack
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
-export KUBE_APISERVER NFTPOLICY_CACHE KUBE_VERSION
+export KUBE_APISERVER NFTPOLICY_ETCD NFTPOLICY_CACHE KUBE_VERSION ETCD_VERSION
 
-.PHONY: all deps apt-deps kube-apiserver build test vet unit e2e bench fuzz demo lint tidy-check clean clean-netns e2e-kind kind-cache kind-cache-state kind-clean
+.PHONY: all deps apt-deps kube-apiserver etcd build test vet unit e2e bench fuzz demo lint tidy-check clean clean-netns e2e-kind kind-cache kind-cache-state kind-clean
 
 all: build
 
 ## deps: install what the tests need, only what is missing (idempotent).
-deps: apt-deps kube-apiserver
+deps: apt-deps kube-apiserver etcd
 
 apt-deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -27,6 +30,9 @@ apt-deps:
 
 kube-apiserver:
 	@KUBE_VERSION=$(KUBE_VERSION) NFTPOLICY_CACHE=$(NFTPOLICY_CACHE) bash hack/build-kube-apiserver.sh
+
+etcd:
+	@ETCD_VERSION=$(ETCD_VERSION) NFTPOLICY_CACHE=$(NFTPOLICY_CACHE) bash hack/build-etcd.sh
 
 ## build: the static agent binary in bin/.
 build:

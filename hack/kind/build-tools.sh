@@ -9,26 +9,6 @@ out="$(tools_dir)"
 mkdir -p "$out"
 export CGO_ENABLED=0 GOFLAGS="-mod=mod ${GOFLAGS_EXTRA:-}"
 
-# gobuild NAME MODULE VERSION PACKAGE [LDFLAGS] [TAGS] [MAIN.GO]: builds PACKAGE of MODULE@VERSION
-# in a throwaway module (the tool's own go.mod requirements are honoured, its replaces are not).
-gobuild() {
-  local name=$1 mod=$2 ver=$3 pkg=$4 ld=${5:-} tags=${6:-} main=${7:-}
-  [ -x "$out/$name" ] && return 0
-  local w="$NFTPOLICY_CACHE/build-$name-$ver"
-  mkdir -p "$w"
-  (
-    cd "$w"
-    printf 'module nftpolicy.local/build-%s\n\ngo 1.26\n' "$name" > go.mod
-    if [ -n "$main" ]; then printf '%s\n' "$main" > main.go; pkg=.; fi
-    go get "$mod@$ver" >/dev/null 2>"$w/get.log" || { cat "$w/get.log" >&2; exit 1; }
-    [ -z "$main" ] || go mod tidy >/dev/null 2>&1 || true
-    t0=$(date +%s)
-    go build -trimpath -tags "$tags" -ldflags "-s -w $ld" -o "$out/$name.tmp" "$pkg"
-    mv "$out/$name.tmp" "$out/$name"
-    echo "built $name ($mod $ver) in $(( $(date +%s) - t0 )) s"
-  )
-}
-
 gobuild kind sigs.k8s.io/kind "$KIND_VERSION" sigs.k8s.io/kind
 cv=github.com/containerd/containerd/v2/version
 ctags="no_aufs no_zfs no_btrfs no_devmapper"
@@ -43,17 +23,7 @@ for p in main/ptp main/loopback ipam/host-local meta/portmap; do
     "github.com/containernetworking/plugins/plugins/$p" \
     "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION"
 done
-gobuild etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION" . "" "" \
-'package main
-
-import (
-	"os"
-
-	"go.etcd.io/etcd/server/v3/etcdmain"
-)
-
-// The etcd command, as go.etcd.io/etcd/v3'"'"'s main.go.
-func main() { etcdmain.Main(os.Args) }'
+gobuild etcd go.etcd.io/etcd/server/v3 "v$ETCD_VERSION" . "" "" "$ETCD_MAIN"
 gobuild coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns
 if [ ! -x "$out/pause" ]; then
   src=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')

@@ -7,7 +7,7 @@ KIND_VERSION="${KIND_VERSION:-v0.33.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CRICTL_VERSION="${CRICTL_VERSION:-v1.37.0}"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.10.0}"
-ETCD_VERSION="${ETCD_VERSION:-3.6.8}"          # kubeadm v1.36's DefaultEtcdVersion 3.6.8-0
+. "$(dirname "${BASH_SOURCE[0]}")/../gobuild.sh"  # ETCD_VERSION, shared with the test harness
 COREDNS_VERSION="${COREDNS_VERSION:-v1.14.2}"  # kubeadm v1.36's CoreDNSVersion
 PAUSE_VERSION="${PAUSE_VERSION:-3.10.2}"       # kubeadm v1.36's PauseVersion
 AGNHOST_VERSION="${AGNHOST_VERSION:-2.63.0}"   # test/utils/image/manifest.go of v1.36

@@ -152,11 +152,17 @@ func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *po
 		// server serves ClusterNetworkPolicies
 		return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{})
 	}
-	if resource == "pods" { // listed by podlist.go, watched as client-go does
+	if resource == "pods" {
+		// listed by podlist.go, watched as client-go does. A plain list: a streaming list's
+		// events are decoded whole by client-go's generated decoder, where podlist.go reads
+		// only the fields a record uses; at 100,000 pods streaming doubled the agent's CPU
+		// until its first commit and the API server's, and made the cold start 1.1 s slower
+		// (BENCHMARKS.md)
 		lw = &cache.ListWatch{WatchFuncWithContext: lw.WatchFuncWithContext,
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return c.listPods(ctx, o, record)
 			}}
+		return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{})
 	}
 	// the client keeps client-go's streaming list (WatchListClient) where the API server
 	// supports it, as the clientset's informers do

@@ -18,7 +18,17 @@
 //     instead of reading it whole and decoding one PodList (client-go falls back to one unpaginated
 //     list when the API server cannot stream it), reading only the fields a record uses by hand
 //     (podfields.go) and skipping the rest without allocating it; watch events go through
-//     client-go's generated decoder. After the updates of each event, the next batch carries a
+//     client-go's generated decoder. Namespaces and NetworkPolicies are listed by streaming
+//     (client-go's WatchListClient: a watch that sends the current objects first, ended by a
+//     bookmark), which the API server serves from its watch cache object by object instead of
+//     building one answer; it can where its etcd has progress notifications (etcd 3.5.13+).
+//     Where it cannot, it ends the stream with an error and the reflector lists instead:
+//     logged once per resource at Info ("API server cannot stream lists; listing"), and
+//     nftpolicy_watch_streaming{resource} says which way each resource's last list came
+//     (trackedListerWatcher and resourceWatch in informer.go). Pods are listed plainly, through
+//     podlist.go: a streaming list's events go through the generated decoder whole, which at
+//     100,000 pods cost more CPU, in the agent and in the API server, than the one answer
+//     podlist.go reads field by field (BENCHMARKS.md). After the updates of each event, the next batch carries a
 //     model.SourceVersion of its resource: the agent publishes, once committed, the versions its
 //     table reflects. ServiceAccounts are not watched: no API the agent reads uses their
 //     labels.

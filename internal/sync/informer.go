@@ -303,9 +303,15 @@ type resourceWatch struct {
 	openedAt    time.Time // of the open watch
 	outageStart int64     // downSince when the open watch opened
 	streaming   bool      // the open watch is a streaming list's (SendInitialEvents)
-	real        int       // watches that proved real
-	failures    int       // failed lists and watches since a watch last proved real, for the log
-	logged      time.Time // when a failure was last logged
+	// streamOpened: a streaming list's watch opened since the last list was delivered or a plain
+	// one requested; the list the reflector delivers next is that stream's, unless a plain list
+	// is requested first
+	streamOpened bool
+	// fallbackLogged: a fallback from a streaming list to a plain one has been logged
+	fallbackLogged bool
+	real           int       // watches that proved real
+	failures       int       // failed lists and watches since a watch last proved real, for the log
+	logged         time.Time // when a failure was last logged
 	// heard is when the API server last sent something of the resource (a list, an event or a
 	// bookmark), in Unix nanoseconds; 0 before the first
 	heard atomic.Int64
@@ -314,6 +320,7 @@ type resourceWatch struct {
 	open      prometheus.Gauge
 	restarts  prometheus.Counter
 	lists     prometheus.Counter
+	streamed  prometheus.Gauge
 	lastEvent prometheus.Gauge
 	relists   prometheus.Counter
 	staleness prometheus.Observer
@@ -326,6 +333,8 @@ func newResourceWatch(resource string, log *slog.Logger, m *Metrics, now time.Ti
 		r.open = m.WatchOpen.WithLabelValues(resource)
 		r.restarts = m.WatchRestarts.WithLabelValues(resource)
 		r.lists = m.Lists.WithLabelValues(resource)
+		r.streamed = m.Streaming.WithLabelValues(resource)
+		r.streamed.Set(0)
 		r.lastEvent = m.LastEvent.WithLabelValues(resource)
 		r.relists = m.Relists.WithLabelValues(resource)
 		r.staleness = m.RelistStaleness.WithLabelValues(resource)
@@ -367,6 +376,7 @@ func (r *resourceWatch) opened(streaming bool) int64 {
 	gen := r.generation.Add(1)
 	r.mu.Lock()
 	r.openedAt, r.outageStart, r.streaming = now, r.downSince.Swap(0), streaming
+	r.streamOpened = r.streamOpened || streaming
 	r.unconfirmed.Store(true)
 	r.mu.Unlock()
 	r.setOpen(1)
@@ -449,11 +459,46 @@ func (r *resourceWatch) failedLocked(op string, err error, now time.Time) {
 	}
 }
 
+// listing records that the reflector requests a plain list and reports whether a streaming
+// list's watch opened since the last list was delivered or requested: the reflector falls back to a plain list when
+// the API server ends the stream with an error — it cannot stream lists when its etcd lacks
+// progress notifications (RequestWatchProgress: etcd before 3.5.13).
+func (r *resourceWatch) listing() (afterStream bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	afterStream, r.streamOpened = r.streamOpened, false
+	return afterStream
+}
+
+// fellBack records a plain list the API server answered after a streaming list's watch: logged
+// once per resource, at Info (the view is complete either way; a plain list of many objects
+// costs the API server one answer it builds whole).
+func (r *resourceWatch) fellBack() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.fallbackLogged {
+		r.fallbackLogged = true
+		r.log.Info("API server cannot stream lists; listing", "resource", r.resource)
+	}
+}
+
 // listed records a completed list and returns when the API server was last heard of before it
-// (Unix nanoseconds, 0: never).
+// (Unix nanoseconds, 0: never). The list was streamed when a streaming list's watch opened since
+// the last list was delivered or a plain one requested.
 func (r *resourceWatch) listed() (lastHeard int64) {
 	if r.lists != nil {
 		r.lists.Inc()
+	}
+	r.mu.Lock()
+	streamed := r.streamOpened
+	r.streamOpened = false
+	r.mu.Unlock()
+	if r.streamed != nil {
+		v := 0.0
+		if streamed {
+			v = 1
+		}
+		r.streamed.Set(v)
 	}
 	return r.received()
 }
@@ -516,11 +561,18 @@ func (t *trackedListerWatcher) Watch(o metav1.ListOptions) (watch.Interface, err
 }
 
 func (t *trackedListerWatcher) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	afterStream := t.watch.listing()
 	list, err := t.ctxLW.ListWithContext(ctx, o)
-	if err != nil && ctx.Err() == nil {
-		t.watch.failed("list", err)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.watch.failed("list", err)
+		}
+		return list, err
 	}
-	return list, err
+	if afterStream {
+		t.watch.fellBack()
+	}
+	return list, nil
 }
 
 func (t *trackedListerWatcher) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

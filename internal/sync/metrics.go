@@ -24,6 +24,11 @@ type Metrics struct {
 	// Lists counts the complete lists of a resource: the initial one, and relists after a
 	// watch could not resume (an expired resourceVersion, an API server restart).
 	Lists *prometheus.CounterVec
+	// Streaming is 1 when the resource's last list was streamed (client-go's WatchListClient: a
+	// watch that sends the initial objects first), 0 when it was a plain list: the API server
+	// cannot stream lists (its etcd lacks progress notifications), or the resource is listed by
+	// design (Nodes, ClusterNetworkPolicies).
+	Streaming *prometheus.GaugeVec
 	// LastEvent is when the API server last sent something of the resource (a list, an event
 	// or a bookmark), in seconds since the Unix epoch.
 	LastEvent *prometheus.GaugeVec
@@ -62,6 +67,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_watch_lists_total",
 			Help: "Complete lists of the resource: the initial one and relists when a watch could not resume.",
 		}, []string{"resource"}),
+		Streaming: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftpolicy_watch_streaming",
+			Help: "1 when the resource's last list was streamed from the API server (WatchList), 0 when it was a plain list.",
+		}, []string{"resource"}),
 		LastEvent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nftpolicy_watch_last_event_timestamp_seconds",
 			Help: "When the API server last sent a list, event or bookmark of the resource (Unix time).",
@@ -77,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"resource"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.InvalidObjects, m.PartlyEnforced, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.LastEvent,
+		reg.MustRegister(m.InvalidObjects, m.PartlyEnforced, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.Streaming, m.LastEvent,
 			m.Relists, m.RelistStaleness)
 	}
 	return m

@@ -23,11 +23,13 @@ import (
 
 var srv *kube.Server
 
-// slowLists delays the answers to LISTs of pods and network policies.
+// slowLists delays the answers to lists of pods and network policies: plain LISTs and streaming
+// lists (watches with sendInitialEvents=true, client-go's WatchListClient).
 type slowLists struct{ rt http.RoundTripper }
 
 func (s slowLists) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodGet && r.URL.Query().Get("watch") == "" &&
+	q := r.URL.Query()
+	if r.Method == http.MethodGet && (q.Get("watch") == "" || q.Get("sendInitialEvents") == "true") &&
 		(strings.HasSuffix(r.URL.Path, "/pods") || strings.HasSuffix(r.URL.Path, "/networkpolicies")) {
 		select {
 		case <-time.After(time.Second):

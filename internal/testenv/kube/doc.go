@@ -11,9 +11,12 @@
 //     "admin", group system:masters), an RSA service-account key pair, and an ECDSA CA that signs
 //     the serving certificate, valid for 127.0.0.1, ::1, localhost and Config.ServingIPs. Clients
 //     verify TLS against Server.CAData; Kubeconfig writes a file with the CA and the token.
-//   - etcd (Debian's etcd-server 3.4) keeps its data in Dir; kube-apiserver v1.36.3 (built by
-//     `make deps`) runs with RBAC, --disable-admission-plugins=ServiceAccount (no
-//     controller-manager makes the default ServiceAccounts), service CIDR 10.96.0.0/16. There is
+//   - etcd 3.6.8 keeps its data in Dir; kube-apiserver v1.36.3 runs with RBAC,
+//     --disable-admission-plugins=ServiceAccount (no controller-manager makes the default
+//     ServiceAccounts), service CIDR 10.96.0.0/16. Both are built from their Go modules by
+//     `make deps`. etcd 3.6 has the progress notifications (RequestWatchProgress) without which
+//     the API server cannot stream lists (WatchList, on by default in v1.36), so a client's
+//     streaming list (client-go's WatchListClient) is served as such. There is
 //     no scheduler, kubelet or controller: CreatePod binds a pod with spec.nodeName and patches
 //     its status subresource the way a kubelet would (phase Running, Ready, podIP, podIPs);
 //     SetPodStatus and PatchPodStatus change it later (hostIPs, other phases). A pod needs no

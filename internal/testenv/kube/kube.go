@@ -34,9 +34,10 @@ import (
 // The environment variable NFTPOLICY_KUBE_APISERVER overrides it.
 const DefaultBinary = "/var/cache/nftpolicy/kube-apiserver-v1.36.3/kube-apiserver"
 
-// DefaultEtcd is the etcd binary used when Config.Etcd is empty (Debian's etcd-server).
-// The environment variable NFTPOLICY_ETCD overrides it.
-const DefaultEtcd = "/usr/bin/etcd"
+// DefaultEtcd is where `make deps` (hack/build-etcd.sh) puts etcd 3.6, the etcd used when
+// Config.Etcd is empty: it has the progress notifications (RequestWatchProgress) the API server
+// needs to stream lists (WatchList). The environment variable NFTPOLICY_ETCD overrides it.
+const DefaultEtcd = "/var/cache/nftpolicy/etcd-v3.6.8/etcd"
 
 // ServiceCIDR is the API server's --service-cluster-ip-range.
 const ServiceCIDR = "10.96.0.0/16"
