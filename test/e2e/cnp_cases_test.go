@@ -15,7 +15,7 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	policyv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // cnpTest is one upstream ConformanceTest.
@@ -48,65 +48,65 @@ type poke struct {
 type change struct {
 	By                  string
 	CNP                 string
-	Edit                func(p *policyv1alpha2.ClusterNetworkPolicy, v View)
+	Edit                func(p *policyv1beta1.ClusterNetworkPolicy, v View)
 	DeleteNetworkPolicy string // "<house>/<name>"
 }
 
 func swapIngress(cnp string, i, j int) change {
-	return change{By: "swap ingress rules", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+	return change{By: "swap ingress rules", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, _ View) {
 		p.Spec.Ingress[i], p.Spec.Ingress[j] = p.Spec.Ingress[j], p.Spec.Ingress[i]
 	}}
 }
 
 func swapEgress(cnp string, i, j int) change {
-	return change{By: "swap egress rules", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+	return change{By: "swap egress rules", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, _ View) {
 		p.Spec.Egress[i], p.Spec.Egress[j] = p.Spec.Egress[j], p.Spec.Egress[i]
 	}}
 }
 
-func ingressAction(cnp string, i int, a policyv1alpha2.ClusterNetworkPolicyRuleAction) change {
-	return change{By: "set an ingress rule's action", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+func ingressAction(cnp string, i int, a policyv1beta1.ClusterNetworkPolicyRuleAction) change {
+	return change{By: "set an ingress rule's action", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, _ View) {
 		p.Spec.Ingress[i].Action = a
 	}}
 }
 
-func egressAction(cnp string, i int, a policyv1alpha2.ClusterNetworkPolicyRuleAction) change {
-	return change{By: "set an egress rule's action", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+func egressAction(cnp string, i int, a policyv1beta1.ClusterNetworkPolicyRuleAction) change {
+	return change{By: "set an egress rule's action", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, _ View) {
 		p.Spec.Egress[i].Action = a
 	}}
 }
 
 func priority(cnp string, prio int32) change {
-	return change{By: "set the priority", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
+	return change{By: "set the priority", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, _ View) {
 		p.Spec.Priority = prio
 	}}
 }
 
 // ingressNamedPort and egressNamedPort replace a rule's protocols with one named port.
 func ingressNamedPort(cnp string, i int, name string) change {
-	return change{By: "make an ingress rule's port a named port", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
-		p.Spec.Ingress[i].Protocols = []policyv1alpha2.ClusterNetworkPolicyProtocol{{DestinationNamedPort: name}}
+	return change{By: "make an ingress rule's port a named port", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, _ View) {
+		p.Spec.Ingress[i].Protocols = []policyv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: name}}
 	}}
 }
 
 func egressNamedPort(cnp string, i int, name string) change {
-	return change{By: "make an egress rule's port a named port", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, _ View) {
-		p.Spec.Egress[i].Protocols = []policyv1alpha2.ClusterNetworkPolicyProtocol{{DestinationNamedPort: name}}
+	return change{By: "make an egress rule's port a named port", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, _ View) {
+		p.Spec.Egress[i].Protocols = []policyv1beta1.ClusterNetworkPolicyProtocol{{DestinationNamedPort: name}}
 	}}
 }
 
 // prependEgressToPodIPs inserts, first, an Accept egress rule to the pods' addresses (/32 or
 // /128) in the family under test.
 func prependEgressToPodIPs(cnp, rule string, pods ...string) change {
-	return change{By: "insert an Accept rule to pod addresses first", CNP: cnp, Edit: func(p *policyv1alpha2.ClusterNetworkPolicy, v View) {
-		var nets []policyv1alpha2.CIDR
+	return change{By: "insert an Accept rule to pod addresses first", CNP: cnp, Edit: func(p *policyv1beta1.ClusterNetworkPolicy, v View) {
+		var nets []policyv1beta1.CIDR
 		for _, pod := range pods {
 			ip := v.IP(conformanceKey(pod))
-			nets = append(nets, policyv1alpha2.CIDR(netip.PrefixFrom(ip, ip.BitLen()).String()))
+			nets = append(nets, policyv1beta1.CIDR(netip.PrefixFrom(ip, ip.BitLen()).String()))
 		}
-		r := policyv1alpha2.ClusterNetworkPolicyEgressRule{Name: rule, Action: policyv1alpha2.ClusterNetworkPolicyRuleActionAccept,
-			To: []policyv1alpha2.ClusterNetworkPolicyEgressPeer{{Networks: nets}}}
-		p.Spec.Egress = append([]policyv1alpha2.ClusterNetworkPolicyEgressRule{r}, p.Spec.Egress...)
+		r := policyv1beta1.ClusterNetworkPolicyEgressRule{Name: rule, Action: policyv1beta1.ClusterNetworkPolicyRuleActionAccept,
+			To: []policyv1beta1.ClusterNetworkPolicyEgressPeer{{Networks: nets}}}
+		p.Spec.Egress = append([]policyv1beta1.ClusterNetworkPolicyEgressRule{r}, p.Spec.Egress...)
 	}}
 }
 
@@ -116,7 +116,7 @@ func deleteNetworkPolicy(key string) change {
 
 func cnpTests() []cnpTest {
 	tcp, udp, sctp := protocolTCP, protocolUDP, protocolSCTP
-	pass := policyv1alpha2.ClusterNetworkPolicyRuleActionPass
+	pass := policyv1beta1.ClusterNetworkPolicyRuleActionPass
 	return []cnpTest{
 		{Name: "CNPAdminTierEgressNamedPort", Feature: "ClusterNetworkPolicyNamedPorts", Manifest: "base/admin_tier/standard-egress-tcp-rules.yaml",
 			Subtests: []cnpSubtest{

@@ -13,7 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	policyv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	policyv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/network-policy-api/conformance"
 )
 
@@ -186,7 +186,7 @@ func applyOffline(objs []any, ch change) (err error) {
 	}()
 	for _, o := range objs {
 		switch o := o.(type) {
-		case *policyv1alpha2.ClusterNetworkPolicy:
+		case *policyv1beta1.ClusterNetworkPolicy:
 			if ch.CNP == o.Name {
 				ch.Edit(o, oneAddrView{})
 				return nil
