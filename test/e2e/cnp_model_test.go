@@ -1,6 +1,6 @@
 package e2e
 
-// The world of sigs.k8s.io/network-policy-api's conformance suite (v0.2.0, conformance/base,
+// The world of sigs.k8s.io/network-policy-api's conformance suite (v0.3.0, conformance/base,
 // Apache-2.0), read from the module's own embedded manifests (conformance.Manifests), so the
 // objects are upstream's byte for byte: namespaces network-policy-conformance-{gryffindor,
 // slytherin, hufflepuff, ravenclaw, forbidden-forrest} labelled conformance-house=<house>; per
