@@ -26,10 +26,11 @@ import (
 // ClusterNetworkPolicies are a custom resource: the API server serves them only while their CRD
 // is installed, at v1beta1 and v1alpha2 (network-policy-api v0.3.0 on) or at v1alpha2 only
 // (v0.2). runClusterPolicies lists them like any resource, at v1beta1 where it is served and
-// at v1alpha2 where only it is; when the API server answers that it serves neither, the Watcher holds no ClusterNetworkPolicy (those it held are
-// withdrawn), counts the resource as in sync and idle (not a watch outage: /readyz stays
-// ready), and lists again every Config.AbsentRecheck, so policies are picked up within that
-// time of the CRD's installation, without a restart.
+// at v1alpha2 where only it is; when the API server answers that it serves neither, the
+// Watcher holds no ClusterNetworkPolicy (those it held are withdrawn), counts the resource as
+// in sync and idle (not a watch outage: /readyz stays ready), and lists again every
+// Config.AbsentRecheck, so policies are picked up within that time of the CRD's installation,
+// without a restart.
 //
 // Nodes are watched only from the first ClusterNetworkPolicy with a node peer on (their
 // informer caches each node's name, labels and IP addresses only). A ClusterNetworkPolicy with
