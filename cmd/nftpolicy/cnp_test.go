@@ -8,7 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	api "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	api "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npav1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 )
 
 // Client is the API server as the Watcher reads it: the lists and watches of every namespace,
@@ -34,10 +35,13 @@ import (
 // schemes take heap, all for nothing.
 type Client interface {
 	// listerWatcher is the source of a resource's informer: resource is "namespaces", "pods",
-	// "networkpolicies", "clusternetworkpolicies" or "nodes", of every namespace; record makes
-	// the record of each listed pod (Watcher.recordPod). A list of a resource the API server
-	// does not serve (ClusterNetworkPolicies without their CRD) fails with a NotFound status.
+	// "networkpolicies" or "nodes", of every namespace; record makes the record of each listed
+	// pod (Watcher.recordPod).
 	listerWatcher(resource string, record func(*corev1.Pod) *podRecord) cache.ListerWatcher
+	// clusterPolicies is the source of the ClusterNetworkPolicies of an API version (cnpV1beta1
+	// or cnpV1alpha2). A list of a version the API server does not serve (no CRD, or one
+	// without that version) fails with a NotFound status.
+	clusterPolicies(version string) cache.ListerWatcher
 }
 
 // scheme holds the types the Watcher and LoadDir decode, with metav1's for each group version.
@@ -46,6 +50,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(corev1.AddToScheme(s))
 	utilruntime.Must(networkingv1.AddToScheme(s))
 	utilruntime.Must(npav1alpha2.Install(s))
+	utilruntime.Must(npav1beta1.Install(s))
 	return s
 }
 
@@ -85,12 +90,14 @@ func NewClient(rc *rest.Config) (Client, error) {
 		return nil, err
 	}
 	// custom resources are served as JSON only
-	json := *base
-	json.ContentType, json.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
-	gv := schema.GroupVersion(npav1alpha2.GroupVersion)
-	json.APIPath, json.GroupVersion = "/apis", &gv
-	if c.policy, err = rest.RESTClientForConfigAndClient(&json, hc); err != nil {
-		return nil, fmt.Errorf("sync: the API client of %s: %w", gv, err)
+	c.policy = map[string]*rest.RESTClient{}
+	for _, gv := range []schema.GroupVersion{schema.GroupVersion(npav1beta1.GroupVersion), schema.GroupVersion(npav1alpha2.GroupVersion)} {
+		json := *base
+		json.ContentType, json.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+		json.APIPath, json.GroupVersion = "/apis", &gv
+		if c.policy[gv.Version], err = rest.RESTClientForConfigAndClient(&json, hc); err != nil {
+			return nil, fmt.Errorf("sync: the API client of %s: %w", gv, err)
+		}
 	}
 	return &c, nil
 }
@@ -133,23 +140,20 @@ func APIDialer() *net.Dialer {
 	}
 }
 
-// restClient lists and watches through one REST client per group, sharing their connections.
+// restClient lists and watches through one REST client per group version, sharing their
+// connections.
 type restClient struct {
-	core, networking, policy *rest.RESTClient
+	core, networking *rest.RESTClient
+	policy           map[string]*rest.RESTClient // by version; read-only after NewClient
 }
 
 func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *podRecord) cache.ListerWatcher {
 	client := c.core
-	switch resource {
-	case "networkpolicies":
+	if resource == "networkpolicies" {
 		client = c.networking
-	case "clusternetworkpolicies":
-		client = c.policy
 	}
 	lw := cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
-	if resource == "clusternetworkpolicies" || resource == "nodes" {
-		// plain lists: small resources, and a list is how the Watcher finds whether the API
-		// server serves ClusterNetworkPolicies
+	if resource == "nodes" { // plain lists: a small resource
 		return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{})
 	}
 	if resource == "pods" {
@@ -167,6 +171,13 @@ func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *po
 	// the client keeps client-go's streaming list (WatchListClient) where the API server
 	// supports it, as the clientset's informers do
 	return cache.ToListWatcherWithWatchListSemantics(lw, c)
+}
+
+func (c *restClient) clusterPolicies(version string) cache.ListerWatcher {
+	lw := cache.NewListWatchFromClient(c.policy[version], "clusternetworkpolicies", metav1.NamespaceAll, fields.Everything())
+	// plain lists: a small resource, and a list is how the Watcher finds which version the API
+	// server serves
+	return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{})
 }
 
 // noWatchList is a client that does not stream lists (client-go's WatchListClient).

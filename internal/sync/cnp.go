@@ -1,6 +1,8 @@
 package sync
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,7 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npav1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/selector"
@@ -68,10 +72,10 @@ func convertNode(n *corev1.Node) node {
 }
 
 // ConvertClusterNetworkPolicy converts a ClusterNetworkPolicy (policy.networking.k8s.io
-// v1alpha2) into the model, its node peers resolved against nodes (see convertCNP). ignored
+// v1beta1; a v1alpha2 one goes through ClusterNetworkPolicyV1beta1 first) into the model, its node peers resolved against nodes (see convertCNP). ignored
 // says what is not enforced as written (domainNames peers), one sentence each; an error means
 // the policy cannot be converted at all, and no policy is returned.
-func ConvertClusterNetworkPolicy(cnp *npav1alpha2.ClusterNetworkPolicy, nodes []*corev1.Node) (p model.Policy, ignored []string, err error) {
+func ConvertClusterNetworkPolicy(cnp *npav1beta1.ClusterNetworkPolicy, nodes []*corev1.Node) (p model.Policy, ignored []string, err error) {
 	c, err := convertCNP(cnp)
 	if err != nil {
 		return model.Policy{}, nil, err
@@ -81,6 +85,38 @@ func ConvertClusterNetworkPolicy(cnp *npav1alpha2.ClusterNetworkPolicy, nodes []
 		byName[n.Name] = convertNode(n)
 	}
 	return c.resolve(byName), c.ignored, nil
+}
+
+// ClusterNetworkPolicyV1beta1 is a v1alpha2 ClusterNetworkPolicy as v1beta1. The two versions
+// have the same schema (the API server stores v1alpha2 objects as v1beta1 without a conversion
+// webhook), so the object goes through its JSON form unchanged; only apiVersion differs. It
+// fails only on input no decoder produces (a field the other version cannot hold).
+func ClusterNetworkPolicyV1beta1(cnp *npav1alpha2.ClusterNetworkPolicy) (*npav1beta1.ClusterNetworkPolicy, error) {
+	data, err := json.Marshal(cnp)
+	if err != nil {
+		return nil, fmt.Errorf("ClusterNetworkPolicy %s as v1beta1: %w", cnp.Name, err)
+	}
+	out := &npav1beta1.ClusterNetworkPolicy{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return nil, fmt.Errorf("ClusterNetworkPolicy %s as v1beta1: %w", cnp.Name, err)
+	}
+	if out.APIVersion != "" {
+		out.APIVersion = npav1beta1.GroupVersion.String()
+	}
+	return out, nil
+}
+
+// clusterPolicyV1beta1 is obj, a ClusterNetworkPolicy of either version, as v1beta1.
+func clusterPolicyV1beta1(obj runtime.Object) (*npav1beta1.ClusterNetworkPolicy, error) {
+	switch o := obj.(type) {
+	case *npav1beta1.ClusterNetworkPolicy:
+		return o, nil
+	case *npav1alpha2.ClusterNetworkPolicy:
+		return ClusterNetworkPolicyV1beta1(o)
+	}
+	return nil, fmt.Errorf("a %T is no ClusterNetworkPolicy", obj)
 }
 
 // convertCNP converts a ClusterNetworkPolicy with the API's semantics:
@@ -115,7 +151,7 @@ func ConvertClusterNetworkPolicy(cnp *npav1alpha2.ClusterNetworkPolicy, nodes []
 // subject or peer or protocol or port with more than one field, a bad selector, CIDR or port,
 // more than 25 rules, peers, protocols or networks) makes the policy invalid: the error names
 // the field.
-func convertCNP(cnp *npav1alpha2.ClusterNetworkPolicy) (*cnpConversion, error) {
+func convertCNP(cnp *npav1beta1.ClusterNetworkPolicy) (*cnpConversion, error) {
 	spec := &cnp.Spec
 	if cnp.Name == "" {
 		return nil, errors.New("metadata.name is empty")
@@ -123,9 +159,9 @@ func convertCNP(cnp *npav1alpha2.ClusterNetworkPolicy) (*cnpConversion, error) {
 	c := &cnpConversion{policy: model.Policy{Key: model.PolicyKey{Kind: KindClusterNetworkPolicy, Name: cnp.Name}}}
 	pol := &c.policy
 	switch spec.Tier {
-	case npav1alpha2.AdminTier:
+	case npav1beta1.AdminTier:
 		pol.Tier = model.TierAdmin
-	case npav1alpha2.BaselineTier:
+	case npav1beta1.BaselineTier:
 		pol.Tier = model.TierBaseline
 	default:
 		return nil, fmt.Errorf("spec.tier: unknown tier %q (want Admin or Baseline)", spec.Tier)
@@ -165,7 +201,7 @@ func convertCNP(cnp *npav1alpha2.ClusterNetworkPolicy) (*cnpConversion, error) {
 	return c, nil
 }
 
-func (c *cnpConversion) subject(s *npav1alpha2.ClusterNetworkPolicySubject) error {
+func (c *cnpConversion) subject(s *npav1beta1.ClusterNetworkPolicySubject) error {
 	pol := &c.policy
 	switch {
 	case s.Namespaces != nil && s.Pods != nil:
@@ -196,9 +232,9 @@ func (c *cnpConversion) subject(s *npav1alpha2.ClusterNetworkPolicySubject) erro
 // domainNames counts its domain names.
 type cnpPeer struct {
 	namespaces  *metav1.LabelSelector
-	pods        *npav1alpha2.NamespacedPod
+	pods        *npav1beta1.NamespacedPod
 	nodes       *metav1.LabelSelector
-	networks    []npav1alpha2.CIDR
+	networks    []npav1beta1.CIDR
 	domainNames int
 }
 
@@ -215,7 +251,7 @@ type cnpRule struct {
 	dir    model.Direction
 	index  int
 	name   string
-	action npav1alpha2.ClusterNetworkPolicyRuleAction
+	action npav1beta1.ClusterNetworkPolicyRuleAction
 	act    model.Action
 	field  string // "from" or "to", for errors
 }
@@ -228,8 +264,8 @@ type convertedPeer struct {
 }
 
 // rule appends the model rules of one API rule (see convertCNP).
-func (c *cnpConversion) rule(dir model.Direction, index int, name string, action npav1alpha2.ClusterNetworkPolicyRuleAction,
-	peers []cnpPeer, protocols []npav1alpha2.ClusterNetworkPolicyProtocol) error {
+func (c *cnpConversion) rule(dir model.Direction, index int, name string, action npav1beta1.ClusterNetworkPolicyRuleAction,
+	peers []cnpPeer, protocols []npav1beta1.ClusterNetworkPolicyProtocol) error {
 	act, err := cnpAction(action)
 	if err != nil {
 		return err
@@ -293,13 +329,13 @@ func (c *cnpConversion) rule(dir model.Direction, index int, name string, action
 }
 
 // cnpAction is the model's action for an API rule's.
-func cnpAction(action npav1alpha2.ClusterNetworkPolicyRuleAction) (model.Action, error) {
+func cnpAction(action npav1beta1.ClusterNetworkPolicyRuleAction) (model.Action, error) {
 	switch action {
-	case npav1alpha2.ClusterNetworkPolicyRuleActionAccept:
+	case npav1beta1.ClusterNetworkPolicyRuleActionAccept:
 		return model.ActionAllow, nil
-	case npav1alpha2.ClusterNetworkPolicyRuleActionDeny:
+	case npav1beta1.ClusterNetworkPolicyRuleActionDeny:
 		return model.ActionDeny, nil
-	case npav1alpha2.ClusterNetworkPolicyRuleActionPass:
+	case npav1beta1.ClusterNetworkPolicyRuleActionPass:
 		return model.ActionPass, nil
 	}
 	return 0, fmt.Errorf("action: unknown action %q (want Accept, Deny or Pass)", action)
@@ -376,7 +412,7 @@ func (c *cnpConversion) peer(r *cnpRule, j int, p *cnpPeer) (cp convertedPeer, o
 }
 
 // cnpNetworks converts a networks peer to canonical, distinct prefixes.
-func cnpNetworks(networks []npav1alpha2.CIDR) ([]netip.Prefix, error) {
+func cnpNetworks(networks []npav1beta1.CIDR) ([]netip.Prefix, error) {
 	if len(networks) > cnpMaxItems {
 		return nil, fmt.Errorf(": %d networks, at most %d", len(networks), cnpMaxItems)
 	}
@@ -404,7 +440,7 @@ func quotedName(name string) string {
 // OR-ed in one group, named ports in a group of their own (any protocol); no entry at all is
 // one group of every protocol and port. unreadable counts the entries without a known field,
 // which no group holds: when every entry is unreadable, no group is returned.
-func cnpProtocols(protocols []npav1alpha2.ClusterNetworkPolicyProtocol) (groups []*cnpProto, unreadable int, err error) {
+func cnpProtocols(protocols []npav1beta1.ClusterNetworkPolicyProtocol) (groups []*cnpProto, unreadable int, err error) {
 	if len(protocols) == 0 {
 		return []*cnpProto{{proto: model.ProtocolAny, all: true}}, 0, nil
 	}
@@ -428,7 +464,7 @@ func cnpProtocols(protocols []npav1alpha2.ClusterNetworkPolicyProtocol) (groups 
 		}
 		var (
 			proto model.Protocol
-			dp    *npav1alpha2.Port
+			dp    *npav1beta1.Port
 			name  string
 		)
 		switch {
@@ -465,7 +501,7 @@ func cnpProtocols(protocols []npav1alpha2.ClusterNetworkPolicyProtocol) (groups 
 }
 
 // cnpPort converts a destinationPort: a number, or a range start < end, within 1–65535.
-func cnpPort(p *npav1alpha2.Port) (model.Port, error) {
+func cnpPort(p *npav1beta1.Port) (model.Port, error) {
 	inRange := func(n int32) bool { return n >= 1 && n <= 65535 }
 	switch {
 	case p.Number != 0 && p.Range != nil:

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npav1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -23,11 +24,13 @@ import (
 // The Watcher's ClusterNetworkPolicies and the Nodes their node peers select.
 //
 // ClusterNetworkPolicies are a custom resource: the API server serves them only while their CRD
-// is installed. runClusterPolicies lists them like any resource; when the API server answers
-// that it does not serve them, the Watcher holds no ClusterNetworkPolicy (those it held are
-// withdrawn), counts the resource as in sync and idle (not a watch outage: /readyz stays
-// ready), and lists again every Config.AbsentRecheck, so policies are picked up within that
-// time of the CRD's installation, without a restart.
+// is installed, at v1beta1 and v1alpha2 (network-policy-api v0.3.0 on) or at v1alpha2 only
+// (v0.2). runClusterPolicies lists them like any resource, at v1beta1 where it is served and
+// at v1alpha2 where only it is; when the API server answers that it serves neither, the
+// Watcher holds no ClusterNetworkPolicy (those it held are withdrawn), counts the resource as
+// in sync and idle (not a watch outage: /readyz stays ready), and lists again every
+// Config.AbsentRecheck, so policies are picked up within that time of the CRD's installation,
+// without a restart.
 //
 // Nodes are watched only from the first ClusterNetworkPolicy with a node peer on (their
 // informer caches each node's name, labels and IP addresses only). A ClusterNetworkPolicy with
@@ -51,7 +54,7 @@ type nodePolicy struct {
 // recordClusterPolicy converts a ClusterNetworkPolicy into its record. One with node peers
 // keeps its conversion (resolved when emitted); the others keep the policy until it is handed
 // over, as NetworkPolicies do.
-func (w *Watcher) recordClusterPolicy(cnp *npav1alpha2.ClusterNetworkPolicy) *policyRecord {
+func (w *Watcher) recordClusterPolicy(cnp *npav1beta1.ClusterNetworkPolicy) *policyRecord {
 	c, err := convertCNP(cnp)
 	r := &policyRecord{recordMeta: newRecordMeta("", cnp.Name, cnp.ResourceVersion), err: err}
 	if err != nil {
@@ -156,11 +159,24 @@ func (w *Watcher) notePartialLocked(k objectKey, resourceVersion string, err err
 	}
 }
 
+// The ClusterNetworkPolicy API versions the Watcher reads, preferred first. Their schemas are
+// the same; v1beta1 objects are converted as they are, v1alpha2 ones through
+// ClusterNetworkPolicyV1beta1.
+const (
+	cnpV1beta1  = "v1beta1"
+	cnpV1alpha2 = "v1alpha2"
+)
+
 // runClusterPolicies runs the ClusterNetworkPolicy informer (see the comment at the top) and
 // returns whether its initial list has been delivered, or the API server found not to serve
-// the resource. Before each run of the reflector a list of one object tells whether the API
-// server serves the resource; a run ends when a list of the reflector finds it gone (the CRD
-// deleted), and the next look withdraws what the store held.
+// the resource. Before each run of the reflector a list of one object at each version, v1beta1
+// first, tells which version the API server serves (discovery by the request the reflector
+// makes anyway): the run reads the first served. A run ends when a list of the reflector finds
+// its version gone (the CRD deleted or replaced), and the next look withdraws what the store
+// held or picks the other version; a run of v1alpha2 also ends when a look every AbsentRecheck
+// finds v1beta1 served (the CRD upgraded). The version read is logged when it changes and
+// exported as nftpolicy_cnp_api_version{version}; the list of the new version replaces the
+// store's content as the first list does, not as a relist.
 func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGroup, handler cache.ResourceEventHandler) cache.InformerSynced {
 	const resource = "clusternetworkpolicies"
 	res := w.watchOf(resource)
@@ -170,7 +186,7 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 	if recheck <= 0 {
 		recheck = defaultAbsentRecheck
 	}
-	sleep := func(d time.Duration) bool {
+	sleep := func(ctx context.Context, d time.Duration) bool {
 		select {
 		case <-ctx.Done():
 			return false
@@ -178,44 +194,116 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 			return true
 		}
 	}
+	lws := map[string]cache.ListerWatcherWithContext{}
+	for _, v := range []string{cnpV1beta1, cnpV1alpha2} {
+		lws[v] = cache.ToListerWatcherWithContext(w.cfg.Client.clusterPolicies(v))
+	}
+	w.setClusterPolicyVersion("")
 	running.Go(func() {
-		lw := cache.ToListerWatcherWithContext(w.cfg.Client.listerWatcher(resource, nil))
-		served := true // as far as the log knows
+		version, known := "", false // as far as the log knows
 		backoff := retryBackoff()
 		for ctx.Err() == nil {
-			_, err := lw.ListWithContext(ctx, metav1.ListOptions{Limit: 1, ResourceVersion: "0"})
+			v, err := servedClusterPolicyVersion(ctx, lws)
 			switch {
 			case ctx.Err() != nil:
 				return
-			case err != nil && !apierrors.IsNotFound(err): // the API server is away, as for any list
+			case err != nil: // the API server is away, as for any list
 				res.failed("list", err)
-				sleep(backoff.Step())
+				sleep(ctx, backoff.Step())
 				continue
-			case err != nil:
+			}
+			backoff = retryBackoff()
+			changed := !known || v != version
+			if changed {
+				w.setClusterPolicyVersion(v)
+			}
+			if v == "" {
 				res.setIdle(true)
 				if err := store.withdraw(); err != nil { // synced
 					w.log.Error("withdrawing the ClusterNetworkPolicies", "err", err)
 				}
-				if served {
+				if changed {
 					w.log.Info("the API server does not serve ClusterNetworkPolicies (their CRD is not installed); looking again periodically",
 						"every", recheck)
-					served = false
 				}
-				sleep(recheck + rand.N(recheck/4))
+				version, known = v, true
+				sleep(ctx, recheck+rand.N(recheck/4))
 				continue
 			}
-			backoff = retryBackoff()
 			res.setIdle(false)
-			if !served {
-				w.log.Info("the API server serves ClusterNetworkPolicies now")
-				served = true
+			if changed {
+				switch {
+				case known && version == "":
+					w.log.Info("the API server serves ClusterNetworkPolicies now", "version", v)
+				case known:
+					w.log.Info("the API server serves another version of ClusterNetworkPolicies now; reading it", "version", v, "was", version)
+					store.fresh.Store(true) // the same objects through another version: no relist
+				default:
+					w.log.Info("reading ClusterNetworkPolicies", "version", v)
+				}
+				if v != cnpV1beta1 {
+					w.log.Info("the API server does not serve ClusterNetworkPolicy v1beta1 (a CRD older than network-policy-api v0.3.0); reading v1alpha2 and looking for v1beta1 periodically",
+						"every", recheck)
+				}
 			}
+			version, known = v, true
 			runCtx, cancel := context.WithCancel(ctx)
-			newReflector(res, &goneListerWatcher{lw: lw, gone: cancel}, &npav1alpha2.ClusterNetworkPolicy{}, store).RunWithContext(runCtx)
+			var upgrade gosync.WaitGroup
+			if v != cnpV1beta1 {
+				upgrade.Go(func() {
+					for sleep(runCtx, recheck+rand.N(recheck/4)) {
+						if _, err := lws[cnpV1beta1].ListWithContext(runCtx, metav1.ListOptions{Limit: 1, ResourceVersion: "0"}); err == nil {
+							cancel()
+							return
+						}
+					}
+				})
+			}
+			newReflector(res, &goneListerWatcher{lw: lws[v], gone: cancel}, clusterPolicyObject(v), store).RunWithContext(runCtx)
 			cancel()
+			upgrade.Wait()
 		}
 	})
 	return store.synced.Load
+}
+
+// servedClusterPolicyVersion returns the first of v1beta1 and v1alpha2 the API server serves
+// ClusterNetworkPolicies at ("" for neither: no CRD), by a list of at most one object at each;
+// an error when the API server did not answer.
+func servedClusterPolicyVersion(ctx context.Context, lws map[string]cache.ListerWatcherWithContext) (string, error) {
+	for _, v := range []string{cnpV1beta1, cnpV1alpha2} {
+		_, err := lws[v].ListWithContext(ctx, metav1.ListOptions{Limit: 1, ResourceVersion: "0"})
+		if err == nil {
+			return v, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// clusterPolicyObject is the type the reflector of a ClusterNetworkPolicy version lists.
+func clusterPolicyObject(version string) runtime.Object {
+	if version == cnpV1alpha2 {
+		return &npav1alpha2.ClusterNetworkPolicy{}
+	}
+	return &npav1beta1.ClusterNetworkPolicy{}
+}
+
+// setClusterPolicyVersion exports the ClusterNetworkPolicy version read ("": none) as
+// nftpolicy_cnp_api_version{version}.
+func (w *Watcher) setClusterPolicyVersion(version string) {
+	if w.cfg.Metrics == nil {
+		return
+	}
+	for _, v := range []string{cnpV1beta1, cnpV1alpha2} {
+		g := 0.0
+		if v == version {
+			g = 1
+		}
+		w.cfg.Metrics.ClusterPolicyVersion.WithLabelValues(v).Set(g)
+	}
 }
 
 // goneListerWatcher lists and watches through lw and calls gone when the API server answers

@@ -1,6 +1,7 @@
 package sync_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	api "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	apiv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	api "sigs.k8s.io/network-policy-api/apis/v1beta1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
@@ -262,7 +265,112 @@ func TestConvertClusterNetworkPolicy(t *testing.T) {
 					t.Errorf("ignored[%d] = %q, want it to say %q", i, ignored[i], want)
 				}
 			}
+
+			// the same policy written as v1alpha2 converts to the same model
+			beta, err := sync.ClusterNetworkPolicyV1beta1(asV1alpha2(t, tt.cnp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotAlpha, ignoredAlpha, err := sync.ConvertClusterNetworkPolicy(beta, nodes)
+			if err != nil {
+				t.Fatalf("as v1alpha2: %v", err)
+			}
+			if !reflect.DeepEqual(gotAlpha, got) || !reflect.DeepEqual(ignoredAlpha, ignored) {
+				t.Errorf("as v1alpha2:\ngot  %+v %q\nwant %+v %q", gotAlpha, ignoredAlpha, got, ignored)
+			}
 		})
+	}
+}
+
+// asV1alpha2 is p written as v1alpha2: the same JSON under the other apiVersion, decoded
+// strictly (a field v1alpha2 lacks fails the test).
+func asV1alpha2(t *testing.T, p *api.ClusterNetworkPolicy) *apiv1alpha2.ClusterNetworkPolicy {
+	t.Helper()
+	p = p.DeepCopy()
+	p.APIVersion, p.Kind = "policy.networking.k8s.io/v1alpha2", "ClusterNetworkPolicy"
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &apiv1alpha2.ClusterNetworkPolicy{}
+	if err := yaml.UnmarshalStrict(data, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestClusterNetworkPolicyV1beta1: a v1alpha2 ClusterNetworkPolicy using every field of the
+// schema comes out as the same policy written as v1beta1, field for field.
+func TestClusterNetworkPolicyV1beta1(t *testing.T) {
+	sel := func(k, v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{k: v},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: k + "-x", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}
+	}
+	alpha := &apiv1alpha2.ClusterNetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy.networking.k8s.io/v1alpha2", Kind: "ClusterNetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: "every-field", ResourceVersion: "42", Labels: map[string]string{"team": "net"}},
+		Spec: apiv1alpha2.ClusterNetworkPolicySpec{
+			Tier: apiv1alpha2.BaselineTier, Priority: 7,
+			Subject: apiv1alpha2.ClusterNetworkPolicySubject{Pods: &apiv1alpha2.NamespacedPod{NamespaceSelector: *sel("ns", "x"), PodSelector: *sel("app", "web")}},
+			Ingress: []apiv1alpha2.ClusterNetworkPolicyIngressRule{{
+				Name: "in", Action: apiv1alpha2.ClusterNetworkPolicyRuleActionDeny,
+				From: []apiv1alpha2.ClusterNetworkPolicyIngressPeer{{Namespaces: sel("ns", "y")},
+					{Pods: &apiv1alpha2.NamespacedPod{NamespaceSelector: *sel("ns", "z"), PodSelector: *sel("app", "db")}}},
+				Protocols: []apiv1alpha2.ClusterNetworkPolicyProtocol{
+					{TCP: &apiv1alpha2.ClusterNetworkPolicyProtocolTCP{DestinationPort: &apiv1alpha2.Port{Number: 80}}},
+					{UDP: &apiv1alpha2.ClusterNetworkPolicyProtocolUDP{DestinationPort: &apiv1alpha2.Port{Range: &apiv1alpha2.PortRange{Start: 53, End: 54}}}},
+					{SCTP: &apiv1alpha2.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &apiv1alpha2.Port{Number: 9003}}},
+					{DestinationNamedPort: "web"}},
+			}},
+			Egress: []apiv1alpha2.ClusterNetworkPolicyEgressRule{{
+				Name: "out", Action: apiv1alpha2.ClusterNetworkPolicyRuleActionAccept,
+				To: []apiv1alpha2.ClusterNetworkPolicyEgressPeer{{Namespaces: sel("ns", "y")},
+					{Pods: &apiv1alpha2.NamespacedPod{NamespaceSelector: *sel("ns", "z"), PodSelector: *sel("app", "db")}},
+					{Nodes: sel("role", "infra")}, {Networks: []apiv1alpha2.CIDR{"10.0.0.0/8", "fd00::/8"}},
+					{DomainNames: []apiv1alpha2.DomainName{"kubernetes.io", "*.example.com"}}},
+				Protocols: []apiv1alpha2.ClusterNetworkPolicyProtocol{{TCP: &apiv1alpha2.ClusterNetworkPolicyProtocolTCP{}}},
+			}, {Name: "pass", Action: apiv1alpha2.ClusterNetworkPolicyRuleActionPass,
+				To: []apiv1alpha2.ClusterNetworkPolicyEgressPeer{{Namespaces: &metav1.LabelSelector{}}}}},
+		},
+	}
+	want := &api.ClusterNetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy.networking.k8s.io/v1beta1", Kind: "ClusterNetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: "every-field", ResourceVersion: "42", Labels: map[string]string{"team": "net"}},
+		Spec: api.ClusterNetworkPolicySpec{
+			Tier: api.BaselineTier, Priority: 7,
+			Subject: api.ClusterNetworkPolicySubject{Pods: &api.NamespacedPod{NamespaceSelector: *sel("ns", "x"), PodSelector: *sel("app", "web")}},
+			Ingress: []api.ClusterNetworkPolicyIngressRule{{
+				Name: "in", Action: api.ClusterNetworkPolicyRuleActionDeny,
+				From: []api.ClusterNetworkPolicyIngressPeer{{Namespaces: sel("ns", "y")},
+					{Pods: &api.NamespacedPod{NamespaceSelector: *sel("ns", "z"), PodSelector: *sel("app", "db")}}},
+				Protocols: []api.ClusterNetworkPolicyProtocol{
+					{TCP: &api.ClusterNetworkPolicyProtocolTCP{DestinationPort: &api.Port{Number: 80}}},
+					{UDP: &api.ClusterNetworkPolicyProtocolUDP{DestinationPort: &api.Port{Range: &api.PortRange{Start: 53, End: 54}}}},
+					{SCTP: &api.ClusterNetworkPolicyProtocolSCTP{DestinationPort: &api.Port{Number: 9003}}},
+					{DestinationNamedPort: "web"}},
+			}},
+			Egress: []api.ClusterNetworkPolicyEgressRule{{
+				Name: "out", Action: api.ClusterNetworkPolicyRuleActionAccept,
+				To: []api.ClusterNetworkPolicyEgressPeer{{Namespaces: sel("ns", "y")},
+					{Pods: &api.NamespacedPod{NamespaceSelector: *sel("ns", "z"), PodSelector: *sel("app", "db")}},
+					{Nodes: sel("role", "infra")}, {Networks: []api.CIDR{"10.0.0.0/8", "fd00::/8"}},
+					{DomainNames: []api.DomainName{"kubernetes.io", "*.example.com"}}},
+				Protocols: []api.ClusterNetworkPolicyProtocol{{TCP: &api.ClusterNetworkPolicyProtocolTCP{}}},
+			}, {Name: "pass", Action: api.ClusterNetworkPolicyRuleActionPass,
+				To: []api.ClusterNetworkPolicyEgressPeer{{Namespaces: &metav1.LabelSelector{}}}}},
+		},
+	}
+	got, err := sync.ClusterNetworkPolicyV1beta1(alpha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	mAlpha, ignAlpha, errAlpha := sync.ConvertClusterNetworkPolicy(got, nil)
+	mBeta, ignBeta, errBeta := sync.ConvertClusterNetworkPolicy(want, nil)
+	if errAlpha != nil || errBeta != nil || !reflect.DeepEqual(mAlpha, mBeta) || !reflect.DeepEqual(ignAlpha, ignBeta) {
+		t.Errorf("models differ:\nv1alpha2 %+v %q %v\nv1beta1  %+v %q %v", mAlpha, ignAlpha, errAlpha, mBeta, ignBeta, errBeta)
 	}
 }
 
@@ -444,5 +552,58 @@ spec: {tier: Developer, priority: 5, subject: {namespaces: {}}}
 	}
 	if !strings.Contains(errs[1].Error(), "(document 3): ClusterNetworkPolicy bad: spec.tier") {
 		t.Errorf("second error %q, want the bad policy skipped", errs[1])
+	}
+}
+
+// TestLoadDirClusterNetworkPolicyVersions: LoadDir reads ClusterNetworkPolicies of both
+// versions into the same model; one policy written in both is one object, the second a
+// duplicate.
+func TestLoadDirClusterNetworkPolicyVersions(t *testing.T) {
+	manifest := func(version string) string {
+		return `apiVersion: policy.networking.k8s.io/` + version + `
+kind: ClusterNetworkPolicy
+metadata: {name: web}
+spec:
+  tier: Baseline
+  priority: 9
+  subject: {pods: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: x}}, podSelector: {matchLabels: {app: web}}}}
+  ingress:
+  - {name: from-y, action: Accept, from: [{namespaces: {matchLabels: {kubernetes.io/metadata.name: "y"}}}], protocols: [{tcp: {destinationPort: {range: {start: 80, end: 89}}}}, {destinationNamedPort: http}]}
+  - {action: Deny, from: [{namespaces: {}}]}
+  egress:
+  - {action: Deny, to: [{networks: [10.0.0.0/8]}]}
+`
+	}
+	load := func(docs ...string) ([]model.Update, []error) {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "cnp.yaml"), []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return sync.LoadDir(dir)
+	}
+	beta, errs := load(manifest("v1beta1"))
+	if len(errs) != 0 {
+		t.Fatalf("v1beta1: %v", errs)
+	}
+	alpha, errs := load(manifest("v1alpha2"))
+	if len(errs) != 0 {
+		t.Fatalf("v1alpha2: %v", errs)
+	}
+	if !reflect.DeepEqual(alpha, beta) {
+		t.Errorf("v1alpha2 %+v\nv1beta1  %+v", alpha, beta)
+	}
+	n := 0
+	for _, u := range beta {
+		if ps, ok := u.(model.PolicySet); ok && ps.Policy.Key.Name == "web" && len(ps.Policy.IngressRules) == 3 {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("updates %+v, want the policy web with 3 ingress rules", beta)
+	}
+	both, errs := load(manifest("v1beta1"), manifest("v1alpha2"))
+	if !reflect.DeepEqual(both, beta) || len(errs) != 1 || !strings.Contains(errs[0].Error(), "duplicate") {
+		t.Errorf("both versions: updates %+v, errors %v; want the first, the second a duplicate", both, errs)
 	}
 }

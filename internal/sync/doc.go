@@ -32,17 +32,23 @@
 //     model.SourceVersion of its resource: the agent publishes, once committed, the versions its
 //     table reflects. ServiceAccounts are not watched: no API the agent reads uses their
 //     labels.
-//   - ClusterNetworkPolicies (cnpwatch.go; policy.networking.k8s.io/v1alpha2, a custom resource
-//     read as JSON through the same REST client approach, not the module's generated clientset
-//     and informers) are optional: while the API server does not serve them (no CRD), the
-//     Watcher holds none, counts them as in sync and not as a watch outage, and looks again
-//     every Config.AbsentRecheck (30 s), so installing the CRD later needs no restart; removing
-//     it withdraws every one. Nodes are watched only from the first ClusterNetworkPolicy with a
+//   - ClusterNetworkPolicies (cnpwatch.go; policy.networking.k8s.io/v1beta1, or v1alpha2 where
+//     the CRD serves only it (network-policy-api v0.2); a custom resource read as JSON through
+//     the same REST client approach, not the module's generated clientset and informers) are
+//     optional: while the API server serves neither version (no CRD), the Watcher holds none,
+//     counts them as in sync and not as a watch outage, and looks again every
+//     Config.AbsentRecheck (30 s), so installing the CRD later needs no restart; removing it
+//     withdraws every one. The version is chosen by a list of one object at each, v1beta1
+//     first, at start and whenever the watch finds its version gone; while it reads v1alpha2 the
+//     Watcher looks for v1beta1 every AbsentRecheck and moves to it once served (a CRD upgrade:
+//     the same objects, no update emitted, no relist). The version read is logged and exported
+//     as nftpolicy_cnp_api_version{version}. Nodes are watched only from the first ClusterNetworkPolicy with a
 //     node peer on, cached as name, labels and IP addresses: such a policy is emitted with its
 //     node peers resolved into the selected nodes' addresses once the node list is in, and again
 //     when a node it selects (or selected) changes labels or addresses — heartbeats do nothing.
 //   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
-//     manifests (multi-document files, v1 Lists; strict decoding as kubectl's), for
+//     manifests (multi-document files, v1 Lists; strict decoding as kubectl's; both
+//     ClusterNetworkPolicy apiVersions), for
 //     `nftpolicy render` and tests. Deterministic order (namespaces, endpoints, policies, then
 //     in-sync); namespaces that objects use but no manifest defines are added with their name
 //     label, as the API server would hold them; bad documents are reported with file and
@@ -71,7 +77,9 @@
 // kubernetes.io/metadata.name = name, as the API server guarantees. No TierSet is sent: the
 // graph starts with model.DefaultTiers.
 //
-// ConvertClusterNetworkPolicy (cnp.go, see convertCNP's comment) puts Admin policies in
+// ConvertClusterNetworkPolicy (cnp.go, see convertCNP's comment) converts v1beta1; a v1alpha2
+// object (the same schema) is copied into v1beta1 through its JSON first
+// (ClusterNetworkPolicyV1beta1), by the Watcher's transform and by LoadDir. It puts Admin policies in
 // model.TierAdmin and Baseline ones in model.TierBaseline (both default to Pass: Admin →
 // NetworkPolicy → Baseline → allowed), Order = priority, so equal priorities are ordered by
 // name; rules in order (first match decides), each expanded per peer and protocol group with a

@@ -37,12 +37,16 @@ func (c clientsetClient) listerWatcher(resource string, _ func(*corev1.Pod) *pod
 	case "nodes":
 		i := c.cs.CoreV1().Nodes()
 		lw = typedListWatch(i.List, i.Watch)
-	case "clusternetworkpolicies": // not served, as without the CRD
-		notFound := apierrors.NewNotFound(schema.GroupResource{Group: "policy.networking.k8s.io", Resource: resource}, "")
-		lw = &cache.ListWatch{
-			ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, notFound },
-			WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, notFound },
-		}
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, c.cs)
+}
+
+// clusterPolicies: not served, as without the CRD.
+func (c clientsetClient) clusterPolicies(string) cache.ListerWatcher {
+	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "policy.networking.k8s.io", Resource: "clusternetworkpolicies"}, "")
+	lw := &cache.ListWatch{
+		ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, notFound },
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, notFound },
 	}
 	return cache.ToListWatcherWithWatchListSemantics(lw, c.cs)
 }

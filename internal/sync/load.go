@@ -24,6 +24,7 @@ import (
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npav1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -308,6 +309,10 @@ func (c *objectSet) add(it sourced) {
 		} else {
 			c.policies[p.Key] = p
 		}
+	case *npav1beta1.ClusterNetworkPolicy:
+		if c.take(it, o) {
+			c.cnps = append(c.cnps, it)
+		}
 	case *npav1alpha2.ClusterNetworkPolicy:
 		if c.take(it, o) {
 			c.cnps = append(c.cnps, it)
@@ -337,7 +342,12 @@ func namespaced[T interface {
 // convertCNPs converts the ClusterNetworkPolicies, whose node peers need every Node.
 func (c *objectSet) convertCNPs() {
 	for _, it := range c.cnps {
-		p, ignored, err := ConvertClusterNetworkPolicy(it.obj.(*npav1alpha2.ClusterNetworkPolicy), c.nodes)
+		cnp, err := clusterPolicyV1beta1(it.obj)
+		if err != nil {
+			c.fail(it, err)
+			continue
+		}
+		p, ignored, err := ConvertClusterNetworkPolicy(cnp, c.nodes)
 		if err != nil {
 			c.fail(it, err)
 			continue
@@ -406,6 +416,8 @@ func objectName(obj runtime.Object) string {
 		kind, ns, name = "Pod", o.Namespace, o.Name
 	case *networkingv1.NetworkPolicy:
 		kind, ns, name = KindNetworkPolicy, o.Namespace, o.Name
+	case *npav1beta1.ClusterNetworkPolicy:
+		kind, name = KindClusterNetworkPolicy, o.Name
 	case *npav1alpha2.ClusterNetworkPolicy:
 		kind, name = KindClusterNetworkPolicy, o.Name
 	default:

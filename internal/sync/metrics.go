@@ -35,6 +35,10 @@ type Metrics struct {
 	// Relists counts the relists of a resource: the lists after the first, which the reflector
 	// makes when a watch could not resume; each is logged with what it changed.
 	Relists *prometheus.CounterVec
+	// ClusterPolicyVersion is 1 for the ClusterNetworkPolicy API version the Watcher reads
+	// (v1beta1, or v1alpha2 where only it is served) and 0 for the other; 0 for both while the
+	// API server serves neither (no CRD).
+	ClusterPolicyVersion *prometheus.GaugeVec
 	// RelistStaleness observes, at each relist, how long the resource's view had been stale: from
 	// the last list, event or bookmark received before it to the relist.
 	RelistStaleness *prometheus.HistogramVec
@@ -79,6 +83,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_watch_relists_total",
 			Help: "Relists of the resource: lists after the first, when a watch could not resume (an expired resourceVersion, an API server restart).",
 		}, []string{"resource"}),
+		ClusterPolicyVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nftpolicy_cnp_api_version",
+			Help: "1 for the ClusterNetworkPolicy API version read (v1beta1, or v1alpha2 where only it is served), 0 for the other; 0 for both while neither is served.",
+		}, []string{"version"}),
 		RelistStaleness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nftpolicy_watch_relist_staleness_seconds",
 			Help:    "At each relist of the resource, how long its view had been stale: from the last list, event or bookmark received before it.",
@@ -87,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.InvalidObjects, m.PartlyEnforced, m.Updates, m.WatchOpen, m.WatchRestarts, m.Lists, m.Streaming, m.LastEvent,
-			m.Relists, m.RelistStaleness)
+			m.Relists, m.RelistStaleness, m.ClusterPolicyVersion)
 	}
 	return m
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	npav1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	npav1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -547,8 +548,14 @@ func (w *Watcher) transform(obj any) (any, error) {
 		return w.recordPod(o), nil
 	case *networkingv1.NetworkPolicy:
 		return w.recordPolicy(o), nil
-	case *npav1alpha2.ClusterNetworkPolicy:
+	case *npav1beta1.ClusterNetworkPolicy:
 		return w.recordClusterPolicy(o), nil
+	case *npav1alpha2.ClusterNetworkPolicy: // the same schema, read where v1beta1 is not served
+		cnp, err := ClusterNetworkPolicyV1beta1(o)
+		if err != nil {
+			return &policyRecord{recordMeta: newRecordMeta("", o.Name, o.ResourceVersion), err: err}, nil
+		}
+		return w.recordClusterPolicy(cnp), nil
 	case *corev1.Node:
 		return slimNode(o), nil
 	case *corev1.Namespace:

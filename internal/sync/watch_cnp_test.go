@@ -3,6 +3,7 @@ package sync_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	api "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	api "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
@@ -62,6 +64,12 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 		t.Errorf("without the CRD, WatchDown = %s for %v: a resource not served is no outage", res, down)
 	}
 
+	for _, v := range []string{"v1beta1", "v1alpha2"} {
+		if got := testutil.ToFloat64(m.ClusterPolicyVersion.WithLabelValues(v)); got != 0 {
+			t.Errorf("without the CRD, nftpolicy_cnp_api_version{version=%s} = %v, want 0", v, got)
+		}
+	}
+
 	must(s.InstallClusterNetworkPolicyExperimentalCRD(ctx))
 	client, err := s.ClusterNetworkPolicyClient()
 	must(err)
@@ -90,6 +98,9 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 	a := tierCNP(api.AdminTier, "a", 10, []api.ClusterNetworkPolicyIngressRule{ingressRule(accept, "y", tcpPort(80)), ingressRule(deny, "y")}, nil)
 	create(a)
 	expect("a policy created after the CRD was installed", a)
+	if b, a := testutil.ToFloat64(m.ClusterPolicyVersion.WithLabelValues("v1beta1")), testutil.ToFloat64(m.ClusterPolicyVersion.WithLabelValues("v1alpha2")); b != 1 || a != 0 {
+		t.Errorf("nftpolicy_cnp_api_version{version=v1beta1} = %v, {version=v1alpha2} = %v; want 1, 0", b, a)
+	}
 
 	a = update("a", func(p *api.ClusterNetworkPolicy) {
 		p.Spec.Ingress[0], p.Spec.Ingress[1] = p.Spec.Ingress[1], p.Spec.Ingress[0]
@@ -185,6 +196,129 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 	expect("the CRD installed again", a)
 	if res, down := w.WatchDown(); down != 0 {
 		t.Errorf("WatchDown = %s for %v", res, down)
+	}
+}
+
+// TestWatcherClusterNetworkPolicyVersions drives a real kube-apiserver of its own whose CRD is
+// first network-policy-api v0.2.0's, serving v1alpha2 only: the Watcher reads v1alpha2 and
+// converts its objects as v1beta1 ones. The CRD upgraded to v0.3.0's (v1beta1 the storage
+// version, v1alpha2 still served), the Watcher moves to v1beta1 within AbsentRecheck without
+// emitting anything for the policies it already held and without a relist. A Watcher started
+// then reads v1beta1 from the start, and an object created as v1alpha2 is read through v1beta1
+// and converts as the same object read as v1beta1.
+//
+// The first Watcher is not asked for objects created after the upgrade: a watch the API server
+// opens while it replaces a CRD's storage can stay on the old storage, which drops the new
+// objects, until the API server ends it (its request timeout, 60 s), when the reflector resumes
+// from its resourceVersion. A Watcher that looks every 200 ms switches in that window; one that
+// looks every 30 s rarely does, and catches up within that minute.
+func TestWatcherClusterNetworkPolicyVersions(t *testing.T) {
+	s := kube.StartForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.InstallClusterNetworkPolicyV1alpha2OnlyCRD(ctx))
+	alpha, err := s.ClusterNetworkPolicyV1alpha2Client()
+	must(err)
+	beta, err := s.ClusterNetworkPolicyClient()
+	must(err)
+	if _, err := beta.List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("v0.2.0's CRD: listing v1beta1 = %v, want NotFound", err)
+	}
+	createAlpha := func(p *api.ClusterNetworkPolicy) *api.ClusterNetworkPolicy {
+		t.Helper()
+		a, err := alpha.Create(ctx, asV1alpha2(t, p), metav1.CreateOptions{})
+		must(err)
+		b, err := sync.ClusterNetworkPolicyV1beta1(a)
+		must(err)
+		return b
+	}
+	old := createAlpha(tierCNP(api.AdminTier, "old", 10, []api.ClusterNetworkPolicyIngressRule{
+		ingressRule(accept, "y", tcpPort(80), udpRange(53, 54)), ingressRule(deny, "y")}, nil))
+
+	cnps := func(st state) state {
+		out := newState()
+		for k, p := range st.Policies {
+			if k.Kind == sync.KindClusterNetworkPolicy {
+				out.Policies[k] = p
+			}
+		}
+		return out
+	}
+	type watcher struct {
+		m *sync.Metrics
+		w *sync.Watcher
+		c *collector
+	}
+	start := func() watcher {
+		t.Helper()
+		m := sync.NewMetrics(prometheus.NewRegistry())
+		cs, err := sync.NewClient(s.Config)
+		must(err)
+		w := sync.New(sync.Config{Client: cs, NodeName: "n1", Metrics: m, AbsentRecheck: 200 * time.Millisecond})
+		c := startCollector(t, w)
+		c.waitSync(t)
+		return watcher{m, w, c}
+	}
+	want := newState()
+	expect := func(w watcher, step string, p *api.ClusterNetworkPolicy) {
+		t.Helper()
+		mp, _, err := sync.ConvertClusterNetworkPolicy(p, nil)
+		must(err)
+		want.Policies[mp.Key] = mp
+		w.c.waitFor(t, step, cnps, want)
+	}
+	version := func(w watcher, step, v string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			b, a := testutil.ToFloat64(w.m.ClusterPolicyVersion.WithLabelValues("v1beta1")), testutil.ToFloat64(w.m.ClusterPolicyVersion.WithLabelValues("v1alpha2"))
+			if (v == "v1beta1" && b == 1 && a == 0) || (v == "v1alpha2" && b == 0 && a == 1) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: nftpolicy_cnp_api_version{version=v1beta1} = %v, {version=v1alpha2} = %v; want %s", step, b, a, v)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	w1 := start()
+	expect(w1, "v0.2.0's CRD: a policy read through v1alpha2", old)
+	version(w1, "v0.2.0's CRD", "v1alpha2")
+
+	mark := w1.c.mark()
+	must(s.UpgradeClusterNetworkPolicyCRD(ctx))
+	version(w1, "the CRD upgraded to v0.3.0's", "v1beta1")
+	if got := testutil.ToFloat64(w1.m.Relists.WithLabelValues("clusternetworkpolicies")); got != 0 {
+		t.Errorf("nftpolicy_watch_relists_total{resource=clusternetworkpolicies} = %v, want 0: a version change is no relist", got)
+	}
+
+	w2 := start()
+	version(w2, "started with v0.3.0's CRD", "v1beta1")
+	w2.c.waitFor(t, "started with v0.3.0's CRD: the policy created as v1alpha2", cnps, want)
+	both := createAlpha(tierCNP(api.BaselineTier, "both", 3, nil, []api.ClusterNetworkPolicyEgressRule{
+		to(deny, "", protos(udpRange(53, 54)), api.ClusterNetworkPolicyEgressPeer{Networks: []api.CIDR{"10.0.0.0/8"}})}))
+	expect(w2, "both versions served: a policy created as v1alpha2, read through v1beta1", both)
+	got, err := beta.Get(ctx, "both", metav1.GetOptions{})
+	must(err)
+	if mb, _, err := sync.ConvertClusterNetworkPolicy(got, nil); err != nil || !reflect.DeepEqual(mb, want.Policies[mb.Key]) {
+		t.Errorf("read as v1beta1, both converts to %+v (%v), want %+v", mb, err, want.Policies[mb.Key])
+	}
+	for _, u := range w1.c.since(mark) {
+		if ps, ok := u.(model.PolicySet); ok && ps.Policy.Key.Name == "old" {
+			t.Errorf("moving to v1beta1 emitted a policy held already: %+v", ps.Policy)
+		}
+	}
+	for _, w := range []watcher{w1, w2} {
+		if res, down := w.w.WatchDown(); down != 0 {
+			t.Errorf("WatchDown = %s for %v", res, down)
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	policyv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	policyv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
@@ -131,7 +131,7 @@ func (h *harness) runCNP(t *testing.T, c cnpTest, v familyView, f *netnsFabric) 
 	}
 	for _, o := range objs {
 		switch o := o.(type) {
-		case *policyv1alpha2.ClusterNetworkPolicy:
+		case *policyv1beta1.ClusterNetworkPolicy:
 			_, err = h.cnps.Create(ctx, o, strictCreate)
 		case *networkingv1.NetworkPolicy:
 			_, err = h.srv.Client.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, strictCreate)

@@ -1,6 +1,6 @@
 package e2e
 
-// The world of sigs.k8s.io/network-policy-api's conformance suite (v0.2.0, conformance/base,
+// The world of sigs.k8s.io/network-policy-api's conformance suite (v0.3.0, conformance/base,
 // Apache-2.0), read from the module's own embedded manifests (conformance.Manifests), so the
 // objects are upstream's byte for byte: namespaces network-policy-conformance-{gryffindor,
 // slytherin, hufflepuff, ravenclaw, forbidden-forrest} labelled conformance-house=<house>; per
@@ -29,7 +29,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	policyv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	policyv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/network-policy-api/conformance"
 	"sigs.k8s.io/yaml"
 )
@@ -97,7 +97,7 @@ func manifestObjects(path string) ([]any, error) {
 		case "NetworkPolicy":
 			obj = &networkingv1.NetworkPolicy{}
 		case "ClusterNetworkPolicy":
-			obj = &policyv1alpha2.ClusterNetworkPolicy{}
+			obj = &policyv1beta1.ClusterNetworkPolicy{}
 		default:
 			return nil, fmt.Errorf("%s document %d: unexpected kind %q", path, n, tm.Kind)
 		}

@@ -13,7 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	policyv1alpha2 "sigs.k8s.io/network-policy-api/apis/v1alpha2"
+	policyv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 	"sigs.k8s.io/network-policy-api/conformance"
 )
 
@@ -102,15 +102,42 @@ func upstreamPort(expr string) (int32, error) {
 	return int32(n), err
 }
 
+// upstreamNotPorted are the ConformanceTests of the module's suite (v0.3.0) that the table
+// does not port: their subtests relabel namespaces and pods, or patch a policy, between pokes,
+// which a subtest of the table (its changes, then its pokes) cannot express.
+func upstreamNotPorted() []string {
+	return []string{"CNPAdminTierPodSelector", "CNPAdminTierPortRange", "CNPAdminTierSamePriority",
+		"CNPBaselineTierPodSelector", "CNPBaselineTierPortRange", "CNPBaselineTierSamePriority"}
+}
+
+// upstreamPokesNotPorted are the subtests ("<test> / <subtest>") whose upstream pokes go on
+// after a namespace relabel the table cannot express: the table's pokes are the ones before it,
+// a strict prefix of upstream's.
+func upstreamPokesNotPorted() []string {
+	return []string{"CNPAdminTierEgressInlineCIDRPeers / Should support a 'deny-egress' rule policy for egress-cidr-peer",
+		"CNPBaselineTierEgressInlineCIDRPeers / Should support a 'deny-egress' rule policy for egress-cidr-peer"}
+}
+
 // TestCNPCaseTable checks the table against the module's sources and objects, without root or a
-// cluster: the same 24 tests and 92 subtests under the same names, features and manifests, the
-// same pokes in the same order; every manifest decodes strictly; every change applies to the
+// cluster: the same 24 tests and 96 subtests as upstream's but upstreamNotPorted, under the same
+// names, features and manifests, the same pokes in the same order (but the prefixes of
+// upstreamPokesNotPorted); every manifest decodes strictly; every change applies to the
 // policy as the earlier subtests left it (rules at those indices exist); every poke names pods of
 // the world and a port the server serves.
 func TestCNPCaseTable(t *testing.T) {
-	up, err := upstreamTests()
+	all, err := upstreamTests()
 	if err != nil {
 		t.Fatal(err)
+	}
+	notPorted := upstreamNotPorted()
+	var up []upstreamTest
+	for _, u := range all {
+		if !slices.Contains(notPorted, u.name) {
+			up = append(up, u)
+		}
+	}
+	if len(all)-len(up) != len(notPorted) {
+		t.Errorf("upstream has %d tests, %d of them not ported; upstreamNotPorted lists %d: %v", len(all), len(all)-len(up), len(notPorted), notPorted)
 	}
 	ours := cnpTests()
 	var names []string
@@ -124,8 +151,8 @@ func TestCNPCaseTable(t *testing.T) {
 			standard++
 		}
 	}
-	if len(ours) != 24 || subtests != 92 || standard != 18 || len(up) != 24 {
-		t.Errorf("%d tests (%d Standard), %d subtests; upstream has %d tests; want 24 (18), 92", len(ours), standard, subtests, len(up))
+	if len(ours) != 24 || subtests != 96 || standard != 18 || len(all) != 30 {
+		t.Errorf("%d tests (%d Standard), %d subtests; upstream has %d tests; want 24 (18), 96; 30", len(ours), standard, subtests, len(all))
 	}
 	w, hosts, err := conformanceWorld()
 	if err != nil {
@@ -157,7 +184,11 @@ func TestCNPCaseTable(t *testing.T) {
 			if s.Name != u.subtests[j] {
 				t.Errorf("%s subtest %d: %q, upstream %q", c.Name, j, s.Name, u.subtests[j])
 			}
-			if !slices.Equal(s.Pokes, u.pokes[j]) {
+			if slices.Contains(upstreamPokesNotPorted(), c.Name+" / "+s.Name) {
+				if len(s.Pokes) >= len(u.pokes[j]) || !slices.Equal(s.Pokes, u.pokes[j][:len(s.Pokes)]) {
+					t.Errorf("%s / %s: pokes\n%v\nwant a strict prefix of upstream's\n%v", c.Name, s.Name, s.Pokes, u.pokes[j])
+				}
+			} else if !slices.Equal(s.Pokes, u.pokes[j]) {
 				t.Errorf("%s / %s: pokes\n%v\nupstream\n%v", c.Name, s.Name, s.Pokes, u.pokes[j])
 			}
 			for _, ch := range s.Change {
@@ -186,7 +217,7 @@ func applyOffline(objs []any, ch change) (err error) {
 	}()
 	for _, o := range objs {
 		switch o := o.(type) {
-		case *policyv1alpha2.ClusterNetworkPolicy:
+		case *policyv1beta1.ClusterNetworkPolicy:
 			if ch.CNP == o.Name {
 				ch.Edit(o, oneAddrView{})
 				return nil

@@ -3,8 +3,8 @@
 // TCP, 3 on UDP, 3 on SCTP) transcribed into one table, run against the local cluster harness
 // (internal/testenv: nodes and pods as network namespaces, a real etcd and kube-apiserver) with
 // the agent enforcing on every node, over IPv4 and IPv6; and the ClusterNetworkPolicy conformance
-// tests of sigs.k8s.io/network-policy-api v0.2.0 (conformance/tests: 24 tests, 92 subtests) on
-// the same runner, in the suite's own world.
+// tests of sigs.k8s.io/network-policy-api v0.3.0 (conformance/tests: 24 of its 30 tests, 96
+// subtests, objects created as v1beta1) on the same runner, in the suite's own world.
 //
 // Place in docs/design.md's data flow: outside it, end to end. Policies, namespaces and pods go in
 // through the API server exactly as a cluster's users write them; connectivity comes out of real
@@ -38,10 +38,11 @@
 //     with the agent on every node: the nftpolicy binary, one process per node namespace.
 //   - cnp_model_test.go: the ClusterNetworkPolicy suite's world (houses, their StatefulSets' pods,
 //     the hostNetwork centaurs) and manifests, read from the module's conformance.Manifests.
-//   - cnp_cases_test.go: its 24 tests as a table: per subtest upstream's changes (swap rules,
+//   - cnp_cases_test.go: 24 of its tests as a table: per subtest upstream's changes (swap rules,
 //     change an action, a priority or a port, insert a rule, delete a NetworkPolicy) and pokes.
 //   - cnp_table_test.go: TestCNPCaseTable parses the module's test sources and requires the
-//     same tests, subtests and pokes; needs neither root nor a cluster.
+//     same tests, subtests and pokes, but the ones it lists as not ported; needs neither root
+//     nor a cluster.
 //   - cnp_e2e_test.go: TestCNPConformance, the tests on the netns cluster with the agent on
 //     every node, the experimental CRD installed and the Node objects registered.
 //

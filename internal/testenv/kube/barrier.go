@@ -57,7 +57,7 @@ func (s *Server) Barrier(ctx context.Context) (map[string]uint64, error) {
 		return nil, fmt.Errorf("barrier: %w", err)
 	}
 	if served {
-		cnps, err := s.ClusterNetworkPolicyClient()
+		cnps, err := s.ClusterNetworkPolicyV1alpha2Client() // served by every CRD installed
 		if err != nil {
 			return nil, fmt.Errorf("barrier: %w", err)
 		}
@@ -125,10 +125,10 @@ func barrierClusterNetworkPolicy() *policyv1alpha2.ClusterNetworkPolicy {
 	}
 }
 
-// servesClusterNetworkPolicies reports whether discovery lists ClusterNetworkPolicies (their
-// CRD is installed and served).
+// servesClusterNetworkPolicies reports whether discovery lists ClusterNetworkPolicies v1alpha2
+// (their CRD is installed and served; every CRD the Server installs serves v1alpha2).
 func (s *Server) servesClusterNetworkPolicies() (bool, error) {
-	gv := ClusterNetworkPolicies.GroupVersion().String()
+	gv := policyv1alpha2.GroupVersion.String()
 	list, err := s.Client.Discovery().ServerResourcesForGroupVersion(gv)
 	if apierrors.IsNotFound(err) {
 		return false, nil

@@ -15,8 +15,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	npav1alpha2 "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned/typed/apis/v1alpha2"
+	npav1beta1 "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned/typed/apis/v1beta1"
 )
 
+// The CRDs are copied unchanged from the module's config/crd/{standard,experimental}; deploy/crds
+// holds the same files (a test checks).
+//
 //go:embed crds/policy.networking.k8s.io_clusternetworkpolicies.yaml
 var clusterNetworkPolicyCRD []byte
 
@@ -25,13 +29,18 @@ var clusterNetworkPolicyCRD []byte
 //go:embed crds/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml
 var clusterNetworkPolicyExperimentalCRD []byte
 
+// the standard channel's of the last release that serves v1alpha2 only
+//
+//go:embed crds/v0.2.0/policy.networking.k8s.io_clusternetworkpolicies.yaml
+var clusterNetworkPolicyV1alpha2OnlyCRD []byte
+
 // ClusterNetworkPolicyVersion is the sigs.k8s.io/network-policy-api release whose CRD is embedded.
-const ClusterNetworkPolicyVersion = "v0.2.0"
+const ClusterNetworkPolicyVersion = "v0.3.0"
 
 // ClusterNetworkPolicyCRD returns (a copy of) the CustomResourceDefinition YAML of
-// ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2, standard channel) from
-// sigs.k8s.io/network-policy-api ClusterNetworkPolicyVersion (the version go.mod requires, when
-// it requires the module).
+// ClusterNetworkPolicy (standard channel) from sigs.k8s.io/network-policy-api
+// ClusterNetworkPolicyVersion (the version go.mod requires, when it requires the module): it
+// serves policy.networking.k8s.io v1beta1 (the storage version) and v1alpha2, of one schema.
 func ClusterNetworkPolicyCRD() []byte { return bytes.Clone(clusterNetworkPolicyCRD) }
 
 // ClusterNetworkPolicyExperimentalCRD returns (a copy of) the experimental channel's CRD of the
@@ -41,9 +50,10 @@ func ClusterNetworkPolicyExperimentalCRD() []byte {
 	return bytes.Clone(clusterNetworkPolicyExperimentalCRD)
 }
 
-// ClusterNetworkPolicies is the resource InstallClusterNetworkPolicyCRD makes available.
+// ClusterNetworkPolicies is the resource InstallClusterNetworkPolicyCRD makes available, at its
+// storage version.
 var ClusterNetworkPolicies = schema.GroupVersionResource{
-	Group: "policy.networking.k8s.io", Version: "v1alpha2", Resource: "clusternetworkpolicies",
+	Group: "policy.networking.k8s.io", Version: "v1beta1", Resource: "clusternetworkpolicies",
 }
 
 var crdResource = schema.GroupVersionResource{
@@ -61,6 +71,13 @@ func (s *Server) InstallClusterNetworkPolicyCRD(ctx context.Context) error {
 // (no-op when a ClusterNetworkPolicy CRD is present), as InstallClusterNetworkPolicyCRD does.
 func (s *Server) InstallClusterNetworkPolicyExperimentalCRD(ctx context.Context) error {
 	return s.InstallCRD(ctx, clusterNetworkPolicyExperimentalCRD)
+}
+
+// InstallClusterNetworkPolicyV1alpha2OnlyCRD installs the standard channel's CRD of
+// sigs.k8s.io/network-policy-api v0.2.0 instead (no-op when a ClusterNetworkPolicy CRD is
+// present), which serves v1alpha2 only: a cluster whose CRD predates v1beta1.
+func (s *Server) InstallClusterNetworkPolicyV1alpha2OnlyCRD(ctx context.Context) error {
+	return s.InstallCRD(ctx, clusterNetworkPolicyV1alpha2OnlyCRD)
 }
 
 // InstallCRD creates the CustomResourceDefinition in manifest (YAML or JSON) unless one of that
@@ -82,11 +99,44 @@ func (s *Server) InstallCRD(ctx context.Context, manifest []byte) error {
 	if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("install CRD %s: %w", name, err)
 	}
+	return s.waitCRDServed(ctx, crds, &crd)
+}
+
+// UpgradeClusterNetworkPolicyCRD replaces the ClusterNetworkPolicy CRD installed (the v0.2.0 one
+// of InstallClusterNetworkPolicyV1alpha2OnlyCRD, say) by the standard channel's of
+// ClusterNetworkPolicyVersion, as `kubectl apply` of a new release does: the objects stay. It
+// returns once every version of the new CRD is served.
+func (s *Server) UpgradeClusterNetworkPolicyCRD(ctx context.Context) error {
+	var crd unstructured.Unstructured
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(clusterNetworkPolicyCRD), 4096).Decode(&crd.Object); err != nil {
+		return fmt.Errorf("upgrade CRD: decode: %w", err)
+	}
+	name := crd.GetName()
+	dyn, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		return fmt.Errorf("upgrade CRD %s: %w", name, err)
+	}
+	crds := dyn.Resource(crdResource)
+	old, err := crds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("upgrade CRD %s: %w", name, err)
+	}
+	crd.SetResourceVersion(old.GetResourceVersion())
+	if _, err := crds.Update(ctx, &crd, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("upgrade CRD %s: %w", name, err)
+	}
+	return s.waitCRDServed(ctx, crds, &crd)
+}
+
+// waitCRDServed waits until crd is Established and discovery lists its resource in every
+// version it serves.
+func (s *Server) waitCRDServed(ctx context.Context, crds dynamic.NamespaceableResourceInterface, crd *unstructured.Unstructured) error {
+	name := crd.GetName()
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
 
-	err = poll(ctx, 50*time.Millisecond, nil, "CRD "+name+" to be served", func() (error, error) {
+	err := poll(ctx, 50*time.Millisecond, nil, "CRD "+name+" to be served", func() (error, error) {
 		ok, err := s.crdServed(ctx, crds, name, group, plural, versions)
 		if err != nil || ok {
 			return nil, err
@@ -94,7 +144,7 @@ func (s *Server) InstallCRD(ctx context.Context, manifest []byte) error {
 		return errors.New("not established or not in discovery yet"), nil
 	})
 	if err != nil {
-		return fmt.Errorf("install CRD %s: %w", name, err)
+		return fmt.Errorf("CRD %s not served: %w", name, err)
 	}
 	return nil
 }
@@ -140,13 +190,23 @@ func (s *Server) crdServed(ctx context.Context, crds dynamic.NamespaceableResour
 	return true, nil
 }
 
-// ClusterNetworkPolicyClient is the typed client of ClusterNetworkPolicies (the module's
-// generated clientset: tests and benchmarks only; the agent reads them through its own REST
-// client).
-func (s *Server) ClusterNetworkPolicyClient() (npav1alpha2.ClusterNetworkPolicyInterface, error) {
-	c, err := npav1alpha2.NewForConfig(s.Config)
+// ClusterNetworkPolicyClient is the typed client of ClusterNetworkPolicies v1beta1 (the
+// module's generated clientset: tests and benchmarks only; the agent reads them through its own
+// REST client).
+func (s *Server) ClusterNetworkPolicyClient() (npav1beta1.ClusterNetworkPolicyInterface, error) {
+	c, err := npav1beta1.NewForConfig(s.Config)
 	if err != nil {
 		return nil, fmt.Errorf("the ClusterNetworkPolicy client: %w", err)
+	}
+	return c.ClusterNetworkPolicies(), nil
+}
+
+// ClusterNetworkPolicyV1alpha2Client is the typed client of ClusterNetworkPolicies v1alpha2,
+// which every CRD the Server installs serves.
+func (s *Server) ClusterNetworkPolicyV1alpha2Client() (npav1alpha2.ClusterNetworkPolicyInterface, error) {
+	c, err := npav1alpha2.NewForConfig(s.Config)
+	if err != nil {
+		return nil, fmt.Errorf("the ClusterNetworkPolicy v1alpha2 client: %w", err)
 	}
 	return c.ClusterNetworkPolicies(), nil
 }

@@ -32,11 +32,14 @@
 //     classes), which it makes up to ~1 s after /readyz: 2.2–3.5 s on this 2-core machine
 //     (TestStop logs the figure).
 //   - CreateNode registers a Node (labels, podCIDRs, InternalIP addresses, Ready) the same way.
-//     InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy v1alpha2 CRD (standard
-//     channel of sigs.k8s.io/network-policy-api, embedded at ClusterNetworkPolicyVersion) and returns once
-//     it is served; the first write of a new CRD kind then takes ~2 s inside the API server.
-//     InstallClusterNetworkPolicyExperimentalCRD installs the experimental channel's instead
-//     (nodes and domainNames peers), which the conformance suite's node-peer tests need.
+//     InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy CRD (standard channel of
+//     sigs.k8s.io/network-policy-api, embedded at ClusterNetworkPolicyVersion, the same file as
+//     deploy/crds/standard: v1beta1, the storage version, and v1alpha2 served) and returns once
+//     both versions are served; the first write of a new CRD kind then takes ~2 s inside the API
+//     server. InstallClusterNetworkPolicyExperimentalCRD installs the experimental channel's
+//     instead (nodes and domainNames peers, named ports), which the conformance suite's
+//     node-peer tests need; InstallClusterNetworkPolicyV1alpha2OnlyCRD the v0.2.0 one, which
+//     serves v1alpha2 only (a cluster not upgraded).
 //   - Barrier writes one sentinel object per resource an agent watches and returns their
 //     resourceVersions: once an agent's table reflects them, it reflects every earlier write.
 //   - RestartAPIServer kills kube-apiserver only (SIGKILL, like a crash), waits, and starts it

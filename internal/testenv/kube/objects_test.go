@@ -1,8 +1,10 @@
 package kube_test
 
 import (
+	"bytes"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -48,6 +50,23 @@ func TestCreateNode(t *testing.T) {
 	}
 }
 
+// TestDeployCRDs: deploy/crds ships the CRDs the tests install, byte for byte.
+func TestDeployCRDs(t *testing.T) {
+	for dir, embedded := range map[string][]byte{
+		"standard":     kube.ClusterNetworkPolicyCRD(),
+		"experimental": kube.ClusterNetworkPolicyExperimentalCRD(),
+	} {
+		got, err := os.ReadFile(filepath.Join(deployDir, "crds", dir, "policy.networking.k8s.io_clusternetworkpolicies.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, embedded) {
+			t.Errorf("deploy/crds/%s differs from the CRD the tests install: copy config/crd/%s of sigs.k8s.io/network-policy-api %s to both",
+				dir, dir, kube.ClusterNetworkPolicyVersion)
+		}
+	}
+}
+
 func TestClusterNetworkPolicyCRD(t *testing.T) {
 	s := kube.Require(t, srv)
 	ctx := ctxFor(t)
@@ -88,7 +107,7 @@ func TestClusterNetworkPolicyCRD(t *testing.T) {
 	}
 	cnp := func(name, tier string, priority int64) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "policy.networking.k8s.io/v1alpha2",
+			"apiVersion": "policy.networking.k8s.io/v1beta1",
 			"kind":       "ClusterNetworkPolicy",
 			"metadata":   map[string]any{"name": name},
 			"spec": map[string]any{
