@@ -237,12 +237,7 @@ func (su *suite) tableFault(t *testing.T, ctx context.Context, node, verb string
 	su.tl = append(su.tl, phase{at: start, settled: start.Add(restoreBound), want: su.table(su.allowed), settling: onNode})
 	var change, repair agentproc.TableEvent
 	t.Run("repair", func(t *testing.T) {
-		fd, err := n.FD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		events := agentproc.WatchTable(t, fd, "nftpolicy")
-		unix.Close(fd)
+		events := su.watchTable(t, node)
 		_, change, repair = agentproc.TimeRepair(t, n.NetNS, verb+" table inet nftpolicy", events, restoreBound)
 	})
 	if repair.At.IsZero() {
@@ -256,4 +251,16 @@ func (su *suite) tableFault(t *testing.T, ctx context.Context, node, verb string
 	}
 	return maxTime(time.Now(), settled), fmt.Sprintf("`nft %s table` on node %s: repaired %v after the change's commit (%v after nft started), equal to the one before",
 		verb, node, repair.At.Sub(change.At).Round(time.Microsecond), repair.At.Sub(start).Round(time.Microsecond))
+}
+
+// watchTable reports the transactions on node's nftpolicy table, as the kernel reports them,
+// until the test ends.
+func (su *suite) watchTable(t *testing.T, node string) <-chan agentproc.TableEvent {
+	t.Helper()
+	fd, err := su.cl.Node(node).FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	return agentproc.WatchTable(t, fd, "nftpolicy")
 }

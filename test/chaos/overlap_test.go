@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 )
@@ -33,12 +31,7 @@ func (su *suite) overlap(t *testing.T, ctx context.Context) (time.Time, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := su.cl.Node("a").FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := agentproc.WatchTable(t, fd, "nftpolicy")
-	unix.Close(fd)
+	events := su.watchTable(t, "a")
 	firstRepairs := driftRepairs(t, first)
 	second, err := su.launch("a", true)
 	if err != nil {

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 )
 
@@ -87,12 +85,7 @@ func (su *suite) upgrade(t *testing.T, ctx context.Context) (time.Time, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := su.cl.Node("a").FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := agentproc.WatchTable(t, fd, "nftpolicy")
-	unix.Close(fd)
+	events := su.watchTable(t, "a")
 	var figures []string
 	for _, to := range []struct {
 		what string
