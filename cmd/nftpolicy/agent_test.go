@@ -90,6 +90,7 @@ func newAgentCluster(t *testing.T, s *kube.Server) *agentCluster {
 		if _, err := s.CreatePod(ctx, p.ns, p.name, p.node, map[string]string{"pod": p.name}, ports, np.Addrs); err != nil {
 			t.Fatal(err)
 		}
+		deletePodAtEnd(t, s, p.ns, p.name)
 		ac.pods = append(ac.pods, np)
 	}
 	return ac
@@ -407,6 +408,7 @@ func (ac *agentCluster) checkAntiSpoofing(ctx context.Context, s *kube.Server) {
 	if _, err := s.CreatePod(ctx, "x", "late", "a", map[string]string{"pod": "late"}, nil, late.Addrs); err != nil {
 		t.Fatal(err)
 	}
+	deletePodAtEnd(t, s, "x", "late")
 	deadline := time.Now().Add(10 * time.Second)
 	for !receives(late.NetNS, late.IP(false)) {
 		if time.Now().After(deadline) {

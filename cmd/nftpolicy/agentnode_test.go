@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/agentproc"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
@@ -62,6 +64,7 @@ func newAgentNode(t *testing.T, s *kube.Server, node string, pods ...podSpec) *a
 		if _, err := s.CreatePod(ctx, ps.ns, ps.name, node, map[string]string{"app": ps.name}, nil, p.Addrs); err != nil {
 			t.Fatal(err)
 		}
+		deletePodAtEnd(t, s, ps.ns, ps.name)
 		an.pods[ps.name] = p
 	}
 	return an
@@ -91,4 +94,14 @@ func (an *agentNode) start(args ...string) *agentproc.Process {
 		t.Fatal(err)
 	}
 	return agent
+}
+
+// deletePodAtEnd deletes a pod the test created from the API server when the test ends. The
+// package's tests share one API server and the harness's pod addresses: a pod left behind would
+// hold the address of a later test's pod, and the graph keeps an address that two pods hold out
+// of the sets that allow, unless both match.
+func deletePodAtEnd(t *testing.T, s *kube.Server, ns, name string) {
+	t.Cleanup(func() {
+		_ = s.Client.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
 }
