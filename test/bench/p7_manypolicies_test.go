@@ -130,7 +130,7 @@ func BenchmarkManyPolicies(b *testing.B) {
 			b.Fatalf("nftpolicy render: %v", err)
 		}
 		rss := int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) * 1024
-		report.add(row{"P7", fmt.Sprintf("`nftpolicy render` of the same manifests in a child process: wall time, peak RSS"),
+		report.add(row{"P7", "`nftpolicy render` of the same manifests in a child process: wall time, peak RSS",
 			fmt.Sprintf("%.2f s; %d MiB; %d bytes of text", took.Seconds(), rss/mib, len(out)),
 			"≤ 2 s, ≤ 150 MB", meets(took <= 2*time.Second && rss <= 150e6)})
 	}
