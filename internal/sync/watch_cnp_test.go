@@ -31,12 +31,7 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 	s := kube.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	_, err := s.CreateNode(ctx, "n1", map[string]string{"role": "infra"}, addrs("172.31.0.1", "fd00:172:31::1"), nil)
 	must(err)
 	_, err = s.CreateNode(ctx, "n2", map[string]string{"role": "worker"}, addrs("172.31.0.2"), nil)
@@ -216,12 +211,7 @@ func TestWatcherClusterNetworkPolicyVersions(t *testing.T) {
 	s := kube.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	must(s.InstallClusterNetworkPolicyV1alpha2OnlyCRD(ctx))
 	alpha, err := s.ClusterNetworkPolicyV1alpha2Client()
 	must(err)

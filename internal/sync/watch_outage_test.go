@@ -32,12 +32,7 @@ func TestWatchRecoversAfterAPIServerOutage(t *testing.T) {
 	s := kube.Require(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	ns := testenv.UniqueName("outage")
 	view := func(st state) state { return st.only(ns) }
 	must(s.CreateNamespace(ctx, ns, nil))

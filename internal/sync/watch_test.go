@@ -59,12 +59,7 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 	defer cancel()
 	nsA, nsB := testenv.UniqueName("a"), testenv.UniqueName("b")
 	view := func(st state) state { return st.only(nsA, nsB) }
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOn(t)
 	webPorts := []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP}}
 
 	// What the watcher must find in its initial lists.
@@ -285,6 +280,16 @@ func TestWatcherAgainstAPIServer(t *testing.T) {
 			t.Errorf("unchanged policy re-sent after the restart: %s", describe(u))
 		case model.SyncStatusUpdate:
 			t.Errorf("sync status re-sent after the restart: %v", u.Status)
+		}
+	}
+}
+
+// fatalOn returns a function that ends the test t on a non-nil error.
+func fatalOn(t *testing.T) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
