@@ -37,7 +37,7 @@ func (m ManyPolicies) WritePods(w io.Writer) error {
 		for j := range m.PeersPerPolicy {
 			n := i*m.PeersPerPolicy + j + 1
 			if err := writePod(w, fmt.Sprintf("peer-%05d-%d", i, j), "node-remote", fmt.Sprintf("peer: p%d", i),
-				fmt.Sprintf("10.%d.%d.%d", 100+n>>16, byte(n>>8), byte(n)), fmt.Sprintf("fd00:100::%x", n)); err != nil {
+				addr4(10<<24|100<<16+uint32(n)).String(), fmt.Sprintf("fd00:100::%x", n)); err != nil {
 				return err
 			}
 		}
