@@ -73,12 +73,12 @@ func LoadDir(dir string) ([]model.Update, []error) {
 	s := newScheme()
 	// Each document is turned into JSON once (readFile); the serializer then decodes JSON, strictly.
 	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Strict: true})
-	c := newObjectSet()
-	for _, f := range files {
-		readFile(f, dec, c.add)
-	}
-	c.convertCNPs()
-	return c.updates(), append(errs, c.errs...)
+	ups, cerrs := convertFed(func(add func(sourced)) {
+		for _, f := range files {
+			readFile(f, dec, add)
+		}
+	})
+	return ups, append(errs, cerrs...)
 }
 
 // readFile decodes the documents of one file and hands each item to take, in the documents'
@@ -221,10 +221,18 @@ func ConvertObjects(objs []runtime.Object) ([]model.Update, []error) {
 }
 
 func convertObjects(items []sourced) ([]model.Update, []error) {
+	return convertFed(func(add func(sourced)) {
+		for _, it := range items {
+			add(it)
+		}
+	})
+}
+
+// convertFed converts the objects feed hands to add, in that order, then the
+// ClusterNetworkPolicies (whose node peers need every Node), into ConvertObjects' updates.
+func convertFed(feed func(add func(sourced))) ([]model.Update, []error) {
 	c := newObjectSet()
-	for _, it := range items {
-		c.add(it)
-	}
+	feed(c.add)
 	c.convertCNPs()
 	return c.updates(), c.errs
 }

@@ -548,12 +548,11 @@ func (w *Watcher) transform(obj any) (any, error) {
 		return w.recordPod(o), nil
 	case *networkingv1.NetworkPolicy:
 		return w.recordPolicy(o), nil
-	case *npav1beta1.ClusterNetworkPolicy:
-		return w.recordClusterPolicy(o), nil
-	case *npav1alpha2.ClusterNetworkPolicy: // the same schema, read where v1beta1 is not served
-		cnp, err := ClusterNetworkPolicyV1beta1(o)
+	case *npav1beta1.ClusterNetworkPolicy, *npav1alpha2.ClusterNetworkPolicy: // v1alpha2 where v1beta1 is not served
+		cnp, err := clusterPolicyV1beta1(o.(runtime.Object))
 		if err != nil {
-			return &policyRecord{recordMeta: newRecordMeta("", o.Name, o.ResourceVersion), err: err}, nil
+			m := o.(metav1.Object)
+			return &policyRecord{recordMeta: newRecordMeta("", m.GetName(), m.GetResourceVersion()), err: err}, nil
 		}
 		return w.recordClusterPolicy(cnp), nil
 	case *corev1.Node:
