@@ -91,9 +91,9 @@ func Live(ctx context.Context, client sync.Client) (*Cluster, error) {
 
 // table is node's table, computed once: the graph of that node over the cluster's updates and
 // the table an nft.Builder computes from its messages.
-func (c *Cluster) table(node string) (*nft.Builder, error) {
+func (c *Cluster) table(node string) *nft.Builder {
 	if b, ok := c.tables[node]; ok {
-		return b, nil
+		return b
 	}
 	g := graph.New(graph.Config{NodeName: node})
 	for _, u := range c.updates {
@@ -103,7 +103,7 @@ func (c *Cluster) table(node string) (*nft.Builder, error) {
 	b.Apply(g.Flush())
 	c.Problems = g.Problems()
 	c.tables[node] = b
-	return b, nil
+	return b
 }
 
 // Query is one flow to explain: the first packet of a connection from pod From ("ns/name") to
@@ -242,10 +242,7 @@ func (c *Cluster) Explain(q Query) (*Result, error) {
 // side explains one direction on node, where local is the pod's address and peer the other end's.
 func (c *Cluster) side(dir model.Direction, node string, local, peer netip.Addr, q Query, pkt ruleset.Packet) (Side, error) {
 	s := Side{Direction: dir.String(), Judged: true, Node: node}
-	builder, err := c.table(node)
-	if err != nil {
-		return s, err
-	}
+	builder := c.table(node)
 	d, ok := builder.Decide(dir, local, peer, q.Proto, pkt.Dport)
 	if !ok {
 		return s, fmt.Errorf("node %s holds no endpoint with address %s", node, local)

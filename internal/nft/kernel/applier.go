@@ -77,10 +77,6 @@ func (a *Applier) Table() *ruleset.Table { return a.builder.Table() }
 // Render returns the desired table in `nft -f` syntax.
 func (a *Applier) Render() string { return a.builder.Render() }
 
-// ReasonOrigin reads what a reason the builder wrote names (nft.Builder.ReasonOrigin). Safe for
-// concurrent use.
-func (a *Applier) ReasonOrigin(reason string) nft.Origin { return a.builder.ReasonOrigin(reason) }
-
 // Stats counts the desired (after a successful apply: committed) table's objects, and the
 // transactions committed.
 func (a *Applier) Stats() (ruleset.Stats, uint64) { return a.builder.Table().Stats(), a.transactions }
