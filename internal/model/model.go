@@ -124,6 +124,32 @@ func (c AddrClaim) Before(d AddrClaim) bool {
 	return cmp.Or(cmp.Compare(c.Key.Namespace, d.Key.Namespace), cmp.Compare(c.Key.Name, d.Key.Name)) < 0
 }
 
+// NetworkSetKey names a network set: Namespace "" for a cluster-scoped one (Calico's
+// GlobalNetworkSet), else a namespaced one (NetworkSet).
+type NetworkSetKey struct {
+	Namespace string
+	Name      string
+}
+
+func (k NetworkSetKey) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// NetworkSet is a labelled list of networks that rule selectors pick like endpoints (Calico's
+// GlobalNetworkSet and NetworkSet). Selection scope: a namespaced one is picked by the peers of
+// policies of its namespace, and by peers whose namespace selector matches its namespace; a
+// cluster-scoped one by peers of cluster-wide policies without a namespace selector and by
+// peers whose namespace selector is global() (Peer.Global).
+type NetworkSet struct {
+	Key    NetworkSetKey
+	Labels Labels
+	// Nets are canonical (CanonicalPrefix), IPv4 and IPv6 mixed.
+	Nets []netip.Prefix
+}
+
 // Namespace carries the labels its endpoints inherit for namespace selectors.
 type Namespace struct {
 	Name   string
@@ -191,6 +217,13 @@ type Peer struct {
 	NotNets                []netip.Prefix
 	Ports                  []Port
 	NotPorts               []Port
+	// NetworkSets says that the peer's selectors also pick network sets (Calico's rules, see
+	// NetworkSet): a network set picked matches every address in its Nets. The Kubernetes APIs'
+	// peers pick endpoints only. A peer with a ServiceAccountSelector picks no network set.
+	NetworkSets bool
+	// Global says that the peer's namespace selector is Calico's global(): Selector picks
+	// cluster-scoped objects only (GlobalNetworkSets), no endpoint and no namespaced network set.
+	Global bool
 }
 
 // HasEndpointMatch reports whether the peer restricts by endpoint identity (any selector).

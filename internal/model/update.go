@@ -16,6 +16,8 @@ type ServiceAccountSet struct{ ServiceAccount ServiceAccount }
 type ServiceAccountDeleted struct{ Namespace, Name string }
 type PolicySet struct{ Policy Policy }
 type PolicyDeleted struct{ Key PolicyKey }
+type NetworkSetSet struct{ NetworkSet NetworkSet }
+type NetworkSetDeleted struct{ Key NetworkSetKey }
 type TierSet struct{ Tier Tier }
 type TierDeleted struct{ Name string }
 
@@ -65,6 +67,8 @@ func (ServiceAccountSet) isUpdate()     {}
 func (ServiceAccountDeleted) isUpdate() {}
 func (PolicySet) isUpdate()             {}
 func (PolicyDeleted) isUpdate()         {}
+func (NetworkSetSet) isUpdate()         {}
+func (NetworkSetDeleted) isUpdate()     {}
 func (TierSet) isUpdate()               {}
 func (TierDeleted) isUpdate()           {}
 func (RouteSet) isUpdate()              {}
