@@ -213,10 +213,14 @@ type Peer struct {
 	NamespaceSelector string
 	// ServiceAccountSelector selects endpoints by the labels of their service account.
 	ServiceAccountSelector string
-	Nets                   []netip.Prefix
-	NotNets                []netip.Prefix
-	Ports                  []Port
-	NotPorts               []Port
+	// NotSelector excludes what it picks (endpoints, and network sets with NetworkSets): the
+	// address must be held by none of them (Calico's notSelector; internal/graph's doc says how
+	// it is scoped).
+	NotSelector string
+	Nets        []netip.Prefix
+	NotNets     []netip.Prefix
+	Ports       []Port
+	NotPorts    []Port
 	// NetworkSets says that the peer's selectors also pick network sets (Calico's rules, see
 	// NetworkSet): a network set picked matches every address in its Nets. The Kubernetes APIs'
 	// peers pick endpoints only. A peer with a ServiceAccountSelector picks no network set.
@@ -228,7 +232,7 @@ type Peer struct {
 
 // HasEndpointMatch reports whether the peer restricts by endpoint identity (any selector).
 func (p Peer) HasEndpointMatch() bool {
-	return p.Selector != "" || p.NamespaceSelector != "" || p.ServiceAccountSelector != ""
+	return p.Selector != "" || p.NamespaceSelector != "" || p.ServiceAccountSelector != "" || p.Global
 }
 
 // Rule is one ordered rule of a policy.
