@@ -32,15 +32,12 @@ type Programmer interface {
 	// Repair replaces the table with the desired state in one transaction without reading it
 	// back: the answer to a report that another process changed the table.
 	Repair() error
+	// Build folds the messages into the desired state and computes it without writing the
+	// kernel: standing by (Config.Programming), the table is built as the graph emits and then
+	// written whole by the first commit (Repair), which replaces the other agent's.
+	Build(msgs []dataplane.Message) // consumes msgs
 	// Stats describes the committed table, for the gauges.
 	Stats() TableStats
-}
-
-// StandbyBuilder is what a Programmer may offer for standing by (Config.Programming): fold the
-// graph's messages into the desired table and compute it, without writing the kernel. The
-// table is then written whole by the first commit (Repair), which replaces the other agent's.
-type StandbyBuilder interface {
-	Build(msgs []dataplane.Message) // consumes msgs
 }
 
 // TableStats counts the objects of the committed table.
@@ -74,8 +71,7 @@ type Config struct {
 	TableChanges <-chan ruleset.TableChange
 	// Programming, if set, keeps the loop in standby until it is closed (another agent holds the
 	// table's lock, lock.go): the loop feeds the graph and has the programmer build the table
-	// from what the graph emits without writing it (StandbyBuilder; a programmer without it has
-	// the messages held instead), reports ready once in sync, and writes nothing — no apply,
+	// from what the graph emits without writing it (Programmer.Build), reports ready once in sync, and writes nothing — no apply,
 	// resync or repair, and table-change reports (the other agent's commits) are only counted.
 	// When it is closed, the table is written whole in one transaction: the first commit.
 	Programming <-chan struct{}
@@ -101,10 +97,9 @@ type loop struct {
 	firstCommit  func()
 	programming  <-chan struct{} // Config.Programming while standing by; nil once programming
 
-	// standby: another agent programs the table; held is what the graph emitted meanwhile when
-	// the programmer cannot build without writing (StandbyBuilder), built what it has built
+	// standby: another agent programs the table; built: the programmer has built (not written)
+	// what the graph emitted meanwhile
 	standby bool
-	held    []dataplane.Message
 	built   bool
 
 	periodic     *time.Ticker  // the periodic resync
@@ -234,41 +229,34 @@ func (l *loop) apply(msgs []dataplane.Message, n int, received time.Time) {
 	l.succeed()
 }
 
-// hold has the programmer build the table from what the graph emitted while standing by
-// (StandbyBuilder), else keeps the messages, for the first commit (takeOver). Standing by is
-// ready once in sync: the agent has all it needs to program the table, and a DaemonSet's rolling
-// update waits for the new pod's readiness before it deletes the old one, whose exit frees the
-// lock.
+// hold has the programmer build the table from what the graph emitted while standing by, for
+// the first commit (takeOver). Standing by is ready once in sync: the agent has all it needs to
+// program the table, and a DaemonSet's rolling update waits for the new pod's readiness before it
+// deletes the old one, whose exit frees the lock.
 func (l *loop) hold(msgs []dataplane.Message) {
-	if b, ok := l.prog.(StandbyBuilder); ok && len(msgs) > 0 {
+	if len(msgs) > 0 {
 		start := time.Now()
-		b.Build(msgs)
+		l.prog.Build(msgs)
 		l.built = true
 		l.log.Debug("built the table, standing by", "messages", len(msgs), "took", time.Since(start))
-	} else {
-		l.held = append(l.held, msgs...)
 	}
 	l.health.applyEnded()
 	if l.inSync && !l.health.Ready() {
-		l.log.Info("in sync; standing by, ready to program the table once the lock is free", "held_messages", len(l.held))
+		l.log.Info("in sync; standing by, ready to program the table once the lock is free")
 		l.health.applySucceeded(true)
 	}
 }
 
-// takeOver ends the standby: the lock is held, and the table is written at once — the table
-// built meanwhile (Repair: written whole, no read-back), else what the graph emitted meanwhile
-// (the first Apply). Either is the programmer's first commit, one transaction that replaces the
-// table the other agent left (in force until then).
+// takeOver ends the standby: the lock is held, and the table built meanwhile is written at once,
+// whole and without a read-back (Repair): one transaction that replaces the table the other agent
+// left (in force until then). Before in-sync nothing is written: the first Apply in sync commits
+// the whole state.
 func (l *loop) takeOver() {
 	l.programming, l.standby = nil, false
-	msgs, built := l.held, l.built
-	l.held, l.built = nil, false
-	l.log.Info("programming the table", "held_messages", len(msgs))
-	switch {
-	case len(msgs) > 0:
-		l.health.applyStarted()
-		l.apply(msgs, 0, time.Now())
-	case built && l.inSync:
+	built := l.built
+	l.built = false
+	l.log.Info("programming the table")
+	if built && l.inSync {
 		l.health.applyStarted()
 		if err := l.prog.Repair(); err != nil {
 			l.fail("first commit", err)

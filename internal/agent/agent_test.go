@@ -51,6 +51,7 @@ type fakeProgrammer struct {
 	messages int // applied, in all
 	resyncs  int
 	repairs  int
+	built    int // messages built (Build), in all
 	failNext int
 	tx       uint64 // transactions: successful applies and resyncs
 	applied  chan struct{}
@@ -69,6 +70,12 @@ func (d *fakeProgrammer) Apply(msgs []dataplane.Message) error {
 	}
 	d.tx++
 	return nil
+}
+
+func (d *fakeProgrammer) Build(msgs []dataplane.Message) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.built += len(msgs)
 }
 
 func (d *fakeProgrammer) Resync() (bool, error) {

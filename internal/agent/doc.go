@@ -39,13 +39,12 @@
 // One agent per table (lock.go): Run takes an exclusive flock on RunConfig.LockFile (per table,
 // LockPath) before the loop may write. While another agent holds it the loop stands by
 // (Config.Programming): it feeds the graph and has the Programmer build the table from what the
-// graph flushes without writing it (StandbyBuilder: the nft builder alone; else the messages are
-// held), turns ready once in sync, and writes nothing — no Apply, Resync or Repair; table-change
-// reports (the other agent's commits) are only counted. Once the lock is taken the table is
-// written at once: the first commit, the table whole in one transaction (Repair, or the first
-// Apply of the held messages), which replaces the other agent's. The lock is released only once the loop has stopped (an apply that outlives
-// Run keeps it until the process ends), and CleanupOnExit removes the table only while the lock is
-// held. The servers listen with SO_REUSEPORT, so that the standing-by agent serves on the same
-// addresses as the one it replaces. nftpolicy_lock_held and nftpolicy_lock_wait_seconds follow the
-// lock.
+// graph flushes without writing it (Programmer.Build: the nft builder alone), turns ready once in
+// sync, and writes nothing — no Apply, Resync or Repair; table-change reports (the other agent's
+// commits) are only counted. Once the lock is taken the table is written at once: the first
+// commit, the table whole in one transaction (Repair), which replaces the other agent's. The lock
+// is released only once the loop has stopped (an apply that outlives Run keeps it until the
+// process ends), and CleanupOnExit removes the table only while the lock is held. The servers
+// listen with SO_REUSEPORT, so that the standing-by agent serves on the same addresses as the one
+// it replaces. nftpolicy_lock_held and nftpolicy_lock_wait_seconds follow the lock.
 package agent

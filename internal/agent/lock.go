@@ -25,7 +25,7 @@ import (
 // whole, over and over. The agents exclude each other with an advisory lock (flock(2), exclusive)
 // on a file of the host that both see (the DaemonSet mounts /run/nftpolicy from the host). An
 // agent that finds the lock taken stands by (Config.Programming): it syncs, builds the graph and
-// the table (StandbyBuilder), reports ready — so that the DaemonSet controller deletes the old
+// the table (Programmer.Build), reports ready — so that the DaemonSet controller deletes the old
 // pod — and writes nothing to the kernel, until the old agent exits: the kernel releases a flock
 // when its holder's last descriptor closes, so on a clean exit and on SIGKILL alike. Its first
 // commit then replaces the old table in one transaction; the old table stays in force until then.
@@ -180,5 +180,5 @@ func listenShared(ctx context.Context, addr string) (net.Listener, error) {
 }
 
 // Build folds messages into the builder's table and computes it, without writing the kernel
-// (StandbyBuilder): the first commit writes the table whole, so the changes are not kept.
+// (Programmer.Build): the first commit writes the table whole, so the changes are not kept.
 func (a nftAdapter) Build(msgs []dataplane.Message) { a.Applier.Builder().Apply(msgs) }

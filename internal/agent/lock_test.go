@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
@@ -76,9 +75,10 @@ func TestLockOneHolderAtATime(t *testing.T) {
 	}
 }
 
-// TestLoopStandsByUntilTheLock: an agent whose lock another holds syncs and turns ready, but
-// calls nothing of its programmer — no apply, no periodic resync, no repair of the other's
-// commits — until the lock is free; then it commits everything it held in one apply.
+// TestLoopStandsByUntilTheLock: an agent whose lock another holds syncs, builds the table from
+// everything the graph emits and turns ready, but writes nothing — no apply, no periodic resync,
+// no repair of the other's commits — until the lock is free; then it writes the built table
+// whole with one Repair and no Apply, and later batches are applied.
 func TestLoopStandsByUntilTheLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.nftpolicy.lock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,12 +122,20 @@ func TestLoopStandsByUntilTheLock(t *testing.T) {
 	if err := first.release(); err != nil {
 		t.Fatal(err)
 	}
-	wait(t, dp.applied, "the first apply once the lock is free")
+	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.Transactions) != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no first commit once the lock is free")
+		}
+	}
 	dp.mu.Lock()
-	applies, messages := dp.applies, dp.messages
+	applies, repairs, built := dp.applies, dp.repairs, dp.built
 	dp.mu.Unlock()
-	if emitted := testutil.ToFloat64(m.DataplaneMessages); applies != 1 || float64(messages) != emitted || messages < 2 {
-		t.Fatalf("took over with %d applies of %d messages, want 1 of all %v the graph emitted meanwhile", applies, messages, emitted)
+	if emitted := testutil.ToFloat64(m.DataplaneMessages); applies != 0 || repairs != 1 || float64(built) != emitted || built < 2 {
+		t.Fatalf("took over with %d applies and %d repairs of %d built messages, want the table written whole once, "+
+			"built of all %v the graph emitted meanwhile", applies, repairs, built, emitted)
+	}
+	if n := testutil.ToFloat64(m.DriftRepairs.WithLabelValues(TriggerEvent)); n != 0 || testutil.ToFloat64(m.InSync) != 1 {
+		t.Fatalf("the takeover counted as %v drift repairs, in_sync %v; want none, 1", n, testutil.ToFloat64(m.InSync))
 	}
 	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.SourceVersion.WithLabelValues("pods")) != 7; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -135,6 +143,8 @@ func TestLoopStandsByUntilTheLock(t *testing.T) {
 		}
 	}
 	wait(t, dp.resynced, "a periodic resync once programming")
+	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "z"}}}
+	wait(t, dp.applied, "an apply after the takeover")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -145,74 +155,3 @@ func TestLoopStandsByUntilTheLock(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// buildingProgrammer is a fakeProgrammer that can build the table without writing it
-// (StandbyBuilder).
-type buildingProgrammer struct {
-	*fakeProgrammer
-	built int // messages built
-}
-
-func (b *buildingProgrammer) Build(msgs []dataplane.Message) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.built += len(msgs)
-}
-
-// TestLoopBuildsInStandby: with a programmer that can build without writing, the standing-by
-// loop builds the table from everything the graph emits, and takes over with one Repair — the
-// table written whole — and no Apply; later batches are applied.
-func TestLoopBuildsInStandby(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m := NewMetrics(prometheus.NewRegistry())
-	h := &Health{}
-	dp := &buildingProgrammer{fakeProgrammer: &fakeProgrammer{applied: make(chan struct{}, 10), resynced: make(chan struct{}, 10)}}
-	updates := make(chan []model.Update)
-	programming := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		done <- Loop(ctx, Config{ResyncInterval: time.Hour, Metrics: m, Health: h, Programming: programming},
-			updates, &fakeCalc{}, dp)
-	}()
-	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x"}}}
-	updates <- []model.Update{model.SyncStatusUpdate{Status: model.InSync}}
-	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "y"}}}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		dp.mu.Lock()
-		built, calls := dp.built, dp.applies+dp.resyncs+dp.repairs
-		dp.mu.Unlock()
-		emitted := testutil.ToFloat64(m.DataplaneMessages)
-		if calls != 0 {
-			t.Fatalf("standing by: %d programmer calls, want none", calls)
-		}
-		if testutil.ToFloat64(m.GraphUpdates) == 3 && float64(built) == emitted && h.Ready() {
-			break // x, in-sync and y fed, and everything the graph emitted for them built
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("standing by: built %d of %v messages, ready %v; want all built, ready", built, emitted, h.Ready())
-		}
-	}
-	close(programming)
-	for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(m.Transactions) != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no first commit after the takeover")
-		}
-	}
-	dp.mu.Lock()
-	applies, repairs := dp.applies, dp.repairs
-	dp.mu.Unlock()
-	if applies != 0 || repairs != 1 || testutil.ToFloat64(m.InSync) != 1 {
-		t.Fatalf("took over with %d applies and %d repairs (in_sync %v), want the table written whole once",
-			applies, repairs, testutil.ToFloat64(m.InSync))
-	}
-	if n := testutil.ToFloat64(m.DriftRepairs.WithLabelValues(TriggerEvent)); n != 0 {
-		t.Fatalf("the takeover counted as %v drift repairs, want none", n)
-	}
-	updates <- []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "z"}}}
-	wait(t, dp.applied, "an apply after the takeover")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-}
