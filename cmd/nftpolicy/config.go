@@ -25,6 +25,7 @@ type runConfig struct {
 	AntiSpoofing     bool
 	MetricsAddr      string
 	HealthAddr       string
+	HealthSocket     string
 	LogFormat        string
 	LogLevel         slog.Level
 	CleanupOnExit    bool
@@ -64,6 +65,7 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	fs.BoolVar(&c.AntiSpoofing, "anti-spoofing", true, "forward from a workload interface only its pod's source addresses, nothing before its endpoint is programmed; a prefix is checked once a local pod is seen behind it (one interface and host route per pod), so bridge CNIs are left alone")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9464", "address of the Prometheus /metrics endpoint; empty disables it")
 	fs.StringVar(&c.HealthAddr, "health-addr", "127.0.0.1:9465", "address of /healthz and /readyz (the kubelet probes the node's loopback); empty disables them")
+	fs.StringVar(&c.HealthSocket, "health-socket", "", "unix socket of this agent's own that also serves /healthz and /readyz, for `nftpolicy probe` (a file in the pod's own emptyDir: the health address is shared with a standing-by agent); empty disables it")
 	fs.StringVar(&c.LogFormat, "log-format", "", "tint or json (default: tint on a terminal, json otherwise)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.CleanupOnExit, "cleanup-on-exit", false, "remove the nftables table on exit (default: leave it, so policy stays enforced across restarts)")

@@ -33,6 +33,8 @@ func TestUsageErrors(t *testing.T) {
 		{"run's flag, default command", []string{"--resync-interval", "soon"}, withNode, "resync-interval"},
 		{"help for an unknown command", []string{"help", "frobnicate"}, withNode, `unknown command "frobnicate"`},
 		{"help for two commands", []string{"help", "run", "render"}, withNode, "help takes one command"},
+		{"probe without a socket", []string{"probe", "readyz"}, withNode, "--socket is required"},
+		{"probe, unknown endpoint", []string{"probe", "--socket", "s", "metrics"}, withNode, "healthz or readyz"},
 		{"version with an argument", []string{"version", "extra"}, withNode, "unexpected arguments"},
 		{"render without dir", []string{"render", "--node", "a"}, withNode, "-f DIR"},
 		{"bad deny log rate", []string{"run", "--log-denied", "--log-denied-rate", "10/fortnight"}, withNode, "--log-denied-rate"},
@@ -138,7 +140,7 @@ func TestOperatingDocExplain(t *testing.T) {
 }
 
 // commandNames are the commands the help lists, in its order.
-var commandNames = []string{"run", "render", "explain", "trace", "cleanup", "version", "help"}
+var commandNames = []string{"run", "render", "explain", "trace", "cleanup", "probe", "version", "help"}
 
 // TestHelpListsCommands: --help, -h and help list every command with one line each and say how
 // to get a command's flags, on stdout with exit code 0.

@@ -2,9 +2,15 @@ package agent
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
@@ -110,5 +116,41 @@ func TestLoopReadinessWhileBusy(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after the slow batch: NotReady = %q, want ready", h.NotReady(time.Now()))
 		}
+	}
+}
+
+// TestHealthSocketIsTheAgentsOwn: /readyz on RunConfig.HealthSocket answers for this agent's
+// Health, as on the TCP address, and a file left at the path by a previous container is replaced.
+func TestHealthSocketIsTheAgentsOwn(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "health.sock")
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &Health{}
+	errs := make(chan error, 2)
+	if err := serveEndpoints(ctx, RunConfig{HealthSocket: sock}, prometheus.NewRegistry(), h, errs); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	get := func(path string) int {
+		t.Helper()
+		resp, err := client.Get("http://agent" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("/readyz"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before the first apply: %d, want 503", got)
+	}
+	h.applySucceeded(true)
+	if got, live := get("/readyz"), get("/healthz"); got != http.StatusOK || live != http.StatusOK {
+		t.Fatalf("/readyz, /healthz in sync: %d, %d; want 200, 200", got, live)
 	}
 }

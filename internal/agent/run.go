@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,8 +47,14 @@ type RunConfig struct {
 	// HealthListener, when set, are used instead (tests listen inside a namespace).
 	MetricsAddr, HealthAddr         string
 	MetricsListener, HealthListener net.Listener
-	FailureThreshold                int
-	Logger                          *slog.Logger
+	// HealthSocket, if set, is a unix socket of this agent's own (a file in the pod's own
+	// emptyDir) that serves /healthz and /readyz too: HealthAddr is shared with a standing-by
+	// agent (SO_REUSEPORT), so either may answer there, while the kubelet's exec probes
+	// (`nftpolicy probe`) reach this agent alone through the socket. A file left at the path
+	// (a previous container of the pod) is replaced.
+	HealthSocket     string
+	FailureThreshold int
+	Logger           *slog.Logger
 	// CleanupOnExit removes the table when Run returns — only if this agent holds the table's
 	// lock (or none is configured): an agent that stood by never removes what another wrote, and
 	// the lock is released only after the removal. A rolling update of agents that clean up
@@ -187,7 +195,21 @@ func serveEndpoints(ctx context.Context, cfg RunConfig, reg *prometheus.Registry
 	if err := serve(ctx, "metrics", cfg.MetricsListener, cfg.MetricsAddr, mux, errs); err != nil {
 		return err
 	}
-	return serve(ctx, "health", cfg.HealthListener, cfg.HealthAddr, health.Handler(), errs)
+	if err := serve(ctx, "health", cfg.HealthListener, cfg.HealthAddr, health.Handler(), errs); err != nil {
+		return err
+	}
+	if cfg.HealthSocket == "" {
+		return nil
+	}
+	if err := os.Remove(cfg.HealthSocket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the previous health socket: %w", err)
+	}
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "unix", cfg.HealthSocket)
+	if err != nil {
+		return fmt.Errorf("listening for health on %s: %w", cfg.HealthSocket, err)
+	}
+	return serve(ctx, "health socket", l, "", health.Handler(), errs)
 }
 
 // serve serves h on l, else on a listener of addr ("" serves nothing), until ctx ends.
