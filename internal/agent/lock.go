@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
-	"github.com/nftpolicy/nftpolicy/internal/nft"
 )
 
 // One agent programs a node's table at a time (RunConfig.LockFile): during a DaemonSet's rolling
@@ -146,14 +145,10 @@ func (l *tableLock) release() error {
 	return l.f.Close()
 }
 
-// lockTable takes the lock of RunConfig.LockFile for cfg's table (takeLock); without a lock file
-// the agent programs at once.
-func lockTable(ctx context.Context, cfg RunConfig, log *slog.Logger, m *Metrics) (*tableLock, <-chan struct{}, error) {
-	table := cfg.Table
-	if table == "" {
-		table = nft.DefaultTable
-	}
-	path := LockPath(cfg.LockFile, table)
+// lockTable takes the lock of lockFile for the table (takeLock); without a lock file the agent
+// programs at once.
+func lockTable(ctx context.Context, lockFile, table string, log *slog.Logger, m *Metrics) (*tableLock, <-chan struct{}, error) {
+	path := LockPath(lockFile, table)
 	if path == "" {
 		m.LockHeld.Set(1)
 		return nil, nil, nil

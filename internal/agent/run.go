@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
-	lock, programming, err := lockTable(ctx, cfg, log, metrics)
+	lock, programming, err := lockTable(ctx, cfg.LockFile, dp.Table().Name, log, metrics)
 	if err != nil {
 		return err
 	}
