@@ -32,6 +32,10 @@ focus="${E2E_FOCUS:-Netpol}"
 # not allow or deny TCP) do run.
 skip="${E2E_SKIP:-Feature:SCTPConnectivity}"
 nodes="${E2E_PARALLEL:-6}"
+# Rolling restarts of the DaemonSet while the upstream tests run (maxSurge 1: the new agent stands
+# by beside the old one, then takes over): the first after 60 s, then every 120 s, at most this
+# many; each must finish, and the tests must stay green. 0 turns them off.
+rollouts="${KIND_ROLLOUTS:-3}"
 start=$(date +%s)
 phase() { echo "== $(( $(date +%s) - start )) s: $*"; }
 mkdir -p "$report"
@@ -214,11 +218,44 @@ phase "service check"
 rc=0
 in_netns bash test/kind/service-check.sh || rc=1
 phase "upstream e2e.test --ginkgo.focus=$focus --ginkgo.skip=$skip ($nodes parallel nodes)"
+# restart_agents rolls the DaemonSet out again and again while the tests run, logging each
+# rollout's start, end and the agents' handover lines to rollouts.log; a rollout that does not
+# finish within 5 minutes writes FAILED.
+restart_agents() {
+  sleep 60
+  for i in $(seq 1 "$rollouts"); do
+    t0=$(date +%s)
+    echo "rollout $i: restart at $(date -u +%T)"
+    kubectl -n kube-system rollout restart ds/nftpolicy
+    if kubectl -n kube-system rollout status ds/nftpolicy --timeout=300s; then
+      echo "rollout $i: done in $(( $(date +%s) - t0 )) s"
+    else
+      echo "rollout $i: FAILED"
+    fi
+    [ "$i" = "$rollouts" ] || sleep 120
+  done
+} > "$report/rollouts.log" 2>&1
+restart_pid=
+[ "$rollouts" = 0 ] || { restart_agents & restart_pid=$!; }
 e2e_rc=0
 in_netns "$kube/ginkgo" --nodes="$nodes" --timeout=90m --no-color --silence-skips "$kube/e2e.test" -- \
   --kubeconfig="$KUBECONFIG" --provider=skeleton --num-nodes=2 \
   --ginkgo.focus="$focus" --ginkgo.skip="$skip" --report-dir="$report" > "$report/e2e.log" 2>&1 || e2e_rc=$?
 grep -E '^\[FAIL\]|^  \[FAIL\]|^Ran [0-9]+ of|Passed \| [0-9]+ Failed' "$report/e2e.log" || tail -30 "$report/e2e.log"
 [ $e2e_rc = 0 ] || rc=1
-kubectl -n kube-system logs ds/nftpolicy --tail=50 > "$report/nftpolicy.log" 2>&1 || true
+if [ -n "$restart_pid" ]; then
+  # the tests may end before the last rollout is due: stop waiting for it, keep the ones made
+  pkill -P "$restart_pid" sleep 2>/dev/null || true
+  wait "$restart_pid" || true
+  cat "$report/rollouts.log"
+  done_n=$(grep -c ': done in' "$report/rollouts.log" || true)
+  if grep -q FAILED "$report/rollouts.log" || [ "$done_n" = 0 ]; then
+    echo "rolling restarts during the tests: $done_n done, FAILED"; rc=1
+  else
+    echo "rolling restarts during the tests: $done_n done, every one finished"
+  fi
+fi
+for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
+  kubectl -n kube-system logs "$pod" > "$report/nftpolicy-${pod#pod/}.log" 2>&1 || true
+done
 exit $rc
