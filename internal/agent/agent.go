@@ -255,7 +255,6 @@ func (l *loop) takeOver() {
 	l.programming, l.standby = nil, false
 	built := l.built
 	l.built = false
-	l.log.Info("programming the table")
 	if built && l.inSync {
 		l.health.applyStarted()
 		if err := l.prog.Repair(); err != nil {
