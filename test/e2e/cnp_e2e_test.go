@@ -5,7 +5,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	policyv1beta1 "sigs.k8s.io/network-policy-api/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
@@ -119,8 +122,8 @@ func (h *harness) addHostPod(ctx context.Context, hp hostPod) error {
 // under the standard CRD fails the test instead of vanishing from the policy.
 var strictCreate = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 
-// runCNP runs one conformance test: reset, apply its manifest, then each subtest's changes and
-// pokes.
+// runCNP runs one conformance test: reset, apply its manifest, then each subtest's steps, each
+// its changes and then its pokes, and the subtest's cleanup changes when it ends.
 func (h *harness) runCNP(t *testing.T, c cnpTest, v familyView, f *netnsFabric) {
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	defer cancel()
@@ -145,22 +148,53 @@ func (h *harness) runCNP(t *testing.T, c cnpTest, v familyView, f *netnsFabric) 
 	h.caughtUp(t, ctx, "applying "+c.Manifest)
 	for _, s := range c.Subtests {
 		t.Run(s.Name, func(t *testing.T) {
-			for _, ch := range s.Change {
-				if err := h.change(ctx, ch, v); err != nil {
-					t.Fatalf("%s: %v", ch.By, err)
+			t.Cleanup(func() {
+				for _, ch := range s.Cleanup {
+					if err := h.change(ctx, ch, v); err != nil {
+						t.Errorf("cleanup: %s: %v", ch.By, err)
+					}
 				}
+			})
+			for i, st := range s.Steps {
+				for _, ch := range st.Change {
+					if err := h.change(ctx, ch, v); err != nil {
+						t.Fatalf("step %d: %s: %v", i+1, ch.By, err)
+					}
+				}
+				h.caughtUp(t, ctx, fmt.Sprintf("step %d: the changes", i+1))
+				h.checkPokes(t, ctx, v, f, fmt.Sprintf("step %d", i+1), st.Pokes)
 			}
-			h.caughtUp(t, ctx, "the changes")
-			h.checkPokes(t, ctx, v, f, s.Pokes)
 		})
 	}
 }
 
 // change makes one of upstream's edits through the API server.
 func (h *harness) change(ctx context.Context, ch change, v View) error {
-	if ch.DeleteNetworkPolicy != "" {
+	c := h.srv.Client
+	switch {
+	case ch.DeleteNetworkPolicy != "":
 		ns, name := splitKey(conformanceKey(ch.DeleteNetworkPolicy))
-		return h.srv.Client.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		return c.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	case ch.Pod != "":
+		var value any // nil: JSON null, which removes the label
+		if ch.PodLabelValue != nil {
+			value = *ch.PodLabelValue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{ch.PodLabel: value}}})
+		if err != nil {
+			return err
+		}
+		ns, name := splitKey(conformanceKey(ch.Pod))
+		_, err = c.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	case ch.Namespace != "":
+		n, err := c.CoreV1().Namespaces().Get(ctx, conformanceKey(ch.Namespace), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Labels = maps.Clone(ch.NamespaceLabels)
+		_, err = c.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+		return err
 	}
 	p, err := h.cnps.Get(ctx, ch.CNP, metav1.GetOptions{})
 	if err != nil {
@@ -173,7 +207,7 @@ func (h *harness) change(ctx context.Context, ch change, v View) error {
 
 // checkPokes pokes until every poke gives its expectation or convergeTimeout passes (upstream
 // PokeServer's 10 s of retries), then fails with the pokes that did not.
-func (h *harness) checkPokes(t *testing.T, ctx context.Context, v familyView, f *netnsFabric, pokes []poke) {
+func (h *harness) checkPokes(t *testing.T, ctx context.Context, v familyView, f *netnsFabric, what string, pokes []poke) {
 	t.Helper()
 	deadline := time.Now().Add(convergeTimeout)
 	for attempt := 1; ; attempt++ {
@@ -195,7 +229,7 @@ func (h *harness) checkPokes(t *testing.T, ctx context.Context, v familyView, f 
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%d of %d pokes still wrong after %d rounds over %s:\n%s", len(wrong), len(pokes), attempt, convergeTimeout, strings.Join(wrong, "\n"))
+			t.Errorf("%s: %d of %d pokes still wrong after %d rounds over %s:\n%s", what, len(wrong), len(pokes), attempt, convergeTimeout, strings.Join(wrong, "\n"))
 			return
 		}
 		time.Sleep(pollInterval)

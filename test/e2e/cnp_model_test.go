@@ -11,8 +11,10 @@ package e2e
 // host network ports (TCP 0 and 1, UDP 2 and 4, SCTP 6 and 7 of HostNetworkPorts).
 //
 // No controller runs here: the harness makes each StatefulSet's pods itself, as the StatefulSet
-// controller names them, pods alternating between the nodes; centaur-0 runs on node a and
-// centaur-1 on node b, with the node's addresses as their status.
+// controller names and labels them (the template's labels, statefulset.kubernetes.io/pod-name
+// and apps.kubernetes.io/pod-index; not controller-revision-hash, whose value is the controller's
+// hash of the template and which no test selects), pods alternating between the nodes;
+// centaur-0 runs on node a and centaur-1 on node b, with the node's addresses as their status.
 
 import (
 	"bufio"
@@ -20,7 +22,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -138,10 +142,14 @@ func conformanceWorld() (*world, []hostPod, error) {
 				ports = append(ports, c.Ports...)
 			}
 			for i := range *o.Spec.Replicas {
-				key := fmt.Sprintf("%s/%s-%d", o.Namespace, o.Name, i)
+				name := fmt.Sprintf("%s-%d", o.Name, i)
+				key := o.Namespace + "/" + name
+				labels := maps.Clone(o.Spec.Template.Labels)
+				labels[appsv1.StatefulSetPodNameLabel] = name
+				labels[appsv1.PodIndexLabel] = strconv.Itoa(int(i))
 				if o.Spec.Template.Spec.HostNetwork {
 					hosts = append(hosts, hostPod{key: key, node: nodeNames()[int(i)%len(nodeNames())],
-						labels: o.Spec.Template.Labels, ports: ports})
+						labels: labels, ports: ports})
 					continue
 				}
 				if w.ports == nil {
@@ -150,7 +158,7 @@ func conformanceWorld() (*world, []hostPod, error) {
 					return nil, nil, fmt.Errorf("StatefulSet %s/%s declares ports %v, the others %v", o.Namespace, o.Name, ports, w.ports)
 				}
 				w.pods = append(w.pods, key)
-				podLabels[key] = o.Spec.Template.Labels
+				podLabels[key] = labels
 			}
 		}
 	}

@@ -3,7 +3,7 @@
 // TCP, 3 on UDP, 3 on SCTP) transcribed into one table, run against the local cluster harness
 // (internal/testenv: nodes and pods as network namespaces, a real etcd and kube-apiserver) with
 // the agent enforcing on every node, over IPv4 and IPv6; and the ClusterNetworkPolicy conformance
-// tests of sigs.k8s.io/network-policy-api v0.3.0 (conformance/tests: 24 of its 30 tests, 96
+// tests of sigs.k8s.io/network-policy-api v0.3.0 (conformance/tests: all 30 of its tests, 112
 // subtests, objects created as v1beta1) on the same runner, in the suite's own world.
 //
 // Place in docs/design.md's data flow: outside it, end to end. Policies, namespaces and pods go in
@@ -38,11 +38,13 @@
 //     with the agent on every node: the nftpolicy binary, one process per node namespace.
 //   - cnp_model_test.go: the ClusterNetworkPolicy suite's world (houses, their StatefulSets' pods,
 //     the hostNetwork centaurs) and manifests, read from the module's conformance.Manifests.
-//   - cnp_cases_test.go: 24 of its tests as a table: per subtest upstream's changes (swap rules,
-//     change an action, a priority or a port, insert a rule, delete a NetworkPolicy) and pokes.
+//   - cnp_cases_test.go: its tests as a table: per subtest steps, each upstream's changes (swap
+//     rules, change an action, a priority or a port, insert a rule, delete a NetworkPolicy, set
+//     or remove a pod label, replace a namespace's labels) and then its pokes, and the changes
+//     of upstream's t.Cleanup.
 //   - cnp_table_test.go: TestCNPCaseTable parses the module's test sources and requires the
-//     same tests, subtests and pokes, but the ones it lists as not ported; needs neither root
-//     nor a cluster.
+//     same tests, subtests and pokes, split into steps where upstream's changes fall between
+//     pokes, with the same label changes; needs neither root nor a cluster.
 //   - cnp_e2e_test.go: TestCNPConformance, the tests on the netns cluster with the agent on
 //     every node, the experimental CRD installed and the Node objects registered.
 //
@@ -65,8 +67,8 @@
 //   - ClusterNetworkPolicy subtests run in order on the state the earlier ones of their test
 //     left, as upstream's do; a test starts from no policy (no NetworkPolicy, no
 //     ClusterNetworkPolicy but Barrier's sentinel) and the base labels. Pokes are upstream's
-//     pairs, not matrices; each subtest pokes until all match or 10 s pass (upstream
-//     PokeServer's retry budget). A blocked poke is a timeout or a refusal alike (upstream
+//     pairs, not matrices; after each step's changes are committed by every agent, its pokes
+//     run until all match or 10 s pass (upstream PokeServer's retry budget). A blocked poke is a timeout or a refusal alike (upstream
 //     requires a timeout); SCTP pokes are raw INITs as above.
 //
 // # Runner design
@@ -93,7 +95,7 @@
 //	go test ./test/e2e/                  # everything: TestRunnerOnOracle, TestSCTPProbe,
 //	                                     # TestConformance and TestCNPConformance on the local
 //	                                     # cluster (root, make deps)
-//	go test -run CNP ./test/e2e/         # the ClusterNetworkPolicy suite only (~5 min: 2.5 per family)
+//	go test -run CNP ./test/e2e/         # the ClusterNetworkPolicy suite only (~6 min: 3 per family)
 //	make e2e                             # the same, verbose
 //
 // # Cases
@@ -158,31 +160,38 @@
 //
 // # ClusterNetworkPolicy conformance tests
 //
-// Upstream's ShortNames, in its registration order, with their subtest counts (18 Standard,
-// feature ClusterNetworkPolicy; 6 Experimental: named ports, egress node peers):
+// Upstream's ShortNames, in its registration order, with their subtest counts (24 Standard,
+// feature ClusterNetworkPolicy; 6 Experimental: named ports, egress node peers). TestDocListsCNPTests
+// keeps the list true.
 //
 //	CNPAdminTierEgressNamedPort           1  Experimental (ClusterNetworkPolicyNamedPorts)
 //	CNPAdminTierEgressNodePeers           3  Experimental (ClusterNetworkPolicyEgressNodePeers)
 //	CNPAdminTierIngressNamedPort          1  Experimental (ClusterNetworkPolicyNamedPorts)
 //	CNPAdminTierEgressInlineCIDRPeers     2
 //	CNPAdminTierEgressSCTP                6
-//	CNPAdminTierEgressTCP                 6
+//	CNPAdminTierEgressTCP                 7
 //	CNPAdminTierEgressUDP                 6
 //	CNPAdminTierGress                     6
 //	CNPAdminTierIngressSCTP               6
-//	CNPAdminTierIngressTCP                6
+//	CNPAdminTierIngressTCP                7
 //	CNPAdminTierIngressUDP                6
 //	CNPAdminTierIntegration               6
+//	CNPAdminTierPodSelector               3
+//	CNPAdminTierPortRange                 2
 //	CNPAdminTierPriorityField             3
+//	CNPAdminTierSamePriority              3
 //	CNPBaselineTierEgressNamedPort        1  Experimental (ClusterNetworkPolicyNamedPorts)
 //	CNPBaselineTierEgressNodePeers        2  Experimental (ClusterNetworkPolicyEgressNodePeers)
 //	CNPBaselineTierIngressNamedPort       1  Experimental (ClusterNetworkPolicyNamedPorts)
 //	CNPBaselineTierEgressInlineCIDRPeers  2
 //	CNPBaselineTierEgressSCTP             4
-//	CNPBaselineTierEgressTCP              4
+//	CNPBaselineTierEgressTCP              5
 //	CNPBaselineTierEgressUDP              4
 //	CNPBaselineTierGress                  4
 //	CNPBaselineTierIngressSCTP            4
-//	CNPBaselineTierIngressTCP             4
+//	CNPBaselineTierIngressTCP             5
 //	CNPBaselineTierIngressUDP             4
+//	CNPBaselineTierPodSelector            3
+//	CNPBaselineTierPortRange              2
+//	CNPBaselineTierSamePriority           3
 package e2e
