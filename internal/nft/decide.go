@@ -365,7 +365,8 @@ func hasPorts(p model.Protocol) bool {
 // PortProtocols are the protocols whose destination port the class chains look up.
 var portProtocols = []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolSCTP}
 
-// PortSeg is one interval of a class's disjoint protocol × port partition.
+// PortSeg is one interval of a class's disjoint protocol × port partition; for ICMP and ICMPv6
+// the "ports" are the keys type<<8 | code (ICMPKey).
 type PortSeg struct {
 	Proto       model.Protocol
 	First, Last uint16
@@ -373,12 +374,13 @@ type PortSeg struct {
 }
 
 // Class is the decision function of a peer class: a disjoint partition of (protocol, port) for
-// the port protocols, and the outcome for every other protocol (ICMP included).
+// the port protocols, and of (protocol, type<<8 | code) for the family's ICMP protocol when a
+// rule of the plan matches ICMP type or code; the outcome for every other protocol.
 type Class struct {
 	Key   string
 	Ports []PortSeg // only segments whose outcome differs from Other
 	// Protos: outcomes of non-port protocols that rules name (Protocol or NotProtocol), where
-	// they differ from Other.
+	// they differ from Other; never a protocol that Ports partitions.
 	Protos map[model.Protocol]Outcome
 	Other  Outcome
 	sum    string // summary(), memoized
@@ -399,7 +401,8 @@ type Decision struct {
 	Classes   map[string]*Class
 }
 
-// Lookup returns the outcome the compiled structure gives a packet (what the kernel does).
+// Lookup returns the outcome the compiled structure gives a packet (what the kernel does): port
+// is its destination port, for ICMP and ICMPv6 its ICMPKey.
 func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Outcome {
 	peer = peer.Unmap()
 	key, ok := d.Peers[peer]

@@ -234,6 +234,9 @@ func (g *modelGen) rule(allowOnly bool) dataplane.Rule {
 	if allowOnly {
 		r.Action = []model.Action{model.ActionAllow, model.ActionLog}[rng.Intn(2)]
 	}
+	if (!allowOnly || g.wide) && rng.Intn(5) == 0 {
+		g.icmpRule(&r, &dst)
+	}
 	if rng.Intn(2) == 0 {
 		r.Src, r.Dst = m, dst
 	} else { // as an egress rule, the peer is the destination
@@ -245,9 +248,6 @@ func (g *modelGen) rule(allowOnly bool) dataplane.Rule {
 	}
 	r.IPVersion = []uint8{0, 0, 4, 6}[rng.Intn(4)]
 	if rng.Intn(8) == 0 {
-		r.ICMP = &model.ICMPMatch{Type: 8}
-	}
-	if rng.Intn(8) == 0 {
 		r.Src.Ports = []model.Port{g.portRange()}
 	}
 	if !allowOnly && rng.Intn(4) == 0 {
@@ -257,6 +257,50 @@ func (g *modelGen) rule(allowOnly bool) dataplane.Rule {
 		r.Dst.NotNamedPortSets = []dataplane.SetID{g.npSet()}
 	}
 	return r
+}
+
+// icmpTypes are the ICMP and ICMPv6 types rules match (probes cover each and its neighbours).
+var icmpTypes = []uint8{0, 3, 8, 128, 129}
+
+// icmpRule makes r an ICMP type/code rule: an ICMP match, an excluded one or both, mostly with
+// the ICMP protocol of one family (also none, or another protocol: then it matches nothing),
+// mostly without destination ports (with them it matches nothing).
+func (g *modelGen) icmpRule(r *dataplane.Rule, dst *dataplane.Match) {
+	rng := g.rng
+	draw := func() *model.ICMPMatch {
+		m := &model.ICMPMatch{Type: icmpTypes[rng.Intn(len(icmpTypes))]}
+		if rng.Intn(2) == 0 {
+			c := []uint8{0, 1, 255}[rng.Intn(3)]
+			m.Code = &c
+		}
+		return m
+	}
+	switch rng.Intn(4) {
+	case 0:
+		r.NotICMP = draw()
+	case 1:
+		r.ICMP, r.NotICMP = draw(), draw()
+	default:
+		r.ICMP = draw()
+	}
+	r.Protocol = []model.Protocol{model.ProtocolICMP, model.ProtocolICMP, model.ProtocolICMPv6, 0, model.ProtocolTCP}[rng.Intn(5)]
+	if rng.Intn(6) > 0 {
+		dst.Ports, dst.NotPorts, dst.NamedPortSets = nil, nil, nil
+	}
+}
+
+// icmpProbeKeys are the ICMP keys probes send: each rule type's codes 0, 1, 2 and 255, and the
+// keys next to its range.
+func icmpProbeKeys() []uint16 {
+	var out []uint16
+	for _, t := range icmpTypes {
+		for _, c := range []uint8{0, 1, 2, 255} {
+			out = append(out, ICMPKey(t, c))
+		}
+		out = append(out, ICMPKey(t, 0)-1, ICMPKey(t, 255)+1)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // check compiles the tiers for both directions (a wide generator: and both families), in the
@@ -394,13 +438,18 @@ type probes struct {
 	protos   []model.Protocol
 	ports    []uint16
 	portless bool
+	icmp     []uint16 // the keys (ICMPKey) of ICMP and ICMPv6 packets
 }
 
 func (p probes) each(f func(netip.Addr, model.Protocol, uint16)) {
 	for _, a := range p.addrs {
 		for _, proto := range p.protos {
-			for i, port := range p.ports {
-				if i > 0 && p.portless && !hasPorts(proto) {
+			ports, icmp := p.ports, proto == model.ProtocolICMP || proto == model.ProtocolICMPv6
+			if icmp {
+				ports = p.icmp
+			}
+			for i, port := range ports {
+				if i > 0 && p.portless && !hasPorts(proto) && !icmp {
 					break
 				}
 				f(a, proto, port)
@@ -418,11 +467,11 @@ func (g *modelGen) probes(s *State, tiers []dataplane.TierPolicies, is4 bool) pr
 	if !g.wide {
 		pr := probes{addrs: slices.Concat(g.pool, addrList("10.0.0.3", "10.0.255.255", "11.0.0.0", "9.9.9.9", "192.168.255.255", "0.0.0.0", "255.255.255.255")),
 			protos: []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP, 47},
-			ports:  []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535}}
+			ports:  []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535}, icmp: icmpProbeKeys()}
 		return pr
 	}
 	pr := probes{protos: []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolSCTP, model.ProtocolICMP, model.ProtocolICMPv6, 47},
-		portless: true}
+		portless: true, icmp: icmpProbeKeys()}
 	addr := func(a netip.Addr) {
 		if a.IsValid() && a.Unmap().Is4() == is4 {
 			pr.addrs = append(pr.addrs, a)

@@ -10,9 +10,14 @@ import (
 
 // Evaluate is the model's outcome for one packet (graphtest.Evaluate over the State's policies,
 // as it enforces them, and sets), with the reason the compiled structures give it: the one that
-// every compiled shape must equal.
+// every compiled shape must equal. port is the destination port, for ICMP and ICMPv6 the
+// ICMPKey, as Decision.Lookup takes it.
 func (s *State) Evaluate(dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
-	d := graphtest.Evaluate(stateModel{s}, dir, tiers, local, peer, proto, port)
+	f := graphtest.Flow{Proto: proto, DstPort: port}
+	if proto == model.ProtocolICMP || proto == model.ProtocolICMPv6 {
+		f = graphtest.Flow{Proto: proto, ICMPType: uint8(port >> 8), ICMPCode: uint8(port)}
+	}
+	d := graphtest.Evaluate(stateModel{s}, dir, tiers, local, peer, f)
 	switch {
 	case d.Rule != nil:
 		r := policyRule{Rule: d.Rule, policy: d.Policy, dir: dir, index: d.Index}

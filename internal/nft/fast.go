@@ -85,6 +85,9 @@ func fastPorts(c, f *Class) fastResult {
 			return fastResult{}
 		}
 	}
+	if !slices.Equal(icmpSegs(c), icmpSegs(f)) { // the allow set holds ports, no ICMP key
+		return fastResult{}
+	}
 	var out []protoPort
 	for _, p := range portProtocols {
 		cuts := []uint32{0}
@@ -118,16 +121,25 @@ func fastPorts(c, f *Class) fastResult {
 	return fastResult{ports: out, ok: true}
 }
 
+// icmpSegs are a class's segments of ICMP keys (protocols without ports).
+func icmpSegs(c *Class) []PortSeg {
+	var out []PortSeg
+	for _, s := range c.Ports {
+		if !hasPorts(s.Proto) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // outcome is what class c gives a packet (Decision.Lookup's class step).
 func outcome(c *Class, proto model.Protocol, port uint16) Outcome {
 	if o, ok := c.Protos[proto]; ok {
 		return o
 	}
-	if hasPorts(proto) {
-		for _, s := range c.Ports {
-			if s.Proto == proto && s.First <= port && port <= s.Last {
-				return s.Outcome
-			}
+	for _, s := range c.Ports {
+		if s.Proto == proto && s.First <= port && port <= s.Last {
+			return s.Outcome
 		}
 	}
 	return c.Other

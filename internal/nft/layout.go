@@ -495,15 +495,29 @@ func (b *Builder) acquireClass(c *Class) {
 		b.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}}})
 	}
-	if len(c.Ports) > 0 {
-		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: hasRange(c.Ports),
-			Comment: "protocol . destination port → verdict", Counter: b.opts.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
-		for _, s := range c.Ports {
+	ports, icmp := c.Ports, icmpSegs(c)
+	if len(icmp) > 0 {
+		ports = slices.DeleteFunc(slices.Clone(ports), func(s PortSeg) bool { return !hasPorts(s.Proto) })
+	}
+	for _, m := range []struct {
+		suffix, comment string
+		key             ruleset.Key
+		segs            []PortSeg
+	}{
+		{"_ports", "protocol . destination port → verdict", ruleset.KeyL4ProtoDport, ports},
+		{"_icmp", "ICMP protocol . type<<8 | code (th sport) → verdict", ruleset.KeyL4ProtoSport, icmp},
+	} {
+		if len(m.segs) == 0 {
+			continue
+		}
+		set := &ruleset.Set{Name: name + m.suffix, Key: m.key, Map: true, Interval: hasRange(m.segs),
+			Comment: m.comment, Counter: b.opts.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
+		for _, s := range m.segs {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
 			set.Elements[ek] = ruleset.Value{Verdict: b.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
 		}
 		b.putSet(set)
-		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}}})
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: m.key, Set: set.Name, Map: true}}})
 	}
 	v := b.verdict(c.Other)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: v, Counter: b.opts.countAllowed && v.Kind == ruleset.Accept,
@@ -519,7 +533,7 @@ func (b *Builder) releaseClass(name string) {
 	}
 	chain := b.table.Chains[name]
 	b.dropChain(name)
-	for _, suffix := range []string{"_l4", "_ports"} {
+	for _, suffix := range []string{"_l4", "_ports", "_icmp"} {
 		if set, ok := b.table.Sets[name+suffix]; ok {
 			for _, e := range set.Elements {
 				b.releaseDeny(e.Verdict)

@@ -92,10 +92,15 @@ tiers:
 	return rl, true
 }
 
-// neverMatches reports rules that match no packet of the family: another IP version, ICMP
-// type/code and source ports (not resolved into lookups: such rules match nothing, as in eval).
+// neverMatches reports rules that match no packet of the family: another IP version; ICMP
+// type or code with a protocol other than the family's ICMP protocol (or with that protocol
+// excluded); source ports (not resolved into lookups: such rules match nothing, as in eval).
 func neverMatches(r *dataplane.Rule, is4 bool) bool {
-	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 || r.ICMP != nil || r.NotICMP != nil {
+	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 {
+		return true
+	}
+	if ip := icmpProtocol(is4); (r.ICMP != nil || r.NotICMP != nil) &&
+		(r.Protocol != model.ProtocolAny && r.Protocol != ip || r.NotProtocol == ip) {
 		return true
 	}
 	return len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0
@@ -109,7 +114,8 @@ func (lr *listRule) matchesAll() bool {
 // (numeric and ingress named ports in one, each egress named-port set in its own), none when it
 // can match nothing here.
 func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Addr, is4 bool, reason string) ([]listRule, bool) {
-	if r.NotProtocol != model.ProtocolAny || len(r.Dst.NotPorts) > 0 || len(r.Dst.NotNamedPortSets) > 0 {
+	if r.NotProtocol != model.ProtocolAny || len(r.Dst.NotPorts) > 0 || len(r.Dst.NotNamedPortSets) > 0 ||
+		r.ICMP != nil || r.NotICMP != nil { // ICMP type and code: the map shape's classes
 		return nil, false
 	}
 	peer, localSide := &r.Src, &r.Dst

@@ -69,7 +69,11 @@ type ruleIndex struct {
 	ungatedAll, ungatedNot []int32
 	ungatedBy              map[int32][]int32
 	gated                  map[dataplane.SetID][]int32
-	protos                 []model.Protocol // non-port protocols that rules name
+	protos                 []model.Protocol // non-port protocols that rules name, but painted
+	// painted are the protocols whose packets a class partitions by a 16-bit key: the port
+	// protocols by destination port, and the family's ICMP protocol by type<<8 | code when a
+	// rule matches ICMP type or code.
+	painted []model.Protocol
 }
 
 // peerRefs are the sets that make an address a known peer of a plan.
@@ -136,6 +140,9 @@ type planRule struct {
 	proto   model.Protocol
 	notProt model.Protocol
 	portMatch
+	// icmp and notICMP: the type (and code) the rule requires, and excludes, of a packet of the
+	// family's ICMP protocol (proto then is that protocol).
+	icmp, notICMP *model.ICMPMatch
 }
 
 // portMatch is what a plan rule requires of the destination port.
@@ -212,6 +219,12 @@ func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, loc
 			}
 		}
 	}
+	pl.painted = portProtocols
+	if slices.ContainsFunc(pl.rules, func(r planRule) bool { return r.icmp != nil || r.notICMP != nil }) {
+		ip := icmpProtocol(is4)
+		pl.painted = append(slices.Clip(portProtocols), ip)
+		pl.protos = slices.DeleteFunc(pl.protos, func(p model.Protocol) bool { return p == ip })
+	}
 	slices.Sort(pl.protos)
 	for id := range refs {
 		pl.refs = append(pl.refs, id)
@@ -254,7 +267,11 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 	if !pl.s.addrMatch(localSide, pl.local) {
 		return planRule{}, false
 	}
-	pr := planRule{action: r.Action, peer: peer, gated: len(peer.Sets) > 0, proto: r.Protocol, notProt: r.NotProtocol}
+	pr := planRule{action: r.Action, peer: peer, gated: len(peer.Sets) > 0, proto: r.Protocol, notProt: r.NotProtocol,
+		icmp: r.ICMP, notICMP: r.NotICMP}
+	if pr.icmp != nil || pr.notICMP != nil {
+		pr.proto = icmpProtocol(pl.is4) // neverMatches left out every other protocol
+	}
 	switch r.Action {
 	case model.ActionAllow:
 		pr.outcome = Outcome{Allow, r.reason() + " (allow)"}
@@ -571,7 +588,7 @@ func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
 		}
 	}
 	segs := pl.scratch.segs[:0]
-	for _, proto := range portProtocols {
+	for _, proto := range pl.painted {
 		start := len(segs)
 		segs = pl.paint(cand, proto, peer, known, segs)
 		part := segs[start:]
@@ -710,10 +727,15 @@ func carve(gaps []portGap, rg portGap, take func(portGap)) []portGap {
 
 // portRanges is the sorted, disjoint list of ports of protocol proto that rule r's destination
 // port matches (every port when it has none): its ports, or every port, without its excluded
-// ports. Egress named ports resolve on the peer (none when it is unknown).
+// ports. Egress named ports resolve on the peer (none when it is unknown). For ICMP and ICMPv6
+// the "ports" are the keys type<<8 | code (icmpRanges).
 func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, known bool) []portGap {
 	sc := &pl.scratch
 	pos := sc.ranges[:0]
+	if !hasPorts(proto) {
+		sc.ranges = icmpRanges(pos, r.icmp, r.notICMP)
+		return sc.ranges
+	}
 	add := func(list []portGap, prs []portRange) []portGap {
 		for _, p := range prs {
 			if p.proto == model.ProtocolAny || p.proto == proto {
@@ -752,6 +774,40 @@ func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, k
 	}
 	sc.ranges = pos
 	return pos
+}
+
+// icmpRanges appends to out the ICMP keys (type<<8 | code) that match m (every key when nil)
+// and not notM: a type alone is the range type<<8 … type<<8 | 255.
+func icmpRanges(out []portGap, m, notM *model.ICMPMatch) []portGap {
+	out = append(out, icmpKeys(m))
+	if notM != nil {
+		out = carve(out, icmpKeys(notM), func(portGap) {})
+	}
+	return out
+}
+
+// icmpKeys is the range of ICMP keys that m matches (nil: all).
+func icmpKeys(m *model.ICMPMatch) portGap {
+	switch {
+	case m == nil:
+		return portGap{0, 65535}
+	case m.Code == nil:
+		return portGap{uint16(m.Type) << 8, uint16(m.Type)<<8 | 255}
+	}
+	k := uint16(m.Type)<<8 | uint16(*m.Code)
+	return portGap{k, k}
+}
+
+// ICMPKey is the 16-bit key of an ICMP or ICMPv6 packet that classes partition: type<<8 | code,
+// the transport header's first 16 bits (what `th sport` loads).
+func ICMPKey(typ, code uint8) uint16 { return uint16(typ)<<8 | uint16(code) }
+
+// icmpProtocol is the ICMP protocol of the family.
+func icmpProtocol(is4 bool) model.Protocol {
+	if is4 {
+		return model.ProtocolICMP
+	}
+	return model.ProtocolICMPv6
 }
 
 // joinGaps sorts ranges and joins overlapping and adjacent ones, in place.

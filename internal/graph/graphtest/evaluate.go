@@ -32,9 +32,17 @@ type Decision struct {
 	Tier *dataplane.TierPolicies
 }
 
+// Flow is what rules read of the first packet of a connection besides its addresses.
+type Flow struct {
+	Proto            model.Protocol
+	SrcPort, DstPort uint16 // TCP, UDP and SCTP
+	ICMPType         uint8  // ICMP and ICMPv6
+	ICMPCode         uint8
+}
+
 // Evaluate is the reference semantics of the policy model for the first packet of a connection
-// in one direction of a local endpoint (local: its address; peer: the other end; port: the
-// destination port): tiers in order, policies in order, rules in order; Allow and Deny decide,
+// in one direction of a local endpoint (local: its address; peer: the other end; f: the rest of
+// the packet): tiers in order, policies in order, rules in order; Allow and Deny decide,
 // Pass goes to the next tier, Log continues; a tier whose policies did not decide applies its
 // default when that is Allow or Deny, and passes otherwise; after the last tier, allow.
 // Addresses are compared unmapped. Set membership is the Model's, as the dataplane holds it: an
@@ -43,9 +51,11 @@ type Decision struct {
 // matches, a Deny or Pass rule's while one does, negated uses the other way round), so a
 // compiled ruleset and Evaluate over one state judge a contested address alike. As the
 // dataplane enforces them (docs/design.md, limits): a
-// rule with ICMP type/code or source ports matches nothing, and a rule with ports or excluded
-// ports matches only protocols with ports.
-func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Decision {
+// rule with source ports matches nothing, and a rule with ports or excluded ports matches only
+// protocols with ports. A rule with ICMP or NotICMP matches only packets of the family's ICMP
+// protocol (ICMP for IPv4, ICMPv6 for IPv6; with any other protocol it matches nothing): of
+// ICMP's type (and code, when given), and not of NotICMP's.
+func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, f Flow) Decision {
 	local, peer = local.Unmap(), peer.Unmap()
 tiers:
 	for i := range tiers {
@@ -54,7 +64,7 @@ tiers:
 			rules := m.Rules(key, dir)
 			for j := range rules {
 				r := &rules[j]
-				if !matches(m, dir, r, local, peer, proto, port) {
+				if !matches(m, dir, r, local, peer, f) {
 					continue
 				}
 				switch r.Action {
@@ -73,7 +83,8 @@ tiers:
 	return Decision{Allow: true}
 }
 
-func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.Addr, proto model.Protocol, port uint16) bool {
+func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.Addr, f Flow) bool {
+	proto, port := f.Proto, f.DstPort
 	if r.IPVersion == 4 && !peer.Is4() || r.IPVersion == 6 && !peer.Is6() {
 		return false
 	}
@@ -84,7 +95,13 @@ func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.
 		return false
 	}
 	if r.ICMP != nil || r.NotICMP != nil {
-		return false
+		icmp := model.ProtocolICMPv6
+		if peer.Is4() {
+			icmp = model.ProtocolICMP
+		}
+		if proto != icmp || r.ICMP != nil && !icmpMatch(r.ICMP, f) || r.NotICMP != nil && icmpMatch(r.NotICMP, f) {
+			return false
+		}
 	}
 	if len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0 {
 		return false
@@ -94,6 +111,11 @@ func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.
 		src, dst = local, peer
 	}
 	return addrMatch(m, &r.Src, src) && addrMatch(m, &r.Dst, dst) && portMatch(m, &r.Dst, dst, proto, port)
+}
+
+// icmpMatch reports whether the packet's ICMP type (and code, when im has one) is im's.
+func icmpMatch(im *model.ICMPMatch, f Flow) bool {
+	return im.Type == f.ICMPType && (im.Code == nil || *im.Code == f.ICMPCode)
 }
 
 func addrMatch(m Model, mt *dataplane.Match, a netip.Addr) bool {

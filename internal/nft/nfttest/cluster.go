@@ -144,8 +144,8 @@ type ClusterGen struct {
 }
 
 // incrementalPolicy draws IncrementalCluster's policies: NetworkPolicy-shaped, over the pod
-// labels of namespaces nss, now and then with more rules than the listed shape takes or as an
-// admin-tier deny.
+// labels of namespaces nss, now and then allowing echo requests (ICMP type 8 or ICMPv6 128)
+// instead of a port, with more rules than the listed shape takes or as an admin-tier deny.
 func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.Policy {
 	return func(i int) model.Policy {
 		ns := nss[rng.Intn(2)]
@@ -161,6 +161,12 @@ func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.P
 			ports = []model.Port{{Name: "web"}}
 		}
 		r := model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP}
+		if rng.Intn(6) == 0 { // echo requests of one family (Calico's icmp type)
+			r.Protocol, r.ICMP, ports = model.ProtocolICMP, &model.ICMPMatch{Type: 8}, nil
+			if rng.Intn(2) == 0 {
+				r.Protocol, r.ICMP = model.ProtocolICMPv6, &model.ICMPMatch{Type: 128}
+			}
+		}
 		p := model.Policy{Key: NPKey(ns, fmt.Sprint("np", i)), Tier: model.TierNetworkPolicy, Namespace: ns,
 			Selector: fmt.Sprintf("pod == '%s'", labels[rng.Intn(3)])}
 		if rng.Intn(2) == 0 {
@@ -528,8 +534,22 @@ func (d policyDraw) rule(dir model.Direction, cluster bool) model.Rule {
 		if c.Intn(4) == 0 {
 			dst.NotPorts = d.ports()
 		}
-		if c.Intn(8) == 0 {
-			r.ICMP = &model.ICMPMatch{Type: 8}
+		if c.Intn(6) == 0 { // ICMP type and code, mostly of a family's ICMP protocol, without ports
+			typ := []uint8{0, 8, 128, 129}[c.Intn(4)]
+			m := &model.ICMPMatch{Type: typ}
+			if c.Intn(2) == 0 {
+				code := uint8(c.Intn(2))
+				m.Code = &code
+			}
+			if c.Intn(3) == 0 {
+				r.NotICMP = m
+			} else {
+				r.ICMP = m
+			}
+			r.Protocol = []model.Protocol{model.ProtocolICMP, model.ProtocolICMPv6, 0, model.ProtocolTCP}[c.Intn(4)]
+			if c.Intn(4) > 0 {
+				dst.Ports, dst.NotPorts = nil, nil
+			}
 		}
 		if c.Intn(8) == 0 {
 			src.Ports = d.ports()
