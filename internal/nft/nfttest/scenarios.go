@@ -30,12 +30,28 @@ var Pods = []Pod{
 	{NS: "y", Name: "b", Node: "b", V4: netip.MustParseAddr("10.244.1.11"), V6: netip.MustParseAddr("fd00:10:244:1::11")},
 }
 
-// Probe is one connection attempt of the truth table.
+// Probe is one connection attempt of the truth table: Port is the destination port of TCP, UDP
+// and SCTP; ICMPType and ICMPCode are an ICMP (IPv4) or ICMPv6 (IPv6) packet's.
 type Probe struct {
-	From, To Pod
-	Proto    model.Protocol
-	Port     uint16
-	Is6      bool
+	From, To           Pod
+	Proto              model.Protocol
+	Port               uint16
+	ICMPType, ICMPCode uint8
+	Is6                bool
+}
+
+// Echo is the ICMP echo request type of the probe's family (8, ICMPv6 128), with its protocol.
+func Echo(is6 bool) (model.Protocol, uint8) {
+	if is6 {
+		return model.ProtocolICMPv6, 128
+	}
+	return model.ProtocolICMP, 8
+}
+
+// icmpRule is a rule of action on the echo requests of one family, of code when given.
+func icmpRule(action model.Action, is6 bool, code *uint8) model.Rule {
+	proto, typ := Echo(is6)
+	return model.Rule{Action: action, Protocol: proto, ICMP: &model.ICMPMatch{Type: typ, Code: code}}
 }
 
 // Scenario is a named set of policies over Pods and the truth table they must give.
@@ -192,6 +208,34 @@ var Scenarios = []Scenario{
 		Allowed: func(p Probe) bool {
 			// y/b → x is denied by the admin tier; y/a passes to the NetworkPolicy tier, which allows
 			return !(p.To.NS == "x" && p.From.Key() == "y/b") || p.From.Key() == p.To.Key()
+		},
+	},
+	{
+		// x/a takes echo requests only; an admin policy denies y's pods echo requests of code 0
+		// (what ping sends) and lets every other ICMP packet pass to the default tier
+		Name: "icmp-echo-only-and-code-deny",
+		Policies: Static(
+			NP("x", "allow-echo", "pod == 'a'", []model.Rule{
+				icmpRule(model.ActionAllow, false, nil), icmpRule(model.ActionAllow, true, nil),
+			}, nil, model.Ingress),
+			model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "admin-deny-echo-code-0"}, Tier: model.TierAdmin,
+				Order: 10, Namespace: "y", Selector: "all()", ApplyIngress: true, IngressRules: []model.Rule{
+					icmpRule(model.ActionDeny, false, new(uint8)), icmpRule(model.ActionDeny, true, new(uint8)),
+				}},
+		),
+		Allowed: func(p Probe) bool {
+			if p.From.Key() == p.To.Key() {
+				return true
+			}
+			proto, echo := Echo(p.Is6)
+			isEcho := p.Proto == proto && p.ICMPType == echo
+			switch {
+			case p.To.Key() == "x/a":
+				return isEcho
+			case p.To.NS == "y":
+				return !isEcho || p.ICMPCode != 0
+			}
+			return true
 		},
 	},
 }
