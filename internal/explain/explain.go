@@ -265,7 +265,7 @@ func (c *Cluster) side(dir model.Direction, node string, local, peer netip.Addr,
 	if isICMP(q.Proto) {
 		port = nft.ICMPKey(pkt.ICMPType, pkt.ICMPCode)
 	}
-	d, ok := builder.Decide(dir, local, peer, q.Proto, port)
+	d, ok := builder.Decide(dir, local, peer, q.Proto, pkt.Sport, port)
 	if !ok {
 		return s, fmt.Errorf("node %s holds no endpoint with address %s", node, local)
 	}

@@ -379,12 +379,24 @@ type PortSeg struct {
 type Class struct {
 	Key   string
 	Ports []PortSeg // only segments whose outcome differs from Other
+	// SrcPorts partition the source ports of the port protocols whose outcome depends on them
+	// (rules with source ports), each range leading to the class of its packets: Ports holds no
+	// segment of such a protocol.
+	SrcPorts []SrcPortSeg
 	// Protos: outcomes of non-port protocols that rules name (Protocol or NotProtocol), where
 	// they differ from Other; never a protocol that Ports partitions.
 	Protos map[model.Protocol]Outcome
 	Other  Outcome
 	sum    string // summary(), memoized
 	name   string // chain(), memoized
+}
+
+// SrcPortSeg is one range of source ports of a protocol, and the class (of destination ports)
+// its packets get.
+type SrcPortSeg struct {
+	Proto       model.Protocol
+	First, Last uint16
+	Class       *Class
 }
 
 // Interval is one range of a disjoint partition of the address space.
@@ -401,9 +413,9 @@ type Decision struct {
 	Classes   map[string]*Class
 }
 
-// Lookup returns the outcome the compiled structure gives a packet (what the kernel does): port
-// is its destination port, for ICMP and ICMPv6 its ICMPKey.
-func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Outcome {
+// Lookup returns the outcome the compiled structure gives a packet (what the kernel does): sport
+// and port are its source and destination ports, for ICMP and ICMPv6 port is its ICMPKey.
+func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, sport, port uint16) Outcome {
 	peer = peer.Unmap()
 	key, ok := d.Peers[peer]
 	if !ok {
@@ -415,7 +427,7 @@ func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Ou
 			}
 		}
 	}
-	return outcome(d.Classes[key], proto, port)
+	return outcome(d.Classes[key], proto, sport, port)
 }
 
 // Compile builds the decision structure for the tiers of one endpoint group in one direction and
@@ -562,7 +574,7 @@ func (d *Decision) intern(c *Class) string {
 // classKey is a class's identity: equal decision functions (and reasons) give equal keys. It is
 // the hex SHA-256 of the class's canonical text ("<verdict>:<reason>", then
 // "|<proto>.<first>-<last>:<verdict>:<reason>" per port segment, then "|p<proto>:<verdict>:<reason>"
-// per protocol in order), streamed into the hash: a class of many segments costs no string of
+// per protocol in order, then "|s<proto>.<first>-<last>:<class key>" per source-port range), streamed into the hash: a class of many segments costs no string of
 // their length. The class chain's name is "c_" and the first 12 hex digits of it.
 func classKey(c *Class) string {
 	h := sha256.New()
@@ -584,6 +596,13 @@ func classKey(c *Class) string {
 		o := c.Protos[pr]
 		buf = append(strconv.AppendUint(append(buf, '|', 'p'), uint64(pr), 10), ':')
 		write(o.Verdict, o.Reason)
+	}
+	for _, sg := range c.SrcPorts {
+		buf = append(strconv.AppendUint(append(buf, '|', 's'), uint64(sg.Proto), 10), '.')
+		buf = append(strconv.AppendUint(buf, uint64(sg.First), 10), '-')
+		buf = append(strconv.AppendUint(buf, uint64(sg.Last), 10), ':')
+		h.Write(append(buf, sg.Class.Key...))
+		buf = buf[:0]
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

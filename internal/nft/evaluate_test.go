@@ -10,10 +10,10 @@ import (
 
 // Evaluate is the model's outcome for one packet (graphtest.Evaluate over the State's policies,
 // as it enforces them, and sets), with the reason the compiled structures give it: the one that
-// every compiled shape must equal. port is the destination port, for ICMP and ICMPv6 the
-// ICMPKey, as Decision.Lookup takes it.
-func (s *State) Evaluate(dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
-	f := graphtest.Flow{Proto: proto, DstPort: port}
+// every compiled shape must equal. sport and port are the source and destination ports, for
+// ICMP and ICMPv6 port is the ICMPKey, as Decision.Lookup takes them.
+func (s *State) Evaluate(dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, sport, port uint16) Outcome {
+	f := graphtest.Flow{Proto: proto, SrcPort: sport, DstPort: port}
 	if proto == model.ProtocolICMP || proto == model.ProtocolICMPv6 {
 		f = graphtest.Flow{Proto: proto, ICMPType: uint8(port >> 8), ICMPCode: uint8(port)}
 	}

@@ -459,6 +459,11 @@ func (c *Class) summary() string {
 	for _, s := range c.Ports {
 		add(s.Outcome)
 	}
+	for _, s := range c.SrcPorts {
+		for _, sub := range s.Class.Ports {
+			add(sub.Outcome)
+		}
+	}
 	for _, p := range sortedProtos(c.Protos) {
 		add(c.Protos[p])
 	}
@@ -494,6 +499,18 @@ func (b *Builder) acquireClass(c *Class) {
 		}
 		b.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}}})
+	}
+	if len(c.SrcPorts) > 0 {
+		set := &ruleset.Set{Name: name + "_sports", Key: ruleset.KeyL4ProtoSport, Map: true, Interval: true,
+			Comment: "protocol . source port → the class of its destination ports", Elements: map[ruleset.ElementKey]ruleset.Value{}}
+		for _, s := range c.SrcPorts {
+			b.acquireClass(s.Class)
+			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
+			set.Elements[ek] = ruleset.Value{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: s.Class.chain()},
+				Comment: s.Class.summary()}
+		}
+		b.putSet(set)
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoSport, Set: set.Name, Map: true}}})
 	}
 	ports, icmp := c.Ports, icmpSegs(c)
 	if len(icmp) > 0 {
@@ -533,9 +550,13 @@ func (b *Builder) releaseClass(name string) {
 	}
 	chain := b.table.Chains[name]
 	b.dropChain(name)
-	for _, suffix := range []string{"_l4", "_ports", "_icmp"} {
+	for _, suffix := range []string{"_l4", "_ports", "_icmp", "_sports"} {
 		if set, ok := b.table.Sets[name+suffix]; ok {
 			for _, e := range set.Elements {
+				if suffix == "_sports" {
+					b.releaseClass(e.Verdict.Chain) // a source-port range's class
+					continue
+				}
 				b.releaseDeny(e.Verdict)
 			}
 			b.dropSet(name + suffix)

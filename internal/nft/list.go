@@ -94,7 +94,7 @@ tiers:
 
 // neverMatches reports rules that match no packet of the family: another IP version; ICMP
 // type or code with a protocol other than the family's ICMP protocol (or with that protocol
-// excluded); source ports (not resolved into lookups: such rules match nothing, as in eval).
+// excluded).
 func neverMatches(r *dataplane.Rule, is4 bool) bool {
 	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 {
 		return true
@@ -103,6 +103,11 @@ func neverMatches(r *dataplane.Rule, is4 bool) bool {
 		(r.Protocol != model.ProtocolAny && r.Protocol != ip || r.NotProtocol == ip) {
 		return true
 	}
+	return false
+}
+
+// hasSrcPorts reports whether a rule matches source ports.
+func hasSrcPorts(r *dataplane.Rule) bool {
 	return len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0
 }
 
@@ -115,7 +120,7 @@ func (lr *listRule) matchesAll() bool {
 // can match nothing here.
 func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Addr, is4 bool, reason string) ([]listRule, bool) {
 	if r.NotProtocol != model.ProtocolAny || len(r.Dst.NotPorts) > 0 || len(r.Dst.NotNamedPortSets) > 0 ||
-		r.ICMP != nil || r.NotICMP != nil { // ICMP type and code: the map shape's classes
+		r.ICMP != nil || r.NotICMP != nil || hasSrcPorts(r) { // the map shape's classes
 		return nil, false
 	}
 	peer, localSide := &r.Src, &r.Dst

@@ -62,7 +62,7 @@ func TestDecide(t *testing.T) {
 					local, peer, node, chain = dst, src, to.Node, nft.ChainForwardIngress
 				}
 				dp := dps[node]
-				d, ok := dp.Decide(dir, local, peer, proto, port)
+				d, ok := dp.Decide(dir, local, peer, proto, 0, port)
 				if !ok {
 					t.Fatalf("Decide(%s, %s): no local endpoint", dir, local)
 				}

@@ -48,6 +48,7 @@ type plan struct {
 	intervals
 	classMemo
 	spending
+	srcAt   srcAt
 	scratch scratch
 }
 
@@ -105,6 +106,27 @@ type classMemo struct {
 	byRules map[digest]string
 }
 
+// srcAt is the source port a paint is for (on), and the source ports each rule with source
+// ports matches (srcRanges): a paint that is not for one source port has no such rule.
+type srcAt struct {
+	on     bool
+	port   uint16
+	ranges map[int32][]portGap
+}
+
+// holds reports whether rule i's source ports hold the port of the paint.
+func (s *srcAt) holds(i int32) bool {
+	if !s.on {
+		return false
+	}
+	for _, g := range s.ranges[i] {
+		if g.first <= s.port && s.port <= g.last {
+			return true
+		}
+	}
+	return false
+}
+
 // spending is what a plan may still spend (work units, about a rule visited or a port range
 // painted each); over is set when it ran out.
 type spending struct {
@@ -140,19 +162,22 @@ type planRule struct {
 	proto   model.Protocol
 	notProt model.Protocol
 	portMatch
+	// src is what the rule requires of the source port (its portRules: it has source ports).
+	src portMatch
 	// icmp and notICMP: the type (and code) the rule requires, and excludes, of a packet of the
 	// family's ICMP protocol (proto then is that protocol).
 	icmp, notICMP *model.ICMPMatch
 }
 
-// portMatch is what a plan rule requires of the destination port.
+// portMatch is what a plan rule requires of the destination (or source) port.
 type portMatch struct {
-	// portRules: the rule constrains destination ports (Ports or NamedPortSets, or their
-	// negations); then it matches port protocols only.
+	// portRules: the rule constrains the ports (Ports or NamedPortSets, or their negations);
+	// then it matches port protocols only.
 	portRules bool
 	hasPos    bool
 	pos, neg  []portRange // static port ranges (numeric, and named ports resolved on the local side)
-	// posNP and negNP are named-port sets resolved on the peer (egress).
+	// posNP and negNP are named-port sets resolved on the peer (egress destination ports,
+	// ingress source ports).
 	posNP, negNP []dataplane.SetID
 }
 
@@ -192,8 +217,8 @@ func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, loc
 			peer := &r.Src
 			if dir == model.Egress {
 				peer = &r.Dst
-				addRefs(refs, r.Dst.NamedPortSets, r.Dst.NotNamedPortSets)
 			}
+			addRefs(refs, peer.NamedPortSets, peer.NotNamedPortSets)
 			addRefs(refs, peer.Sets, peer.NotSets)
 			pr, ok := pl.prepare(r)
 			if !ok {
@@ -210,7 +235,7 @@ func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, loc
 			default:
 				pl.ungatedAll = append(pl.ungatedAll, pos)
 			}
-			pl.npRefs = pl.npRefs || len(pr.posNP)+len(pr.negNP) > 0
+			pl.npRefs = pl.npRefs || len(pr.posNP)+len(pr.negNP)+len(pr.src.posNP)+len(pr.src.negNP) > 0
 			for _, p := range []model.Protocol{pr.proto, pr.notProt} {
 				if p != model.ProtocolAny && !hasPorts(p) && !seenProto[p] {
 					seenProto[p] = true
@@ -287,9 +312,17 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 		return planRule{}, false // only prefixes of the other family: no address of this one
 	}
 	pr.netRule = pr.nets > 0 || slices.ContainsFunc(peer.NotNets, func(n netip.Prefix) bool { return n.Addr().Is4() == pl.is4 })
-	d := &r.Dst
-	pr.hasPos = len(d.Ports) > 0 || len(d.NamedPortSets) > 0
-	pr.portRules = pr.hasPos || len(d.NotPorts) > 0 || len(d.NotNamedPortSets) > 0
+	pr.portMatch = pl.portMatchOf(&r.Dst, pl.dir == model.Egress)
+	pr.src = pl.portMatchOf(&r.Src, pl.dir == model.Ingress)
+	return pr, true
+}
+
+// portMatchOf is what one side of a rule requires of its port; onPeer says that the side is the
+// peer's, whose named ports resolve per peer (else on the local endpoint, here).
+func (pl *plan) portMatchOf(m *dataplane.Match, onPeer bool) portMatch {
+	var pm portMatch
+	pm.hasPos = len(m.Ports) > 0 || len(m.NamedPortSets) > 0
+	pm.portRules = pm.hasPos || len(m.NotPorts) > 0 || len(m.NotNamedPortSets) > 0
 	numeric := func(ps []model.Port) (out []portRange) {
 		for _, p := range ps {
 			if p.Name == "" {
@@ -298,14 +331,14 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 		}
 		return out
 	}
-	pr.pos, pr.neg = numeric(d.Ports), numeric(d.NotPorts)
-	if pl.dir == model.Egress {
-		pr.posNP, pr.negNP = d.NamedPortSets, d.NotNamedPortSets
+	pm.pos, pm.neg = numeric(m.Ports), numeric(m.NotPorts)
+	if onPeer {
+		pm.posNP, pm.negNP = m.NamedPortSets, m.NotNamedPortSets
 	} else {
-		pr.pos = append(pr.pos, pl.localNamedPorts(d.NamedPortSets)...)
-		pr.neg = append(pr.neg, pl.localNamedPorts(d.NotNamedPortSets)...)
+		pm.pos = append(pm.pos, pl.localNamedPorts(m.NamedPortSets)...)
+		pm.neg = append(pm.neg, pl.localNamedPorts(m.NotNamedPortSets)...)
 	}
-	return pr, true
+	return pm
 }
 
 // localNamedPorts resolves named-port sets on the local endpoint.
@@ -467,7 +500,7 @@ func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []dataplane.SetI
 	lk := digest(sha256.Sum256(rk))
 	ck, ok := pl.byRules[lk]
 	if !ok {
-		c := pl.class(cand, a, len(refs) > 0)
+		c := pl.class(d, cand, a, len(refs) > 0)
 		n := len(d.Classes)
 		if ck = d.intern(c); len(d.Classes) > n {
 			pl.spend(newClassCost * (1 + len(c.Ports))) // what the class keeps, and its elements
@@ -579,7 +612,7 @@ func (r *planRule) netHolds(a netip.Addr, is4 bool) bool {
 // order): for the protocol no rule names (Other) and each non-port protocol rules name, the
 // first deciding rule; for each port protocol, the rules paint their port ranges over the ports
 // still undecided.
-func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
+func (pl *plan) class(d *Decision, cand []int32, peer netip.Addr, known bool) *Class {
 	c := &Class{Protos: map[model.Protocol]Outcome{}}
 	c.Other = pl.decideProto(cand, 255) // stands for every protocol no rule names (255 is reserved)
 	for _, proto := range pl.protos {
@@ -589,21 +622,11 @@ func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
 	}
 	segs := pl.scratch.segs[:0]
 	for _, proto := range pl.painted {
-		start := len(segs)
-		segs = pl.paint(cand, proto, peer, known, segs)
-		part := segs[start:]
-		slices.SortFunc(part, func(a, b PortSeg) int { return int(a.First) - int(b.First) })
-		// join adjacent segments of equal outcome
-		n := start
-		for _, sg := range part {
-			if n > start && segs[n-1].Outcome == sg.Outcome && uint32(segs[n-1].Last)+1 == uint32(sg.First) {
-				segs[n-1].Last = sg.Last
-				continue
-			}
-			segs[n] = sg
-			n++
+		if hasPorts(proto) && pl.srcRanges(cand, proto, peer, known) {
+			c.SrcPorts = append(c.SrcPorts, pl.srcClasses(d, cand, proto, peer, known, c.Other)...)
+			continue
 		}
-		segs = segs[:n]
+		segs = pl.paintJoined(cand, proto, peer, known, segs)
 	}
 	pl.scratch.segs = segs
 	for _, sg := range segs {
@@ -614,12 +637,100 @@ func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
 	return c
 }
 
+// paintJoined appends the port segments of protocol proto (paint), sorted, adjacent segments of
+// equal outcome joined.
+func (pl *plan) paintJoined(cand []int32, proto model.Protocol, peer netip.Addr, known bool, segs []PortSeg) []PortSeg {
+	start := len(segs)
+	segs = pl.paint(cand, proto, peer, known, segs)
+	part := segs[start:]
+	slices.SortFunc(part, func(a, b PortSeg) int { return int(a.First) - int(b.First) })
+	n := start
+	for _, sg := range part {
+		if n > start && segs[n-1].Outcome == sg.Outcome && uint32(segs[n-1].Last)+1 == uint32(sg.First) {
+			segs[n-1].Last = sg.Last
+			continue
+		}
+		segs[n] = sg
+		n++
+	}
+	return segs[:n]
+}
+
+// srcRanges works out, for the rules of cand with source ports that admit proto, the source
+// ports each matches (pl.srcAt's table), and reports whether there is any such rule: then the
+// class's outcome for proto depends on the source port.
+func (pl *plan) srcRanges(cand []int32, proto model.Protocol, peer netip.Addr, known bool) bool {
+	clear(pl.srcAt.ranges)
+	for _, i := range cand {
+		r := &pl.rules[i]
+		if !r.src.portRules || !r.admits(proto) {
+			continue
+		}
+		if pl.srcAt.ranges == nil {
+			pl.srcAt.ranges = map[int32][]portGap{}
+		}
+		pl.srcAt.ranges[i] = slices.Clone(pl.portRangesOf(&r.src, proto, peer, known))
+	}
+	return len(pl.srcAt.ranges) > 0
+}
+
+// srcClasses partitions the source ports of proto for a peer whose rules cand have source ports
+// (srcRanges): the bounds of those rules' ranges cut 0-65535 into at most 2·s+1 intervals for s
+// ranges, throughout each of which the same rules match; each interval's destination ports are
+// painted by those rules and the rules without source ports, into a class of its own (whose
+// other packets get other), and adjacent intervals of one class are joined; an interval whose
+// packets all get other has no range (the class's other packets get other too). So a class with
+// source ports costs (2·s+1) paints at most, within the plan's budget.
+func (pl *plan) srcClasses(d *Decision, cand []int32, proto model.Protocol, peer netip.Addr, known bool, other Outcome) []SrcPortSeg {
+	cuts := []uint32{0}
+	for _, rgs := range pl.srcAt.ranges {
+		for _, g := range rgs {
+			cuts = append(cuts, uint32(g.first), uint32(g.last)+1)
+		}
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	var out []SrcPortSeg
+	for k, first := range cuts {
+		if first > 65535 {
+			break
+		}
+		last := uint32(65535)
+		if k+1 < len(cuts) {
+			last = min(cuts[k+1]-1, 65535)
+		}
+		pl.srcAt.port, pl.srcAt.on = uint16(first), true
+		segs := pl.paintJoined(cand, proto, peer, known, nil)
+		pl.srcAt.on = false
+		sub := &Class{Other: other, Protos: map[model.Protocol]Outcome{}}
+		for _, sg := range segs {
+			if sg.Outcome != other {
+				sub.Ports = append(sub.Ports, sg)
+			}
+		}
+		if len(sub.Ports) == 0 {
+			continue // every packet gets other: the class's own Ports hold nothing of proto
+		}
+		n := len(d.Classes)
+		key := d.intern(sub)
+		if len(d.Classes) > n {
+			pl.spend(newClassCost * (1 + len(sub.Ports)))
+		}
+		if n := len(out); n > 0 && out[n-1].Class.Key == key && uint32(out[n-1].Last)+1 == first {
+			out[n-1].Last = uint16(last)
+			continue
+		}
+		out = append(out, SrcPortSeg{Proto: proto, First: uint16(first), Last: uint16(last), Class: d.Classes[key]})
+	}
+	return out
+}
+
 // admits reports whether rule r can match packets of protocol proto.
 func (r *planRule) admits(proto model.Protocol) bool {
 	if r.proto != model.ProtocolAny && r.proto != proto || r.notProt != model.ProtocolAny && r.notProt == proto {
 		return false
 	}
-	return !r.portRules || hasPorts(proto)
+	return !r.portRules && !r.src.portRules || hasPorts(proto)
 }
 
 // decideProto is the outcome of a packet of a protocol without ports (every rule that admits it
@@ -669,6 +780,9 @@ func (pl *plan) paint(cand []int32, proto model.Protocol, peer netip.Addr, known
 		for ; i < len(cand) && int(pl.rules[cand[i]].tier) == ti; i++ {
 			r := &pl.rules[cand[i]]
 			if len(gaps) == 0 || !r.admits(proto) || r.action != model.ActionAllow && r.action != model.ActionDeny && r.action != model.ActionPass {
+				continue
+			}
+			if r.src.portRules && !pl.srcAt.holds(cand[i]) {
 				continue
 			}
 			rgs := pl.portRanges(r, proto, peer, known)
@@ -736,6 +850,13 @@ func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, k
 		sc.ranges = icmpRanges(pos, r.icmp, r.notICMP)
 		return sc.ranges
 	}
+	return pl.portRangesOf(&r.portMatch, proto, peer, known)
+}
+
+// portRangesOf is portRanges of one side's port match pm (a port protocol's).
+func (pl *plan) portRangesOf(pm *portMatch, proto model.Protocol, peer netip.Addr, known bool) []portGap {
+	sc := &pl.scratch
+	pos := sc.ranges[:0]
 	add := func(list []portGap, prs []portRange) []portGap {
 		for _, p := range prs {
 			if p.proto == model.ProtocolAny || p.proto == proto {
@@ -759,14 +880,14 @@ func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, k
 		}
 		return list
 	}
-	if r.hasPos {
-		pos = addNamed(add(pos, r.pos), r.posNP)
+	if pm.hasPos {
+		pos = addNamed(add(pos, pm.pos), pm.posNP)
 		pos = joinGaps(pos)
 	} else {
 		pos = append(pos, portGap{0, 65535})
 	}
-	if len(r.neg) > 0 || len(r.negNP) > 0 {
-		neg := joinGaps(addNamed(add(sc.neg[:0], r.neg), r.negNP))
+	if len(pm.neg) > 0 || len(pm.negNP) > 0 {
+		neg := joinGaps(addNamed(add(sc.neg[:0], pm.neg), pm.negNP))
 		for _, g := range neg {
 			pos = carve(pos, g, func(portGap) {})
 		}

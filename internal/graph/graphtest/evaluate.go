@@ -50,9 +50,9 @@ type Flow struct {
 // the graph decides by the set's polarity (an Allow rule's sets hold it only while every holder
 // matches, a Deny or Pass rule's while one does, negated uses the other way round), so a
 // compiled ruleset and Evaluate over one state judge a contested address alike. As the
-// dataplane enforces them (docs/design.md, limits): a
-// rule with source ports matches nothing, and a rule with ports or excluded ports matches only
-// protocols with ports. A rule with ICMP or NotICMP matches only packets of the family's ICMP
+// dataplane enforces them: a rule with ports or excluded ports (destination or source) matches
+// only protocols with ports; named source ports are the source's (on ingress the peer's, on
+// egress the local endpoint's). A rule with ICMP or NotICMP matches only packets of the family's ICMP
 // protocol (ICMP for IPv4, ICMPv6 for IPv6; with any other protocol it matches nothing): of
 // ICMP's type (and code, when given), and not of NotICMP's.
 func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, f Flow) Decision {
@@ -103,14 +103,12 @@ func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.
 			return false
 		}
 	}
-	if len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0 {
-		return false
-	}
 	src, dst := peer, local
 	if dir == model.Egress {
 		src, dst = local, peer
 	}
-	return addrMatch(m, &r.Src, src) && addrMatch(m, &r.Dst, dst) && portMatch(m, &r.Dst, dst, proto, port)
+	return addrMatch(m, &r.Src, src) && addrMatch(m, &r.Dst, dst) && portMatch(m, &r.Dst, dst, proto, port) &&
+		portMatch(m, &r.Src, src, proto, f.SrcPort)
 }
 
 // icmpMatch reports whether the packet's ICMP type (and code, when im has one) is im's.
@@ -127,7 +125,7 @@ func addrMatch(m Model, mt *dataplane.Match, a netip.Addr) bool {
 		!slices.ContainsFunc(mt.NotNets, in)
 }
 
-// portMatch: the destination port of a is in Ports or NamedPortSets (when either is set) and in
+// portMatch: the port (destination or source) of a is in Ports or NamedPortSets (when either is set) and in
 // neither NotPorts nor NotNamedPortSets; numeric ranges with a name are skipped.
 func portMatch(m Model, mt *dataplane.Match, a netip.Addr, proto model.Protocol, port uint16) bool {
 	in := func(ps []model.Port, sets []dataplane.SetID) bool {

@@ -300,8 +300,7 @@ func (s *State) Dump() string {
 	return b.String()
 }
 
-// Packet is the first packet of a connection. SrcPort is not judged: a rule with source ports
-// matches nothing (Evaluate).
+// Packet is the first packet of a connection.
 type Packet struct {
 	Src, Dst           netip.Addr
 	Proto              model.Protocol

@@ -145,7 +145,7 @@ type ClusterGen struct {
 
 // incrementalPolicy draws IncrementalCluster's policies: NetworkPolicy-shaped, over the pod
 // labels of namespaces nss, now and then allowing echo requests (ICMP type 8 or ICMPv6 128)
-// instead of a port, with more rules than the listed shape takes or as an admin-tier deny.
+// instead of a port or only from a range of source ports, with more rules than the listed shape takes or as an admin-tier deny.
 func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.Policy {
 	return func(i int) model.Policy {
 		ns := nss[rng.Intn(2)]
@@ -169,12 +169,17 @@ func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.P
 		}
 		p := model.Policy{Key: NPKey(ns, fmt.Sprint("np", i)), Tier: model.TierNetworkPolicy, Namespace: ns,
 			Selector: fmt.Sprintf("pod == '%s'", labels[rng.Intn(3)])}
+		var sports []model.Port
+		if rng.Intn(6) == 0 { // from a range of source ports
+			sports = []model.Port{{First: 4000, Last: 4999}}
+		}
 		if rng.Intn(2) == 0 {
+			peer.Ports = sports
 			r.Source, r.Destination = peer, model.Peer{Ports: ports}
 			p.ApplyIngress, p.IngressRules = true, []model.Rule{r}
 		} else {
 			peer.Ports = ports
-			r.Destination = peer
+			r.Source, r.Destination = model.Peer{Ports: sports}, peer
 			p.ApplyEgress, p.EgressRules = true, []model.Rule{r}
 		}
 		if rng.Intn(5) == 0 {

@@ -30,12 +30,13 @@ var Pods = []Pod{
 	{NS: "y", Name: "b", Node: "b", V4: netip.MustParseAddr("10.244.1.11"), V6: netip.MustParseAddr("fd00:10:244:1::11")},
 }
 
-// Probe is one connection attempt of the truth table: Port is the destination port of TCP, UDP
-// and SCTP; ICMPType and ICMPCode are an ICMP (IPv4) or ICMPv6 (IPv6) packet's.
+// Probe is one connection attempt of the truth table: Port and SrcPort are the destination and
+// source ports of TCP, UDP and SCTP (SrcPort 0: an ephemeral one, above 32767); ICMPType and
+// ICMPCode are an ICMP (IPv4) or ICMPv6 (IPv6) packet's.
 type Probe struct {
 	From, To           Pod
 	Proto              model.Protocol
-	Port               uint16
+	Port, SrcPort      uint16
 	ICMPType, ICMPCode uint8
 	Is6                bool
 }
@@ -236,6 +237,20 @@ var Scenarios = []Scenario{
 				return !isEcho || p.ICMPCode != 0
 			}
 			return true
+		},
+	},
+	{
+		// x/a takes TCP and UDP port 80 from source ports 5300-5399 only
+		Name: "from-source-ports",
+		Policies: Static(NP("x", "from-sports", "pod == 'a'", []model.Rule{
+			{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: model.Peer{Ports: []model.Port{{First: 5300, Last: 5399}}},
+				Destination: model.Peer{Ports: []model.Port{TCP(80)}}},
+			{Action: model.ActionAllow, Protocol: model.ProtocolUDP, Source: model.Peer{Ports: []model.Port{{First: 5300, Last: 5399}}},
+				Destination: model.Peer{Ports: []model.Port{TCP(80)}}},
+		}, nil, model.Ingress)),
+		Allowed: func(p Probe) bool {
+			return p.To.Key() != "x/a" || p.From.Key() == p.To.Key() ||
+				(p.Proto == model.ProtocolTCP || p.Proto == model.ProtocolUDP) && p.Port == 80 && p.SrcPort >= 5300 && p.SrcPort <= 5399
 		},
 	},
 }
