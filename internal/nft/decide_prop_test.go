@@ -135,6 +135,7 @@ func (g *modelGen) state(name string, allowOnly, indexAll bool) (*State, []datap
 	if indexAll {
 		s.refIndexMin = 0
 	}
+	s.logs = indexAll && !allowOnly // Log rules log: outcomes carry them
 	for i := 0; i < 3; i++ {
 		var ms []dataplane.Member
 		in := g.subset(len(g.pool))

@@ -112,7 +112,7 @@ func fastPorts(c, f *Class) fastResult {
 			if oc == of {
 				continue
 			}
-			if oc.Verdict != Allow || first != last || len(out) == maxFastPorts {
+			if oc.Verdict != Allow || oc.Logs != "" || first != last || len(out) == maxFastPorts {
 				return fastResult{}
 			}
 			out = append(out, protoPort{proto: p, port: uint16(first), reason: oc.Reason})
@@ -166,7 +166,7 @@ func (cp *compiled) kernelLookup(peer netip.Addr, proto model.Protocol, sport, p
 	}
 	for _, pp := range r.ports {
 		if pp.proto == proto && pp.port == port {
-			return Outcome{Allow, pp.reason}
+			return Outcome{Verdict: Allow, Reason: pp.reason}
 		}
 	}
 	return outcome(cp.Classes[fk], proto, sport, port)

@@ -21,11 +21,14 @@ type objects struct {
 	denies  refs[string] // deny chain name → class chains and maps using it
 	// denyReasons holds each held deny chain's reason, whole (its comment is cut)
 	denyReasons map[string]string
+	logs        refs[string] // log chain name → class chains and maps using it
+	// logReasons holds each held log chain's Log rules' reasons, in order
+	logReasons map[string][]string
 }
 
 func newObjects() objects {
 	return objects{classes: newRefs[string](), shared: newRefs[string](), denies: newRefs[string](),
-		denyReasons: map[string]string{}}
+		denyReasons: map[string]string{}, logs: newRefs[string](), logReasons: map[string][]string{}}
 }
 
 // established accepts replies and related packets of allowed connections.
@@ -287,7 +290,7 @@ func (b *Builder) rejectCostliest(g *group, why, detail string) bool {
 // denyAll is the decision of a group that cannot be compiled within budget even without its
 // costliest policies: every packet is denied.
 func (b *Builder) denyAll(g *group) *compiled {
-	c := &Class{Other: Outcome{Deny, "group " + g.name + " cannot be compiled within the compiler's budget: denied"}}
+	c := &Class{Other: Outcome{Verdict: Deny, Reason: "group " + g.name + " cannot be compiled within the compiler's budget: denied"}}
 	c.Key = classKey(c)
 	dec := &Decision{Peers: map[netip.Addr]string{}, Default: c.Key, Classes: map[string]*Class{c.Key: c}}
 	return &compiled{Decision: dec, plan: &plan{s: b.state}}
@@ -570,8 +573,20 @@ func (b *Builder) releaseClass(name string) {
 }
 
 // verdict turns an outcome into a kernel verdict: allow accepts; deny goes to a counted drop
-// chain named after its reason, so `nft list ruleset` counts drops per policy.
+// chain named after its reason, so `nft list ruleset` counts drops per policy. An outcome with
+// logs goes to a log chain, one per distinct (logs, verdict, reason): its Log rules' log
+// statements, then that verdict.
 func (b *Builder) verdict(o Outcome) ruleset.Verdict {
+	if o.Logs != "" {
+		name := "log_" + shortHash(o.Logs+"\x00"+o.Verdict.String()+"\x00"+o.Reason)
+		if b.objects.logs.acquire(name) {
+			rules, reasons := b.logRules(name, o.Logs, b.verdict(Outcome{Verdict: o.Verdict, Reason: o.Reason}), o.Reason)
+			b.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(strings.ReplaceAll(strings.TrimSuffix(o.Logs, "\n"), "\n", "; ")),
+				Rules: rules})
+			b.objects.logReasons[name] = reasons
+		}
+		return ruleset.Verdict{Kind: ruleset.Goto, Chain: name}
+	}
 	if o.Verdict != Deny {
 		return ruleset.Verdict{Kind: ruleset.Accept}
 	}
@@ -584,6 +599,16 @@ func (b *Builder) verdict(o Outcome) ruleset.Verdict {
 }
 
 func (b *Builder) releaseDeny(v ruleset.Verdict) {
+	if v.Kind == ruleset.Goto && strings.HasPrefix(v.Chain, "log_") {
+		if b.objects.logs.release(v.Chain) {
+			if c := b.table.Chains[v.Chain]; c != nil {
+				b.releaseDeny(c.Rules[len(c.Rules)-1].Verdict)
+			}
+			delete(b.objects.logReasons, v.Chain)
+			b.dropChain(v.Chain)
+		}
+		return
+	}
 	if v.Kind != ruleset.Goto || !strings.HasPrefix(v.Chain, "deny_") {
 		return
 	}

@@ -57,15 +57,18 @@ type ruleList struct {
 // rules). local is an endpoint of the group: the local side of each rule and ingress named
 // ports are resolved on it.
 func (s *State) compileList(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool) (*ruleList, bool) {
-	rl := &ruleList{final: Outcome{Allow, "no policy applies"}}
+	rl := &ruleList{final: Outcome{Verdict: Allow, Reason: "no policy applies"}}
 	if len(tiers) > 0 {
-		rl.final = Outcome{Allow, "no tier decided: allow"}
+		rl.final = Outcome{Verdict: Allow, Reason: "no tier decided: allow"}
 	}
 tiers:
 	for _, t := range tiers {
 		for r := range s.tierRules(dir, t) {
-			if neverMatches(r.Rule, is4) || r.Action == model.ActionLog {
+			if neverMatches(r.Rule, is4) || r.Action == model.ActionLog && !s.logs {
 				continue
+			}
+			if r.Action == model.ActionLog {
+				return nil, false // a class's outcome logs it (the map shape)
 			}
 			if r.Action != model.ActionAllow {
 				return nil, false
@@ -265,7 +268,7 @@ func (rl *ruleList) lookup(s *State, peer netip.Addr, proto model.Protocol, port
 	peer = peer.Unmap()
 	for i := range rl.rules {
 		if lr := &rl.rules[i]; lr.matches(s, peer, proto, port) {
-			return Outcome{Allow, lr.reason}
+			return Outcome{Verdict: Allow, Reason: lr.reason}
 		}
 	}
 	return rl.final

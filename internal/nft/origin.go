@@ -67,7 +67,7 @@ func (s *State) origin(dir model.Direction, tiers []dataplane.TierPolicies, reas
 	case len(tiers) == 0:
 		o.Kind = OriginNoPolicy
 		return o
-	case reason == (Outcome{Allow, "no tier decided: allow"}).Reason:
+	case reason == (Outcome{Verdict: Allow, Reason: "no tier decided: allow"}).Reason:
 		o.Kind = OriginNoTierDecided
 		return o
 	}
@@ -131,7 +131,7 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 	g := b.layout.groups[e.groups[dispatchKey{dir, local}]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:
-		out.Outcome = Outcome{Allow, "no policy applies"}
+		out.Outcome = Outcome{Verdict: Allow, Reason: "no policy applies"}
 	case g.listed:
 		rl, _ := b.state.compileList(g.dir, g.tiers, g.sample(), g.is4)
 		out.Group, out.Outcome = g.name, rl.lookup(b.state, peer, proto, port)

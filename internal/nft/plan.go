@@ -192,17 +192,20 @@ type scratch struct {
 	key    []byte
 }
 
-// portGap is an inclusive range of ports.
-type portGap struct{ first, last uint16 }
+// portGap is an inclusive range of ports; logs, in a paint, are the Log rules its packets met.
+type portGap struct {
+	first, last uint16
+	logs        string
+}
 
 // newPlan prepares the rules of tiers; budget bounds the work of the plan's compile.
 func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool, budget int64) *plan {
 	pl := &plan{s: s, dir: dir, is4: is4, local: local, tierOutcomes: tierOutcomes{ntier: len(tiers)},
 		ruleIndex: ruleIndex{gated: map[dataplane.SetID][]int32{}, ungatedBy: map[int32][]int32{}},
 		classMemo: classMemo{memo: map[digest]string{}, byRules: map[digest]string{}}, spending: spending{budget: budget}}
-	pl.final = Outcome{Allow, "no policy applies"}
+	pl.final = Outcome{Verdict: Allow, Reason: "no policy applies"}
 	if len(tiers) > 0 {
-		pl.final = Outcome{Allow, "no tier decided: allow"}
+		pl.final = Outcome{Verdict: Allow, Reason: "no tier decided: allow"}
 	}
 	seenProto := map[model.Protocol]bool{}
 	refs := map[dataplane.SetID]struct{}{}
@@ -299,9 +302,14 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 	}
 	switch r.Action {
 	case model.ActionAllow:
-		pr.outcome = Outcome{Allow, r.reason() + " (allow)"}
+		pr.outcome = Outcome{Verdict: Allow, Reason: r.reason() + " (allow)"}
 	case model.ActionDeny:
-		pr.outcome = Outcome{Deny, r.reason() + " (deny)"}
+		pr.outcome = Outcome{Verdict: Deny, Reason: r.reason() + " (deny)"}
+	case model.ActionLog:
+		if !pl.s.logs {
+			return planRule{}, false // it logs nowhere and changes no verdict
+		}
+		pr.outcome = Outcome{Logs: r.reason() + " (log)\n"}
 	}
 	for _, n := range peer.Nets {
 		if n.Addr().Is4() == pl.is4 {
@@ -738,6 +746,11 @@ func (r *planRule) admits(proto model.Protocol) bool {
 // tier's default when none decided, then the final outcome.
 func (pl *plan) decideProto(cand []int32, proto model.Protocol) Outcome {
 	i := 0
+	logs := ""
+	decided := func(o Outcome) Outcome {
+		o.Logs = logs
+		return o
+	}
 	for ti := range pl.ntier {
 		passed := false
 		for ; i < len(cand) && int(pl.rules[cand[i]].tier) == ti; i++ {
@@ -747,19 +760,21 @@ func (pl *plan) decideProto(cand []int32, proto model.Protocol) Outcome {
 			}
 			switch r.action {
 			case model.ActionAllow, model.ActionDeny:
-				return r.outcome
+				return decided(r.outcome)
 			case model.ActionPass:
 				passed = true
+			case model.ActionLog:
+				logs += r.outcome.Logs
 			}
 		}
 		if passed {
 			continue
 		}
 		if o := pl.defaults[ti]; o.Verdict != 0 {
-			return o
+			return decided(o)
 		}
 	}
-	return pl.final
+	return decided(pl.final)
 }
 
 // paint appends the port segments of protocol proto (unsorted, disjoint, covering every port):
@@ -769,9 +784,10 @@ func (pl *plan) decideProto(cand []int32, proto model.Protocol) Outcome {
 // the cost is O(rules · log ranges) plus the segments made.
 func (pl *plan) paint(cand []int32, proto model.Protocol, peer netip.Addr, known bool, out []PortSeg) []PortSeg {
 	sc := &pl.scratch
-	gaps := append(sc.gaps[:0], portGap{0, 65535})
+	gaps := append(sc.gaps[:0], portGap{first: 0, last: 65535})
 	passed := sc.passed[:0]
 	emit := func(g portGap, o Outcome) {
+		o.Logs = g.logs
 		out = append(out, PortSeg{Proto: proto, First: g.first, Last: g.last, Outcome: o})
 	}
 	i := 0
@@ -779,7 +795,8 @@ func (pl *plan) paint(cand []int32, proto model.Protocol, peer netip.Addr, known
 		passed = passed[:0]
 		for ; i < len(cand) && int(pl.rules[cand[i]].tier) == ti; i++ {
 			r := &pl.rules[cand[i]]
-			if len(gaps) == 0 || !r.admits(proto) || r.action != model.ActionAllow && r.action != model.ActionDeny && r.action != model.ActionPass {
+			if len(gaps) == 0 || !r.admits(proto) || r.action != model.ActionAllow && r.action != model.ActionDeny &&
+				r.action != model.ActionPass && r.action != model.ActionLog {
 				continue
 			}
 			if r.src.portRules && !pl.srcAt.holds(cand[i]) {
@@ -787,6 +804,12 @@ func (pl *plan) paint(cand []int32, proto model.Protocol, peer netip.Addr, known
 			}
 			rgs := pl.portRanges(r, proto, peer, known)
 			pl.spend(1 + len(rgs))
+			if r.action == model.ActionLog {
+				for _, rg := range rgs {
+					gaps = logGaps(gaps, rg, r.outcome.Logs)
+				}
+				continue
+			}
 			for _, rg := range rgs {
 				gaps = carve(gaps, rg, func(g portGap) {
 					if r.action == model.ActionPass {
@@ -824,12 +847,12 @@ func carve(gaps []portGap, rg portGap, take func(portGap)) []portGap {
 	for ; j < len(gaps) && gaps[j].first <= rg.last; j++ {
 		g := gaps[j]
 		if g.first < rg.first {
-			keep[n] = portGap{g.first, rg.first - 1}
+			keep[n] = portGap{g.first, rg.first - 1, g.logs}
 			n++
 		}
-		take(portGap{max(g.first, rg.first), min(g.last, rg.last)})
+		take(portGap{max(g.first, rg.first), min(g.last, rg.last), g.logs})
 		if g.last > rg.last {
-			keep[n] = portGap{rg.last + 1, g.last}
+			keep[n] = portGap{rg.last + 1, g.last, g.logs}
 			n++
 		}
 	}
@@ -860,7 +883,7 @@ func (pl *plan) portRangesOf(pm *portMatch, proto model.Protocol, peer netip.Add
 	add := func(list []portGap, prs []portRange) []portGap {
 		for _, p := range prs {
 			if p.proto == model.ProtocolAny || p.proto == proto {
-				list = append(list, portGap{p.first, p.last})
+				list = append(list, portGap{first: p.first, last: p.last})
 			}
 		}
 		return list
@@ -873,7 +896,7 @@ func (pl *plan) portRangesOf(pm *portMatch, proto model.Protocol, peer netip.Add
 			if set := pl.s.Sets[id]; set != nil {
 				for _, m := range set.ports[peer] {
 					if m.Protocol == proto {
-						list = append(list, portGap{m.Port, m.Port})
+						list = append(list, portGap{first: m.Port, last: m.Port})
 					}
 				}
 			}
@@ -884,7 +907,7 @@ func (pl *plan) portRangesOf(pm *portMatch, proto model.Protocol, peer netip.Add
 		pos = addNamed(add(pos, pm.pos), pm.posNP)
 		pos = joinGaps(pos)
 	} else {
-		pos = append(pos, portGap{0, 65535})
+		pos = append(pos, portGap{first: 0, last: 65535})
 	}
 	if len(pm.neg) > 0 || len(pm.negNP) > 0 {
 		neg := joinGaps(addNamed(add(sc.neg[:0], pm.neg), pm.negNP))
@@ -911,12 +934,12 @@ func icmpRanges(out []portGap, m, notM *model.ICMPMatch) []portGap {
 func icmpKeys(m *model.ICMPMatch) portGap {
 	switch {
 	case m == nil:
-		return portGap{0, 65535}
+		return portGap{first: 0, last: 65535}
 	case m.Code == nil:
-		return portGap{uint16(m.Type) << 8, uint16(m.Type)<<8 | 255}
+		return portGap{first: uint16(m.Type) << 8, last: uint16(m.Type)<<8 | 255}
 	}
 	k := uint16(m.Type)<<8 | uint16(*m.Code)
-	return portGap{k, k}
+	return portGap{first: k, last: k}
 }
 
 // ICMPKey is the 16-bit key of an ICMP or ICMPv6 packet that classes partition: type<<8 | code,
@@ -929,6 +952,20 @@ func icmpProtocol(is4 bool) model.Protocol {
 		return model.ProtocolICMP
 	}
 	return model.ProtocolICMPv6
+}
+
+// logGaps appends log to the logs of the ports of the sorted, disjoint gaps that range rg
+// holds, splitting the gaps it cuts: a Log rule logs the packets still undecided and leaves them
+// undecided.
+func logGaps(gaps []portGap, rg portGap, log string) []portGap {
+	var logged []portGap
+	gaps = carve(gaps, rg, func(g portGap) {
+		g.logs += log
+		logged = append(logged, g)
+	})
+	gaps = append(gaps, logged...)
+	slices.SortFunc(gaps, func(a, b portGap) int { return int(a.first) - int(b.first) })
+	return gaps
 }
 
 // joinGaps sorts ranges and joins overlapping and adjacent ones, in place.

@@ -30,6 +30,16 @@ type Decision struct {
 	Index  int
 	// Tier is the tier whose default decided; nil when a rule decided or no tier did.
 	Tier *dataplane.TierPolicies
+	// Logs are the Log rules that matched on the way, in evaluation order.
+	Logs []Logged
+}
+
+// Logged is a Log rule that matched: the rule, its policy and its place among the policy's rules
+// of the direction.
+type Logged struct {
+	Rule   *dataplane.Rule
+	Policy model.PolicyKey
+	Index  int
 }
 
 // Flow is what rules read of the first packet of a connection besides its addresses.
@@ -57,6 +67,7 @@ type Flow struct {
 // ICMP's type (and code, when given), and not of NotICMP's.
 func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, f Flow) Decision {
 	local, peer = local.Unmap(), peer.Unmap()
+	var logs []Logged
 tiers:
 	for i := range tiers {
 		t := &tiers[i]
@@ -69,18 +80,20 @@ tiers:
 				}
 				switch r.Action {
 				case model.ActionAllow, model.ActionDeny:
-					return Decision{Allow: r.Action == model.ActionAllow, Rule: r, Policy: key, Index: j}
+					return Decision{Allow: r.Action == model.ActionAllow, Rule: r, Policy: key, Index: j, Logs: logs}
 				case model.ActionPass:
 					continue tiers
+				case model.ActionLog:
+					logs = append(logs, Logged{Rule: r, Policy: key, Index: j})
 				}
 			}
 		}
 		switch t.DefaultAction {
 		case model.ActionAllow, model.ActionDeny:
-			return Decision{Allow: t.DefaultAction == model.ActionAllow, Tier: t}
+			return Decision{Allow: t.DefaultAction == model.ActionAllow, Tier: t, Logs: logs}
 		}
 	}
-	return Decision{Allow: true}
+	return Decision{Allow: true, Logs: logs}
 }
 
 func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.Addr, f Flow) bool {

@@ -74,6 +74,9 @@ func IncrementalCluster(seed int64, shared bool) (*ClusterGen, nft.Config) {
 		gen.policies[p.Key] = p
 	}
 	cfg := nft.Config{}
+	if seed%2 == 0 { // Log rules log
+		cfg.DenyLog = &nft.DenyLog{Group: 9, Limit: nft.DefaultDenyLogLimit}
+	}
 	if shared { // every address of the pool leads to an interface of node a
 		cfg.WorkloadPrefixes = []string{"veth"}
 		for i := range 4 {
@@ -145,7 +148,7 @@ type ClusterGen struct {
 
 // incrementalPolicy draws IncrementalCluster's policies: NetworkPolicy-shaped, over the pod
 // labels of namespaces nss, now and then allowing echo requests (ICMP type 8 or ICMPv6 128)
-// instead of a port or only from a range of source ports, with more rules than the listed shape takes or as an admin-tier deny.
+// instead of a port or only from a range of source ports, after a Log rule, with more rules than the listed shape takes or as an admin-tier deny.
 func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.Policy {
 	return func(i int) model.Policy {
 		ns := nss[rng.Intn(2)]
@@ -194,6 +197,15 @@ func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.P
 				r.Destination.Ports = []model.Port{{First: uint16(1000 + j), Last: uint16(1000 + j)}}
 				*rules = append(*rules, r)
 			}
+		}
+		if rng.Intn(5) == 0 { // a Log rule before the others
+			rules := &p.IngressRules
+			if p.ApplyEgress {
+				rules = &p.EgressRules
+			}
+			l := (*rules)[0]
+			l.Action = model.ActionLog
+			*rules = append([]model.Rule{l}, *rules...)
 		}
 		if rng.Intn(5) == 0 {
 			p.Tier, p.Namespace, p.Selector = model.TierAdmin, "", "all()"

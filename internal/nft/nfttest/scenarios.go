@@ -240,6 +240,17 @@ var Scenarios = []Scenario{
 		},
 	},
 	{
+		// x/a takes TCP port 80; TCP from namespace y is logged first (with a deny log)
+		Name: "log-then-allow-tcp-80",
+		Policies: Static(NP("x", "log-and-allow", "pod == 'a'", []model.Rule{
+			{Action: model.ActionLog, Protocol: model.ProtocolTCP, Source: model.Peer{NamespaceSelector: "ns == 'y'"}},
+			AllowTCP(model.Peer{}, model.Peer{Ports: []model.Port{TCP(80)}}),
+		}, nil, model.Ingress)),
+		Allowed: func(p Probe) bool {
+			return p.To.Key() != "x/a" || p.From.Key() == p.To.Key() || p.Proto == model.ProtocolTCP && p.Port == 80
+		},
+	},
+	{
 		// x/a takes TCP and UDP port 80 from source ports 5300-5399 only
 		Name: "from-source-ports",
 		Policies: Static(NP("x", "from-sports", "pod == 'a'", []model.Rule{
