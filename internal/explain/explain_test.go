@@ -115,6 +115,16 @@ func TestExplain(t *testing.T) {
 			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolICMP, ICMPType: 13},
 			egress:  "allow by no policy; tiers []; nft []",
 			ingress: "deny by tier default [default]; tiers [default:decided]; nft [forward_ingress in c deny]"},
+		{name: "a source port a rule allows", c: icmpc,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 80, SrcPort: 5353},
+			allowed: true,
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "allow by rule NetworkPolicy/x/echo #2 [default]; tiers [default:decided]; nft [forward_ingress in c c]",
+			peer:    "any peer", ports: "tcp 80"},
+		{name: "another source port: the tier's default", c: icmpc,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 80, SrcPort: 6000},
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "deny by tier default [default]; tiers [default:decided]; nft [forward_ingress in c deny]"},
 		{name: "no such pod", c: manifests, q: Query{From: "x/zz", To: "x/a", Proto: model.ProtocolTCP, Port: 80},
 			err: "pod x/zz is no endpoint"},
 		{name: "not a pod key", c: manifests, q: Query{From: "x/a", To: "a", Proto: model.ProtocolTCP, Port: 80},
@@ -158,7 +168,8 @@ func TestExplain(t *testing.T) {
 
 // tieredCluster is x/a and y/a, y/b (IPv4 only) on one node, an admin-tier policy that passes
 // y/a's traffic to x and denies the rest of y's, and a NetworkPolicy allowing everyone into x.
-// icmpCluster is pods x/a and y/a, where x/a admits echo requests of every code but 1.
+// icmpCluster is pods x/a and y/a, where x/a admits echo requests of every code but 1, and TCP
+// port 80 from source ports 5300-5399.
 func icmpCluster() []model.Update {
 	code := uint8(1)
 	return []model.Update{
@@ -172,6 +183,8 @@ func icmpCluster() []model.Update {
 			IngressRules: []model.Rule{
 				{Action: model.ActionDeny, Protocol: model.ProtocolICMP, ICMP: &model.ICMPMatch{Type: 8, Code: &code}},
 				{Action: model.ActionAllow, Protocol: model.ProtocolICMP, ICMP: &model.ICMPMatch{Type: 8}},
+				{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: model.Peer{Ports: []model.Port{{First: 5300, Last: 5399}}},
+					Destination: model.Peer{Ports: []model.Port{{First: 80, Last: 80}}}},
 			}}},
 		model.SyncStatusUpdate{Status: model.InSync},
 	}
