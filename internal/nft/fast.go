@@ -100,22 +100,15 @@ func fastPorts(c, f *Class) fastResult {
 		}
 		slices.Sort(cuts)
 		cuts = slices.Compact(cuts)
-		for i, first := range cuts {
-			if first > 65535 {
-				break
-			}
-			last := uint32(65535)
-			if i+1 < len(cuts) {
-				last = min(cuts[i+1]-1, 65535)
-			}
-			oc, of := outcome(c, p, 0, uint16(first)), outcome(f, p, 0, uint16(first))
+		for first, last := range spans(cuts) {
+			oc, of := outcome(c, p, 0, first), outcome(f, p, 0, first)
 			if oc == of {
 				continue
 			}
 			if oc.Verdict != Allow || oc.Logs != "" || first != last || len(out) == maxFastPorts {
 				return fastResult{}
 			}
-			out = append(out, protoPort{proto: p, port: uint16(first), reason: oc.Reason})
+			out = append(out, protoPort{proto: p, port: first, reason: oc.Reason})
 		}
 	}
 	return fastResult{ports: out, ok: true}

@@ -3,6 +3,7 @@ package nft
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"iter"
 	"net/netip"
 	"slices"
 	"sort"
@@ -699,15 +700,8 @@ func (pl *plan) srcClasses(d *Decision, cand []int32, proto model.Protocol, peer
 	slices.Sort(cuts)
 	cuts = slices.Compact(cuts)
 	var out []SrcPortSeg
-	for k, first := range cuts {
-		if first > 65535 {
-			break
-		}
-		last := uint32(65535)
-		if k+1 < len(cuts) {
-			last = min(cuts[k+1]-1, 65535)
-		}
-		pl.srcAt.port, pl.srcAt.on = uint16(first), true
+	for first, last := range spans(cuts) {
+		pl.srcAt.port, pl.srcAt.on = first, true
 		segs := pl.paintJoined(cand, proto, peer, known, nil)
 		pl.srcAt.on = false
 		sub := &Class{Other: other, Protos: map[model.Protocol]Outcome{}}
@@ -724,13 +718,32 @@ func (pl *plan) srcClasses(d *Decision, cand []int32, proto model.Protocol, peer
 		if len(d.Classes) > n {
 			pl.spend(newClassCost * (1 + len(sub.Ports)))
 		}
-		if n := len(out); n > 0 && out[n-1].Class.Key == key && uint32(out[n-1].Last)+1 == first {
-			out[n-1].Last = uint16(last)
+		if n := len(out); n > 0 && out[n-1].Class.Key == key && uint32(out[n-1].Last)+1 == uint32(first) {
+			out[n-1].Last = last
 			continue
 		}
-		out = append(out, SrcPortSeg{Proto: proto, First: uint16(first), Last: uint16(last), Class: d.Classes[key]})
+		out = append(out, SrcPortSeg{Proto: proto, First: first, Last: last, Class: d.Classes[key]})
 	}
 	return out
+}
+
+// spans yields the ranges of 0-65535 that the sorted, distinct cuts (the first 0; cuts past
+// 65535 end none) start: each from its cut to the port before the next one.
+func spans(cuts []uint32) iter.Seq2[uint16, uint16] {
+	return func(yield func(uint16, uint16) bool) {
+		for k, first := range cuts {
+			if first > 65535 {
+				return
+			}
+			last := uint32(65535)
+			if k+1 < len(cuts) {
+				last = min(cuts[k+1]-1, 65535)
+			}
+			if !yield(uint16(first), uint16(last)) {
+				return
+			}
+		}
+	}
 }
 
 // admits reports whether rule r can match packets of protocol proto.

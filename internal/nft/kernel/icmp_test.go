@@ -80,12 +80,7 @@ func sendICMP(t *testing.T, conn, recv *icmp.PacketConn, dst netip.Addr, typ, co
 // as delivered when the destination's raw socket sees it.
 func TestICMPTraffic(t *testing.T) {
 	tc := newTrafficCluster(t)
-	var sc nfttest.Scenario
-	for _, s := range nfttest.Scenarios {
-		if s.Name == "icmp-echo-only-and-code-deny" {
-			sc = s
-		}
-	}
+	sc := nfttest.Named("icmp-echo-only-and-code-deny")
 	tc.enforce(t, sc)
 	byKey := map[string]nfttest.Pod{}
 	for _, p := range nfttest.Pods {

@@ -15,14 +15,10 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
-// TestLogRule: with a deny log, a Log rule logs the packets it matches to the NFLOG group under
-// a prefix that DenyChain resolves to the Log rule, and changes no verdict: TCP 80 from y/a to
-// x/a is allowed and logged, TCP 81 denied and logged twice (the Log rule, then the deny chain),
-// and TCP 80 from x/b, which the Log rule does not match, allowed and not logged. IPv4 and IPv6.
-func TestLogRule(t *testing.T) {
-	tc := newTrafficCluster(t)
-	fd := nodeFD(t, tc.c.Node("a"))
-	const group = 9
+// readNFLOG binds NFLOG group in the namespace of fd and returns the packets logged to it, until
+// the test ends.
+func readNFLOG(t *testing.T, fd int, group uint16) <-chan nflog.Packet {
+	t.Helper()
 	r, err := nflog.Open(fd, group)
 	if err != nil {
 		t.Fatal(err)
@@ -32,13 +28,20 @@ func TestLogRule(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, func(p nflog.Packet) { logged <- p }) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return logged
+}
 
-	var sc nfttest.Scenario
-	for _, s := range nfttest.Scenarios {
-		if s.Name == "log-then-allow-tcp-80" {
-			sc = s
-		}
-	}
+// TestLogRule: with a deny log, a Log rule logs the packets it matches to the NFLOG group under
+// a prefix that DenyChain resolves to the Log rule, and changes no verdict: TCP 80 from y/a to
+// x/a is allowed and logged, TCP 81 denied and logged twice (the Log rule, then the deny chain),
+// and TCP 80 from x/b, which the Log rule does not match, allowed and not logged. IPv4 and IPv6.
+func TestLogRule(t *testing.T) {
+	tc := newTrafficCluster(t)
+	fd := nodeFD(t, tc.c.Node("a"))
+	const group = 9
+	logged := readNFLOG(t, fd, group)
+
+	sc := nfttest.Named("log-then-allow-tcp-80")
 	dp, err := kernel.Open(fd, nft.Config{DenyLog: &nft.DenyLog{Group: group, Limit: ruleset.Limit{Rate: 100, Unit: ruleset.PerSecond}}})
 	if err != nil {
 		t.Fatal(err)

@@ -84,12 +84,7 @@ func dialFrom(t *testing.T, netnsName string, proto model.Protocol, dst netip.Ad
 // pods take everything.
 func TestSourcePortTraffic(t *testing.T) {
 	tc := newTrafficCluster(t)
-	var sc nfttest.Scenario
-	for _, s := range nfttest.Scenarios {
-		if s.Name == "from-source-ports" {
-			sc = s
-		}
-	}
+	sc := nfttest.Named("from-source-ports")
 	tc.enforce(t, sc)
 	byKey := map[string]nfttest.Pod{}
 	for _, p := range nfttest.Pods {

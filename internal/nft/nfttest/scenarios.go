@@ -103,6 +103,16 @@ func Static(ps ...model.Policy) func(map[string][]netip.Addr) []model.Policy {
 	return func(map[string][]netip.Addr) []model.Policy { return ps }
 }
 
+// Named is the scenario of that name (a zero Scenario when none is).
+func Named(name string) Scenario {
+	for _, sc := range Scenarios {
+		if sc.Name == name {
+			return sc
+		}
+	}
+	return Scenario{}
+}
+
 // Scenarios are the scenarios of the golden and traffic tests.
 var Scenarios = []Scenario{
 	{
