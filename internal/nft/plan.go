@@ -71,7 +71,7 @@ type ruleIndex struct {
 	ungatedAll, ungatedNot []int32
 	ungatedBy              map[int32][]int32
 	gated                  map[dataplane.SetID][]int32
-	protos                 []model.Protocol // non-port protocols that rules name, but painted
+	protos                 []model.Protocol // non-port protocols that rules name, but no painted one
 	// painted are the protocols whose packets a class partitions by a 16-bit key: the port
 	// protocols by destination port, and the family's ICMP protocol by type<<8 | code when a
 	// rule matches ICMP type or code.
