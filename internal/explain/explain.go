@@ -423,8 +423,17 @@ func joinPrefixes(ps []netip.Prefix) string {
 }
 
 // describePorts says which protocol and destination ports (or ICMP type and code) a rule
-// matches.
+// matches, and its source ports when it has some.
 func describePorts(r model.Rule) string {
+	if len(r.Source.Ports) == 0 {
+		return describeDstPorts(r)
+	}
+	return describeDstPorts(r) + " from source ports " + portList(r.Source.Ports)
+}
+
+// describeDstPorts says which protocol and destination ports (or ICMP type and code) a rule
+// matches.
+func describeDstPorts(r model.Rule) string {
 	proto := r.Protocol.String()
 	if r.ICMP != nil || r.NotICMP != nil {
 		var s []string
@@ -443,6 +452,11 @@ func describePorts(r model.Rule) string {
 		}
 		return proto + ", any port"
 	}
+	return proto + " " + portList(ports)
+}
+
+// portList names ports: numbers, ranges and named ports.
+func portList(ports []model.Port) string {
 	s := make([]string, len(ports))
 	for i, p := range ports {
 		switch {
@@ -454,7 +468,7 @@ func describePorts(r model.Rule) string {
 			s[i] = fmt.Sprintf("%d-%d", p.First, p.Last)
 		}
 	}
-	return proto + " " + strings.Join(s, ", ")
+	return strings.Join(s, ", ")
 }
 
 // describeICMP says which ICMP type and code m matches.

@@ -120,7 +120,7 @@ func TestExplain(t *testing.T) {
 			allowed: true,
 			egress:  "allow by no policy; tiers []; nft []",
 			ingress: "allow by rule NetworkPolicy/x/echo #2 [default]; tiers [default:decided]; nft [forward_ingress in c c]",
-			peer:    "any peer", ports: "tcp 80"},
+			peer:    "any peer", ports: "tcp 80 from source ports 5300-5399"},
 		{name: "another source port: the tier's default", c: icmpc,
 			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 80, SrcPort: 6000},
 			egress:  "allow by no policy; tiers []; nft []",
