@@ -23,6 +23,9 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	from := fs.String("from", "", "source pod, NAMESPACE/POD")
 	to := fs.String("to", "", "destination pod NAMESPACE/POD, or an IP address")
 	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp)")
+	sport := fs.Uint("sport", 0, "source port of a TCP, UDP or SCTP flow (0: any port no rule names)")
+	icmpType := fs.Uint("icmp-type", 8, "ICMP or ICMPv6 type of an icmp or icmpv6 flow (8: echo request; ICMPv6's is 128)")
+	icmpCode := fs.Uint("icmp-code", 0, "ICMP or ICMPv6 code of an icmp or icmpv6 flow")
 	ipv6 := fs.Bool("6", false, "use the pods' IPv6 addresses (with --to IP, its family decides)")
 	output := fs.String("o", "text", "output: text or json")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long listing the live cluster may take")
@@ -41,6 +44,9 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	proto, portNum, err := parsePort(*port)
 	if err != nil {
 		return err
+	}
+	if *sport > 65535 || *icmpType > 255 || *icmpCode > 255 {
+		return usageErrorf("--sport wants 0-65535, --icmp-type and --icmp-code 0-255")
 	}
 	var c *explain.Cluster
 	if *dir != "" {
@@ -64,7 +70,12 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
-	r, err := c.Explain(explain.Query{From: *from, To: *to, Proto: proto, Port: portNum, IPv6: *ipv6})
+	q := explain.Query{From: *from, To: *to, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
+		ICMPType: uint8(*icmpType), ICMPCode: uint8(*icmpCode)}
+	if proto == model.ProtocolICMPv6 && !explicit(fs, "icmp-type") {
+		q.ICMPType = 128 // ICMPv6's echo request
+	}
+	r, err := c.Explain(q)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -80,6 +91,13 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 }
 
 // parsePort reads PORT/PROTOCOL (the protocol defaults to TCP) or a protocol without ports.
+// explicit reports whether flag name was given on the command line.
+func explicit(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func parsePort(s string) (model.Protocol, uint16, error) {
 	protos := map[string]model.Protocol{"tcp": model.ProtocolTCP, "udp": model.ProtocolUDP, "sctp": model.ProtocolSCTP,
 		"icmp": model.ProtocolICMP, "icmpv6": model.ProtocolICMPv6, "ipv6-icmp": model.ProtocolICMPv6}

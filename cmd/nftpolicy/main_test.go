@@ -88,7 +88,11 @@ func TestExplainCommand(t *testing.T) {
 				"egress of y/b, on node node-b: deny", "decided by the default of tier default (deny)",
 				"chain forward_egress, rule 3: ip6 saddr vmap @egress_v6"}},
 		{[]string{"--from", "x/a", "--to", "10.9.9.9", "--port", "icmp"},
-			[]string{"x/a (10.244.0.10) → 10.9.9.9 icmp: ALLOWED", "ingress: allow — no pod of the cluster holds 10.9.9.9"}},
+			[]string{"x/a (10.244.0.10) → 10.9.9.9 icmp type 8 code 0: ALLOWED", "ingress: allow — no pod of the cluster holds 10.9.9.9"}},
+		{[]string{"--from", "y/a", "--to", "x/a", "--port", "icmp", "--icmp-type", "13", "--icmp-code", "0"},
+			[]string{"y/a (10.244.0.11) → x/a (10.244.0.10) icmp type 13 code 0: DENIED"}},
+		{[]string{"--from", "y/a", "--to", "x/a", "--port", "80/tcp", "--sport", "4000"},
+			[]string{"y/a (10.244.0.11) → x/a (10.244.0.10) tcp 4000→80: ALLOWED"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"explain", "-f", explainCluster}, tc.args...)

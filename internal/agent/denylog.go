@@ -22,7 +22,9 @@ import (
 // Deny logging (RunConfig.DenyLog): the dataplane's deny chains log the packets they drop to an
 // NFLOG group within a rate per deny reason (nft.DenyLog); the agent reads the group
 // (internal/nflog) and writes one line per logged packet, naming the pods at both ends, the port,
-// the reason and the policy or tier default that denied, and counts the lines. The pods are
+// the reason and the policy or tier default that denied, and counts the lines. Log rules log to
+// the same group, within the same rate per rule: their lines say "packet logged" and name the
+// Log rule (they are not counted as denied). The pods are
 // named from the API watcher's updates (podIndex), which pass through it on their way to the loop.
 
 // podIndex names the pod holding an address, for log lines; safe for concurrent use. Of several
@@ -144,6 +146,10 @@ func (l *denyLogger) packet(p nflog.Packet) {
 		attrs = append(attrs, slog.String("tier", o.Tier), slog.String("tier_default", o.Action.String()))
 	}
 	attrs = append(attrs, slog.String("chain", p.Prefix))
+	if info.Logged { // a Log rule's record: the packet went on to its verdict
+		l.log.LogAttrs(context.Background(), slog.LevelInfo, "packet logged", attrs...)
+		return
+	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "packet denied", attrs...)
 	l.lines.Inc()
 }

@@ -107,13 +107,22 @@ func (c *Cluster) table(node string) *nft.Builder {
 }
 
 // Query is one flow to explain: the first packet of a connection from pod From ("ns/name") to
-// To (a pod "ns/name" or an address) on Proto and, for TCP, UDP and SCTP, Port.
+// To (a pod "ns/name" or an address) on Proto and, for TCP, UDP and SCTP, Port (the destination
+// port) and SrcPort; for ICMP and ICMPv6, ICMPType and ICMPCode.
 type Query struct {
-	From, To string
-	Proto    model.Protocol
-	Port     uint16
+	From, To           string
+	Proto              model.Protocol
+	Port               uint16
+	SrcPort            uint16
+	ICMPType, ICMPCode uint8
 	// IPv6 picks the pods' IPv6 addresses (when To is an address, its family decides).
 	IPv6 bool
+}
+
+// ICMP is an ICMP or ICMPv6 packet's type and code.
+type ICMP struct {
+	Type uint8 `json:"type"`
+	Code uint8 `json:"code"`
 }
 
 // End is one end of the flow.
@@ -129,9 +138,12 @@ type Result struct {
 	To       End    `json:"to"`
 	Protocol string `json:"protocol"`
 	Port     uint16 `json:"port,omitempty"`
-	Allowed  bool   `json:"allowed"`
-	Egress   Side   `json:"egress"`
-	Ingress  Side   `json:"ingress"`
+	SrcPort  uint16 `json:"source_port,omitempty"`
+	// ICMP is the ICMP or ICMPv6 packet's type and code.
+	ICMP    *ICMP `json:"icmp,omitempty"`
+	Allowed bool  `json:"allowed"`
+	Egress  Side  `json:"egress"`
+	Ingress Side  `json:"ingress"`
 }
 
 // Side is the decision of one direction on one node.
@@ -198,9 +210,12 @@ func (c *Cluster) Explain(q Query) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	r := &Result{Protocol: q.Proto.String(), Port: q.Port}
+	r := &Result{Protocol: q.Proto.String(), Port: q.Port, SrcPort: q.SrcPort}
 	if !hasPorts(q.Proto) {
-		r.Port = 0
+		r.Port, r.SrcPort = 0, 0
+	}
+	if isICMP(q.Proto) {
+		r.ICMP = &ICMP{Type: q.ICMPType, Code: q.ICMPCode}
 	}
 	is6 := q.IPv6
 	var to *model.Endpoint
@@ -224,7 +239,10 @@ func (c *Cluster) Explain(q Query) (*Result, error) {
 	if to != nil {
 		r.To.Pod, r.To.Node = to.Key.String(), to.Node
 	}
-	pkt := ruleset.Packet{Src: r.From.Addr, Dst: r.To.Addr, Proto: uint8(q.Proto), Dport: r.Port}
+	pkt := ruleset.Packet{Src: r.From.Addr, Dst: r.To.Addr, Proto: uint8(q.Proto), Dport: r.Port, Sport: r.SrcPort}
+	if r.ICMP != nil {
+		pkt.ICMPType, pkt.ICMPCode = r.ICMP.Type, r.ICMP.Code
+	}
 	if r.Egress, err = c.side(model.Egress, from.Node, r.From.Addr, r.To.Addr, q, pkt); err != nil {
 		return nil, err
 	}
@@ -243,7 +261,11 @@ func (c *Cluster) Explain(q Query) (*Result, error) {
 func (c *Cluster) side(dir model.Direction, node string, local, peer netip.Addr, q Query, pkt ruleset.Packet) (Side, error) {
 	s := Side{Direction: dir.String(), Judged: true, Node: node}
 	builder := c.table(node)
-	d, ok := builder.Decide(dir, local, peer, q.Proto, pkt.Dport)
+	port := pkt.Dport
+	if isICMP(q.Proto) {
+		port = nft.ICMPKey(pkt.ICMPType, pkt.ICMPCode)
+	}
+	d, ok := builder.Decide(dir, local, peer, q.Proto, pkt.Sport, port)
 	if !ok {
 		return s, fmt.Errorf("node %s holds no endpoint with address %s", node, local)
 	}
@@ -363,6 +385,8 @@ func hasPorts(p model.Protocol) bool {
 	return p == model.ProtocolTCP || p == model.ProtocolUDP || p == model.ProtocolSCTP
 }
 
+func isICMP(p model.Protocol) bool { return p == model.ProtocolICMP || p == model.ProtocolICMPv6 }
+
 // describePeer says what a rule's peer side matches, namespace scoping included.
 func describePeer(p model.Peer, namespace string) string {
 	var parts []string
@@ -398,9 +422,29 @@ func joinPrefixes(ps []netip.Prefix) string {
 	return strings.Join(s, ", ")
 }
 
-// describePorts says which protocol and destination ports a rule matches.
+// describePorts says which protocol and destination ports (or ICMP type and code) a rule
+// matches, and its source ports when it has some.
 func describePorts(r model.Rule) string {
+	if len(r.Source.Ports) == 0 {
+		return describeDstPorts(r)
+	}
+	return describeDstPorts(r) + " from source ports " + portList(r.Source.Ports)
+}
+
+// describeDstPorts says which protocol and destination ports (or ICMP type and code) a rule
+// matches.
+func describeDstPorts(r model.Rule) string {
 	proto := r.Protocol.String()
+	if r.ICMP != nil || r.NotICMP != nil {
+		var s []string
+		if r.ICMP != nil {
+			s = append(s, describeICMP(r.ICMP))
+		}
+		if r.NotICMP != nil {
+			s = append(s, "not "+describeICMP(r.NotICMP))
+		}
+		return proto + " " + strings.Join(s, ", ")
+	}
 	ports := r.Destination.Ports
 	if len(ports) == 0 {
 		if r.Protocol == model.ProtocolAny {
@@ -408,6 +452,11 @@ func describePorts(r model.Rule) string {
 		}
 		return proto + ", any port"
 	}
+	return proto + " " + portList(ports)
+}
+
+// portList names ports: numbers, ranges and named ports.
+func portList(ports []model.Port) string {
 	s := make([]string, len(ports))
 	for i, p := range ports {
 		switch {
@@ -419,5 +468,13 @@ func describePorts(r model.Rule) string {
 			s[i] = fmt.Sprintf("%d-%d", p.First, p.Last)
 		}
 	}
-	return proto + " " + strings.Join(s, ", ")
+	return strings.Join(s, ", ")
+}
+
+// describeICMP says which ICMP type and code m matches.
+func describeICMP(m *model.ICMPMatch) string {
+	if m.Code == nil {
+		return fmt.Sprintf("type %d", m.Type)
+	}
+	return fmt.Sprintf("type %d code %d", m.Type, *m.Code)
 }

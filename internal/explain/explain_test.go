@@ -47,6 +47,7 @@ func TestExplain(t *testing.T) {
 		t.Fatal(errs)
 	}
 	tiered := New(tieredCluster())
+	icmpc := New(icmpCluster())
 	for _, tc := range []struct {
 		name             string
 		c                *Cluster
@@ -99,6 +100,31 @@ func TestExplain(t *testing.T) {
 			egress:  "allow by no policy; tiers []; nft []",
 			ingress: "deny by rule ClusterNetworkPolicy/admin-deny-y #1 [admin]; tiers [admin:decided default:not reached]; nft [forward_ingress in c deny]",
 			peer:    "in namespaces ns == 'y'", ports: "any protocol and port"},
+		{name: "an echo request allowed by its ICMP type", c: icmpc,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolICMP, ICMPType: 8},
+			allowed: true,
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "allow by rule NetworkPolicy/x/echo #1 [default]; tiers [default:decided]; nft [forward_ingress in c]",
+			peer:    "any peer", ports: "icmp type 8"},
+		{name: "an echo request denied by its ICMP code", c: icmpc,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolICMP, ICMPType: 8, ICMPCode: 1},
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "deny by rule NetworkPolicy/x/echo #0 [default]; tiers [default:decided]; nft [forward_ingress in c deny]",
+			peer:    "any peer", ports: "icmp type 8 code 1"},
+		{name: "another ICMP type: the tier's default", c: icmpc,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolICMP, ICMPType: 13},
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "deny by tier default [default]; tiers [default:decided]; nft [forward_ingress in c deny]"},
+		{name: "a source port a rule allows", c: icmpc,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 80, SrcPort: 5353},
+			allowed: true,
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "allow by rule NetworkPolicy/x/echo #2 [default]; tiers [default:decided]; nft [forward_ingress in c c]",
+			peer:    "any peer", ports: "tcp 80 from source ports 5300-5399"},
+		{name: "another source port: the tier's default", c: icmpc,
+			q:       Query{From: "y/a", To: "x/a", Proto: model.ProtocolTCP, Port: 80, SrcPort: 6000},
+			egress:  "allow by no policy; tiers []; nft []",
+			ingress: "deny by tier default [default]; tiers [default:decided]; nft [forward_ingress in c deny]"},
 		{name: "no such pod", c: manifests, q: Query{From: "x/zz", To: "x/a", Proto: model.ProtocolTCP, Port: 80},
 			err: "pod x/zz is no endpoint"},
 		{name: "not a pod key", c: manifests, q: Query{From: "x/a", To: "a", Proto: model.ProtocolTCP, Port: 80},
@@ -142,6 +168,28 @@ func TestExplain(t *testing.T) {
 
 // tieredCluster is x/a and y/a, y/b (IPv4 only) on one node, an admin-tier policy that passes
 // y/a's traffic to x and denies the rest of y's, and a NetworkPolicy allowing everyone into x.
+// icmpCluster is pods x/a and y/a, where x/a admits echo requests of every code but 1, and TCP
+// port 80 from source ports 5300-5399.
+func icmpCluster() []model.Update {
+	code := uint8(1)
+	return []model.Update{
+		model.NamespaceSet{Namespace: model.Namespace{Name: "x"}}, model.NamespaceSet{Namespace: model.Namespace{Name: "y"}},
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "a"}, Node: "n",
+			Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Running: true}},
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "y", Name: "a"}, Node: "n",
+			Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}, Running: true}},
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "NetworkPolicy", Namespace: "x", Name: "echo"},
+			Tier: model.TierNetworkPolicy, Namespace: "x", Selector: "all()", ApplyIngress: true,
+			IngressRules: []model.Rule{
+				{Action: model.ActionDeny, Protocol: model.ProtocolICMP, ICMP: &model.ICMPMatch{Type: 8, Code: &code}},
+				{Action: model.ActionAllow, Protocol: model.ProtocolICMP, ICMP: &model.ICMPMatch{Type: 8}},
+				{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: model.Peer{Ports: []model.Port{{First: 5300, Last: 5399}}},
+					Destination: model.Peer{Ports: []model.Port{{First: 80, Last: 80}}}},
+			}}},
+		model.SyncStatusUpdate{Status: model.InSync},
+	}
+}
+
 func tieredCluster() []model.Update {
 	ns := func(name string) model.Update {
 		return model.NamespaceSet{Namespace: model.Namespace{Name: name, Labels: map[string]string{"ns": name}}}

@@ -16,7 +16,12 @@ func (r *Result) WriteText(w io.Writer) error {
 		verdict = "ALLOWED"
 	}
 	port := ""
-	if r.Port != 0 {
+	switch {
+	case r.ICMP != nil:
+		port = fmt.Sprintf(" type %d code %d", r.ICMP.Type, r.ICMP.Code)
+	case r.SrcPort != 0:
+		port = fmt.Sprintf(" %d→%d", r.SrcPort, r.Port)
+	case r.Port != 0:
 		port = fmt.Sprintf("/%d", r.Port)
 	}
 	fmt.Fprintf(&b, "%s → %s %s%s: %s\n", endName(r.From), endName(r.To), r.Protocol, port, verdict)

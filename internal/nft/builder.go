@@ -128,6 +128,7 @@ func NewBuilder(cfg Config) *Builder {
 	if cfg.CompileBudget > 0 {
 		b.state.compileBudget = cfg.CompileBudget
 	}
+	b.state.logs = cfg.DenyLog != nil // Log rules log to the deny log's group
 	b.addSkeleton()
 	return b
 }

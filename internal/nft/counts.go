@@ -91,6 +91,8 @@ func (p *policyTiers) reasonOrigin(reason string) Origin {
 		o.Action = model.ActionAllow
 	case strings.HasSuffix(rest, "(deny)"):
 		o.Action = model.ActionDeny
+	case strings.HasSuffix(rest, "(log)"):
+		o.Action = model.ActionLog
 	default:
 		return unknown
 	}
@@ -112,6 +114,7 @@ type Counted struct {
 	table   string
 	reasons map[string]string // deny chain → reason (its comment)
 	full    map[string]string // deny chain → reason, whole
+	logged  map[string]string // log prefix of a log chain's rule → the Log rule's reason
 	// the chains with counting accept rules and the counting sets (with CountAllowed)
 	countChains, countSets []string
 	tiers                  *policyTiers // what the reasons name
@@ -121,7 +124,12 @@ type Counted struct {
 // table is committed.
 func (b *Builder) Counted() *Counted {
 	c := &Counted{table: b.table.Name, reasons: map[string]string{}, full: map[string]string{},
-		tiers: &b.policyTiers}
+		logged: map[string]string{}, tiers: &b.policyTiers}
+	for name := range b.objects.logs.keys {
+		for i, reason := range b.objects.logReasons[name] {
+			c.logged[logPrefix(name, i)] = reason
+		}
+	}
 	for name := range b.objects.denies.keys {
 		if ch, ok := b.table.Chains[name]; ok {
 			c.reasons[name] = ch.Comment
@@ -189,10 +197,14 @@ func (c *Counted) PolicyPackets(counts []ruleset.Count) map[PolicyCount]uint64 {
 	return out
 }
 
-// DenyChain says what the committed table's deny chain name stands for.
+// DenyChain says what the committed table's deny chain name stands for, or, for the prefix of a
+// log chain's rule, which Log rule logged (DenyInfo.Logged).
 func (c *Counted) DenyChain(name string) (DenyInfo, bool) {
 	reason, ok := c.full[name]
 	if !ok {
+		if reason, ok = c.logged[name]; ok {
+			return DenyInfo{Reason: reason, Origin: c.tiers.reasonOrigin(reason), Logged: true}, true
+		}
 		return DenyInfo{}, false
 	}
 	return DenyInfo{Reason: reason, Origin: c.tiers.reasonOrigin(reason)}, true

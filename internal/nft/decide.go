@@ -31,10 +31,13 @@ func (v Verdict) String() string {
 	return "allow"
 }
 
-// Outcome is a verdict with the reason a reader of `nft list ruleset` is shown.
+// Outcome is a verdict with the reason a reader of `nft list ruleset` is shown, and the Log
+// rules that log the packet on its way (their reasons, in evaluation order, each ending in
+// "\n"; "" for none).
 type Outcome struct {
 	Verdict Verdict
 	Reason  string
+	Logs    string
 }
 
 // State is the dataplane's view of the graph's output that the compiler reads.
@@ -51,6 +54,9 @@ type State struct {
 	// rejected holds the policies whose rules are not enforced as written (reject), with the
 	// rules enforced instead; a new version of the policy is enforced as written again.
 	rejected map[model.PolicyKey][]dataplane.Rule
+	// logs says that Log rules log (to the deny log's group): they are compiled into outcomes'
+	// Logs; without, they are left out (they change no verdict).
+	logs bool
 }
 
 // Set is a graph set: addresses, or address.proto.port members for named ports. It is indexed
@@ -365,7 +371,8 @@ func hasPorts(p model.Protocol) bool {
 // PortProtocols are the protocols whose destination port the class chains look up.
 var portProtocols = []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolSCTP}
 
-// PortSeg is one interval of a class's disjoint protocol × port partition.
+// PortSeg is one interval of a class's disjoint protocol × port partition; for ICMP and ICMPv6
+// the "ports" are the keys type<<8 | code (ICMPKey).
 type PortSeg struct {
 	Proto       model.Protocol
 	First, Last uint16
@@ -373,16 +380,29 @@ type PortSeg struct {
 }
 
 // Class is the decision function of a peer class: a disjoint partition of (protocol, port) for
-// the port protocols, and the outcome for every other protocol (ICMP included).
+// the port protocols, and of (protocol, type<<8 | code) for the family's ICMP protocol when a
+// rule of the plan matches ICMP type or code; the outcome for every other protocol.
 type Class struct {
 	Key   string
 	Ports []PortSeg // only segments whose outcome differs from Other
+	// SrcPorts partition the source ports of the port protocols whose outcome depends on them
+	// (rules with source ports), each range leading to the class of its packets: Ports holds no
+	// segment of such a protocol.
+	SrcPorts []SrcPortSeg
 	// Protos: outcomes of non-port protocols that rules name (Protocol or NotProtocol), where
-	// they differ from Other.
+	// they differ from Other; never a protocol that Ports partitions.
 	Protos map[model.Protocol]Outcome
 	Other  Outcome
 	sum    string // summary(), memoized
 	name   string // chain(), memoized
+}
+
+// SrcPortSeg is one range of source ports of a protocol, and the class (of destination ports)
+// its packets get.
+type SrcPortSeg struct {
+	Proto       model.Protocol
+	First, Last uint16
+	Class       *Class
 }
 
 // Interval is one range of a disjoint partition of the address space.
@@ -399,8 +419,9 @@ type Decision struct {
 	Classes   map[string]*Class
 }
 
-// Lookup returns the outcome the compiled structure gives a packet (what the kernel does).
-func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Outcome {
+// Lookup returns the outcome the compiled structure gives a packet (what the kernel does): sport
+// and port are its source and destination ports, for ICMP and ICMPv6 port is its ICMPKey.
+func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, sport, port uint16) Outcome {
 	peer = peer.Unmap()
 	key, ok := d.Peers[peer]
 	if !ok {
@@ -412,7 +433,7 @@ func (d *Decision) Lookup(peer netip.Addr, proto model.Protocol, port uint16) Ou
 			}
 		}
 	}
-	return outcome(d.Classes[key], proto, port)
+	return outcome(d.Classes[key], proto, sport, port)
 }
 
 // Compile builds the decision structure for the tiers of one endpoint group in one direction and
@@ -559,28 +580,39 @@ func (d *Decision) intern(c *Class) string {
 // classKey is a class's identity: equal decision functions (and reasons) give equal keys. It is
 // the hex SHA-256 of the class's canonical text ("<verdict>:<reason>", then
 // "|<proto>.<first>-<last>:<verdict>:<reason>" per port segment, then "|p<proto>:<verdict>:<reason>"
-// per protocol in order), streamed into the hash: a class of many segments costs no string of
+// per protocol in order, then "|s<proto>.<first>-<last>:<class key>" per source-port range; an
+// outcome with logs has "\x00logs:<logs>" after its reason), streamed into the hash: a class of many segments costs no string of
 // their length. The class chain's name is "c_" and the first 12 hex digits of it.
 func classKey(c *Class) string {
 	h := sha256.New()
 	buf := make([]byte, 0, 128)
-	write := func(v Verdict, reason string) {
-		buf = append(strconv.AppendUint(buf, uint64(v), 10), ':')
+	write := func(o Outcome) {
+		buf = append(strconv.AppendUint(buf, uint64(o.Verdict), 10), ':')
 		h.Write(buf)
-		h.Write([]byte(reason))
+		h.Write([]byte(o.Reason))
+		if o.Logs != "" {
+			h.Write([]byte("\x00logs:" + o.Logs))
+		}
 		buf = buf[:0]
 	}
-	write(c.Other.Verdict, c.Other.Reason)
+	write(c.Other)
 	for _, sg := range c.Ports {
 		buf = append(strconv.AppendUint(append(buf, '|'), uint64(sg.Proto), 10), '.')
 		buf = append(strconv.AppendUint(buf, uint64(sg.First), 10), '-')
 		buf = append(strconv.AppendUint(buf, uint64(sg.Last), 10), ':')
-		write(sg.Verdict, sg.Reason)
+		write(sg.Outcome)
 	}
 	for _, pr := range slices.Sorted(maps.Keys(c.Protos)) {
 		o := c.Protos[pr]
 		buf = append(strconv.AppendUint(append(buf, '|', 'p'), uint64(pr), 10), ':')
-		write(o.Verdict, o.Reason)
+		write(o)
+	}
+	for _, sg := range c.SrcPorts {
+		buf = append(strconv.AppendUint(append(buf, '|', 's'), uint64(sg.Proto), 10), '.')
+		buf = append(strconv.AppendUint(buf, uint64(sg.First), 10), '-')
+		buf = append(strconv.AppendUint(buf, uint64(sg.Last), 10), ':')
+		h.Write(append(buf, sg.Class.Key...))
+		buf = buf[:0]
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -623,5 +655,5 @@ func tierDefault(t dataplane.TierPolicies) Outcome {
 	if more := len(t.Policies) - named; more > 0 {
 		list += fmt.Sprintf(" and %d more", more)
 	}
-	return Outcome{v, fmt.Sprintf("tier %s default %s: no rule of %s matched", t.Tier, v, list)}
+	return Outcome{Verdict: v, Reason: fmt.Sprintf("tier %s default %s: no rule of %s matched", t.Tier, v, list)}
 }

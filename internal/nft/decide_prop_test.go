@@ -135,6 +135,7 @@ func (g *modelGen) state(name string, allowOnly, indexAll bool) (*State, []datap
 	if indexAll {
 		s.refIndexMin = 0
 	}
+	s.logs = indexAll && !allowOnly // Log rules log: outcomes carry them
 	for i := 0; i < 3; i++ {
 		var ms []dataplane.Member
 		in := g.subset(len(g.pool))
@@ -234,22 +235,32 @@ func (g *modelGen) rule(allowOnly bool) dataplane.Rule {
 	if allowOnly {
 		r.Action = []model.Action{model.ActionAllow, model.ActionLog}[rng.Intn(2)]
 	}
+	if (!allowOnly || g.wide) && rng.Intn(5) == 0 {
+		g.icmpRule(&r, &dst)
+	}
 	if rng.Intn(2) == 0 {
 		r.Src, r.Dst = m, dst
 	} else { // as an egress rule, the peer is the destination
 		dst.Sets, dst.NotSets, dst.Nets, dst.NotNets = m.Sets, m.NotSets, m.Nets, m.NotNets
 		r.Dst = dst
 	}
+	if (!allowOnly || g.wide) && rng.Intn(4) == 0 { // source ports: ranges, excluded, named
+		switch rng.Intn(4) {
+		case 0:
+			r.Src.NotPorts = g.ports()
+		case 1:
+			r.Src.NamedPortSets = []dataplane.SetID{g.npSet()}
+		case 2:
+			r.Src.NotNamedPortSets = []dataplane.SetID{g.npSet()}
+		}
+		if len(r.Src.Ports) == 0 || rng.Intn(2) == 0 {
+			r.Src.Ports = g.ports()
+		}
+	}
 	if !g.wide {
 		return r
 	}
 	r.IPVersion = []uint8{0, 0, 4, 6}[rng.Intn(4)]
-	if rng.Intn(8) == 0 {
-		r.ICMP = &model.ICMPMatch{Type: 8}
-	}
-	if rng.Intn(8) == 0 {
-		r.Src.Ports = []model.Port{g.portRange()}
-	}
 	if !allowOnly && rng.Intn(4) == 0 {
 		r.NotProtocol = g.protos[rng.Intn(len(g.protos))]
 	}
@@ -257,6 +268,50 @@ func (g *modelGen) rule(allowOnly bool) dataplane.Rule {
 		r.Dst.NotNamedPortSets = []dataplane.SetID{g.npSet()}
 	}
 	return r
+}
+
+// icmpTypes are the ICMP and ICMPv6 types rules match (probes cover each and its neighbours).
+var icmpTypes = []uint8{0, 3, 8, 128, 129}
+
+// icmpRule makes r an ICMP type/code rule: an ICMP match, an excluded one or both, mostly with
+// the ICMP protocol of one family (also none, or another protocol: then it matches nothing),
+// mostly without destination ports (with them it matches nothing).
+func (g *modelGen) icmpRule(r *dataplane.Rule, dst *dataplane.Match) {
+	rng := g.rng
+	draw := func() *model.ICMPMatch {
+		m := &model.ICMPMatch{Type: icmpTypes[rng.Intn(len(icmpTypes))]}
+		if rng.Intn(2) == 0 {
+			c := []uint8{0, 1, 255}[rng.Intn(3)]
+			m.Code = &c
+		}
+		return m
+	}
+	switch rng.Intn(4) {
+	case 0:
+		r.NotICMP = draw()
+	case 1:
+		r.ICMP, r.NotICMP = draw(), draw()
+	default:
+		r.ICMP = draw()
+	}
+	r.Protocol = []model.Protocol{model.ProtocolICMP, model.ProtocolICMP, model.ProtocolICMPv6, 0, model.ProtocolTCP}[rng.Intn(5)]
+	if rng.Intn(6) > 0 {
+		dst.Ports, dst.NotPorts, dst.NamedPortSets = nil, nil, nil
+	}
+}
+
+// icmpProbeKeys are the ICMP keys probes send: each rule type's codes 0, 1, 2 and 255, and the
+// keys next to its range.
+func icmpProbeKeys() []uint16 {
+	var out []uint16
+	for _, t := range icmpTypes {
+		for _, c := range []uint8{0, 1, 2, 255} {
+			out = append(out, ICMPKey(t, c))
+		}
+		out = append(out, ICMPKey(t, 0)-1, ICMPKey(t, 255)+1)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // check compiles the tiers for both directions (a wide generator: and both families), in the
@@ -393,17 +448,35 @@ type probes struct {
 	addrs    []netip.Addr
 	protos   []model.Protocol
 	ports    []uint16
+	sports   []uint16 // source ports of the port protocols
 	portless bool
+	icmp     []uint16 // the keys (ICMPKey) of ICMP and ICMPv6 packets
 }
 
-func (p probes) each(f func(netip.Addr, model.Protocol, uint16)) {
+func (p probes) each(f func(netip.Addr, model.Protocol, uint16, uint16)) {
+	sports := p.sports
+	if len(sports) == 0 {
+		sports = []uint16{0}
+	}
 	for _, a := range p.addrs {
 		for _, proto := range p.protos {
-			for i, port := range p.ports {
-				if i > 0 && p.portless && !hasPorts(proto) {
+			if hasPorts(proto) {
+				for _, sp := range sports {
+					for _, port := range p.ports {
+						f(a, proto, sp, port)
+					}
+				}
+				continue
+			}
+			ports, icmp := p.ports, proto == model.ProtocolICMP || proto == model.ProtocolICMPv6
+			if icmp {
+				ports = p.icmp
+			}
+			for i, port := range ports {
+				if i > 0 && p.portless && !icmp {
 					break
 				}
-				f(a, proto, port)
+				f(a, proto, 0, port)
 			}
 		}
 	}
@@ -418,11 +491,12 @@ func (g *modelGen) probes(s *State, tiers []dataplane.TierPolicies, is4 bool) pr
 	if !g.wide {
 		pr := probes{addrs: slices.Concat(g.pool, addrList("10.0.0.3", "10.0.255.255", "11.0.0.0", "9.9.9.9", "192.168.255.255", "0.0.0.0", "255.255.255.255")),
 			protos: []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP, 47},
-			ports:  []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535}}
+			ports:  []uint16{0, 1, 19, 20, 21, 49, 50, 60, 99, 100, 119, 129, 65535}, icmp: icmpProbeKeys()}
+		pr.sports = g.sourcePorts(s, tiers, pr.ports)
 		return pr
 	}
 	pr := probes{protos: []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolSCTP, model.ProtocolICMP, model.ProtocolICMPv6, 47},
-		portless: true}
+		portless: true, icmp: icmpProbeKeys()}
 	addr := func(a netip.Addr) {
 		if a.IsValid() && a.Unmap().Is4() == is4 {
 			pr.addrs = append(pr.addrs, a)
@@ -469,26 +543,63 @@ func (g *modelGen) probes(s *State, tiers []dataplane.TierPolicies, is4 bool) pr
 			pr.ports = append(pr.ports, uint16(p))
 		}
 	}
+	var bounds []uint16
+	for _, t := range tiers {
+		for _, dir := range []model.Direction{model.Ingress, model.Egress} {
+			for r := range s.tierRules(dir, t) {
+				for _, p := range slices.Concat(r.Src.Ports, r.Src.NotPorts) {
+					bounds = append(bounds, p.First-1, p.First, p.Last, p.Last+1)
+				}
+			}
+		}
+	}
+	pr.sports = g.sourcePorts(s, tiers, bounds)
 	return pr
+}
+
+// sourcePorts are the source ports probes send when a rule of the tiers has source ports: 0,
+// 65535, the given ones and each named port and its neighbours; else 0 alone.
+func (g *modelGen) sourcePorts(s *State, tiers []dataplane.TierPolicies, given []uint16) []uint16 {
+	any := false
+	for _, t := range tiers {
+		for _, dir := range []model.Direction{model.Ingress, model.Egress} {
+			for r := range s.tierRules(dir, t) {
+				any = any || hasSrcPorts(r.Rule)
+			}
+		}
+	}
+	if !any {
+		return []uint16{0}
+	}
+	out := append([]uint16{0, 65535}, given...)
+	for _, id := range g.npSets {
+		for _, ms := range s.Sets[id].ports {
+			for _, m := range ms {
+				out = append(out, m.Port-1, m.Port, m.Port+1)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // checkDecision probes a compiled structure (its lookup, and what the kernel does with its
 // fast path) and, when rl is not nil, a listed group's rules, against the model.
 func checkDecision(t *testing.T, where string, s *State, dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, cp *compiled, rl *ruleList, pr probes) {
 	t.Helper()
-	pr.each(func(pa netip.Addr, proto model.Protocol, port uint16) {
-		want := s.Evaluate(dir, tiers, local, pa, proto, port)
-		if got := cp.Lookup(pa, proto, port); got != want {
-			t.Fatalf("%s %s peer %s %s/%d: compiled %v, model %v", where, dir, pa, proto, port, got, want)
+	pr.each(func(pa netip.Addr, proto model.Protocol, sport, port uint16) {
+		want := s.Evaluate(dir, tiers, local, pa, proto, sport, port)
+		if got := cp.Lookup(pa, proto, sport, port); got != want {
+			t.Fatalf("%s %s peer %s %s %d→%d: compiled %v, model %v", where, dir, pa, proto, sport, port, got, want)
 		}
-		if got := cp.kernelLookup(pa, proto, port); got != want {
-			t.Fatalf("%s %s peer %s %s/%d: with the fast path %v, model %v", where, dir, pa, proto, port, got, want)
+		if got := cp.kernelLookup(pa, proto, sport, port); got != want {
+			t.Fatalf("%s %s peer %s %s %d→%d: with the fast path %v, model %v", where, dir, pa, proto, sport, port, got, want)
 		}
 		if rl == nil {
 			return
 		}
 		if got := rl.lookup(s, pa, proto, port); got != want {
-			t.Fatalf("%s %s peer %s %s/%d: listed %v, model %v", where, dir, pa, proto, port, got, want)
+			t.Fatalf("%s %s peer %s %s %d→%d: listed %v, model %v", where, dir, pa, proto, sport, port, got, want)
 		}
 	})
 }

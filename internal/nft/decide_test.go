@@ -168,11 +168,11 @@ func TestCompileSemantics(t *testing.T) {
 				if peer.Is6() {
 					loc = local6
 				}
-				ref := s.Evaluate(tc.dir, tc.tiers, loc, peer, pr.proto, pr.port)
+				ref := s.Evaluate(tc.dir, tc.tiers, loc, peer, pr.proto, 0, pr.port)
 				if ref.Verdict != pr.want {
 					t.Errorf("model: %s %s/%d = %s (%s), want %s", pr.peer, pr.proto, pr.port, ref.Verdict, ref.Reason, pr.want)
 				}
-				got := dec[peer.Is4()].Lookup(peer, pr.proto, pr.port)
+				got := dec[peer.Is4()].Lookup(peer, pr.proto, 0, pr.port)
 				if got != ref {
 					t.Errorf("compiled: %s %s/%d = %v, model says %v", pr.peer, pr.proto, pr.port, got, ref)
 				}

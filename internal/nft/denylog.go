@@ -1,6 +1,9 @@
 package nft
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
@@ -31,11 +34,32 @@ func (b *Builder) denyRules(name, reason string) []ruleset.Rule {
 	}
 }
 
-// DenyInfo is what a deny chain stands for.
+// DenyInfo is what a deny chain stands for, or a log chain's rule (Logged).
 type DenyInfo struct {
 	// Reason is the reason the chain counts, whole (its comment is cut at 128 bytes).
 	Reason string
 	// Origin is what the reason names (ReasonOrigin; OriginUnknown for the anti-spoofing and
 	// fail-closed chains).
 	Origin Origin
+	// Logged: the prefix is a Log rule's (the packet was logged and went on; Reason names the
+	// Log rule), not a deny chain's.
+	Logged bool
 }
+
+// logRules are the rules of a log chain: per Log rule of logs (reasons, each ending in "\n"),
+// within the deny log's rate per rule, `log prefix "<chain>.<i>" group N`; then v, the
+// outcome's verdict. It returns the Log rules' reasons too.
+func (b *Builder) logRules(name, logs string, v ruleset.Verdict, reason string) ([]ruleset.Rule, []string) {
+	reasons := strings.Split(strings.TrimSuffix(logs, "\n"), "\n")
+	rules := make([]ruleset.Rule, 0, len(reasons)+1)
+	for i, r := range reasons {
+		limit := b.opts.denyLog.Limit
+		rules = append(rules, ruleset.Rule{Limit: &limit, Log: &ruleset.Log{Group: b.opts.denyLog.Group, Prefix: logPrefix(name, i)},
+			Comment: ruleset.Comment(r)})
+	}
+	final := ruleset.Rule{Verdict: v, Counter: b.opts.countAllowed && v.Kind == ruleset.Accept, Comment: ruleset.Comment(reason)}
+	return append(rules, final), reasons
+}
+
+// logPrefix is the NFLOG prefix of log chain name's rule i: what DenyChain resolves.
+func logPrefix(name string, i int) string { return name + "." + strconv.Itoa(i) }

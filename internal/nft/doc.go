@@ -16,15 +16,17 @@
 //     and family into a Decision. A plan flattens the group's rules (leaving out those that can
 //     match nothing here), cuts the address space by their prefixes in one sweep, and computes a
 //     peer's class once per distinct signature (its interval's ipBlock rules, the referenced
-//     sets holding it, its egress named ports) and once per distinct list of matching rules,
-//     by painting each rule's port ranges over the ports still undecided. Every step spends
+//     sets holding it, the peer's named ports) and once per distinct list of matching rules,
+//     by painting each rule's port ranges (ICMP: type<<8 | code ranges) over the ports still
+//     undecided; Log rules (with a deny log) mark what they match with their reason, so an
+//     outcome is (logs, verdict). Every step spends
 //     from a budget (Config.CompileBudget, DefaultCompileBudget): a group whose compile runs out
 //     has its costliest policy rejected (State.reject: an allow-only policy keeps isolating but
 //     allows nothing; any other denies everything at its place), reported through
 //     Config.Rejected and the log, and is compiled again; its other policies, and every other
 //     group, are enforced as written.
-//   - compileList (list.go): a group whose rules all allow (no Deny, no Pass: the NetworkPolicy
-//     tier) needs no order resolved — a packet is allowed if any rule matches — and, with at
+//   - compileList (list.go): a group whose rules all allow (no Deny, no Pass, no Log rule that
+//     logs, no ICMP type/code, no source port: the NetworkPolicy tier) needs no order resolved — a packet is allowed if any rule matches — and, with at
 //     most maxListRules (8) rules, is compiled into that short list of accepting rules over sets
 //     shared by the whole table (shared.go): the listed shape. Every other group gets the map
 //     shape (a Decision).
@@ -80,9 +82,17 @@
 //	      goto c_<hash>                      every other peer
 //	  chain c_<hash>                                 one per distinct peer class (shared by groups)
 //	      meta l4proto vmap @c_<hash>_l4                 protocols without ports (ICMP)
+//	      meta l4proto . th sport vmap @c_<hash>_sports  interval: source-port ranges → goto the
+//	                                                     class of their destination ports (classes
+//	                                                     whose rules have source ports)
+//	      meta l4proto . th sport vmap @c_<hash>_icmp    interval: ICMP protocol . type<<8 | code
+//	                                                     (classes whose rules have ICMP type/code)
 //	      meta l4proto . th dport vmap @c_<hash>_ports   interval: disjoint protocol × port partition
-//	      accept | goto deny_<hash>                      every other packet
+//	      accept | goto deny_<hash> | goto log_<hash>    every other packet
 //	  chain deny_<hash>                              one per deny reason: counter drop
+//	  chain log_<hash>                               one per distinct (Log rules, verdict), with a
+//	                                                 deny log: per Log rule `limit … log prefix
+//	                                                 "log_<hash>.<i>" group N`, then the verdict
 //	  set sel_<set>_v4 / np_<set>_v4                one per selector / named-port set that listed
 //	                                                 groups reference: its members, once per table
 //	  set nets_ / ports_<hash>                       content-addressed ipBlock ranges and port
@@ -125,7 +135,10 @@
 //
 //   - First packet of a connection: conntrack, one dispatch lookup per direction, then per
 //     direction — map shape: at most one allow-set, one exact and one interval peer lookup and
-//     one protocol and one protocol.port lookup, whatever the number of policies; listed shape:
+//     one protocol and one protocol.port lookup (an ICMP packet: protocol.type.code instead; a
+//     packet of a class with source ports: one protocol.source port lookup more, then its
+//     class's protocol.port lookup), whatever the number of policies; a packet Log rules match
+//     meets one log statement per such rule; listed shape:
 //     at most 8 rules of a few set lookups each (a group with more rules takes the map shape).
 //   - Compile of a map-shaped group: O(R·(A + I) + P log P) at worst for R rules, P prefixes,
 //     I ≤ 2P+1 elementary intervals and A known peers (plan's comment), bounded by the budget
@@ -136,7 +149,10 @@
 //     joining or leaving a selector is one plain element of its sel_ set, whatever the number of
 //     groups.
 //   - Map shape, elements per group and family: known peers + ipBlock intervals; per class: its
-//     port segments. Class chains are content-addressed and shared by all groups.
+//     port segments (and ICMP segments). Class chains are content-addressed and shared by all
+//     groups. A class whose rules have s source-port ranges of a protocol costs at most 2s+1
+//     paints of that protocol and as many classes of destination ports, all within the budget.
+//     Log chains are content-addressed and shared by the class chains and maps leading to them.
 //   - Map shape, a pod joining or leaving a selector (SetMembersChanged): in each group whose rules
 //     reference the set, only that address's class is recomputed (compiled.recompilePeer, with the
 //     group's plan kept from its last full compile) and its elements changed; a local endpoint is
@@ -207,6 +223,7 @@
 //
 // # Limits (documented, never widening an allow)
 //
-// Rules with ICMP type/code, or with source-port matches, match nothing yet; a set the graph has
-// not sent has no members. ICMP traffic is judged by protocol-level rules only.
+// A rule with ICMP type/code and another protocol than the family's ICMP protocol matches
+// nothing; Log rules log only with a deny log (Config.DenyLog) and change no verdict either way;
+// a set the graph has not sent has no members.
 package nft

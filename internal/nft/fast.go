@@ -81,9 +81,12 @@ func fastPorts(c, f *Class) fastResult {
 		protos[p] = true
 	}
 	for p := range protos {
-		if !hasPorts(p) && outcome(c, p, 0) != outcome(f, p, 0) {
+		if !hasPorts(p) && outcome(c, p, 0, 0) != outcome(f, p, 0, 0) {
 			return fastResult{}
 		}
+	}
+	if !slices.Equal(icmpSegs(c), icmpSegs(f)) || len(c.SrcPorts)+len(f.SrcPorts) > 0 {
+		return fastResult{} // the allow set holds destination ports: no ICMP key, no source port
 	}
 	var out []protoPort
 	for _, p := range portProtocols {
@@ -97,37 +100,44 @@ func fastPorts(c, f *Class) fastResult {
 		}
 		slices.Sort(cuts)
 		cuts = slices.Compact(cuts)
-		for i, first := range cuts {
-			if first > 65535 {
-				break
-			}
-			last := uint32(65535)
-			if i+1 < len(cuts) {
-				last = min(cuts[i+1]-1, 65535)
-			}
-			oc, of := outcome(c, p, uint16(first)), outcome(f, p, uint16(first))
+		for first, last := range spans(cuts) {
+			oc, of := outcome(c, p, 0, first), outcome(f, p, 0, first)
 			if oc == of {
 				continue
 			}
-			if oc.Verdict != Allow || first != last || len(out) == maxFastPorts {
+			if oc.Verdict != Allow || oc.Logs != "" || first != last || len(out) == maxFastPorts {
 				return fastResult{}
 			}
-			out = append(out, protoPort{proto: p, port: uint16(first), reason: oc.Reason})
+			out = append(out, protoPort{proto: p, port: first, reason: oc.Reason})
 		}
 	}
 	return fastResult{ports: out, ok: true}
 }
 
+// icmpSegs are a class's segments of ICMP keys (protocols without ports).
+func icmpSegs(c *Class) []PortSeg {
+	var out []PortSeg
+	for _, s := range c.Ports {
+		if !hasPorts(s.Proto) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // outcome is what class c gives a packet (Decision.Lookup's class step).
-func outcome(c *Class, proto model.Protocol, port uint16) Outcome {
+func outcome(c *Class, proto model.Protocol, sport, port uint16) Outcome {
 	if o, ok := c.Protos[proto]; ok {
 		return o
 	}
-	if hasPorts(proto) {
-		for _, s := range c.Ports {
-			if s.Proto == proto && s.First <= port && port <= s.Last {
-				return s.Outcome
-			}
+	for _, s := range c.SrcPorts {
+		if s.Proto == proto && s.First <= sport && sport <= s.Last {
+			return outcome(s.Class, proto, sport, port)
+		}
+	}
+	for _, s := range c.Ports {
+		if s.Proto == proto && s.First <= port && port <= s.Last {
+			return s.Outcome
 		}
 	}
 	return c.Other
@@ -136,21 +146,21 @@ func outcome(c *Class, proto model.Protocol, port uint16) Outcome {
 // kernelLookup is what the group's chain does with a packet, fast path included: the allow set,
 // the peers map (peers that are not fast), the nets map, the default. Tests compare it with the
 // model.
-func (cp *compiled) kernelLookup(peer netip.Addr, proto model.Protocol, port uint16) Outcome {
+func (cp *compiled) kernelLookup(peer netip.Addr, proto model.Protocol, sport, port uint16) Outcome {
 	peer = peer.Unmap()
 	fk := cp.fallClass(peer)
 	ck, known := cp.Peers[peer]
 	if !known {
-		return outcome(cp.Classes[fk], proto, port)
+		return outcome(cp.Classes[fk], proto, sport, port)
 	}
 	r := cp.fast(ck, fk)
 	if !r.ok {
-		return outcome(cp.Classes[ck], proto, port)
+		return outcome(cp.Classes[ck], proto, sport, port)
 	}
 	for _, pp := range r.ports {
 		if pp.proto == proto && pp.port == port {
-			return Outcome{Allow, pp.reason}
+			return Outcome{Verdict: Allow, Reason: pp.reason}
 		}
 	}
-	return outcome(cp.Classes[fk], proto, port)
+	return outcome(cp.Classes[fk], proto, sport, port)
 }

@@ -36,7 +36,7 @@ func TestGroupKey(t *testing.T) {
 		if tc.same { // the invariant the key promises: equal keys compile to equal decisions
 			dx, dy := s.Compile(model.Ingress, tiers(tc.tx), tc.x, true), s.Compile(model.Ingress, tiers(tc.ty), tc.y, true)
 			for _, port := range []uint16{8080, 9090, 80} {
-				if ox, oy := dx.Lookup(c, model.ProtocolTCP, port), dy.Lookup(c, model.ProtocolTCP, port); ox != oy {
+				if ox, oy := dx.Lookup(c, model.ProtocolTCP, 0, port), dy.Lookup(c, model.ProtocolTCP, 0, port); ox != oy {
 					t.Errorf("%s: port %d: %v vs %v", tc.name, port, ox, oy)
 				}
 			}

@@ -60,8 +60,8 @@ func TestLargePolicyMatchesModel(t *testing.T) {
 			ports := []uint16{8000, 8080, uint16(8000 + rng.IntN(spec.Rules+2)), uint16(rng.IntN(65536))}
 			for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP, model.ProtocolICMP} {
 				for _, port := range ports {
-					want := s.Evaluate(model.Ingress, local.Ingress, la, peer, proto, port)
-					if got := cp.kernelLookup(peer, proto, port); got != want {
+					want := s.Evaluate(model.Ingress, local.Ingress, la, peer, proto, 0, port)
+					if got := cp.kernelLookup(peer, proto, 0, port); got != want {
 						t.Fatalf("peer %d %v %s/%d: compiled %v, model %v", i, peer, proto, port, got, want)
 					}
 				}

@@ -21,11 +21,14 @@ type objects struct {
 	denies  refs[string] // deny chain name → class chains and maps using it
 	// denyReasons holds each held deny chain's reason, whole (its comment is cut)
 	denyReasons map[string]string
+	logs        refs[string] // log chain name → class chains and maps using it
+	// logReasons holds each held log chain's Log rules' reasons, in order
+	logReasons map[string][]string
 }
 
 func newObjects() objects {
 	return objects{classes: newRefs[string](), shared: newRefs[string](), denies: newRefs[string](),
-		denyReasons: map[string]string{}}
+		denyReasons: map[string]string{}, logs: newRefs[string](), logReasons: map[string][]string{}}
 }
 
 // established accepts replies and related packets of allowed connections.
@@ -287,7 +290,7 @@ func (b *Builder) rejectCostliest(g *group, why, detail string) bool {
 // denyAll is the decision of a group that cannot be compiled within budget even without its
 // costliest policies: every packet is denied.
 func (b *Builder) denyAll(g *group) *compiled {
-	c := &Class{Other: Outcome{Deny, "group " + g.name + " cannot be compiled within the compiler's budget: denied"}}
+	c := &Class{Other: Outcome{Verdict: Deny, Reason: "group " + g.name + " cannot be compiled within the compiler's budget: denied"}}
 	c.Key = classKey(c)
 	dec := &Decision{Peers: map[netip.Addr]string{}, Default: c.Key, Classes: map[string]*Class{c.Key: c}}
 	return &compiled{Decision: dec, plan: &plan{s: b.state}}
@@ -459,6 +462,11 @@ func (c *Class) summary() string {
 	for _, s := range c.Ports {
 		add(s.Outcome)
 	}
+	for _, s := range c.SrcPorts {
+		for _, sub := range s.Class.Ports {
+			add(sub.Outcome)
+		}
+	}
 	for _, p := range sortedProtos(c.Protos) {
 		add(c.Protos[p])
 	}
@@ -495,15 +503,41 @@ func (b *Builder) acquireClass(c *Class) {
 		b.putSet(set)
 		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4Proto, Set: set.Name, Map: true}}})
 	}
-	if len(c.Ports) > 0 {
-		set := &ruleset.Set{Name: name + "_ports", Key: ruleset.KeyL4ProtoDport, Map: true, Interval: hasRange(c.Ports),
-			Comment: "protocol . destination port → verdict", Counter: b.opts.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
-		for _, s := range c.Ports {
+	if len(c.SrcPorts) > 0 {
+		set := &ruleset.Set{Name: name + "_sports", Key: ruleset.KeyL4ProtoSport, Map: true, Interval: true,
+			Comment: "protocol . source port → the class of its destination ports", Elements: map[ruleset.ElementKey]ruleset.Value{}}
+		for _, s := range c.SrcPorts {
+			b.acquireClass(s.Class)
+			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
+			set.Elements[ek] = ruleset.Value{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: s.Class.chain()},
+				Comment: s.Class.summary()}
+		}
+		b.putSet(set)
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoSport, Set: set.Name, Map: true}}})
+	}
+	ports, icmp := c.Ports, icmpSegs(c)
+	if len(icmp) > 0 {
+		ports = slices.DeleteFunc(slices.Clone(ports), func(s PortSeg) bool { return !hasPorts(s.Proto) })
+	}
+	for _, m := range []struct {
+		suffix, comment string
+		key             ruleset.Key
+		segs            []PortSeg
+	}{
+		{"_ports", "protocol . destination port → verdict", ruleset.KeyL4ProtoDport, ports},
+		{"_icmp", "ICMP protocol . type<<8 | code (th sport) → verdict", ruleset.KeyL4ProtoSport, icmp},
+	} {
+		if len(m.segs) == 0 {
+			continue
+		}
+		set := &ruleset.Set{Name: name + m.suffix, Key: m.key, Map: true, Interval: hasRange(m.segs),
+			Comment: m.comment, Counter: b.opts.countAllowed, Elements: map[ruleset.ElementKey]ruleset.Value{}}
+		for _, s := range m.segs {
 			ek := ruleset.ElementKey{Proto: uint8(s.Proto), Port: s.First, PortEnd: s.Last}
 			set.Elements[ek] = ruleset.Value{Verdict: b.verdict(s.Outcome), Comment: ruleset.Comment(s.Reason)}
 		}
 		b.putSet(set)
-		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: set.Name, Map: true}}})
+		chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: m.key, Set: set.Name, Map: true}}})
 	}
 	v := b.verdict(c.Other)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: v, Counter: b.opts.countAllowed && v.Kind == ruleset.Accept,
@@ -519,9 +553,13 @@ func (b *Builder) releaseClass(name string) {
 	}
 	chain := b.table.Chains[name]
 	b.dropChain(name)
-	for _, suffix := range []string{"_l4", "_ports"} {
+	for _, suffix := range []string{"_l4", "_ports", "_icmp", "_sports"} {
 		if set, ok := b.table.Sets[name+suffix]; ok {
 			for _, e := range set.Elements {
+				if suffix == "_sports" {
+					b.releaseClass(e.Verdict.Chain) // a source-port range's class
+					continue
+				}
 				b.releaseDeny(e.Verdict)
 			}
 			b.dropSet(name + suffix)
@@ -535,8 +573,20 @@ func (b *Builder) releaseClass(name string) {
 }
 
 // verdict turns an outcome into a kernel verdict: allow accepts; deny goes to a counted drop
-// chain named after its reason, so `nft list ruleset` counts drops per policy.
+// chain named after its reason, so `nft list ruleset` counts drops per policy. An outcome with
+// logs goes to a log chain, one per distinct (logs, verdict, reason): its Log rules' log
+// statements, then that verdict.
 func (b *Builder) verdict(o Outcome) ruleset.Verdict {
+	if o.Logs != "" {
+		name := "log_" + shortHash(o.Logs+"\x00"+o.Verdict.String()+"\x00"+o.Reason)
+		if b.objects.logs.acquire(name) {
+			rules, reasons := b.logRules(name, o.Logs, b.verdict(Outcome{Verdict: o.Verdict, Reason: o.Reason}), o.Reason)
+			b.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(strings.ReplaceAll(strings.TrimSuffix(o.Logs, "\n"), "\n", "; ")),
+				Rules: rules})
+			b.objects.logReasons[name] = reasons
+		}
+		return ruleset.Verdict{Kind: ruleset.Goto, Chain: name}
+	}
 	if o.Verdict != Deny {
 		return ruleset.Verdict{Kind: ruleset.Accept}
 	}
@@ -549,6 +599,16 @@ func (b *Builder) verdict(o Outcome) ruleset.Verdict {
 }
 
 func (b *Builder) releaseDeny(v ruleset.Verdict) {
+	if v.Kind == ruleset.Goto && strings.HasPrefix(v.Chain, "log_") {
+		if b.objects.logs.release(v.Chain) {
+			if c := b.table.Chains[v.Chain]; c != nil {
+				b.releaseDeny(c.Rules[len(c.Rules)-1].Verdict)
+			}
+			delete(b.objects.logReasons, v.Chain)
+			b.dropChain(v.Chain)
+		}
+		return
+	}
 	if v.Kind != ruleset.Goto || !strings.HasPrefix(v.Chain, "deny_") {
 		return
 	}

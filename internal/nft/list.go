@@ -57,15 +57,18 @@ type ruleList struct {
 // rules). local is an endpoint of the group: the local side of each rule and ingress named
 // ports are resolved on it.
 func (s *State) compileList(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool) (*ruleList, bool) {
-	rl := &ruleList{final: Outcome{Allow, "no policy applies"}}
+	rl := &ruleList{final: Outcome{Verdict: Allow, Reason: "no policy applies"}}
 	if len(tiers) > 0 {
-		rl.final = Outcome{Allow, "no tier decided: allow"}
+		rl.final = Outcome{Verdict: Allow, Reason: "no tier decided: allow"}
 	}
 tiers:
 	for _, t := range tiers {
 		for r := range s.tierRules(dir, t) {
-			if neverMatches(r.Rule, is4) || r.Action == model.ActionLog {
+			if neverMatches(r.Rule, is4) || r.Action == model.ActionLog && !s.logs {
 				continue
+			}
+			if r.Action == model.ActionLog {
+				return nil, false // a class's outcome logs it (the map shape)
 			}
 			if r.Action != model.ActionAllow {
 				return nil, false
@@ -92,12 +95,22 @@ tiers:
 	return rl, true
 }
 
-// neverMatches reports rules that match no packet of the family: another IP version, ICMP
-// type/code and source ports (not resolved into lookups: such rules match nothing, as in eval).
+// neverMatches reports rules that match no packet of the family: another IP version; ICMP
+// type or code with a protocol other than the family's ICMP protocol (or with that protocol
+// excluded).
 func neverMatches(r *dataplane.Rule, is4 bool) bool {
-	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 || r.ICMP != nil || r.NotICMP != nil {
+	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 {
 		return true
 	}
+	if ip := icmpProtocol(is4); (r.ICMP != nil || r.NotICMP != nil) &&
+		(r.Protocol != model.ProtocolAny && r.Protocol != ip || r.NotProtocol == ip) {
+		return true
+	}
+	return false
+}
+
+// hasSrcPorts reports whether a rule matches source ports.
+func hasSrcPorts(r *dataplane.Rule) bool {
 	return len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0
 }
 
@@ -109,7 +122,8 @@ func (lr *listRule) matchesAll() bool {
 // (numeric and ingress named ports in one, each egress named-port set in its own), none when it
 // can match nothing here.
 func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Addr, is4 bool, reason string) ([]listRule, bool) {
-	if r.NotProtocol != model.ProtocolAny || len(r.Dst.NotPorts) > 0 || len(r.Dst.NotNamedPortSets) > 0 {
+	if r.NotProtocol != model.ProtocolAny || len(r.Dst.NotPorts) > 0 || len(r.Dst.NotNamedPortSets) > 0 ||
+		r.ICMP != nil || r.NotICMP != nil || hasSrcPorts(r) { // the map shape's classes
 		return nil, false
 	}
 	peer, localSide := &r.Src, &r.Dst
@@ -254,7 +268,7 @@ func (rl *ruleList) lookup(s *State, peer netip.Addr, proto model.Protocol, port
 	peer = peer.Unmap()
 	for i := range rl.rules {
 		if lr := &rl.rules[i]; lr.matches(s, peer, proto, port) {
-			return Outcome{Allow, lr.reason}
+			return Outcome{Verdict: Allow, Reason: lr.reason}
 		}
 	}
 	return rl.final

@@ -67,7 +67,7 @@ func (s *State) origin(dir model.Direction, tiers []dataplane.TierPolicies, reas
 	case len(tiers) == 0:
 		o.Kind = OriginNoPolicy
 		return o
-	case reason == (Outcome{Allow, "no tier decided: allow"}).Reason:
+	case reason == (Outcome{Verdict: Allow, Reason: "no tier decided: allow"}).Reason:
 		o.Kind = OriginNoTierDecided
 		return o
 	}
@@ -117,9 +117,10 @@ type Decided struct {
 // Decide looks up what the table does with the first packet of a connection in direction dir
 // between a local endpoint's address local and peer: the compiled decision of the endpoint's
 // group (its listed rules over the State's sets, or its Decision), as the kernel looks it up, and
-// the origin of its reason. It reports false when no local endpoint holds local. Call it after an
-// apply, from the goroutine that applies.
-func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto model.Protocol, port uint16) (Decided, bool) {
+// the origin of its reason; sport and port are the packet's source and destination ports (for
+// ICMP and ICMPv6 port is its ICMPKey). It reports false when no local endpoint holds local. Call
+// it after an apply, from the goroutine that applies.
+func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto model.Protocol, sport, port uint16) (Decided, bool) {
 	local, peer = local.Unmap(), peer.Unmap()
 	key, ok := b.index.localAddrs[local]
 	e := b.layout.endpoints[key]
@@ -130,12 +131,12 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 	g := b.layout.groups[e.groups[dispatchKey{dir, local}]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:
-		out.Outcome = Outcome{Allow, "no policy applies"}
+		out.Outcome = Outcome{Verdict: Allow, Reason: "no policy applies"}
 	case g.listed:
 		rl, _ := b.state.compileList(g.dir, g.tiers, g.sample(), g.is4)
 		out.Group, out.Outcome = g.name, rl.lookup(b.state, peer, proto, port)
 	default:
-		out.Group, out.Outcome = g.name, g.compiled.Lookup(peer, proto, port)
+		out.Group, out.Outcome = g.name, g.compiled.Lookup(peer, proto, sport, port)
 	}
 	out.Origin = b.state.origin(dir, out.Tiers, out.Outcome.Reason)
 	return out, true

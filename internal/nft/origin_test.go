@@ -62,11 +62,15 @@ func TestDecide(t *testing.T) {
 					local, peer, node, chain = dst, src, to.Node, nft.ChainForwardIngress
 				}
 				dp := dps[node]
-				d, ok := dp.Decide(dir, local, peer, proto, port)
+				d, ok := dp.Decide(dir, local, peer, proto, 0, port)
 				if !ok {
 					t.Fatalf("Decide(%s, %s): no local endpoint", dir, local)
 				}
-				_, v, err := dp.Table().Walk(chain, ruleset.Packet{Src: src, Dst: dst, Proto: uint8(proto), Dport: port})
+				pkt := ruleset.Packet{Src: src, Dst: dst, Proto: uint8(proto), Dport: port}
+				if proto == model.ProtocolICMP || proto == model.ProtocolICMPv6 { // port is the ICMPKey
+					pkt = ruleset.Packet{Src: src, Dst: dst, Proto: uint8(proto), ICMPType: uint8(port >> 8), ICMPCode: uint8(port)}
+				}
+				_, v, err := dp.Table().Walk(chain, pkt)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -91,6 +95,24 @@ func TestDecide(t *testing.T) {
 							if want := sc.Allowed(nfttest.Probe{From: from, To: to, Proto: pp.proto, Port: pp.port, Is6: is6}); (eg && in) != want {
 								t.Errorf("%s → %s %s/%d IPv6=%v: egress %v, ingress %v; want allowed %v",
 									from.Key(), to.Key(), pp.proto, pp.port, is6, eg, in, want)
+							}
+						}
+					}
+					// echo requests of codes 0 and 1, and the echo reply type
+					for _, ic := range []struct{ v4, v6, code uint8 }{{8, 128, 0}, {8, 128, 1}, {0, 129, 0}} {
+						for _, is6 := range []bool{false, true} {
+							proto, _ := nfttest.Echo(is6)
+							typ := ic.v4
+							if is6 {
+								typ = ic.v6
+							}
+							key := nft.ICMPKey(typ, ic.code)
+							_, eg := side(from, to, proto, key, is6, model.Egress)
+							_, in := side(from, to, proto, key, is6, model.Ingress)
+							p := nfttest.Probe{From: from, To: to, Proto: proto, ICMPType: typ, ICMPCode: ic.code, Is6: is6}
+							if want := sc.Allowed(p); (eg && in) != want {
+								t.Errorf("%s → %s %s type %d code %d: egress %v, ingress %v; want allowed %v",
+									from.Key(), to.Key(), proto, typ, ic.code, eg, in, want)
 							}
 						}
 					}

@@ -3,6 +3,7 @@ package nft
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"iter"
 	"net/netip"
 	"slices"
 	"sort"
@@ -48,6 +49,7 @@ type plan struct {
 	intervals
 	classMemo
 	spending
+	srcAt   srcAt
 	scratch scratch
 }
 
@@ -69,7 +71,11 @@ type ruleIndex struct {
 	ungatedAll, ungatedNot []int32
 	ungatedBy              map[int32][]int32
 	gated                  map[dataplane.SetID][]int32
-	protos                 []model.Protocol // non-port protocols that rules name
+	protos                 []model.Protocol // non-port protocols that rules name, but no painted one
+	// painted are the protocols whose packets a class partitions by a 16-bit key: the port
+	// protocols by destination port, and the family's ICMP protocol by type<<8 | code when a
+	// rule matches ICMP type or code.
+	painted []model.Protocol
 }
 
 // peerRefs are the sets that make an address a known peer of a plan.
@@ -99,6 +105,27 @@ type intervals struct {
 type classMemo struct {
 	memo    map[digest]string
 	byRules map[digest]string
+}
+
+// srcAt is the source port a paint is for (on), and the source ports each rule with source
+// ports matches (srcRanges): a paint that is not for one source port has no such rule.
+type srcAt struct {
+	on     bool
+	port   uint16
+	ranges map[int32][]portGap
+}
+
+// holds reports whether rule i's source ports hold the port of the paint.
+func (s *srcAt) holds(i int32) bool {
+	if !s.on {
+		return false
+	}
+	for _, g := range s.ranges[i] {
+		if g.first <= s.port && s.port <= g.last {
+			return true
+		}
+	}
+	return false
 }
 
 // spending is what a plan may still spend (work units, about a rule visited or a port range
@@ -136,16 +163,22 @@ type planRule struct {
 	proto   model.Protocol
 	notProt model.Protocol
 	portMatch
+	// src is what the rule requires of the source port (its portRules: it has source ports).
+	src portMatch
+	// icmp and notICMP: the type (and code) the rule requires, and excludes, of a packet of the
+	// family's ICMP protocol (proto then is that protocol).
+	icmp, notICMP *model.ICMPMatch
 }
 
-// portMatch is what a plan rule requires of the destination port.
+// portMatch is what a plan rule requires of the destination (or source) port.
 type portMatch struct {
-	// portRules: the rule constrains destination ports (Ports or NamedPortSets, or their
-	// negations); then it matches port protocols only.
+	// portRules: the rule constrains the ports (Ports or NamedPortSets, or their negations);
+	// then it matches port protocols only.
 	portRules bool
 	hasPos    bool
 	pos, neg  []portRange // static port ranges (numeric, and named ports resolved on the local side)
-	// posNP and negNP are named-port sets resolved on the peer (egress).
+	// posNP and negNP are named-port sets resolved on the peer (egress destination ports,
+	// ingress source ports).
 	posNP, negNP []dataplane.SetID
 }
 
@@ -160,17 +193,20 @@ type scratch struct {
 	key    []byte
 }
 
-// portGap is an inclusive range of ports.
-type portGap struct{ first, last uint16 }
+// portGap is an inclusive range of ports; logs, in a paint, are the Log rules its packets met.
+type portGap struct {
+	first, last uint16
+	logs        string
+}
 
 // newPlan prepares the rules of tiers; budget bounds the work of the plan's compile.
 func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool, budget int64) *plan {
 	pl := &plan{s: s, dir: dir, is4: is4, local: local, tierOutcomes: tierOutcomes{ntier: len(tiers)},
 		ruleIndex: ruleIndex{gated: map[dataplane.SetID][]int32{}, ungatedBy: map[int32][]int32{}},
 		classMemo: classMemo{memo: map[digest]string{}, byRules: map[digest]string{}}, spending: spending{budget: budget}}
-	pl.final = Outcome{Allow, "no policy applies"}
+	pl.final = Outcome{Verdict: Allow, Reason: "no policy applies"}
 	if len(tiers) > 0 {
-		pl.final = Outcome{Allow, "no tier decided: allow"}
+		pl.final = Outcome{Verdict: Allow, Reason: "no tier decided: allow"}
 	}
 	seenProto := map[model.Protocol]bool{}
 	refs := map[dataplane.SetID]struct{}{}
@@ -185,8 +221,8 @@ func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, loc
 			peer := &r.Src
 			if dir == model.Egress {
 				peer = &r.Dst
-				addRefs(refs, r.Dst.NamedPortSets, r.Dst.NotNamedPortSets)
 			}
+			addRefs(refs, peer.NamedPortSets, peer.NotNamedPortSets)
 			addRefs(refs, peer.Sets, peer.NotSets)
 			pr, ok := pl.prepare(r)
 			if !ok {
@@ -203,7 +239,7 @@ func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, loc
 			default:
 				pl.ungatedAll = append(pl.ungatedAll, pos)
 			}
-			pl.npRefs = pl.npRefs || len(pr.posNP)+len(pr.negNP) > 0
+			pl.npRefs = pl.npRefs || len(pr.posNP)+len(pr.negNP)+len(pr.src.posNP)+len(pr.src.negNP) > 0
 			for _, p := range []model.Protocol{pr.proto, pr.notProt} {
 				if p != model.ProtocolAny && !hasPorts(p) && !seenProto[p] {
 					seenProto[p] = true
@@ -211,6 +247,12 @@ func (s *State) newPlan(dir model.Direction, tiers []dataplane.TierPolicies, loc
 				}
 			}
 		}
+	}
+	pl.painted = portProtocols
+	if slices.ContainsFunc(pl.rules, func(r planRule) bool { return r.icmp != nil || r.notICMP != nil }) {
+		ip := icmpProtocol(is4)
+		pl.painted = append(slices.Clip(portProtocols), ip)
+		pl.protos = slices.DeleteFunc(pl.protos, func(p model.Protocol) bool { return p == ip })
 	}
 	slices.Sort(pl.protos)
 	for id := range refs {
@@ -254,12 +296,21 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 	if !pl.s.addrMatch(localSide, pl.local) {
 		return planRule{}, false
 	}
-	pr := planRule{action: r.Action, peer: peer, gated: len(peer.Sets) > 0, proto: r.Protocol, notProt: r.NotProtocol}
+	pr := planRule{action: r.Action, peer: peer, gated: len(peer.Sets) > 0, proto: r.Protocol, notProt: r.NotProtocol,
+		icmp: r.ICMP, notICMP: r.NotICMP}
+	if pr.icmp != nil || pr.notICMP != nil {
+		pr.proto = icmpProtocol(pl.is4) // neverMatches left out every other protocol
+	}
 	switch r.Action {
 	case model.ActionAllow:
-		pr.outcome = Outcome{Allow, r.reason() + " (allow)"}
+		pr.outcome = Outcome{Verdict: Allow, Reason: r.reason() + " (allow)"}
 	case model.ActionDeny:
-		pr.outcome = Outcome{Deny, r.reason() + " (deny)"}
+		pr.outcome = Outcome{Verdict: Deny, Reason: r.reason() + " (deny)"}
+	case model.ActionLog:
+		if !pl.s.logs {
+			return planRule{}, false // it logs nowhere and changes no verdict
+		}
+		pr.outcome = Outcome{Logs: r.reason() + " (log)\n"}
 	}
 	for _, n := range peer.Nets {
 		if n.Addr().Is4() == pl.is4 {
@@ -270,9 +321,17 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 		return planRule{}, false // only prefixes of the other family: no address of this one
 	}
 	pr.netRule = pr.nets > 0 || slices.ContainsFunc(peer.NotNets, func(n netip.Prefix) bool { return n.Addr().Is4() == pl.is4 })
-	d := &r.Dst
-	pr.hasPos = len(d.Ports) > 0 || len(d.NamedPortSets) > 0
-	pr.portRules = pr.hasPos || len(d.NotPorts) > 0 || len(d.NotNamedPortSets) > 0
+	pr.portMatch = pl.portMatchOf(&r.Dst, pl.dir == model.Egress)
+	pr.src = pl.portMatchOf(&r.Src, pl.dir == model.Ingress)
+	return pr, true
+}
+
+// portMatchOf is what one side of a rule requires of its port; onPeer says that the side is the
+// peer's, whose named ports resolve per peer (else on the local endpoint, here).
+func (pl *plan) portMatchOf(m *dataplane.Match, onPeer bool) portMatch {
+	var pm portMatch
+	pm.hasPos = len(m.Ports) > 0 || len(m.NamedPortSets) > 0
+	pm.portRules = pm.hasPos || len(m.NotPorts) > 0 || len(m.NotNamedPortSets) > 0
 	numeric := func(ps []model.Port) (out []portRange) {
 		for _, p := range ps {
 			if p.Name == "" {
@@ -281,14 +340,14 @@ func (pl *plan) prepare(r policyRule) (planRule, bool) {
 		}
 		return out
 	}
-	pr.pos, pr.neg = numeric(d.Ports), numeric(d.NotPorts)
-	if pl.dir == model.Egress {
-		pr.posNP, pr.negNP = d.NamedPortSets, d.NotNamedPortSets
+	pm.pos, pm.neg = numeric(m.Ports), numeric(m.NotPorts)
+	if onPeer {
+		pm.posNP, pm.negNP = m.NamedPortSets, m.NotNamedPortSets
 	} else {
-		pr.pos = append(pr.pos, pl.localNamedPorts(d.NamedPortSets)...)
-		pr.neg = append(pr.neg, pl.localNamedPorts(d.NotNamedPortSets)...)
+		pm.pos = append(pm.pos, pl.localNamedPorts(m.NamedPortSets)...)
+		pm.neg = append(pm.neg, pl.localNamedPorts(m.NotNamedPortSets)...)
 	}
-	return pr, true
+	return pm
 }
 
 // localNamedPorts resolves named-port sets on the local endpoint.
@@ -450,7 +509,7 @@ func (pl *plan) classOf(d *Decision, a netip.Addr, iv int, refs []dataplane.SetI
 	lk := digest(sha256.Sum256(rk))
 	ck, ok := pl.byRules[lk]
 	if !ok {
-		c := pl.class(cand, a, len(refs) > 0)
+		c := pl.class(d, cand, a, len(refs) > 0)
 		n := len(d.Classes)
 		if ck = d.intern(c); len(d.Classes) > n {
 			pl.spend(newClassCost * (1 + len(c.Ports))) // what the class keeps, and its elements
@@ -562,7 +621,7 @@ func (r *planRule) netHolds(a netip.Addr, is4 bool) bool {
 // order): for the protocol no rule names (Other) and each non-port protocol rules name, the
 // first deciding rule; for each port protocol, the rules paint their port ranges over the ports
 // still undecided.
-func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
+func (pl *plan) class(d *Decision, cand []int32, peer netip.Addr, known bool) *Class {
 	c := &Class{Protos: map[model.Protocol]Outcome{}}
 	c.Other = pl.decideProto(cand, 255) // stands for every protocol no rule names (255 is reserved)
 	for _, proto := range pl.protos {
@@ -571,22 +630,12 @@ func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
 		}
 	}
 	segs := pl.scratch.segs[:0]
-	for _, proto := range portProtocols {
-		start := len(segs)
-		segs = pl.paint(cand, proto, peer, known, segs)
-		part := segs[start:]
-		slices.SortFunc(part, func(a, b PortSeg) int { return int(a.First) - int(b.First) })
-		// join adjacent segments of equal outcome
-		n := start
-		for _, sg := range part {
-			if n > start && segs[n-1].Outcome == sg.Outcome && uint32(segs[n-1].Last)+1 == uint32(sg.First) {
-				segs[n-1].Last = sg.Last
-				continue
-			}
-			segs[n] = sg
-			n++
+	for _, proto := range pl.painted {
+		if hasPorts(proto) && pl.srcRanges(cand, proto, peer, known) {
+			c.SrcPorts = append(c.SrcPorts, pl.srcClasses(d, cand, proto, peer, known, c.Other)...)
+			continue
 		}
-		segs = segs[:n]
+		segs = pl.paintJoined(cand, proto, peer, known, segs)
 	}
 	pl.scratch.segs = segs
 	for _, sg := range segs {
@@ -597,12 +646,112 @@ func (pl *plan) class(cand []int32, peer netip.Addr, known bool) *Class {
 	return c
 }
 
+// paintJoined appends the port segments of protocol proto (paint), sorted, adjacent segments of
+// equal outcome joined.
+func (pl *plan) paintJoined(cand []int32, proto model.Protocol, peer netip.Addr, known bool, segs []PortSeg) []PortSeg {
+	start := len(segs)
+	segs = pl.paint(cand, proto, peer, known, segs)
+	part := segs[start:]
+	slices.SortFunc(part, func(a, b PortSeg) int { return int(a.First) - int(b.First) })
+	n := start
+	for _, sg := range part {
+		if n > start && segs[n-1].Outcome == sg.Outcome && uint32(segs[n-1].Last)+1 == uint32(sg.First) {
+			segs[n-1].Last = sg.Last
+			continue
+		}
+		segs[n] = sg
+		n++
+	}
+	return segs[:n]
+}
+
+// srcRanges works out, for the rules of cand with source ports that admit proto, the source
+// ports each matches (pl.srcAt's table), and reports whether there is any such rule: then the
+// class's outcome for proto depends on the source port.
+func (pl *plan) srcRanges(cand []int32, proto model.Protocol, peer netip.Addr, known bool) bool {
+	clear(pl.srcAt.ranges)
+	for _, i := range cand {
+		r := &pl.rules[i]
+		if !r.src.portRules || !r.admits(proto) {
+			continue
+		}
+		if pl.srcAt.ranges == nil {
+			pl.srcAt.ranges = map[int32][]portGap{}
+		}
+		pl.srcAt.ranges[i] = slices.Clone(pl.portRangesOf(&r.src, proto, peer, known))
+	}
+	return len(pl.srcAt.ranges) > 0
+}
+
+// srcClasses partitions the source ports of proto for a peer whose rules cand have source ports
+// (srcRanges): the bounds of those rules' ranges cut 0-65535 into at most 2·s+1 intervals for s
+// ranges, throughout each of which the same rules match; each interval's destination ports are
+// painted by those rules and the rules without source ports, into a class of its own (whose
+// other packets get other), and adjacent intervals of one class are joined; an interval whose
+// packets all get other has no range (the class's other packets get other too). So a class with
+// source ports costs (2·s+1) paints at most, within the plan's budget.
+func (pl *plan) srcClasses(d *Decision, cand []int32, proto model.Protocol, peer netip.Addr, known bool, other Outcome) []SrcPortSeg {
+	cuts := []uint32{0}
+	for _, rgs := range pl.srcAt.ranges {
+		for _, g := range rgs {
+			cuts = append(cuts, uint32(g.first), uint32(g.last)+1)
+		}
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	var out []SrcPortSeg
+	for first, last := range spans(cuts) {
+		pl.srcAt.port, pl.srcAt.on = first, true
+		segs := pl.paintJoined(cand, proto, peer, known, nil)
+		pl.srcAt.on = false
+		sub := &Class{Other: other, Protos: map[model.Protocol]Outcome{}}
+		for _, sg := range segs {
+			if sg.Outcome != other {
+				sub.Ports = append(sub.Ports, sg)
+			}
+		}
+		if len(sub.Ports) == 0 {
+			continue // every packet gets other: the class's own Ports hold nothing of proto
+		}
+		n := len(d.Classes)
+		key := d.intern(sub)
+		if len(d.Classes) > n {
+			pl.spend(newClassCost * (1 + len(sub.Ports)))
+		}
+		if n := len(out); n > 0 && out[n-1].Class.Key == key && uint32(out[n-1].Last)+1 == uint32(first) {
+			out[n-1].Last = last
+			continue
+		}
+		out = append(out, SrcPortSeg{Proto: proto, First: first, Last: last, Class: d.Classes[key]})
+	}
+	return out
+}
+
+// spans yields the ranges of 0-65535 that the sorted, distinct cuts (the first 0; cuts past
+// 65535 end none) start: each from its cut to the port before the next one.
+func spans(cuts []uint32) iter.Seq2[uint16, uint16] {
+	return func(yield func(uint16, uint16) bool) {
+		for k, first := range cuts {
+			if first > 65535 {
+				return
+			}
+			last := uint32(65535)
+			if k+1 < len(cuts) {
+				last = min(cuts[k+1]-1, 65535)
+			}
+			if !yield(uint16(first), uint16(last)) {
+				return
+			}
+		}
+	}
+}
+
 // admits reports whether rule r can match packets of protocol proto.
 func (r *planRule) admits(proto model.Protocol) bool {
 	if r.proto != model.ProtocolAny && r.proto != proto || r.notProt != model.ProtocolAny && r.notProt == proto {
 		return false
 	}
-	return !r.portRules || hasPorts(proto)
+	return !r.portRules && !r.src.portRules || hasPorts(proto)
 }
 
 // decideProto is the outcome of a packet of a protocol without ports (every rule that admits it
@@ -610,6 +759,11 @@ func (r *planRule) admits(proto model.Protocol) bool {
 // tier's default when none decided, then the final outcome.
 func (pl *plan) decideProto(cand []int32, proto model.Protocol) Outcome {
 	i := 0
+	logs := ""
+	decided := func(o Outcome) Outcome {
+		o.Logs = logs
+		return o
+	}
 	for ti := range pl.ntier {
 		passed := false
 		for ; i < len(cand) && int(pl.rules[cand[i]].tier) == ti; i++ {
@@ -619,19 +773,21 @@ func (pl *plan) decideProto(cand []int32, proto model.Protocol) Outcome {
 			}
 			switch r.action {
 			case model.ActionAllow, model.ActionDeny:
-				return r.outcome
+				return decided(r.outcome)
 			case model.ActionPass:
 				passed = true
+			case model.ActionLog:
+				logs += r.outcome.Logs
 			}
 		}
 		if passed {
 			continue
 		}
 		if o := pl.defaults[ti]; o.Verdict != 0 {
-			return o
+			return decided(o)
 		}
 	}
-	return pl.final
+	return decided(pl.final)
 }
 
 // paint appends the port segments of protocol proto (unsorted, disjoint, covering every port):
@@ -641,9 +797,10 @@ func (pl *plan) decideProto(cand []int32, proto model.Protocol) Outcome {
 // the cost is O(rules · log ranges) plus the segments made.
 func (pl *plan) paint(cand []int32, proto model.Protocol, peer netip.Addr, known bool, out []PortSeg) []PortSeg {
 	sc := &pl.scratch
-	gaps := append(sc.gaps[:0], portGap{0, 65535})
+	gaps := append(sc.gaps[:0], portGap{first: 0, last: 65535})
 	passed := sc.passed[:0]
 	emit := func(g portGap, o Outcome) {
+		o.Logs = g.logs
 		out = append(out, PortSeg{Proto: proto, First: g.first, Last: g.last, Outcome: o})
 	}
 	i := 0
@@ -651,11 +808,21 @@ func (pl *plan) paint(cand []int32, proto model.Protocol, peer netip.Addr, known
 		passed = passed[:0]
 		for ; i < len(cand) && int(pl.rules[cand[i]].tier) == ti; i++ {
 			r := &pl.rules[cand[i]]
-			if len(gaps) == 0 || !r.admits(proto) || r.action != model.ActionAllow && r.action != model.ActionDeny && r.action != model.ActionPass {
+			if len(gaps) == 0 || !r.admits(proto) || r.action != model.ActionAllow && r.action != model.ActionDeny &&
+				r.action != model.ActionPass && r.action != model.ActionLog {
+				continue
+			}
+			if r.src.portRules && !pl.srcAt.holds(cand[i]) {
 				continue
 			}
 			rgs := pl.portRanges(r, proto, peer, known)
 			pl.spend(1 + len(rgs))
+			if r.action == model.ActionLog {
+				for _, rg := range rgs {
+					gaps = logGaps(gaps, rg, r.outcome.Logs)
+				}
+				continue
+			}
 			for _, rg := range rgs {
 				gaps = carve(gaps, rg, func(g portGap) {
 					if r.action == model.ActionPass {
@@ -693,12 +860,12 @@ func carve(gaps []portGap, rg portGap, take func(portGap)) []portGap {
 	for ; j < len(gaps) && gaps[j].first <= rg.last; j++ {
 		g := gaps[j]
 		if g.first < rg.first {
-			keep[n] = portGap{g.first, rg.first - 1}
+			keep[n] = portGap{g.first, rg.first - 1, g.logs}
 			n++
 		}
-		take(portGap{max(g.first, rg.first), min(g.last, rg.last)})
+		take(portGap{max(g.first, rg.first), min(g.last, rg.last), g.logs})
 		if g.last > rg.last {
-			keep[n] = portGap{rg.last + 1, g.last}
+			keep[n] = portGap{rg.last + 1, g.last, g.logs}
 			n++
 		}
 	}
@@ -710,14 +877,26 @@ func carve(gaps []portGap, rg portGap, take func(portGap)) []portGap {
 
 // portRanges is the sorted, disjoint list of ports of protocol proto that rule r's destination
 // port matches (every port when it has none): its ports, or every port, without its excluded
-// ports. Egress named ports resolve on the peer (none when it is unknown).
+// ports. Egress named ports resolve on the peer (none when it is unknown). For ICMP and ICMPv6
+// the "ports" are the keys type<<8 | code (icmpRanges).
 func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, known bool) []portGap {
+	sc := &pl.scratch
+	pos := sc.ranges[:0]
+	if !hasPorts(proto) {
+		sc.ranges = icmpRanges(pos, r.icmp, r.notICMP)
+		return sc.ranges
+	}
+	return pl.portRangesOf(&r.portMatch, proto, peer, known)
+}
+
+// portRangesOf is portRanges of one side's port match pm (a port protocol's).
+func (pl *plan) portRangesOf(pm *portMatch, proto model.Protocol, peer netip.Addr, known bool) []portGap {
 	sc := &pl.scratch
 	pos := sc.ranges[:0]
 	add := func(list []portGap, prs []portRange) []portGap {
 		for _, p := range prs {
 			if p.proto == model.ProtocolAny || p.proto == proto {
-				list = append(list, portGap{p.first, p.last})
+				list = append(list, portGap{first: p.first, last: p.last})
 			}
 		}
 		return list
@@ -730,21 +909,21 @@ func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, k
 			if set := pl.s.Sets[id]; set != nil {
 				for _, m := range set.ports[peer] {
 					if m.Protocol == proto {
-						list = append(list, portGap{m.Port, m.Port})
+						list = append(list, portGap{first: m.Port, last: m.Port})
 					}
 				}
 			}
 		}
 		return list
 	}
-	if r.hasPos {
-		pos = addNamed(add(pos, r.pos), r.posNP)
+	if pm.hasPos {
+		pos = addNamed(add(pos, pm.pos), pm.posNP)
 		pos = joinGaps(pos)
 	} else {
-		pos = append(pos, portGap{0, 65535})
+		pos = append(pos, portGap{first: 0, last: 65535})
 	}
-	if len(r.neg) > 0 || len(r.negNP) > 0 {
-		neg := joinGaps(addNamed(add(sc.neg[:0], r.neg), r.negNP))
+	if len(pm.neg) > 0 || len(pm.negNP) > 0 {
+		neg := joinGaps(addNamed(add(sc.neg[:0], pm.neg), pm.negNP))
 		for _, g := range neg {
 			pos = carve(pos, g, func(portGap) {})
 		}
@@ -752,6 +931,54 @@ func (pl *plan) portRanges(r *planRule, proto model.Protocol, peer netip.Addr, k
 	}
 	sc.ranges = pos
 	return pos
+}
+
+// icmpRanges appends to out the ICMP keys (type<<8 | code) that match m (every key when nil)
+// and not notM: a type alone is the range type<<8 … type<<8 | 255.
+func icmpRanges(out []portGap, m, notM *model.ICMPMatch) []portGap {
+	out = append(out, icmpKeys(m))
+	if notM != nil {
+		out = carve(out, icmpKeys(notM), func(portGap) {})
+	}
+	return out
+}
+
+// icmpKeys is the range of ICMP keys that m matches (nil: all).
+func icmpKeys(m *model.ICMPMatch) portGap {
+	switch {
+	case m == nil:
+		return portGap{first: 0, last: 65535}
+	case m.Code == nil:
+		return portGap{first: uint16(m.Type) << 8, last: uint16(m.Type)<<8 | 255}
+	}
+	k := uint16(m.Type)<<8 | uint16(*m.Code)
+	return portGap{first: k, last: k}
+}
+
+// ICMPKey is the 16-bit key of an ICMP or ICMPv6 packet that classes partition: type<<8 | code,
+// the transport header's first 16 bits (what `th sport` loads).
+func ICMPKey(typ, code uint8) uint16 { return uint16(typ)<<8 | uint16(code) }
+
+// icmpProtocol is the ICMP protocol of the family.
+func icmpProtocol(is4 bool) model.Protocol {
+	if is4 {
+		return model.ProtocolICMP
+	}
+	return model.ProtocolICMPv6
+}
+
+// logGaps appends log to the logs of the ports of the sorted, disjoint gaps that range rg
+// holds, splitting the gaps it cuts: a Log rule logs the packets still undecided and leaves them
+// undecided.
+func logGaps(gaps []portGap, rg portGap, log string) []portGap {
+	var logged []portGap
+	gaps = carve(gaps, rg, func(g portGap) {
+		g.logs += log
+		logged = append(logged, g)
+	})
+	gaps = append(gaps, logged...)
+	slices.SortFunc(gaps, func(a, b portGap) int { return int(a.first) - int(b.first) })
+	return gaps
 }
 
 // joinGaps sorts ranges and joins overlapping and adjacent ones, in place.

@@ -32,7 +32,7 @@ func TestNamedPortsOfTwoSets(t *testing.T) {
 			cp.recompilePeer(p)
 		}
 		for _, p := range []netip.Addr{a, b} {
-			if got, want := cp.Lookup(p, tcp, 8080), s.Evaluate(model.Egress, tiers, local, p, tcp, 8080); got != want {
+			if got, want := cp.Lookup(p, tcp, 0, 8080), s.Evaluate(model.Egress, tiers, local, p, tcp, 0, 8080); got != want {
 				t.Errorf("%s first: peer %s tcp/8080: compiled %v, model %v", first, p, got, want)
 			}
 		}

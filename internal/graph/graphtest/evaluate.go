@@ -30,11 +30,29 @@ type Decision struct {
 	Index  int
 	// Tier is the tier whose default decided; nil when a rule decided or no tier did.
 	Tier *dataplane.TierPolicies
+	// Logs are the Log rules that matched on the way, in evaluation order.
+	Logs []Logged
+}
+
+// Logged is a Log rule that matched: the rule, its policy and its place among the policy's rules
+// of the direction.
+type Logged struct {
+	Rule   *dataplane.Rule
+	Policy model.PolicyKey
+	Index  int
+}
+
+// Flow is what rules read of the first packet of a connection besides its addresses.
+type Flow struct {
+	Proto            model.Protocol
+	SrcPort, DstPort uint16 // TCP, UDP and SCTP
+	ICMPType         uint8  // ICMP and ICMPv6
+	ICMPCode         uint8
 }
 
 // Evaluate is the reference semantics of the policy model for the first packet of a connection
-// in one direction of a local endpoint (local: its address; peer: the other end; port: the
-// destination port): tiers in order, policies in order, rules in order; Allow and Deny decide,
+// in one direction of a local endpoint (local: its address; peer: the other end; f: the rest of
+// the packet): tiers in order, policies in order, rules in order; Allow and Deny decide,
 // Pass goes to the next tier, Log continues; a tier whose policies did not decide applies its
 // default when that is Allow or Deny, and passes otherwise; after the last tier, allow.
 // Addresses are compared unmapped. Set membership is the Model's, as the dataplane holds it: an
@@ -42,11 +60,14 @@ type Decision struct {
 // the graph decides by the set's polarity (an Allow rule's sets hold it only while every holder
 // matches, a Deny or Pass rule's while one does, negated uses the other way round), so a
 // compiled ruleset and Evaluate over one state judge a contested address alike. As the
-// dataplane enforces them (docs/design.md, limits): a
-// rule with ICMP type/code or source ports matches nothing, and a rule with ports or excluded
-// ports matches only protocols with ports.
-func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, proto model.Protocol, port uint16) Decision {
+// dataplane enforces them: a rule with ports or excluded ports (destination or source) matches
+// only protocols with ports; named source ports are the source's (on ingress the peer's, on
+// egress the local endpoint's). A rule with ICMP or NotICMP matches only packets of the family's ICMP
+// protocol (ICMP for IPv4, ICMPv6 for IPv6; with any other protocol it matches nothing): of
+// ICMP's type (and code, when given), and not of NotICMP's.
+func Evaluate(m Model, dir model.Direction, tiers []dataplane.TierPolicies, local, peer netip.Addr, f Flow) Decision {
 	local, peer = local.Unmap(), peer.Unmap()
+	var logs []Logged
 tiers:
 	for i := range tiers {
 		t := &tiers[i]
@@ -54,26 +75,29 @@ tiers:
 			rules := m.Rules(key, dir)
 			for j := range rules {
 				r := &rules[j]
-				if !matches(m, dir, r, local, peer, proto, port) {
+				if !matches(m, dir, r, local, peer, f) {
 					continue
 				}
 				switch r.Action {
 				case model.ActionAllow, model.ActionDeny:
-					return Decision{Allow: r.Action == model.ActionAllow, Rule: r, Policy: key, Index: j}
+					return Decision{Allow: r.Action == model.ActionAllow, Rule: r, Policy: key, Index: j, Logs: logs}
 				case model.ActionPass:
 					continue tiers
+				case model.ActionLog:
+					logs = append(logs, Logged{Rule: r, Policy: key, Index: j})
 				}
 			}
 		}
 		switch t.DefaultAction {
 		case model.ActionAllow, model.ActionDeny:
-			return Decision{Allow: t.DefaultAction == model.ActionAllow, Tier: t}
+			return Decision{Allow: t.DefaultAction == model.ActionAllow, Tier: t, Logs: logs}
 		}
 	}
-	return Decision{Allow: true}
+	return Decision{Allow: true, Logs: logs}
 }
 
-func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.Addr, proto model.Protocol, port uint16) bool {
+func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.Addr, f Flow) bool {
+	proto, port := f.Proto, f.DstPort
 	if r.IPVersion == 4 && !peer.Is4() || r.IPVersion == 6 && !peer.Is6() {
 		return false
 	}
@@ -84,16 +108,25 @@ func matches(m Model, dir model.Direction, r *dataplane.Rule, local, peer netip.
 		return false
 	}
 	if r.ICMP != nil || r.NotICMP != nil {
-		return false
-	}
-	if len(r.Src.Ports) > 0 || len(r.Src.NamedPortSets) > 0 || len(r.Src.NotPorts) > 0 || len(r.Src.NotNamedPortSets) > 0 {
-		return false
+		icmp := model.ProtocolICMPv6
+		if peer.Is4() {
+			icmp = model.ProtocolICMP
+		}
+		if proto != icmp || r.ICMP != nil && !icmpMatch(r.ICMP, f) || r.NotICMP != nil && icmpMatch(r.NotICMP, f) {
+			return false
+		}
 	}
 	src, dst := peer, local
 	if dir == model.Egress {
 		src, dst = local, peer
 	}
-	return addrMatch(m, &r.Src, src) && addrMatch(m, &r.Dst, dst) && portMatch(m, &r.Dst, dst, proto, port)
+	return addrMatch(m, &r.Src, src) && addrMatch(m, &r.Dst, dst) && portMatch(m, &r.Dst, dst, proto, port) &&
+		portMatch(m, &r.Src, src, proto, f.SrcPort)
+}
+
+// icmpMatch reports whether the packet's ICMP type (and code, when im has one) is im's.
+func icmpMatch(im *model.ICMPMatch, f Flow) bool {
+	return im.Type == f.ICMPType && (im.Code == nil || *im.Code == f.ICMPCode)
 }
 
 func addrMatch(m Model, mt *dataplane.Match, a netip.Addr) bool {
@@ -105,7 +138,7 @@ func addrMatch(m Model, mt *dataplane.Match, a netip.Addr) bool {
 		!slices.ContainsFunc(mt.NotNets, in)
 }
 
-// portMatch: the destination port of a is in Ports or NamedPortSets (when either is set) and in
+// portMatch: the port (destination or source) of a is in Ports or NamedPortSets (when either is set) and in
 // neither NotPorts nor NotNamedPortSets; numeric ranges with a name are skipped.
 func portMatch(m Model, mt *dataplane.Match, a netip.Addr, proto model.Protocol, port uint16) bool {
 	in := func(ps []model.Port, sets []dataplane.SetID) bool {

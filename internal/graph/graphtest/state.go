@@ -300,12 +300,17 @@ func (s *State) Dump() string {
 	return b.String()
 }
 
-// Packet is the first packet of a connection. SrcPort is not judged: a rule with source ports
-// matches nothing (Evaluate).
+// Packet is the first packet of a connection.
 type Packet struct {
-	Src, Dst         netip.Addr
-	Proto            model.Protocol
-	SrcPort, DstPort uint16
+	Src, Dst           netip.Addr
+	Proto              model.Protocol
+	SrcPort, DstPort   uint16
+	ICMPType, ICMPCode uint8
+}
+
+// Flow is what Evaluate reads of p besides its addresses.
+func (p Packet) Flow() Flow {
+	return Flow{Proto: p.Proto, SrcPort: p.SrcPort, DstPort: p.DstPort, ICMPType: p.ICMPType, ICMPCode: p.ICMPCode}
 }
 
 // Allowed decides a packet by the state: the egress policies of the source (if it is a local
@@ -341,7 +346,7 @@ func (s *State) Decide(dir model.Direction, tiers []dataplane.TierPolicies, p Pa
 	if dir == model.Egress {
 		local, peer = p.Src, p.Dst
 	}
-	return Evaluate(s, dir, tiers, local, peer, p.Proto, p.DstPort).Allow
+	return Evaluate(s, dir, tiers, local, peer, p.Flow()).Allow
 }
 
 // Rules returns a held policy's rules in one direction (Model).

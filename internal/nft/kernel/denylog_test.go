@@ -23,15 +23,7 @@ func TestDenyLog(t *testing.T) {
 	nodeA := tc.c.Node("a")
 	fd := nodeFD(t, nodeA)
 	const group = 9
-	r, err := nflog.Open(fd, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logged := make(chan nflog.Packet, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, func(p nflog.Packet) { logged <- p }) }()
-	t.Cleanup(func() { cancel(); <-done })
+	logged := readNFLOG(t, fd, group)
 
 	byName := map[string]nfttest.Scenario{}
 	for _, sc := range nfttest.Scenarios {

@@ -74,6 +74,9 @@ func IncrementalCluster(seed int64, shared bool) (*ClusterGen, nft.Config) {
 		gen.policies[p.Key] = p
 	}
 	cfg := nft.Config{}
+	if seed%2 == 0 { // Log rules log
+		cfg.DenyLog = &nft.DenyLog{Group: 9, Limit: nft.DefaultDenyLogLimit}
+	}
 	if shared { // every address of the pool leads to an interface of node a
 		cfg.WorkloadPrefixes = []string{"veth"}
 		for i := range 4 {
@@ -144,8 +147,8 @@ type ClusterGen struct {
 }
 
 // incrementalPolicy draws IncrementalCluster's policies: NetworkPolicy-shaped, over the pod
-// labels of namespaces nss, now and then with more rules than the listed shape takes or as an
-// admin-tier deny.
+// labels of namespaces nss, now and then allowing echo requests (ICMP type 8 or ICMPv6 128)
+// instead of a port or only from a range of source ports, after a Log rule, with more rules than the listed shape takes or as an admin-tier deny.
 func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.Policy {
 	return func(i int) model.Policy {
 		ns := nss[rng.Intn(2)]
@@ -161,14 +164,25 @@ func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.P
 			ports = []model.Port{{Name: "web"}}
 		}
 		r := model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP}
+		if rng.Intn(6) == 0 { // echo requests of one family (Calico's icmp type)
+			r.Protocol, r.ICMP, ports = model.ProtocolICMP, &model.ICMPMatch{Type: 8}, nil
+			if rng.Intn(2) == 0 {
+				r.Protocol, r.ICMP = model.ProtocolICMPv6, &model.ICMPMatch{Type: 128}
+			}
+		}
 		p := model.Policy{Key: NPKey(ns, fmt.Sprint("np", i)), Tier: model.TierNetworkPolicy, Namespace: ns,
 			Selector: fmt.Sprintf("pod == '%s'", labels[rng.Intn(3)])}
+		var sports []model.Port
+		if rng.Intn(6) == 0 { // from a range of source ports
+			sports = []model.Port{{First: 4000, Last: 4999}}
+		}
 		if rng.Intn(2) == 0 {
+			peer.Ports = sports
 			r.Source, r.Destination = peer, model.Peer{Ports: ports}
 			p.ApplyIngress, p.IngressRules = true, []model.Rule{r}
 		} else {
 			peer.Ports = ports
-			r.Destination = peer
+			r.Source, r.Destination = model.Peer{Ports: sports}, peer
 			p.ApplyEgress, p.EgressRules = true, []model.Rule{r}
 		}
 		if rng.Intn(5) == 0 {
@@ -183,6 +197,15 @@ func incrementalPolicy(rng *rand.Rand, nss, labels []string) func(i int) model.P
 				r.Destination.Ports = []model.Port{{First: uint16(1000 + j), Last: uint16(1000 + j)}}
 				*rules = append(*rules, r)
 			}
+		}
+		if rng.Intn(5) == 0 { // a Log rule before the others
+			rules := &p.IngressRules
+			if p.ApplyEgress {
+				rules = &p.EgressRules
+			}
+			l := (*rules)[0]
+			l.Action = model.ActionLog
+			*rules = append([]model.Rule{l}, *rules...)
 		}
 		if rng.Intn(5) == 0 {
 			p.Tier, p.Namespace, p.Selector = model.TierAdmin, "", "all()"
@@ -528,8 +551,22 @@ func (d policyDraw) rule(dir model.Direction, cluster bool) model.Rule {
 		if c.Intn(4) == 0 {
 			dst.NotPorts = d.ports()
 		}
-		if c.Intn(8) == 0 {
-			r.ICMP = &model.ICMPMatch{Type: 8}
+		if c.Intn(6) == 0 { // ICMP type and code, mostly of a family's ICMP protocol, without ports
+			typ := []uint8{0, 8, 128, 129}[c.Intn(4)]
+			m := &model.ICMPMatch{Type: typ}
+			if c.Intn(2) == 0 {
+				code := uint8(c.Intn(2))
+				m.Code = &code
+			}
+			if c.Intn(3) == 0 {
+				r.NotICMP = m
+			} else {
+				r.ICMP = m
+			}
+			r.Protocol = []model.Protocol{model.ProtocolICMP, model.ProtocolICMPv6, 0, model.ProtocolTCP}[c.Intn(4)]
+			if c.Intn(4) > 0 {
+				dst.Ports, dst.NotPorts = nil, nil
+			}
 		}
 		if c.Intn(8) == 0 {
 			src.Ports = d.ports()

@@ -30,12 +30,29 @@ var Pods = []Pod{
 	{NS: "y", Name: "b", Node: "b", V4: netip.MustParseAddr("10.244.1.11"), V6: netip.MustParseAddr("fd00:10:244:1::11")},
 }
 
-// Probe is one connection attempt of the truth table.
+// Probe is one connection attempt of the truth table: Port and SrcPort are the destination and
+// source ports of TCP, UDP and SCTP (SrcPort 0: an ephemeral one, above 32767); ICMPType and
+// ICMPCode are an ICMP (IPv4) or ICMPv6 (IPv6) packet's.
 type Probe struct {
-	From, To Pod
-	Proto    model.Protocol
-	Port     uint16
-	Is6      bool
+	From, To           Pod
+	Proto              model.Protocol
+	Port, SrcPort      uint16
+	ICMPType, ICMPCode uint8
+	Is6                bool
+}
+
+// Echo is the ICMP echo request type of the probe's family (8, ICMPv6 128), with its protocol.
+func Echo(is6 bool) (model.Protocol, uint8) {
+	if is6 {
+		return model.ProtocolICMPv6, 128
+	}
+	return model.ProtocolICMP, 8
+}
+
+// icmpRule is a rule of action on the echo requests of one family, of code when given.
+func icmpRule(action model.Action, is6 bool, code *uint8) model.Rule {
+	proto, typ := Echo(is6)
+	return model.Rule{Action: action, Protocol: proto, ICMP: &model.ICMPMatch{Type: typ, Code: code}}
 }
 
 // Scenario is a named set of policies over Pods and the truth table they must give.
@@ -84,6 +101,16 @@ func TCP(port uint16) model.Port { return model.Port{First: port, Last: port} }
 // Static is a scenario's policies that do not depend on the pods' addresses.
 func Static(ps ...model.Policy) func(map[string][]netip.Addr) []model.Policy {
 	return func(map[string][]netip.Addr) []model.Policy { return ps }
+}
+
+// Named is the scenario of that name (a zero Scenario when none is).
+func Named(name string) Scenario {
+	for _, sc := range Scenarios {
+		if sc.Name == name {
+			return sc
+		}
+	}
+	return Scenario{}
 }
 
 // Scenarios are the scenarios of the golden and traffic tests.
@@ -192,6 +219,59 @@ var Scenarios = []Scenario{
 		Allowed: func(p Probe) bool {
 			// y/b → x is denied by the admin tier; y/a passes to the NetworkPolicy tier, which allows
 			return !(p.To.NS == "x" && p.From.Key() == "y/b") || p.From.Key() == p.To.Key()
+		},
+	},
+	{
+		// x/a takes echo requests only; an admin policy denies y's pods echo requests of code 0
+		// (what ping sends) and lets every other ICMP packet pass to the default tier
+		Name: "icmp-echo-only-and-code-deny",
+		Policies: Static(
+			NP("x", "allow-echo", "pod == 'a'", []model.Rule{
+				icmpRule(model.ActionAllow, false, nil), icmpRule(model.ActionAllow, true, nil),
+			}, nil, model.Ingress),
+			model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "admin-deny-echo-code-0"}, Tier: model.TierAdmin,
+				Order: 10, Namespace: "y", Selector: "all()", ApplyIngress: true, IngressRules: []model.Rule{
+					icmpRule(model.ActionDeny, false, new(uint8)), icmpRule(model.ActionDeny, true, new(uint8)),
+				}},
+		),
+		Allowed: func(p Probe) bool {
+			if p.From.Key() == p.To.Key() {
+				return true
+			}
+			proto, echo := Echo(p.Is6)
+			isEcho := p.Proto == proto && p.ICMPType == echo
+			switch {
+			case p.To.Key() == "x/a":
+				return isEcho
+			case p.To.NS == "y":
+				return !isEcho || p.ICMPCode != 0
+			}
+			return true
+		},
+	},
+	{
+		// x/a takes TCP port 80; TCP from namespace y is logged first (with a deny log)
+		Name: "log-then-allow-tcp-80",
+		Policies: Static(NP("x", "log-and-allow", "pod == 'a'", []model.Rule{
+			{Action: model.ActionLog, Protocol: model.ProtocolTCP, Source: model.Peer{NamespaceSelector: "ns == 'y'"}},
+			AllowTCP(model.Peer{}, model.Peer{Ports: []model.Port{TCP(80)}}),
+		}, nil, model.Ingress)),
+		Allowed: func(p Probe) bool {
+			return p.To.Key() != "x/a" || p.From.Key() == p.To.Key() || p.Proto == model.ProtocolTCP && p.Port == 80
+		},
+	},
+	{
+		// x/a takes TCP and UDP port 80 from source ports 5300-5399 only
+		Name: "from-source-ports",
+		Policies: Static(NP("x", "from-sports", "pod == 'a'", []model.Rule{
+			{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: model.Peer{Ports: []model.Port{{First: 5300, Last: 5399}}},
+				Destination: model.Peer{Ports: []model.Port{TCP(80)}}},
+			{Action: model.ActionAllow, Protocol: model.ProtocolUDP, Source: model.Peer{Ports: []model.Port{{First: 5300, Last: 5399}}},
+				Destination: model.Peer{Ports: []model.Port{TCP(80)}}},
+		}, nil, model.Ingress)),
+		Allowed: func(p Probe) bool {
+			return p.To.Key() != "x/a" || p.From.Key() == p.To.Key() ||
+				(p.Proto == model.ProtocolTCP || p.Proto == model.ProtocolUDP) && p.Port == 80 && p.SrcPort >= 5300 && p.SrcPort <= 5399
 		},
 	},
 }

@@ -346,7 +346,11 @@ func keyLoad(d keyDesc) []expr.Any {
 		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseNetworkHeader, Offset: d.off, Len: d.addrLen()}
 	}
 	dport := func(reg uint32) expr.Any {
-		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}
+		off := uint32(2)
+		if d.sport {
+			off = 0
+		}
+		return &expr.Payload{DestRegister: reg, Base: expr.PayloadBaseTransportHeader, Offset: off, Len: 2}
 	}
 	switch d.shape {
 	case shapeAddr:

@@ -29,6 +29,9 @@ type keyDesc struct {
 	off   uint32 // the address's offset in the network header
 	expr  string
 	oif   bool // an ifname field is the output interface's (else the input interface's)
+	// sport: the port field is the transport header's first 16 bits (th sport; ICMP's type and
+	// code), else its next 16 (th dport).
+	sport bool
 }
 
 var keyDescs = map[Key]keyDesc{
@@ -38,6 +41,7 @@ var keyDescs = map[Key]keyDesc{
 	KeyIP6Daddr:             {shape: shapeAddr, fam: unix.NFPROTO_IPV6, off: 24, expr: "ip6 daddr"},
 	KeyL4Proto:              {shape: shapeProto, fam: 0, off: 0, expr: "meta l4proto"},
 	KeyL4ProtoDport:         {shape: shapeProtoPort, fam: 0, off: 0, expr: "meta l4proto . th dport"},
+	KeyL4ProtoSport:         {shape: shapeProtoPort, fam: 0, off: 0, expr: "meta l4proto . th sport", sport: true},
 	KeyIifname:              {shape: shapeIfname, fam: 0, off: 0, expr: "iifname"},
 	KeyIifnameIPSaddr:       {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV4, off: 12, expr: "iifname . ip saddr"},
 	KeyIifnameIP6Saddr:      {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV6, off: 8, expr: "iifname . ip6 saddr"},

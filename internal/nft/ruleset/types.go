@@ -81,6 +81,9 @@ const (
 	KeyIPDaddrL4ProtoDport  // ip daddr . meta l4proto . th dport
 	KeyIP6SaddrL4ProtoDport // ip6 saddr . meta l4proto . th dport (ipv6_addr . inet_proto . inet_service)
 	KeyIP6DaddrL4ProtoDport // ip6 daddr . meta l4proto . th dport
+	// The transport header's first 16 bits: the source port of TCP, UDP and SCTP, the type and
+	// code (type<<8 | code) of ICMP and ICMPv6.
+	KeyL4ProtoSport // meta l4proto . th sport   (inet_proto . inet_service)
 )
 
 // VerdictKind is the kind of a verdict.

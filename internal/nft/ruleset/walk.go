@@ -14,7 +14,18 @@ type Packet struct {
 	Iifname, Oifname string
 	Src, Dst         netip.Addr
 	Proto            uint8
-	Dport            uint16 // for TCP, UDP and SCTP
+	Sport, Dport     uint16 // for TCP, UDP and SCTP
+	// ICMPType and ICMPCode, for ICMP and ICMPv6, are where TCP's source port is: th sport
+	// reads type<<8 | code.
+	ICMPType, ICMPCode uint8
+}
+
+// thSport is the transport header's first 16 bits of p: its source port, or ICMP's type and code.
+func (p Packet) thSport() uint16 {
+	if p.Proto == unix.IPPROTO_ICMP || p.Proto == unix.IPPROTO_ICMPV6 {
+		return uint16(p.ICMPType)<<8 | uint16(p.ICMPCode)
+	}
+	return p.Sport
 }
 
 // Step is one rule a walked packet matched, and what it did there.
@@ -195,6 +206,9 @@ func packetKey(k Key, p Packet) (ElementKey, bool) {
 		ek.Proto = p.Proto
 	case shapeProtoPort, shapeAddrProtoPort:
 		ek.Proto, ek.Port, ek.PortEnd = p.Proto, p.Dport, p.Dport
+		if d.sport {
+			ek.Port, ek.PortEnd = p.thSport(), p.thSport()
+		}
 	case shapeIfname, shapeIfnameAddr:
 		ek.Ifname = p.Iifname
 		if d.oif {
