@@ -64,7 +64,7 @@
 // podSelector scoped to the policy's namespace, namespaceSelector, both = AND, ipBlock with
 // except, ports by protocol (TCP default; a protocol without a port = all its ports; numeric,
 // endPort ranges and named ports, which the graph resolves per endpoint). NetworkPolicies live
-// in tier model.TierNetworkPolicy, all rules Allow, Order 0 (ties broken by key, so by name);
+// in tier model.TierNetworkPolicy, all rules Allow, Order 1000 as in Calico (ties broken by key, so by name);
 // isolation comes from the tier's default Deny. LabelSelectors go through
 // selector.FromLabelSelector and must parse back. ConvertPod makes an endpoint of a pod bound to
 // a node, not hostNetwork, not Succeeded/Failed, with ≥ 1 IP (status.podIPs, else podIP);
