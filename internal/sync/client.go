@@ -51,6 +51,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(networkingv1.AddToScheme(s))
 	utilruntime.Must(npav1alpha2.Install(s))
 	utilruntime.Must(npav1beta1.Install(s))
+	addCalicoTypes(s)
 	return s
 }
 
