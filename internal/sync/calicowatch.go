@@ -123,10 +123,7 @@ func (w *Watcher) runOptional(ctx context.Context, running *gosync.WaitGroup, na
 	res := w.watchOf(name)
 	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: w.transform, handler: handler, watch: res,
 		sink: w, onSynced: w.calicoListed}
-	recheck := w.cfg.AbsentRecheck
-	if recheck <= 0 {
-		recheck = defaultAbsentRecheck
-	}
+	recheck := w.absentRecheck()
 	ctxLW := cache.ToListerWatcherWithContext(lw)
 	running.Go(func() {
 		known, served := false, false // as far as the log knows
@@ -166,6 +163,14 @@ func (w *Watcher) runOptional(ctx context.Context, running *gosync.WaitGroup, na
 		}
 	})
 	return store.synced.Load
+}
+
+// absentRecheck is how often a resource the API server does not serve is looked for again.
+func (w *Watcher) absentRecheck() time.Duration {
+	if w.cfg.AbsentRecheck <= 0 {
+		return defaultAbsentRecheck
+	}
+	return w.cfg.AbsentRecheck
 }
 
 // sleepCtx waits d, or less when ctx is done first; it reports whether it waited d.
