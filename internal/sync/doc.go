@@ -198,5 +198,9 @@
 // updates, deletes, an API server restart; pod and policy lists delayed to prove in-sync waits
 // for them; two 20 s outages, after each of which a change must reach the update stream within
 // 5 s), the reflector store's and watch state's semantics, APIDialer against a silent peer in a
-// network namespace, and the cache memory figure (skipped with -short).
+// network namespace, and the cache memory figure (skipped with -short). Calico's API: converter
+// tables that read like Calico's reference pages (convertcalico_test.go), LoadDir on
+// testdata/calico (Calico's documented samples among them), and the Watcher against its own
+// API server with deploy/crds/calico installed after it started (the samples applied with
+// strict field validation; creates, updates, deletes, an invalid policy, a missing tier).
 package sync

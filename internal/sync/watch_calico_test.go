@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,6 +144,31 @@ func TestWatcherCalico(t *testing.T) {
 		must(err)
 		want.Policies[p.Key] = p
 		c.waitFor(t, step, calico, want)
+	}
+
+	// Calico's own samples (testdata/calico) apply unchanged: every field they use is in the
+	// CRDs' schemas (strict field validation, kubectl's default; a dry run stores nothing).
+	plurals := map[string]string{"Tier": "tiers", "GlobalNetworkPolicy": "globalnetworkpolicies", "NetworkPolicy": "networkpolicies",
+		"GlobalNetworkSet": "globalnetworksets", "NetworkSet": "networksets"}
+	for _, f := range []string{"10-tiers.yaml", "20-policies.yaml", "30-netsets.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "calico", f))
+		must(err)
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var u unstructured.Unstructured
+			must(yaml.Unmarshal([]byte(doc), &u.Object))
+			if u.GroupVersionKind().Group != "projectcalico.org" {
+				continue
+			}
+			r := dyn.Resource(schema.GroupVersionResource{Group: "projectcalico.org", Version: "v3", Resource: plurals[u.GetKind()]})
+			var ri dynamic.ResourceInterface = r
+			if u.GetNamespace() != "" {
+				u.SetNamespace("cx")
+				ri = r.Namespace("cx")
+			}
+			if _, err := ri.Create(ctx, &u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+				t.Errorf("%s: %s %s does not apply: %v", f, u.GetKind(), u.GetName(), err)
+			}
+		}
 	}
 
 	tier := "apiVersion: projectcalico.org/v3\nkind: Tier\nmetadata: {name: security}\nspec: {order: 100}\n"
