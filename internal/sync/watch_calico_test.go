@@ -47,7 +47,7 @@ func calicoCRDs(t *testing.T) [][]byte {
 // labels; once deploy/crds/calico is installed (after the Watcher started), tiers, policies of
 // both kinds and network sets created, updated and deleted arrive as model updates, an invalid
 // policy is counted and withdrawn, a policy whose tier does not exist is counted and enforced
-// once the tier is created.
+// once the tier is created, and a CRD deleted withdraws its objects.
 func TestWatcherCalico(t *testing.T) {
 	s := kube.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -229,11 +229,16 @@ func TestWatcherCalico(t *testing.T) {
 	want.Tiers["later"] = model.Tier{Name: "later", Order: sync.OrderUnset, DefaultAction: model.ActionDeny}
 	c.waitFor(t, "its tier created", calico, want)
 
+	// A CRD deleted withdraws its objects; the others stay.
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	must(crds.Delete(ctx, "globalnetworksets.projectcalico.org", metav1.DeleteOptions{}))
+	delete(want.NetworkSets, model.NetworkSetKey{Name: "ext"})
+	c.waitFor(t, "the GlobalNetworkSet CRD deleted", calico, want)
+
 	// deletes
 	del("globalnetworkpolicies", false, "block")
 	del("globalnetworkpolicies", false, "lost")
 	del("tiers", false, "security")
-	del("globalnetworksets", false, "ext")
 	del("networksets", true, "partners")
 	must(kc.CoreV1().ServiceAccounts("cx").Delete(ctx, "api", metav1.DeleteOptions{}))
 	want = newState()
