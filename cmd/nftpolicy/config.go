@@ -36,8 +36,8 @@ type runConfig struct {
 	FailureThreshold int
 	// WatchStaleAfter: /readyz fails once a watch of the API server has been closed this long.
 	WatchStaleAfter time.Duration
-	// CRDRecheck: how often the API server is asked again for ClusterNetworkPolicies while it
-	// does not serve them.
+	// CRDRecheck: how often the API server is asked again for ClusterNetworkPolicies, and for
+	// each resource of Calico's policy API, while it does not serve them.
 	CRDRecheck time.Duration
 	// CompileBudget bounds the work of one endpoint group's compile (nft.DefaultCompileBudget).
 	CompileBudget int64
@@ -74,7 +74,7 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	fs.IntVar(&c.FailureThreshold, "failure-threshold", 5, "consecutive failed applies after which /healthz reports unhealthy")
 	fs.Int64Var(&c.CompileBudget, "compile-budget", nft.DefaultCompileBudget, "work one group of endpoints' compile may do (about a rule visited or a port range painted each); a group over it has its costliest policy rejected: counted in nftpolicy_invalid_objects_total and logged")
 	fs.DurationVar(&c.WatchStaleAfter, "watch-stale-after", time.Minute, "/readyz fails once a watch of the API server has been closed, or an apply has run, this long (the table stays in force; /healthz is not affected); 0 disables")
-	fs.DurationVar(&c.CRDRecheck, "crd-recheck-interval", 30*time.Second, "while the API server does not serve ClusterNetworkPolicies (no CRD), how often to look for them again")
+	fs.DurationVar(&c.CRDRecheck, "crd-recheck-interval", 30*time.Second, "while the API server does not serve ClusterNetworkPolicies or a resource of Calico's projectcalico.org/v3 (no CRD), how often to look for them again")
 	logDenied := fs.Bool("log-denied", false, "log each denied packet (pods, port, the policy or tier default that denied), within --log-denied-rate per deny reason; the accept path is not touched")
 	def := nft.DefaultDenyLogLimit
 	logRate := fs.String("log-denied-rate", fmt.Sprintf("%d/%s", def.Rate, def.Unit), "most denied packets logged per deny reason: N/second, N/minute, N/hour or N/day, after a burst of --log-denied-burst")

@@ -18,7 +18,7 @@ import (
 // (--kubeconfig, else in-cluster), through the agent's own graph and compiler (internal/explain).
 func explainFlow(ctx context.Context, args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy explain", flag.ContinueOnError)
-	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies) instead of the live cluster")
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes; Calico's Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets, NetworkSets) instead of the live cluster")
 	kubeconfig := fs.String("kubeconfig", e.getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
 	from := fs.String("from", "", "source pod, NAMESPACE/POD")
 	to := fs.String("to", "", "destination pod NAMESPACE/POD, or an IP address")

@@ -113,7 +113,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 // manifests, through the same graph and compiler as the agent.
 func render(args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy render", flag.ContinueOnError)
-	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes)")
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes; Calico's Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets, NetworkSets)")
 	node := fs.String("node", "", "the node to render for")
 	table := fs.String("table", nft.DefaultTable, "table name")
 	if err := parseFlags(fs, args, e.stdout); err != nil {

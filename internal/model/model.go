@@ -320,13 +320,15 @@ type Tier struct {
 	DefaultAction Action
 }
 
-// DefaultTiers are the tiers every source starts with: ClusterNetworkPolicy Admin, NetworkPolicy,
-// ClusterNetworkPolicy Baseline.
+// DefaultTiers are the tiers every source starts with, at Calico's orders for them
+// (projectcalico.org/v3 tier.go: kube-admin 1,000, default 1,000,000, kube-baseline 10,000,000),
+// so that tiers of Calico's API sort among them as Calico sorts them: ClusterNetworkPolicy
+// Admin, NetworkPolicy (Kubernetes' and Calico's default tier), ClusterNetworkPolicy Baseline.
 func DefaultTiers() []Tier {
 	return []Tier{
-		{Name: TierAdmin, Order: 100, DefaultAction: ActionPass},
-		{Name: TierNetworkPolicy, Order: 1000, DefaultAction: ActionDeny},
-		{Name: TierBaseline, Order: 10000, DefaultAction: ActionPass},
+		{Name: TierAdmin, Order: 1_000, DefaultAction: ActionPass},
+		{Name: TierNetworkPolicy, Order: 1_000_000, DefaultAction: ActionDeny},
+		{Name: TierBaseline, Order: 10_000_000, DefaultAction: ActionPass},
 	}
 }
 

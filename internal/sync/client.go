@@ -42,6 +42,10 @@ type Client interface {
 	// or cnpV1alpha2). A list of a version the API server does not serve (no CRD, or one
 	// without that version) fails with a NotFound status.
 	clusterPolicies(version string) cache.ListerWatcher
+	// calico is the source of a resource of Calico's API, projectcalico.org/v3 ("tiers",
+	// "globalnetworkpolicies", "networkpolicies", "globalnetworksets", "networksets"; every
+	// namespace). A list fails with a NotFound status while the API server does not serve it.
+	calico(resource string) cache.ListerWatcher
 }
 
 // scheme holds the types the Watcher and LoadDir decode, with metav1's for each group version.
@@ -51,6 +55,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(networkingv1.AddToScheme(s))
 	utilruntime.Must(npav1alpha2.Install(s))
 	utilruntime.Must(npav1beta1.Install(s))
+	addCalicoTypes(s)
 	return s
 }
 
@@ -90,14 +95,24 @@ func NewClient(rc *rest.Config) (Client, error) {
 		return nil, err
 	}
 	// custom resources are served as JSON only
-	c.policy = map[string]*rest.RESTClient{}
-	for _, gv := range []schema.GroupVersion{schema.GroupVersion(npav1beta1.GroupVersion), schema.GroupVersion(npav1alpha2.GroupVersion)} {
+	jsonClientFor := func(gv schema.GroupVersion) (*rest.RESTClient, error) {
 		json := *base
 		json.ContentType, json.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
 		json.APIPath, json.GroupVersion = "/apis", &gv
-		if c.policy[gv.Version], err = rest.RESTClientForConfigAndClient(&json, hc); err != nil {
+		r, err := rest.RESTClientForConfigAndClient(&json, hc)
+		if err != nil {
 			return nil, fmt.Errorf("sync: the API client of %s: %w", gv, err)
 		}
+		return r, nil
+	}
+	c.policy = map[string]*rest.RESTClient{}
+	for _, gv := range []schema.GroupVersion{schema.GroupVersion(npav1beta1.GroupVersion), schema.GroupVersion(npav1alpha2.GroupVersion)} {
+		if c.policy[gv.Version], err = jsonClientFor(gv); err != nil {
+			return nil, err
+		}
+	}
+	if c.calicoAPI, err = jsonClientFor(CalicoGroupVersion); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }
@@ -145,6 +160,7 @@ func APIDialer() *net.Dialer {
 type restClient struct {
 	core, networking *rest.RESTClient
 	policy           map[string]*rest.RESTClient // by version; read-only after NewClient
+	calicoAPI        *rest.RESTClient            // projectcalico.org/v3
 }
 
 func (c *restClient) listerWatcher(resource string, record func(*corev1.Pod) *podRecord) cache.ListerWatcher {
@@ -177,6 +193,12 @@ func (c *restClient) clusterPolicies(version string) cache.ListerWatcher {
 	lw := cache.NewListWatchFromClient(c.policy[version], "clusternetworkpolicies", metav1.NamespaceAll, fields.Everything())
 	// plain lists: a small resource, and a list is how the Watcher finds which version the API
 	// server serves
+	return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{})
+}
+
+func (c *restClient) calico(resource string) cache.ListerWatcher {
+	lw := cache.NewListWatchFromClient(c.calicoAPI, resource, metav1.NamespaceAll, fields.Everything())
+	// plain lists: small resources, and a list is how the Watcher finds whether they are served
 	return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{})
 }
 

@@ -182,18 +182,7 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 	res := w.watchOf(resource)
 	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: w.transform, handler: handler, watch: res,
 		sink: w}
-	recheck := w.cfg.AbsentRecheck
-	if recheck <= 0 {
-		recheck = defaultAbsentRecheck
-	}
-	sleep := func(ctx context.Context, d time.Duration) bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(d):
-			return true
-		}
-	}
+	recheck := w.absentRecheck()
 	lws := map[string]cache.ListerWatcherWithContext{}
 	for _, v := range []string{cnpV1beta1, cnpV1alpha2} {
 		lws[v] = cache.ToListerWatcherWithContext(w.cfg.Client.clusterPolicies(v))
@@ -209,7 +198,7 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 				return
 			case err != nil: // the API server is away, as for any list
 				res.failed("list", err)
-				sleep(ctx, backoff.Step())
+				sleepCtx(ctx, backoff.Step())
 				continue
 			}
 			backoff = retryBackoff()
@@ -227,7 +216,7 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 						"every", recheck)
 				}
 				version, known = v, true
-				sleep(ctx, recheck+rand.N(recheck/4))
+				sleepCtx(ctx, recheck+rand.N(recheck/4))
 				continue
 			}
 			res.setIdle(false)
@@ -251,7 +240,7 @@ func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGr
 			var upgrade gosync.WaitGroup
 			if v != cnpV1beta1 {
 				upgrade.Go(func() {
-					for sleep(runCtx, recheck+rand.N(recheck/4)) {
+					for sleepCtx(runCtx, recheck+rand.N(recheck/4)) {
 						if _, err := lws[cnpV1beta1].ListWithContext(runCtx, metav1.ListOptions{Limit: 1, ResourceVersion: "0"}); err == nil {
 							cancel()
 							return

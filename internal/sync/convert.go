@@ -21,6 +21,11 @@ import (
 // KindNetworkPolicy is the PolicyKey.Kind of converted Kubernetes NetworkPolicies.
 const KindNetworkPolicy = "NetworkPolicy"
 
+// networkPolicyOrder is the order of every Kubernetes NetworkPolicy in its tier: Calico's
+// (libcalico-go's conversion puts them at 1000 in the default tier), so that Calico
+// NetworkPolicies of the default tier sort among them as in Calico.
+const networkPolicyOrder = 1000
+
 // namespaceNameLabel is the label the API server puts on every namespace (value: its name).
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
@@ -120,7 +125,7 @@ func protocolOf(p corev1.Protocol) (model.Protocol, error) {
 // ConvertNetworkPolicy converts a NetworkPolicy v1 into the model, with the API's semantics:
 //
 //   - The policy is namespaced (Policy.Namespace) and in tier model.TierNetworkPolicy with
-//     Order 0 (ties are broken by key, so the order is by name); every rule is an Allow, and
+//     Order 1000, Calico's (ties are broken by key, so the order is by name); every rule is an Allow, and
 //     isolation comes from the tier's default Deny for the endpoints the policy selects.
 //   - policyTypes, when absent, default as the API server does: Ingress always, Egress when
 //     there are egress rules. Rules of a direction the policy does not apply to are dropped.
@@ -142,6 +147,7 @@ func ConvertNetworkPolicy(np *networkingv1.NetworkPolicy) (model.Policy, error) 
 	pol := model.Policy{
 		Key:       model.PolicyKey{Kind: KindNetworkPolicy, Namespace: np.Namespace, Name: np.Name},
 		Tier:      model.TierNetworkPolicy,
+		Order:     networkPolicyOrder,
 		Namespace: np.Namespace,
 	}
 	if np.Namespace == "" {

@@ -393,7 +393,7 @@ func specRules(np *networkingv1.NetworkPolicy) []specRule {
 }
 
 // checkShape holds a converted policy to convert.go's comment: key, namespace, the NetworkPolicy
-// tier at order 0; the directions of policyTypes, defaulted; for each rule of a direction the
+// tier at order 1000; the directions of policyTypes, defaulted; for each rule of a direction the
 // policy applies to, in order, one Allow rule per peer (none: one that matches everyone) and per
 // protocol of its ports (none: any protocol), each peer meaning what it means in Kubernetes
 // (samePods: selectors select the same labels; an ipBlock is its CIDR minus its excepts) and
@@ -405,7 +405,7 @@ func checkShape(t *testing.T, np *networkingv1.NetworkPolicy, pol model.Policy) 
 		t.Fatalf("%s\npolicy %s\nmodel  %+v", fmt.Sprintf(format, args...), manifest(t, np), pol)
 	}
 	if pol.Key != (model.PolicyKey{Kind: sync.KindNetworkPolicy, Namespace: np.Namespace, Name: np.Name}) ||
-		pol.Namespace != np.Namespace || pol.Tier != model.TierNetworkPolicy || pol.Order != 0 {
+		pol.Namespace != np.Namespace || pol.Tier != model.TierNetworkPolicy || pol.Order != 1000 {
 		fail("key, namespace, tier or order")
 	}
 	in, eg := true, len(np.Spec.Egress) > 0

@@ -59,7 +59,7 @@ func one(p uint16) model.Port { return model.Port{First: p, Last: p} }
 func policy(sel string, in, eg bool, ingress, egress []model.Rule) model.Policy {
 	return model.Policy{
 		Key:  model.PolicyKey{Kind: "NetworkPolicy", Namespace: "x", Name: "np"},
-		Tier: model.TierNetworkPolicy, Namespace: "x", Selector: sel,
+		Tier: model.TierNetworkPolicy, Order: 1000, Namespace: "x", Selector: sel,
 		ApplyIngress: in, ApplyEgress: eg, IngressRules: ingress, EgressRules: egress,
 	}
 }

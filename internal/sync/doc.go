@@ -1,6 +1,7 @@
 // Package sync is the agent's view of the cluster: the first stage of docs/design.md's data flow
-// (Kubernetes API → sync → graph → nft). It turns Namespaces, Pods, NetworkPolicies and
-// ClusterNetworkPolicies (with the Nodes their node peers select) into model updates
+// (Kubernetes API → sync → graph → nft). It turns Namespaces, Pods, ServiceAccounts,
+// NetworkPolicies, ClusterNetworkPolicies (with the Nodes their node peers select) and Calico's
+// Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets and NetworkSets into model updates
 // (internal/model) and reports sync status. It is the only stage that knows Kubernetes types
 // (the binary's client set-up aside); nothing downstream does.
 //
@@ -30,8 +31,9 @@
 //     100,000 pods cost more CPU, in the agent and in the API server, than the one answer
 //     podlist.go reads field by field (BENCHMARKS.md). After the updates of each event, the next batch carries a
 //     model.SourceVersion of its resource: the agent publishes, once committed, the versions its
-//     table reflects. ServiceAccounts are not watched: no API the agent reads uses their
-//     labels.
+//     table reflects. ServiceAccounts are watched too (calicowatch.go; their metadata only,
+//     ServiceAccountSet/Deleted when their labels change): Calico's serviceAccounts peers
+//     select by them.
 //   - ClusterNetworkPolicies (cnpwatch.go; policy.networking.k8s.io/v1beta1, or v1alpha2 where
 //     the CRD serves only it (network-policy-api v0.2); a custom resource read as JSON through
 //     the same REST client approach, not the module's generated clientset and informers) are
@@ -46,6 +48,17 @@
 //     node peer on, cached as name, labels and IP addresses: such a policy is emitted with its
 //     node peers resolved into the selected nodes' addresses once the node list is in, and again
 //     when a node it selects (or selected) changes labels or addresses — heartbeats do nothing.
+//   - Calico's policy API, projectcalico.org/v3 (calicowatch.go; hand-written types in
+//     calicotypes.go, read as JSON like ClusterNetworkPolicies): Tiers, GlobalNetworkPolicies,
+//     NetworkPolicies, GlobalNetworkSets and NetworkSets, each optional on its own exactly as
+//     ClusterNetworkPolicies are (not served: none held, in sync, idle, looked for again every
+//     AbsentRecheck; served later: picked up without a restart; gone: withdrawn). They are
+//     named in SourceVersion and the metrics as <resource>.projectcalico.org. Policies are
+//     cached as policyRecords; tiers and network sets, being few, as slim objects, the Watcher
+//     keeping what it last emitted of each. A Calico policy whose tier does not exist is
+//     emitted (the graph enforces it once the tier exists) and, once every Calico resource is
+//     listed, logged and counted in nftpolicy_invalid_objects_total; the tier's arrival is
+//     logged.
 //   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
 //     manifests (multi-document files, v1 Lists; strict decoding as kubectl's; both
 //     ClusterNetworkPolicy apiVersions), for
@@ -64,7 +77,7 @@
 // podSelector scoped to the policy's namespace, namespaceSelector, both = AND, ipBlock with
 // except, ports by protocol (TCP default; a protocol without a port = all its ports; numeric,
 // endPort ranges and named ports, which the graph resolves per endpoint). NetworkPolicies live
-// in tier model.TierNetworkPolicy, all rules Allow, Order 0 (ties broken by key, so by name);
+// in tier model.TierNetworkPolicy, all rules Allow, Order 1000 as in Calico (ties broken by key, so by name);
 // isolation comes from the tier's default Deny. LabelSelectors go through
 // selector.FromLabelSelector and must parse back. ConvertPod makes an endpoint of a pod bound to
 // a node, not hostNetwork, not Succeeded/Failed, with ≥ 1 IP (status.podIPs, else podIP);
@@ -74,8 +87,9 @@
 // it has one; a pod of a node that does not exist is an endpoint of that node (remote: a
 // member of sets, never dispatched here); a pod that turns Succeeded or Failed is withdrawn
 // (EndpointDeleted), so it keeps no policy of its own. ConvertNamespace sets
-// kubernetes.io/metadata.name = name, as the API server guarantees. No TierSet is sent: the
-// graph starts with model.DefaultTiers.
+// kubernetes.io/metadata.name = name, as the API server guarantees. The graph starts with
+// model.DefaultTiers (at Calico's orders for kube-admin, default and kube-baseline); TierSet
+// comes only from Calico's Tiers.
 //
 // ConvertClusterNetworkPolicy (cnp.go, see convertCNP's comment) converts v1beta1; a v1alpha2
 // object (the same schema) is copied into v1beta1 through its JSON first
@@ -91,6 +105,25 @@
 // condition) and counted in nftpolicy_partly_enforced_objects_total{kind}. The output is at
 // most 25 rules × 25 peers × 4 protocol groups = 2,500 model rules per direction; larger
 // input (the API's limits) is invalid.
+//
+// # Calico's policy API (calico.go)
+//
+// convertCalicoPolicy (see its comment) converts GlobalNetworkPolicies (PolicyKey.Kind
+// KindGlobalNetworkPolicy) and Calico NetworkPolicies (KindCalicoNetworkPolicy, a kind of its
+// own so that it never shares a key with a Kubernetes NetworkPolicy) with Calico's semantics:
+// tier (CalicoTierName: default, kube-admin and kube-baseline are the model's default, admin
+// and baseline; a user tier named admin or baseline is calico:<name>), order (unset:
+// OrderUnset, +Inf, last), types defaulting, Allow/Deny/Pass/Log, protocols by name or number,
+// ICMP, nets, selectors with notSelector merged into a positive selector as Felix's rule
+// scanner does, namespaceSelector global() (Peer.Global), serviceAccounts (names as
+// projectcalico.org/name in {…}, ANDed with the selector), ports and named ports; every peer
+// picks network sets too (Peer.NetworkSets). Each model rule's Label names its tier, order,
+// direction and index. http and services are not enforced and never widen an allow (an Allow
+// rule with one matches nothing; Deny and Log rules drop them; a Pass rule becomes a Deny), and
+// the policy is reported as partly enforced. ConvertCalicoTier converts tiers (Deny by default;
+// Calico's built-in tiers are checked and emit nothing); ConvertGlobalNetworkSet and
+// ConvertCalicoNetworkSet network sets (labels, canonical sorted nets; allowedEgressDomains
+// not enforced).
 //
 // # Invariants
 //
@@ -165,5 +198,9 @@
 // updates, deletes, an API server restart; pod and policy lists delayed to prove in-sync waits
 // for them; two 20 s outages, after each of which a change must reach the update stream within
 // 5 s), the reflector store's and watch state's semantics, APIDialer against a silent peer in a
-// network namespace, and the cache memory figure (skipped with -short).
+// network namespace, and the cache memory figure (skipped with -short). Calico's API: converter
+// tables that read like Calico's reference pages (convertcalico_test.go), LoadDir on
+// testdata/calico (Calico's documented samples among them), and the Watcher against its own
+// API server with deploy/crds/calico installed after it started (the samples applied with
+// strict field validation; creates, updates, deletes, an invalid policy, a missing tier).
 package sync

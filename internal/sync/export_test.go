@@ -37,6 +37,9 @@ func (c clientsetClient) listerWatcher(resource string, _ func(*corev1.Pod) *pod
 	case "nodes":
 		i := c.cs.CoreV1().Nodes()
 		lw = typedListWatch(i.List, i.Watch)
+	case "serviceaccounts":
+		i := c.cs.CoreV1().ServiceAccounts(metav1.NamespaceAll)
+		lw = typedListWatch(i.List, i.Watch)
 	}
 	return cache.ToListWatcherWithWatchListSemantics(lw, c.cs)
 }
@@ -44,6 +47,16 @@ func (c clientsetClient) listerWatcher(resource string, _ func(*corev1.Pod) *pod
 // clusterPolicies: not served, as without the CRD.
 func (c clientsetClient) clusterPolicies(string) cache.ListerWatcher {
 	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "policy.networking.k8s.io", Resource: "clusternetworkpolicies"}, "")
+	lw := &cache.ListWatch{
+		ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, notFound },
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, notFound },
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, c.cs)
+}
+
+// calico: not served, as without Calico's API.
+func (c clientsetClient) calico(resource string) cache.ListerWatcher {
+	notFound := apierrors.NewNotFound(schema.GroupResource{Group: CalicoGroupVersion.Group, Resource: resource}, "")
 	lw := &cache.ListWatch{
 		ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, notFound },
 		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, notFound },

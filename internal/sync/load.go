@@ -40,8 +40,10 @@ type sourced struct {
 
 // LoadDir reads every *.yaml, *.yml and *.json file under dir (recursively, in lexical order),
 // each holding one or more documents (YAML "---" separated; a v1 List is unpacked), and converts
-// the Namespaces, Pods (with their status), NetworkPolicies, ClusterNetworkPolicies and Nodes
-// (the addresses that node peers select) in them like the API watcher does. Decoding is strict, as kubectl's: an unknown or duplicate field makes the object bad.
+// the Namespaces, Pods (with their status), NetworkPolicies, ClusterNetworkPolicies, Nodes
+// (the addresses that node peers select) and Calico's Tiers, GlobalNetworkPolicies,
+// NetworkPolicies, GlobalNetworkSets and NetworkSets (projectcalico.org/v3) in them like the
+// API watcher does. Decoding is strict, as kubectl's: an unknown or duplicate field makes the object bad.
 // Objects without metadata.namespace (Pods, NetworkPolicies) are in "default". A namespace
 // that objects are in but that no manifest defines exists with only its
 // kubernetes.io/metadata.name label, as it would in a cluster.
@@ -206,8 +208,10 @@ func decode(js []byte, origin string, dec runtime.Decoder) []sourced {
 }
 
 // ConvertObjects converts Namespaces, Pods, NetworkPolicies and ClusterNetworkPolicies (with
-// the Nodes their node peers select) into the updates that describe them, in a deterministic order: namespaces by name, endpoints by key, policies by key, then
-// SyncStatusUpdate{InSync}. Pods that are not endpoints are left out silently; objects of other
+// the Nodes their node peers select) and Calico's kinds into the updates that describe them, in
+// a deterministic order: Calico tiers by name, namespaces by name, network sets by key,
+// endpoints by key, policies by key, then SyncStatusUpdate{InSync}. A Calico policy whose tier
+// no object defines (nor the model's built-ins) is reported and left out. Pods that are not endpoints are left out silently; objects of other
 // kinds, duplicates (the later one is dropped) and objects the converters reject are skipped and
 // reported, each error naming the object. Pods and NetworkPolicies without a namespace are in
 // "default"; a namespace that holds objects but is not among objs is added with only its
@@ -234,6 +238,7 @@ func convertFed(feed func(add func(sourced))) ([]model.Update, []error) {
 	c := newObjectSet()
 	feed(c.add)
 	c.convertCNPs()
+	c.checkCalicoTiers()
 	return c.updates(), c.errs
 }
 
@@ -245,6 +250,7 @@ type objectSet struct {
 	policies   map[model.PolicyKey]model.Policy
 	nodes      []*corev1.Node
 	cnps       []sourced // converted once every node is known
+	calico     *calicoObjects
 	// taken: every object named so far, valid or not, so that a later duplicate is skipped
 	// rather than silently replacing it
 	taken map[string]bool
@@ -256,6 +262,7 @@ func newObjectSet() *objectSet {
 		endpoints:  map[model.EndpointKey]model.Endpoint{},
 		policies:   map[model.PolicyKey]model.Policy{},
 		taken:      map[string]bool{},
+		calico:     newCalicoObjects(),
 	}
 }
 
@@ -330,7 +337,9 @@ func (c *objectSet) add(it sourced) {
 			c.nodes = append(c.nodes, o)
 		}
 	default:
-		c.fail(it, errors.New("kind not used by nftpolicy, ignored"))
+		if !c.addCalico(it) {
+			c.fail(it, errors.New("kind not used by nftpolicy, ignored"))
+		}
 	}
 }
 
@@ -377,10 +386,12 @@ func (c *objectSet) updates() []model.Update {
 	for k := range c.policies {
 		implicitNamespace(c.namespaces, k.Namespace)
 	}
-	var ups []model.Update
+	tiers, netsets := c.calicoUpdates(c.namespaces)
+	ups := tiers
 	for _, name := range sortedKeys(c.namespaces, func(a, b string) bool { return a < b }) {
 		ups = append(ups, model.NamespaceSet{Namespace: c.namespaces[name]})
 	}
+	ups = append(ups, netsets...)
 	for _, k := range sortedKeys(c.endpoints, func(a, b model.EndpointKey) bool {
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	}) {
@@ -415,6 +426,9 @@ func objectName(obj runtime.Object) string {
 	kind := reflect.TypeOf(obj).String()
 	if t := reflect.TypeOf(obj); t.Kind() == reflect.Pointer {
 		kind = t.Elem().Name()
+	}
+	if n := calicoObjectName(obj); n != "" {
+		return n
 	}
 	ns, name := "", ""
 	switch o := obj.(type) {

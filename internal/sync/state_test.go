@@ -20,17 +20,23 @@ type state struct {
 	Namespaces map[string]model.Namespace
 	Endpoints  map[model.EndpointKey]model.Endpoint
 	Policies   map[model.PolicyKey]model.Policy
-	InSync     bool
+	// Calico's tiers and network sets, and service accounts
+	Tiers           map[string]model.Tier
+	NetworkSets     map[model.NetworkSetKey]model.NetworkSet
+	ServiceAccounts map[[2]string]model.ServiceAccount
+	InSync          bool
 }
 
 func newState() state {
 	return state{Namespaces: map[string]model.Namespace{}, Endpoints: map[model.EndpointKey]model.Endpoint{},
-		Policies: map[model.PolicyKey]model.Policy{}}
+		Policies: map[model.PolicyKey]model.Policy{}, Tiers: map[string]model.Tier{},
+		NetworkSets: map[model.NetworkSetKey]model.NetworkSet{}, ServiceAccounts: map[[2]string]model.ServiceAccount{}}
 }
 
 func (s state) clone() state {
 	return state{Namespaces: maps.Clone(s.Namespaces), Endpoints: maps.Clone(s.Endpoints),
-		Policies: maps.Clone(s.Policies), InSync: s.InSync}
+		Policies: maps.Clone(s.Policies), Tiers: maps.Clone(s.Tiers), NetworkSets: maps.Clone(s.NetworkSets),
+		ServiceAccounts: maps.Clone(s.ServiceAccounts), InSync: s.InSync}
 }
 
 func (s *state) apply(u model.Update) {
@@ -47,6 +53,18 @@ func (s *state) apply(u model.Update) {
 		s.Policies[u.Policy.Key] = u.Policy
 	case model.PolicyDeleted:
 		delete(s.Policies, u.Key)
+	case model.TierSet:
+		s.Tiers[u.Tier.Name] = u.Tier
+	case model.TierDeleted:
+		delete(s.Tiers, u.Name)
+	case model.NetworkSetSet:
+		s.NetworkSets[u.NetworkSet.Key] = u.NetworkSet
+	case model.NetworkSetDeleted:
+		delete(s.NetworkSets, u.Key)
+	case model.ServiceAccountSet:
+		s.ServiceAccounts[[2]string{u.ServiceAccount.Namespace, u.ServiceAccount.Name}] = u.ServiceAccount
+	case model.ServiceAccountDeleted:
+		delete(s.ServiceAccounts, [2]string{u.Namespace, u.Name})
 	case model.SyncStatusUpdate:
 		if u.Status == model.InSync {
 			s.InSync = true
@@ -90,6 +108,15 @@ func (s state) String() string {
 	}
 	for _, p := range s.Policies {
 		lines = append(lines, fmt.Sprintf("pol %+v", p))
+	}
+	for _, t := range s.Tiers {
+		lines = append(lines, fmt.Sprintf("tier %+v", t))
+	}
+	for _, n := range s.NetworkSets {
+		lines = append(lines, fmt.Sprintf("netset %s %v %v", n.Key, n.Labels, n.Nets))
+	}
+	for _, a := range s.ServiceAccounts {
+		lines = append(lines, fmt.Sprintf("sa %+v", a))
 	}
 	sort.Strings(lines)
 	return fmt.Sprintf("in-sync=%v\n  %s", s.InSync, strings.Join(lines, "\n  "))

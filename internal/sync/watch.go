@@ -31,13 +31,15 @@ type Config struct {
 	Logger   *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
-	// AbsentRecheck is how often the API server is asked again for ClusterNetworkPolicies
-	// while it does not serve them (their CRD is not installed); 0 means 30 s.
+	// AbsentRecheck is how often the API server is asked again for ClusterNetworkPolicies,
+	// and for each resource of Calico's policy API, while it does not serve them (their CRD is
+	// not installed); 0 means 30 s.
 	AbsentRecheck time.Duration
 }
 
-// Watcher watches Pods, Namespaces, NetworkPolicies and ClusterNetworkPolicies (and the Nodes
-// these select) through client-go informers and emits the model updates that describe them.
+// Watcher watches Pods, Namespaces, ServiceAccounts, NetworkPolicies, ClusterNetworkPolicies
+// (and the Nodes these select) and Calico's tiers, policies and network sets through client-go
+// informers and emits the model updates that describe them.
 // Run it once.
 type Watcher struct {
 	cfg Config
@@ -78,6 +80,9 @@ type Watcher struct {
 	nodesStarted bool
 	nodesSynced  atomic.Bool
 	partial      map[objectKey]string
+	// calico is what was last emitted of Calico's tiers and network sets and of service
+	// accounts (calicowatch.go)
+	calico calicoState
 	// runCtx and running are Run's, for the node informer that a handler starts
 	runCtx  context.Context
 	running *gosync.WaitGroup
@@ -86,7 +91,7 @@ type Watcher struct {
 // watchedResources are the resources the Watcher lists and watches, as SourceVersion and the
 // metrics name them.
 func watchedResources() []string {
-	return []string{"namespaces", "pods", "networkpolicies", "clusternetworkpolicies", "nodes"}
+	return append([]string{"namespaces", "pods", "networkpolicies", "clusternetworkpolicies", "nodes"}, calicoWatchedResources()...)
 }
 
 type objectKey struct{ kind, namespace, name string }
@@ -116,6 +121,7 @@ func New(cfg Config) *Watcher {
 		nodePolicies: map[string]*nodePolicy{},
 		nodes:        map[string]node{},
 		partial:      map[objectKey]string{},
+		calico:       newCalicoState(),
 	}
 	now := time.Now()
 	for _, res := range watchedResources() {
@@ -156,7 +162,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	w.push(model.SyncStatusUpdate{Status: model.ResyncInProgress})
 	// each event's version is noted after its updates are queued: a SourceVersion never
 	// precedes the changes it vouches for
-	handler := func(resource string, change func(oldObj, newObj any), del func(obj any)) cache.ResourceEventHandlerFuncs {
+	var handler eventHandler = func(resource string, change func(oldObj, newObj any), del func(obj any)) cache.ResourceEventHandlerFuncs {
 		return cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { change(nil, obj); w.observe(resource, obj) },
 			UpdateFunc: func(oldObj, newObj any) { change(oldObj, newObj); w.observe(resource, newObj) },
@@ -196,6 +202,8 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	synced = append(synced,
 		w.runClusterPolicies(ctx, &running, handler("clusternetworkpolicies", w.clusterPolicyChanged, w.deleteClusterPolicy)),
 		w.nodesReady)
+	// ServiceAccounts, and Calico's resources, each of which may be missing
+	synced = append(synced, w.runCalico(ctx, &running, handler)...)
 
 	started := time.Now()
 	go func() {
@@ -338,6 +346,12 @@ func updateKind(u model.Update) string {
 		return "policy"
 	case model.SyncStatusUpdate:
 		return "sync"
+	case model.TierSet, model.TierDeleted:
+		return "tier"
+	case model.NetworkSetSet, model.NetworkSetDeleted:
+		return "networkset"
+	case model.ServiceAccountSet, model.ServiceAccountDeleted:
+		return "serviceaccount"
 	}
 	return "other"
 }
@@ -559,6 +573,9 @@ func (w *Watcher) transform(obj any) (any, error) {
 		return slimNode(o), nil
 	case *corev1.Namespace:
 		return &corev1.Namespace{ObjectMeta: slimMeta(&o.ObjectMeta)}, nil
+	}
+	if out, ok := w.transformCalico(obj); ok {
+		return out, nil
 	}
 	return obj, nil
 }

@@ -30,7 +30,11 @@ func (l *requestLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet {
 		q := r.URL.Query()
 		l.mu.Lock()
-		switch res := path.Base(r.URL.Path); {
+		res := path.Base(r.URL.Path)
+		if strings.Contains(r.URL.Path, "/projectcalico.org/") { // named as the Watcher names them
+			res += ".projectcalico.org"
+		}
+		switch {
 		case q.Get("watch") == "":
 			l.plain[res]++
 		case q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":

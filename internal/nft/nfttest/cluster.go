@@ -428,7 +428,7 @@ func WideCluster(c testenv.Chooser) *ClusterGen {
 				delete(gen.tiers, "own")
 				return "delete tier own", []model.Update{model.TierDeleted{Name: "own"}}
 			}
-			tier := model.Tier{Name: "own", Order: []float64{50, 500, 5000}[c.Intn(3)],
+			tier := model.Tier{Name: "own", Order: []float64{50, 500_000, 5_000_000}[c.Intn(3)],
 				DefaultAction: []model.Action{model.ActionPass, model.ActionDeny, model.ActionAllow}[c.Intn(3)]}
 			gen.tiers[tier.Name] = tier
 			return fmt.Sprintf("tier own %+v", tier), []model.Update{model.TierSet{Tier: tier}}

@@ -295,7 +295,9 @@ func TestDeployRBAC(t *testing.T) {
 	var want []access
 	for _, r := range []struct{ group, resource string }{
 		{"", "pods"}, {"", "namespaces"}, {"networking.k8s.io", "networkpolicies"},
-		{"policy.networking.k8s.io", "clusternetworkpolicies"}, {"", "nodes"},
+		{"policy.networking.k8s.io", "clusternetworkpolicies"}, {"", "nodes"}, {"", "serviceaccounts"},
+		{"projectcalico.org", "tiers"}, {"projectcalico.org", "globalnetworkpolicies"}, {"projectcalico.org", "networkpolicies"},
+		{"projectcalico.org", "globalnetworksets"}, {"projectcalico.org", "networksets"},
 	} {
 		for _, verb := range []string{"list", "watch"} {
 			want = append(want, access{verb, r.group, r.resource})
