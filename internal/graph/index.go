@@ -531,6 +531,9 @@ func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 	visit(anchor{kind: anchorNone})
 	visit(anchor{kind: anchorScope, key: e.ns.name})
 	for k, v := range e.allLabels() {
+		if isUniversal(k) {
+			continue // no anchor (chooseAnchor)
+		}
 		visit(scopeEq(e.ns.name, k, v))
 		visit(anchor{kind: anchorEpEq, key: k, value: v})
 		visit(anchor{kind: anchorEpKey, key: k})
@@ -577,6 +580,9 @@ func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
 		return
 	}
 	for k, v := range e.allLabels() {
+		if isUniversal(k) {
+			continue // no anchor (chooseAnchor)
+		}
 		for _, a := range [2]anchor{{kind: anchorScopeEq, scope: e.ns.name, key: k}, {kind: anchorEpEq, key: k}} {
 			if x.ofKind[a.kind] == 0 {
 				continue
