@@ -230,5 +230,8 @@
 // two EndpointUpdated of the state list one address, though one flush may move an address from
 // one endpoint to another (TestSharedAddressEveryOrder). Package graphtest holds that state
 // builder with integrity checks and the reference evaluator of the policy model (Evaluate),
-// by which the graph's tests and the nft compiler's judge packets.
+// by which the graph's tests and the nft compiler's judge packets. Judged by it, the graph's
+// output gives each packet to a local endpoint the verdict that Calico's semantics, evaluated
+// directly over the model's objects (pods, network sets, notSelector, global(), automatic
+// labels), give it (TestIngressMatchesModel, over the generated scenarios).
 package graph
