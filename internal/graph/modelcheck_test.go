@@ -77,25 +77,23 @@ func (w *world) endpointLabels(e *model.Endpoint) labels {
 // object is unknown.
 func (w *world) namespaceLabels(name string) selector.Labels {
 	ns, ok := w.namespaces[name]
-	if !ok {
-		return selector.Map{}
-	}
-	m := selector.Map{"projectcalico.org/name": name}
-	for k, v := range ns.Labels {
-		if k != "projectcalico.org/name" {
-			m[k] = v
-		}
-	}
-	return m
+	return named(name, ns.Labels, ok)
 }
 
+// accountLabels are a service account's labels, projectcalico.org/name included; none while
+// its object is unknown.
 func (w *world) accountLabels(ns, name string) selector.Labels {
 	sa, ok := w.accounts[[2]string{ns, name}]
-	if name == "" || !ok {
+	return named(name, sa.Labels, ok && name != "")
+}
+
+// named is an object's labels with its automatic projectcalico.org/name (none unless exists).
+func named(name string, stored map[string]string, exists bool) selector.Map {
+	if !exists {
 		return selector.Map{}
 	}
 	m := selector.Map{"projectcalico.org/name": name}
-	for k, v := range sa.Labels {
+	for k, v := range stored {
 		if k != "projectcalico.org/name" {
 			m[k] = v
 		}

@@ -166,30 +166,23 @@ func (ap *activePolicies) restale(p *policy) {
 
 // picksNetSet reports whether a peer of p's rules picks n (nil: none does).
 func (p *policy) picksNetSet(n *netSet) bool {
-	if n == nil {
-		return false
-	}
-	for d := range p.rules {
-		for i := range p.rules[d] {
-			for _, sd := range [2]*side{&p.rules[d][i].src, &p.rules[d][i].dst} {
-				if (sd.nets != nil && sd.nets.picks(n)) || (sd.notNets != nil && sd.notNets.picks(n)) {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return n != nil && p.anySide(func(sd *side) bool {
+		return (sd.nets != nil && sd.nets.picks(n)) || (sd.notNets != nil && sd.notNets.picks(n))
+	})
 }
 
 // picksByNamespace reports whether a peer of p's rules picks network sets by namespace
 // selector.
 func (p *policy) picksByNamespace() bool {
+	return p.anySide(func(sd *side) bool { return sd.nets != nil && sd.nets.namespaced })
+}
+
+// anySide reports whether f holds for a side of one of p's rules.
+func (p *policy) anySide(f func(*side) bool) bool {
 	for d := range p.rules {
 		for i := range p.rules[d] {
-			for _, sd := range [2]*side{&p.rules[d][i].src, &p.rules[d][i].dst} {
-				if sd.nets != nil && sd.nets.namespaced {
-					return true
-				}
+			if pr := &p.rules[d][i]; f(&pr.src) || f(&pr.dst) {
+				return true
 			}
 		}
 	}
