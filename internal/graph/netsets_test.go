@@ -210,15 +210,23 @@ func TestNetworkSetChanges(t *testing.T) {
 }
 
 // TestNetworkSetAlternatives: a rule whose peer picks network sets is one dataplane rule per
-// alternative, with the API rule's action, index and comment; a rule picking none is one.
+// alternative, with the API rule's action, index and comment; a rule picking none is one; a
+// rule that matches nothing is left out and holds no set.
 func TestNetworkSetAlternatives(t *testing.T) {
 	rule := model.Rule{Action: model.ActionDeny, Label: "rule deny-ext", Source: model.Peer{Selector: "role == 'ext'", NetworkSets: true},
 		Destination: model.Peer{Ports: tcp(443)}, Protocol: model.ProtocolTCP}
+	nothing := model.Rule{Action: model.ActionAllow, Source: model.Peer{Global: true, NotSelector: "app == 'x'"},
+		Destination: model.Peer{Ports: []model.Port{{Name: "http"}}}}
 	_, st := run(t, append(slices.Clone(netSetCluster),
-		calicoPolicy("", "p", "app == 'a'", allowFromPeer(model.Peer{Selector: "role == 'none'", NetworkSets: true}), rule))...)
+		calicoPolicy("", "p", "app == 'a'", allowFromPeer(model.Peer{Selector: "role == 'none'", NetworkSets: true}), rule, nothing))...)
+	for _, set := range st.Sets {
+		if strings.Contains(set.Description, "app == \"x\"") || strings.Contains(set.Description, "port http") {
+			t.Errorf("set %q of a rule left out", set.Description)
+		}
+	}
 	rules := st.Policies[model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "p"}].Ingress
 	if len(rules) != 3 {
-		t.Fatalf("%d rules, want 3 (one for the rule picking nothing, two alternatives):\n%s", len(rules), st.Dump())
+		t.Fatalf("%d rules, want 3 (one for the rule picking no network set, two alternatives, none for the rule picking nothing):\n%s", len(rules), st.Dump())
 	}
 	if len(rules[0].Src.Sets) != 1 || rules[0].Src.Nets != nil || rules[0].Index != 0 {
 		t.Errorf("rule 0 is not the endpoint match alone: %+v", rules[0])

@@ -562,8 +562,13 @@ func (c *ruleCompiler) rule(out []dataplane.Rule, dir model.Direction, pr *prepa
 	// The local side of a rule is the destination of ingress, the source of egress:
 	// named ports there resolve on the endpoints the policy selects.
 	what := dir.String() + " rule " + strconv.Itoa(pr.index)
-	srcs := c.side(&r.Source, &pr.src, dir == model.Egress, r, what+" source")
-	dsts := c.side(&r.Destination, &pr.dst, dir == model.Ingress, r, what+" destination")
+	srcPlan, srcOK := c.plan(&r.Source, &pr.src, dir == model.Egress, r, what+" source")
+	dstPlan, dstOK := c.plan(&r.Destination, &pr.dst, dir == model.Ingress, r, what+" destination")
+	if !srcOK || !dstOK {
+		return out
+	}
+	srcs := c.side(&r.Source, &pr.src, &srcPlan, dir == model.Egress, r)
+	dsts := c.side(&r.Destination, &pr.dst, &dstPlan, dir == model.Ingress, r)
 	for _, src := range srcs {
 		for _, dst := range dsts {
 			alt := cr
@@ -575,25 +580,54 @@ func (c *ruleCompiler) rule(out []dataplane.Rule, dir model.Direction, pr *prepa
 	return out
 }
 
-// side compiles one side of a rule into its alternatives (see rule); none when it matches
-// nothing. Each set it refers to has the polarity of its use (setPolarity): Sets and
-// NamedPortSets are used positively, NotSets and NotNamedPortSets negated.
-func (c *ruleCompiler) side(peer *model.Peer, sd *side, localSide bool, r *model.Rule, what string) []dataplane.Match {
-	var base dataplane.Match
+// sidePlan is what one side of a rule matches, before any set is acquired: whether it has
+// the endpoints' alternative, the nets of its network sets' alternative (nil: none) and its
+// NotNets.
+type sidePlan struct {
+	eps     bool
+	picked  []netip.Prefix
+	notNets []netip.Prefix
+}
+
+// plan picks the network sets of one side of a rule (see rule); ok is false when the side
+// matches nothing, so that no set is acquired for a rule left out.
+func (c *ruleCompiler) plan(peer *model.Peer, sd *side, localSide bool, r *model.Rule, what string) (pl sidePlan, ok bool) {
 	restricts := r.Action == model.ActionDeny || r.Action == model.ActionPass
-	if sd.not != nil {
-		base.NotSets = []dataplane.SetID{c.acquire(*sd.not, dataplane.SetAddrs, "", 0, setPolarity(r.Action, true))}
-	}
-	base.NotNets = NormalizePrefixes(peer.NotNets)
+	pl.eps = !sd.noEps
+	pl.notNets = NormalizePrefixes(peer.NotNets)
 	if sd.notNets != nil {
 		notNets, ok := c.capNets(c.pick(nil, sd.notNets), restricts, what+" notSelector")
 		if !ok {
-			return nil // an allow whose exclusions cannot all be compiled matches nothing
+			return pl, false // an allow whose exclusions cannot all be compiled matches nothing
 		}
 		if len(notNets) > 0 {
-			base.NotNets = NormalizePrefixes(append(notNets, base.NotNets...))
+			pl.notNets = NormalizePrefixes(append(notNets, pl.notNets...))
 		}
 	}
+	if sd.noEps && !localSide && len(peer.Ports) > 0 && !slices.ContainsFunc(peer.Ports, func(pt model.Port) bool { return pt.Name == "" }) {
+		return pl, false // only named ports, of endpoints the peer does not pick
+	}
+	if sd.nets != nil {
+		picked, ok := c.capNets(c.pick(nil, sd.nets), restricts, what+" selector")
+		if ok && len(peer.Nets) > 0 {
+			picked = IntersectPrefixes(picked, NormalizePrefixes(peer.Nets))
+		}
+		if ok {
+			pl.picked = picked
+		}
+	}
+	return pl, pl.eps || len(pl.picked) > 0
+}
+
+// side compiles one side of a rule, as planned, into its alternatives (see rule). Each set it
+// refers to has the polarity of its use (setPolarity): Sets and NamedPortSets are used
+// positively, NotSets and NotNamedPortSets negated.
+func (c *ruleCompiler) side(peer *model.Peer, sd *side, pl *sidePlan, localSide bool, r *model.Rule) []dataplane.Match {
+	var base dataplane.Match
+	if sd.not != nil {
+		base.NotSets = []dataplane.SetID{c.acquire(*sd.not, dataplane.SetAddrs, "", 0, setPolarity(r.Action, true))}
+	}
+	base.NotNets = pl.notNets
 	portSpec := spec{} // a peer with no endpoint match: named ports of every endpoint
 	switch {
 	case localSide:
@@ -602,20 +636,17 @@ func (c *ruleCompiler) side(peer *model.Peer, sd *side, localSide bool, r *model
 		portSpec = *sd.eps
 	}
 	noPorts := sd.noEps && !localSide // named ports of the peer's endpoints: there are none
-	ports := func(in []model.Port, pol polarity) (nums []model.Port, named []dataplane.SetID, dropped bool) {
+	ports := func(in []model.Port, pol polarity) (nums []model.Port, named []dataplane.SetID) {
 		for _, pt := range in {
-			if pt.Name == "" {
+			switch {
+			case pt.Name == "":
 				if pt.Last < pt.First {
 					pt.Last = pt.First
 				}
 				nums = append(nums, pt)
-				continue
+			case !noPorts:
+				named = append(named, c.acquire(portSpec, dataplane.SetNamedPorts, pt.Name, r.Protocol, pol))
 			}
-			if noPorts {
-				dropped = true
-				continue
-			}
-			named = append(named, c.acquire(portSpec, dataplane.SetNamedPorts, pt.Name, r.Protocol, pol))
 		}
 		sort.Slice(nums, func(i, j int) bool {
 			if nums[i].First != nums[j].First {
@@ -626,35 +657,24 @@ func (c *ruleCompiler) side(peer *model.Peer, sd *side, localSide bool, r *model
 		nums = slices.Compact(nums)
 		slices.Sort(named)
 		named = slices.Compact(named)
-		return nums, named, dropped
+		return nums, named
 	}
-	var dropped bool
-	base.Ports, base.NamedPortSets, dropped = ports(peer.Ports, setPolarity(r.Action, false))
-	if dropped && len(base.Ports) == 0 {
-		return nil // only named ports, of no endpoint
-	}
-	base.NotPorts, base.NotNamedPortSets, _ = ports(peer.NotPorts, setPolarity(r.Action, true))
+	base.Ports, base.NamedPortSets = ports(peer.Ports, setPolarity(r.Action, false))
+	base.NotPorts, base.NotNamedPortSets = ports(peer.NotPorts, setPolarity(r.Action, true))
 
 	var alts []dataplane.Match
-	nets := NormalizePrefixes(peer.Nets)
-	if !sd.noEps {
+	if pl.eps {
 		m := base
 		if sd.eps != nil {
 			m.Sets = []dataplane.SetID{c.acquire(*sd.eps, dataplane.SetAddrs, "", 0, setPolarity(r.Action, false))}
 		}
-		m.Nets = nets
+		m.Nets = NormalizePrefixes(peer.Nets)
 		alts = append(alts, m)
 	}
-	if sd.nets != nil {
-		picked, ok := c.capNets(c.pick(nil, sd.nets), restricts, what+" selector")
-		if ok && len(nets) > 0 {
-			picked = IntersectPrefixes(picked, nets)
-		}
-		if ok && len(picked) > 0 {
-			m := base
-			m.Nets = picked
-			alts = append(alts, m)
-		}
+	if len(pl.picked) > 0 {
+		m := base
+		m.Nets = pl.picked
+		alts = append(alts, m)
 	}
 	return alts
 }
