@@ -19,14 +19,21 @@
 // policies are the active policies', its sets the set calculator's; an endpoint's inSets is the
 // set calculator's.
 //
-//  1. Label index (labelIndex: index.go; records in endpoints.go, specs in spec.go, matchSet
-//     in matchset.go). It owns the endpoints, namespaces and service accounts (endpointStore,
-//     with the namespace and service-account life cycles) and the matchers. A matcher is a scoped selector tuple
+//  1. Label index (labelIndex: index.go; records in endpoints.go, what selectors see of them
+//     in labels.go, specs in spec.go, matchSet in matchset.go). It owns the endpoints,
+//     namespaces, service accounts and network sets (endpointStore, with the namespace and
+//     service-account life cycles) and the matchers. A matcher is a scoped selector tuple
 //     (endpoint selector, namespace selector, service-account selector, namespace scope; see
 //     model's package comment for the scoping conventions). Its identity is the canonical
 //     strings of its parts, so equal tuples in many policies are one matcher and one set. An
 //     endpoint is evaluated with its own labels and its namespace's (and service account's)
-//     labels as separate views; nothing is copied or rewritten. Each matcher is filed under
+//     labels as separate views; nothing is copied or rewritten. Each view answers Calico's
+//     automatic labels besides the stored ones (labels.go): an endpoint's
+//     projectcalico.org/namespace, projectcalico.org/orchestrator ("k8s") and
+//     projectcalico.org/serviceaccount, a namespace's and a service account's
+//     projectcalico.org/name (while its object exists), a namespaced network set's
+//     projectcalico.org/namespace; an automatic label replaces a stored one of its key, and
+//     none is stored per pod. Each matcher is filed under
 //     one anchor — its namespace scope together with a required key==value of its endpoint
 //     selector, else its namespace scope alone, else a required key==value of its endpoint
 //     selector, else of its namespace selector, else a required key, else "unindexed" — and an
@@ -35,6 +42,13 @@
 //     under its anchor; the first anchor of a label key (in a namespace) files the endpoints
 //     with that key by value in one scan, so further anchors of that key cost no scan: N
 //     selectors `peer == 'p<i>'` in one namespace cost O(its pods) once, not O(N · its pods).
+//     Automatic labels are anchors like stored ones, but for the two every endpoint carries:
+//     a required projectcalico.org/namespace == "x" is the namespace scope x (the selector
+//     walks x's endpoints, never every endpoint), and projectcalico.org/orchestrator or
+//     has(projectcalico.org/namespace) is never an anchor (it would file every endpoint).
+//     Network sets are not filed under anchors: the few there are are walked when a peer's
+//     picks are computed (appendPickedNets), and a change of one, or a relabel of a namespace
+//     holding some, is told to the active policies (netSetListener).
 //     Invariant: e.matches is exactly the live matchers that match e; a
 //     matcher's members are the candidates of its anchor that list it (membersOf), walked when
 //     a set over it is made, listed or dropped. It tells the active policies of every change
@@ -55,7 +69,9 @@
 //     SetNamedPorts set over the matcher of the side it resolves on — the endpoints the policy
 //     selects for the local side (destination of ingress, source of egress), the peer's matcher
 //     on the other side, or every endpoint when the peer has no endpoint match (its Nets still
-//     constrain the address in the rule). Each set reference has the polarity of its use:
+//     constrain the address in the rule). Calico's peers — network sets, notSelector,
+//     global() — are compiled as the section Calico's peers below says. Each set reference
+//     has the polarity of its use:
 //     every for a set used positively by an Allow or Log rule or negated (NotNamedPortSets) by
 //     a Deny or Pass rule, any for one used positively by a Deny or Pass rule or negated by an
 //     Allow or Log rule; a matcher used both ways has one set of each. Nets and NotNets are
@@ -107,6 +123,44 @@
 //     EndpointRemoved, PolicyRemoved, SetRemoved, then InSync once. Nothing is emitted before
 //     SyncStatusUpdate{InSync}; the first flush after it carries the full state.
 //
+// # Calico's peers
+//
+// Calico's rule peers add three things to the model's (policy.go, preparePeer), scoped as Felix
+// scopes them (libcalico-go/lib/backend/syncersv1/updateprocessors/rules.go,
+// GetEntityRuleSelector; Calico's "Automatic labels" page):
+//
+//   - Network sets (Peer.NetworkSets, not with a service-account selector): the peer's
+//     selectors also pick network sets (netPick, spec.go). A namespaced policy's peer without
+//     a namespace selector picks the sets of its namespace; a peer with a namespace selector
+//     (all() included) the namespaced sets of matching namespaces, whose namespace's labels
+//     it sees as a pod's; a cluster-wide policy's peer without one every set, cluster-scoped
+//     and namespaced; a global() peer (Peer.Global) the cluster-scoped sets only, and no
+//     endpoint (without NetworkSets it picks nothing). A picked set matches every address of
+//     its nets, pods' included.
+//   - The dataplane has no union of a set and nets within one match, so a rule whose peer
+//     picks network sets is compiled as consecutive alternatives with its action, Index and
+//     Comment (ruleCompiler.rule): one with the endpoints' set and the peer's Nets, one with
+//     the picked nets (cut by the peer's Nets when it has them, IntersectPrefixes) and no
+//     set. The rule matches iff one alternative does, and first-match order is kept. A side
+//     with no alternative leaves the rule out, holding no set; two sides with two each give four. Named ports
+//     on such a side are the picked endpoints' (a network set declares none).
+//   - Bound: the nets of the network sets one peer picks are at most MaxPeerNets per
+//     alternative (and in NotNets). Over it the policy has a Problem and the use fails safe
+//     by the rule's action: an Allow or Log rule's nets alternative is left out (for its
+//     notSelector's nets, the whole rule), a Deny or Pass rule keeps the first MaxPeerNets;
+//     an allow never grows.
+//   - Peer.NotSelector: the address must be held by none of the endpoints it picks (a
+//     SetAddrs set in NotSets, its polarity a negated use's) and, with NetworkSets, be in none
+//     of the nets of the network sets it picks (joined to NotNets). It is not scoped (Felix
+//     passes notSelector on as written): it picks in every namespace, and cluster-scoped
+//     sets, whatever the policy's namespace. A namespaced policy's peer with a notSelector
+//     and no other selector picks its namespace's endpoints (and network sets) positively, as
+//     Felix scopes it; in a cluster-wide policy such a peer picks every other address.
+//   - Automatic labels (stage 1) are seen by every selector, the Kubernetes APIs' too.
+//   - Network sets reach the dataplane only in rules: a network set's change (or a relabel of
+//     its namespace, for peers picking by namespace selector) recompiles the active policies
+//     a peer of which picks it as it was or is (onNetSet), which emit their PolicyUpdated.
+//
 // # Unusual endpoints (TestPodEdgeCases, TestAddressOwner)
 //
 //   - No address: a member of no set; a local one's EndpointUpdated lists none, so it has no
@@ -140,6 +194,13 @@
 //     members.
 //   - Tier change: every local endpoint is re-resolved at the next flush.
 //   - Service account relabel: a relabel of each endpoint of its namespace that has it.
+//   - Network set add, change or delete: a test of every peer that picks network sets (of the
+//     policies having one) against the set before and after, and a compile of each active
+//     policy that picks it, each walking the network sets in its peers' scopes: O(picking
+//     peers + picking policies · (network sets in scope + their nets · log)). Network sets
+//     change rarely; the PolicyUpdated of a picking policy carries all its rules.
+//   - Namespace relabel, the namespace holding network sets: also a compile of every active
+//     policy picking network sets by namespace selector.
 //   - Flush: O(dirty objects · log), plus the resolver's O(n log n) for each dirty local
 //     endpoint selected by n policies (collect, sort by tier, order and key without
 //     allocating, build its message); the sequencer compares that message with the last sent
@@ -154,7 +215,9 @@
 // index (16 bytes, keyed by a digest of the address), plus a pointer in its matchSet
 // per matcher that matches it (matchers do not list their members). Nothing per pod is kept for
 // a label no selector uses (epByAnchor and epByValue file only the label keys, and for
-// anchorEpKey the anchors, that matchers use).
+// anchorEpKey the anchors, that matchers use), and nothing for the automatic labels, which the
+// records answer (a selector on projectcalico.org/serviceaccount files its endpoints by value,
+// as for a stored label). A network set is its labels' string and its nets, as handed over.
 // The owner rule keeps, per local endpoint only, its address list entries and its claim
 // (running, created). BenchmarkHeapAtScale measures what the graph retains for a cluster of
 // 100,000 pods and 5,000 policies (BENCHMARKS.md has the figure).
@@ -167,5 +230,8 @@
 // two EndpointUpdated of the state list one address, though one flush may move an address from
 // one endpoint to another (TestSharedAddressEveryOrder). Package graphtest holds that state
 // builder with integrity checks and the reference evaluator of the policy model (Evaluate),
-// by which the graph's tests and the nft compiler's judge packets.
+// by which the graph's tests and the nft compiler's judge packets. Judged by it, the graph's
+// output gives each packet to a local endpoint the verdict that Calico's semantics, evaluated
+// directly over the model's objects (pods, network sets, notSelector, global(), automatic
+// labels), give it (TestIngressMatchesModel, over the generated scenarios).
 package graph

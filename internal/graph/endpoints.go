@@ -11,7 +11,8 @@ import (
 )
 
 // This file is the label index's records: the endpoints, their namespaces and service
-// accounts, and the life cycles of the namespaces and service accounts (endpointStore).
+// accounts, the network sets, and the life cycles of the namespaces and service accounts
+// (endpointStore).
 
 // endpoint is what the graph keeps of a model.Endpoint: its labels as the update handed them
 // over, its addresses and named ports packed (not its node, which local says, nor its service
@@ -58,6 +59,24 @@ type namespace struct {
 	labels    selector.Map // nil while the namespace object is unknown
 	exists    bool
 	endpoints map[string]*endpoint // by pod name: the graph's one map of endpoints
+	netSets   map[string]*netSet   // its network sets by name (nil: none)
+}
+
+// netSet is what the graph keeps of a model.NetworkSet: its labels and nets as the update
+// handed them over. ns is its namespace, nil for a cluster-scoped one (GlobalNetworkSet).
+type netSet struct {
+	name   string
+	ns     *namespace
+	labels model.Labels
+	nets   []netip.Prefix
+}
+
+// key is n's model key.
+func (n *netSet) key() model.NetworkSetKey {
+	if n.ns == nil {
+		return model.NetworkSetKey{Name: n.name}
+	}
+	return model.NetworkSetKey{Namespace: n.ns.name, Name: n.name}
 }
 
 type accountKey struct{ namespace, name string }
@@ -78,10 +97,77 @@ type account struct {
 type endpointStore struct {
 	namespaces map[string]*namespace
 	accounts   map[accountKey]*account
+	// globalNets are the cluster-scoped network sets by name; namespaced ones are their
+	// namespace's.
+	globalNets map[string]*netSet
 }
 
 func newEndpointStore() endpointStore {
-	return endpointStore{namespaces: map[string]*namespace{}, accounts: map[accountKey]*account{}}
+	return endpointStore{namespaces: map[string]*namespace{}, accounts: map[accountKey]*account{},
+		globalNets: map[string]*netSet{}}
+}
+
+// netSet returns the network set of k, nil if there is none.
+func (st *endpointStore) netSet(k model.NetworkSetKey) *netSet {
+	if k.Namespace == "" {
+		return st.globalNets[k.Name]
+	}
+	if ns := st.namespaces[k.Namespace]; ns != nil {
+		return ns.netSets[k.Name]
+	}
+	return nil
+}
+
+// putNetSet stores n (new or replacing the set of its key), holding its namespace.
+func (st *endpointStore) putNetSet(in model.NetworkSet) *netSet {
+	n := &netSet{name: in.Key.Name, labels: in.Labels, nets: in.Nets}
+	if in.Key.Namespace == "" {
+		st.globalNets[n.name] = n
+		return n
+	}
+	n.ns = st.namespaceOf(in.Key.Namespace)
+	if n.ns.netSets == nil {
+		n.ns.netSets = map[string]*netSet{}
+	}
+	n.ns.netSets[n.name] = n
+	return n
+}
+
+// removeNetSet drops n.
+func (st *endpointStore) removeNetSet(n *netSet) {
+	if n.ns == nil {
+		delete(st.globalNets, n.name)
+		return
+	}
+	delete(n.ns.netSets, n.name)
+	if len(n.ns.netSets) == 0 {
+		n.ns.netSets = nil
+	}
+	st.gcNamespace(n.ns)
+}
+
+// netSetsIn yields the network sets of namespace name ("" for the cluster-scoped ones).
+func (st *endpointStore) netSetsIn(name string) iter.Seq[*netSet] {
+	if name == "" {
+		return maps.Values(st.globalNets)
+	}
+	if ns := st.namespaces[name]; ns != nil {
+		return maps.Values(ns.netSets)
+	}
+	return func(func(*netSet) bool) {}
+}
+
+// namespacedNetSets yields every namespaced network set.
+func (st *endpointStore) namespacedNetSets() iter.Seq[*netSet] {
+	return func(yield func(*netSet) bool) {
+		for _, ns := range st.namespaces {
+			for _, n := range ns.netSets {
+				if !yield(n) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // endpoint returns the endpoint of k, nil if there is none.
@@ -155,7 +241,7 @@ func (st *endpointStore) namespaceOf(name string) *namespace {
 }
 
 func (st *endpointStore) gcNamespace(ns *namespace) {
-	if !ns.exists && len(ns.endpoints) == 0 {
+	if !ns.exists && len(ns.endpoints) == 0 && len(ns.netSets) == 0 {
 		delete(st.namespaces, ns.name)
 	}
 }

@@ -36,8 +36,9 @@ type Graph struct {
 // New returns an empty graph holding model.DefaultTiers. It is the picture of the graph. Each
 // update enters the first stage that cares (OnUpdate), and events flow downstream only (→):
 //
-//	endpoint, namespace, service account → labelIndex
+//	endpoint, namespace, service account, network set → labelIndex
 //	labelIndex →onEndpoint→ activePolicies →onEndpoint→ setCalculator →onEndpoint→ resolver
+//	labelIndex →onNetSet→ activePolicies
 //	policy, tier → activePolicies →acquireSet/releaseSet→ setCalculator
 //	                              →onTiers→ resolver
 //	route, host address → resolver
@@ -52,7 +53,7 @@ func New(cfg Config) *Graph {
 	sets := newSetCalculator(index, seq)
 	policies := newActivePolicies(index, sets, seq)
 	res := newResolver(policies, seq)
-	index.wire(policies)
+	index.wire(policies, policies)
 	policies.wire(sets, res)
 	sets.wire(res)
 	seq.wire(sets, policies, res)
@@ -77,6 +78,10 @@ func (g *Graph) OnUpdate(u model.Update) {
 		g.index.setAccount(accountKey{sa.Namespace, sa.Name}, sa.Labels, true)
 	case model.ServiceAccountDeleted:
 		g.index.setAccount(accountKey{u.Namespace, u.Name}, nil, false)
+	case model.NetworkSetSet:
+		g.index.setNetworkSet(u.NetworkSet)
+	case model.NetworkSetDeleted:
+		g.index.deleteNetworkSet(u.Key)
 	case model.PolicySet:
 		g.policies.setPolicy(u.Policy)
 	case model.PolicyDeleted:

@@ -171,19 +171,14 @@ func TestNetworkPolicySemantics(t *testing.T) {
 // A peer's service account selector follows the account's labels: relabelling or deleting the
 // account re-evaluates its endpoints, and only its own namespace's (accounts are namespaced).
 func TestServiceAccountSelector(t *testing.T) {
-	withSA := func(u model.Update, sa string) model.Update {
-		e := u.(model.EndpointSet)
-		e.Endpoint.ServiceAccount = sa
-		return e
-	}
 	account := func(ns, name string, labels map[string]string) model.Update {
 		return model.ServiceAccountSet{ServiceAccount: model.ServiceAccount{Namespace: ns, Name: name, Labels: labels}}
 	}
 	g, st := run(t,
 		nsU("x", nil), nsU("y", nil),
 		pod("x", "a", node, "10.0.0.1", lbl("app", "a")),
-		withSA(pod("x", "b", "node-b", "10.0.1.2", nil), "builder"),
-		withSA(pod("y", "c", "node-b", "10.0.1.3", nil), "builder"),
+		withAccount(pod("x", "b", "node-b", "10.0.1.2", nil), "builder"),
+		withAccount(pod("y", "c", "node-b", "10.0.1.3", nil), "builder"),
 		account("x", "builder", lbl("team", "red")),
 		account("y", "builder", lbl("team", "blue")),
 		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "red"}, Tier: model.TierAdmin,

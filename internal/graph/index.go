@@ -3,6 +3,7 @@ package graph
 import (
 	"iter"
 	"maps"
+	"net/netip"
 	"slices"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -35,40 +36,67 @@ type anchor struct {
 	key, value string
 }
 
-// chooseAnchor is the anchor a matcher of s is filed under.
+// chooseAnchor is the anchor a matcher of s is filed under. Automatic labels that every
+// endpoint carries (isUniversal) tell nothing apart and are not anchors, but for a selector
+// requiring projectcalico.org/namespace == "x", which is filed as if scoped to namespace x.
 func chooseAnchor(s spec) anchor {
-	if s.scope != "" {
+	scope := s.scope
+	if scope == "" && s.ep != nil {
+		for _, eq := range s.ep.RequiredEqualities() {
+			if eq.Key == labelNamespace {
+				scope = eq.Value
+				break
+			}
+		}
+	}
+	if scope != "" {
 		// a namespaced selector with a required label equality is filed under both, so that a
 		// pod event tests only the selectors of its namespace that its labels can satisfy
 		// (not every selector of the namespace)
-		if s.ep != nil {
-			if eq := s.ep.RequiredEqualities(); len(eq) > 0 {
-				return scopeEq(s.scope, eq[0].Key, eq[0].Value)
-			}
+		if eq, ok := requiredEquality(s.ep); ok {
+			return scopeEq(scope, eq.Key, eq.Value)
 		}
-		return anchor{kind: anchorScope, key: s.scope}
+		return anchor{kind: anchorScope, key: scope}
 	}
-	if s.ep != nil {
-		if eq := s.ep.RequiredEqualities(); len(eq) > 0 {
-			return anchor{kind: anchorEpEq, key: eq[0].Key, value: eq[0].Value}
-		}
+	if eq, ok := requiredEquality(s.ep); ok {
+		return anchor{kind: anchorEpEq, key: eq.Key, value: eq.Value}
 	}
-	if s.ns != nil {
-		if eq := s.ns.RequiredEqualities(); len(eq) > 0 {
-			return anchor{kind: anchorNsEq, key: eq[0].Key, value: eq[0].Value}
-		}
+	if eq, ok := requiredEquality(s.ns); ok {
+		return anchor{kind: anchorNsEq, key: eq.Key, value: eq.Value}
 	}
-	if s.ep != nil {
-		if ks := s.ep.RequiredKeys(); len(ks) > 0 {
-			return anchor{kind: anchorEpKey, key: ks[0]}
-		}
+	if k, ok := requiredKey(s.ep); ok {
+		return anchor{kind: anchorEpKey, key: k}
 	}
-	if s.ns != nil {
-		if ks := s.ns.RequiredKeys(); len(ks) > 0 {
-			return anchor{kind: anchorNsKey, key: ks[0]}
-		}
+	if k, ok := requiredKey(s.ns); ok {
+		return anchor{kind: anchorNsKey, key: k}
 	}
 	return anchor{kind: anchorNone}
+}
+
+// requiredEquality is the first key == value that every label set sel matches satisfies, of
+// a key that tells label sets apart (not isUniversal).
+func requiredEquality(sel *selector.Selector) (selector.KV, bool) {
+	if sel != nil {
+		for _, eq := range sel.RequiredEqualities() {
+			if !isUniversal(eq.Key) {
+				return eq, true
+			}
+		}
+	}
+	return selector.KV{}, false
+}
+
+// requiredKey is the first key that every label set sel matches carries, of a key that tells
+// label sets apart (not isUniversal).
+func requiredKey(sel *selector.Selector) (string, bool) {
+	if sel != nil {
+		for _, k := range sel.RequiredKeys() {
+			if !isUniversal(k) {
+				return k, true
+			}
+		}
+	}
+	return "", false
 }
 
 // matcher is a spec with the index's state. It does not list the endpoints it matches: each
@@ -95,22 +123,13 @@ func (m *matcher) match(e *endpoint) bool {
 	if s.scope != "" && e.ns.name != s.scope {
 		return false
 	}
-	if s.ep != nil && !s.ep.Evaluate(&e.labels) {
+	if s.ep != nil && !s.ep.Evaluate(e) {
 		return false
 	}
-	if s.ns != nil && !s.ns.Evaluate(e.ns.labels) {
+	if s.ns != nil && !s.ns.Evaluate(e.ns) {
 		return false
 	}
-	if s.sa != nil {
-		var l selector.Map
-		if e.sa != nil {
-			l = e.sa.labels
-		}
-		if !s.sa.Evaluate(l) {
-			return false
-		}
-	}
-	return true
+	return s.sa == nil || s.sa.Evaluate(e.sa)
 }
 
 // endpointListener is told of every change of an endpoint: its own update (added, changed,
@@ -170,6 +189,15 @@ type labelIndex struct {
 	left, joined []*matcher
 
 	next endpointListener
+	nets netSetListener
+}
+
+// netSetListener is told of every change of a network set and of a relabel of a namespace
+// holding network sets (which namespace selectors pick them), after the store is updated.
+type netSetListener interface {
+	// onNetSet: old is the set before (nil when new), now after (nil when deleted).
+	onNetSet(old, now *netSet)
+	onNetSetNamespace(ns *namespace)
 }
 
 func newLabelIndex(node string) *labelIndex {
@@ -185,7 +213,7 @@ func newLabelIndex(node string) *labelIndex {
 	}
 }
 
-func (x *labelIndex) wire(next endpointListener) { x.next = next }
+func (x *labelIndex) wire(next endpointListener, nets netSetListener) { x.next, x.nets = next, nets }
 
 // setEndpoint applies an endpoint's update: its record and memberships, then tells next.
 func (x *labelIndex) setEndpoint(in model.Endpoint) {
@@ -207,13 +235,11 @@ func (x *labelIndex) setEndpoint(in model.Endpoint) {
 		return
 	}
 	ch := endpointChange{updated: true, claim: m.Claim()}
-	relabel := e.labels != m.Labels
-	if m.ServiceAccount != e.account() {
-		x.store.setAccount(e, m.ServiceAccount)
-		relabel = true
-	}
-	if relabel {
-		x.fileEndpoint(e, false)
+	if e.labels != m.Labels || m.ServiceAccount != e.account() {
+		x.fileEndpoint(e, false) // under its labels before: the service account's is one
+		if m.ServiceAccount != e.account() {
+			x.store.setAccount(e, m.ServiceAccount)
+		}
 		e.labels = m.Labels
 		x.fileEndpoint(e, true)
 		ch.left, ch.joined = x.reevaluate(e)
@@ -258,7 +284,50 @@ func (x *labelIndex) setNamespace(name string, labels map[string]string, present
 	for _, e := range ns.endpoints {
 		x.relabel(e)
 	}
+	if len(ns.netSets) > 0 {
+		x.nets.onNetSetNamespace(ns)
+	}
 	x.store.gcNamespace(ns)
+}
+
+// setNetworkSet applies a network set's update and tells nets. A network set is not filed
+// under anchors: the few there are are walked when a peer's picks are computed (netSetsOf).
+func (x *labelIndex) setNetworkSet(in model.NetworkSet) {
+	old := x.store.netSet(in.Key)
+	if old != nil && old.labels == in.Labels && slices.Equal(old.nets, in.Nets) {
+		return
+	}
+	x.nets.onNetSet(old, x.store.putNetSet(in))
+}
+
+func (x *labelIndex) deleteNetworkSet(k model.NetworkSetKey) {
+	if old := x.store.netSet(k); old != nil {
+		x.store.removeNetSet(old)
+		x.nets.onNetSet(old, nil)
+	}
+}
+
+// appendPickedNets appends to dst the nets of every network set p picks, in no order.
+func (x *labelIndex) appendPickedNets(dst []netip.Prefix, p *netPick) []netip.Prefix {
+	add := func(sets iter.Seq[*netSet]) {
+		for n := range sets {
+			if p.picks(n) {
+				dst = append(dst, n.nets...)
+			}
+		}
+	}
+	switch {
+	case p.global:
+		add(x.store.netSetsIn(""))
+	case p.scope != "":
+		add(x.store.netSetsIn(p.scope))
+	case p.namespaced:
+		add(x.store.namespacedNetSets())
+	default:
+		add(x.store.netSetsIn(""))
+		add(x.store.namespacedNetSets())
+	}
+	return dst
 }
 
 // setAccount applies a service account's update: a relabel of each of its endpoints.
@@ -304,7 +373,7 @@ func (x *labelIndex) acquireMatcher(s spec) *matcher {
 func (x *labelIndex) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 	switch m.anchor.kind {
 	case anchorScope:
-		return x.store.inNamespace(m.spec.scope)
+		return x.store.inNamespace(m.anchor.key)
 	case anchorScopeEq, anchorEpEq:
 		if vi := x.epByValue[byKey(m.anchor)]; vi != nil {
 			return maps.Keys(vi.values[m.anchor.value])
@@ -393,7 +462,7 @@ func (x *labelIndex) fileAnchor(a anchor) {
 			all = x.store.inNamespace(a.scope)
 		}
 		for e := range all {
-			if v, ok := e.labels.Get(a.key); ok {
+			if v, ok := e.Get(a.key); ok {
 				setmap.Add(vi.values, v, e)
 			}
 		}
@@ -401,7 +470,7 @@ func (x *labelIndex) fileAnchor(a anchor) {
 	case anchorEpKey:
 		eps := map[*endpoint]struct{}{}
 		for e := range x.store.all() {
-			if _, ok := e.labels.Get(a.key); ok {
+			if _, ok := e.Get(a.key); ok {
 				eps[e] = struct{}{}
 			}
 		}
@@ -461,12 +530,15 @@ func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 	}
 	visit(anchor{kind: anchorNone})
 	visit(anchor{kind: anchorScope, key: e.ns.name})
-	for k, v := range e.labels.All() {
+	for k, v := range e.allLabels() {
+		if isUniversal(k) {
+			continue // no anchor (chooseAnchor)
+		}
 		visit(scopeEq(e.ns.name, k, v))
 		visit(anchor{kind: anchorEpEq, key: k, value: v})
 		visit(anchor{kind: anchorEpKey, key: k})
 	}
-	for k, v := range e.ns.labels {
+	for k, v := range e.ns.allLabels() {
 		visit(anchor{kind: anchorNsEq, key: k, value: v})
 		visit(anchor{kind: anchorNsKey, key: k})
 	}
@@ -507,7 +579,10 @@ func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
 	if len(x.epByAnchor) == 0 && len(x.epByValue) == 0 {
 		return
 	}
-	for k, v := range e.labels.All() {
+	for k, v := range e.allLabels() {
+		if isUniversal(k) {
+			continue // no anchor (chooseAnchor)
+		}
 		for _, a := range [2]anchor{{kind: anchorScopeEq, scope: e.ns.name, key: k}, {kind: anchorEpEq, key: k}} {
 			if x.ofKind[a.kind] == 0 {
 				continue
@@ -534,7 +609,7 @@ func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
 }
 
 func (x *labelIndex) fileNamespace(ns *namespace, add bool) {
-	for k, v := range ns.labels {
+	for k, v := range ns.allLabels() {
 		if add {
 			setmap.Add(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
 			setmap.Add(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)

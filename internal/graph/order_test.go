@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/graph/graphtest"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -22,8 +23,13 @@ type scenario struct {
 
 var (
 	selPool = []string{"", "all()", "app == 'a'", "app in {'a', 'b'}", "has(role)", "role != 'x'",
-		"!has(app)", "app == 'a' && role == 'y'", "app == 'c' || role == 'x'", "bad ((("}
-	nsSelPool = []string{"", "", "all()", "team == 'a'", "has(team)", "team != 'b'"}
+		"!has(app)", "app == 'a' && role == 'y'", "app == 'c' || role == 'x'", "bad (((",
+		"projectcalico.org/namespace == 'ns1'", "projectcalico.org/namespace == 'ns0' && app == 'a'",
+		"projectcalico.org/serviceaccount == 'sa0'", "projectcalico.org/orchestrator == 'k8s' && has(role)"}
+	nsSelPool = []string{"", "", "all()", "team == 'a'", "has(team)", "team != 'b'", "projectcalico.org/name == 'ns2'"}
+	saSelPool = []string{"all()", "tier == 'a'", "projectcalico.org/name == 'sa1'"}
+	// netPool are the nets of network sets: some hold pods' addresses, some none.
+	netPool = []string{"10.0.0.0/30", "10.0.0.8/29", "10.0.0.5/32", "192.0.2.0/24", "fd00::/124", "10.0.0.0/24"}
 )
 
 func genScenario(r *rand.Rand) scenario {
@@ -40,6 +46,39 @@ func genScenario(r *rand.Rand) scenario {
 		return m
 	}
 	nsNames := []string{"ns0", "ns1", "ns2"}
+	for _, n := range nsNames {
+		for _, sa := range []string{"sa0", "sa1"} {
+			var seq []model.Update
+			for v := r.IntN(3); v > 0; v-- {
+				if r.IntN(4) == 0 {
+					seq = append(seq, model.ServiceAccountDeleted{Namespace: n, Name: sa})
+				} else {
+					seq = append(seq, model.ServiceAccountSet{ServiceAccount: model.ServiceAccount{Namespace: n, Name: sa, Labels: lbl("tier", pick([]string{"a", "b"}))}})
+				}
+			}
+			if len(seq) > 0 {
+				sc.keys = append(sc.keys, seq)
+			}
+		}
+	}
+	for i, n := range []string{"", "", "ns0", "ns1"} {
+		key := model.NetworkSetKey{Namespace: n, Name: fmt.Sprintf("net%d", i)}
+		var seq []model.Update
+		for v := r.IntN(3) + 1; v > 0; v-- {
+			if r.IntN(5) == 0 {
+				seq = append(seq, model.NetworkSetDeleted{Key: key})
+				continue
+			}
+			var nets []netip.Prefix
+			for k := r.IntN(3) + 1; k > 0; k-- {
+				nets = append(nets, netip.MustParsePrefix(pick(netPool)))
+			}
+			seq = append(seq, model.NetworkSetSet{NetworkSet: model.NetworkSet{Key: key, Labels: model.LabelsOf(labels()), Nets: nets}})
+		}
+		if len(seq) > 0 {
+			sc.keys = append(sc.keys, seq)
+		}
+	}
 	for _, n := range nsNames {
 		var seq []model.Update
 		for v := r.IntN(3) + 1; v > 0; v-- {
@@ -77,13 +116,14 @@ func genScenario(r *rand.Rand) scenario {
 			}
 			// Running and Created rank the endpoints that share an address (owner.go).
 			seq = append(seq, model.EndpointSet{Endpoint: model.Endpoint{Key: key, Node: nodeName, Labels: model.LabelsOf(labels()),
-				Addrs: addrs, NamedPorts: ports, Running: r.IntN(2) == 0, Created: time.Unix(int64(r.IntN(3)), 0)}})
+				Addrs: addrs, NamedPorts: ports, Running: r.IntN(2) == 0, Created: time.Unix(int64(r.IntN(3)), 0),
+				ServiceAccount: pick([]string{"", "sa0", "sa1"})}})
 		}
 		sc.keys = append(sc.keys, seq)
 	}
 	peer := func() model.Peer {
 		var p model.Peer
-		switch r.IntN(4) {
+		switch r.IntN(8) {
 		case 0:
 			p.Selector = pick(selPool)
 		case 1:
@@ -93,6 +133,24 @@ func genScenario(r *rand.Rand) scenario {
 			if r.IntN(2) == 0 {
 				p.NotNets = []netip.Prefix{netip.MustParsePrefix("10.0.0.4/30")}
 			}
+		case 3, 6: // Calico's: network sets, global(), notSelector
+			p.Selector, p.NetworkSets = pick(selPool), true
+			switch r.IntN(3) {
+			case 0:
+				p.NamespaceSelector = pick(nsSelPool)
+			case 1:
+				p.Global = true
+			}
+			if r.IntN(3) == 0 {
+				p.Nets = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/29")}
+			}
+		case 4:
+			p.NotSelector, p.NetworkSets = pick(selPool), r.IntN(2) == 0
+			if r.IntN(2) == 0 {
+				p.Selector = pick(selPool)
+			}
+		case 5:
+			p.ServiceAccountSelector, p.NamespaceSelector = pick(saSelPool), pick(nsSelPool)
 		}
 		return p
 	}
@@ -264,14 +322,35 @@ func replay(t *testing.T, ups []model.Update, every, syncAt int) *graphtest.Stat
 	return st
 }
 
+// picksNetSets reports whether a rule of st matches nets other than the generator's peers'
+// own (10.0.0.0/29): the nets of network sets.
+func picksNetSets(st *graphtest.State) bool {
+	own := netip.MustParsePrefix("10.0.0.0/29")
+	for _, p := range st.Policies {
+		for _, rs := range [][]dataplane.Rule{p.Ingress, p.Egress} {
+			for _, r := range rs {
+				for _, m := range []dataplane.Match{r.Src, r.Dst} {
+					if len(m.Nets) > 1 || (len(m.Nets) == 1 && m.Nets[0] != own) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
 func TestOrderIndependence(t *testing.T) {
-	nonEmpty := 0
+	nonEmpty, withNetSets := 0, 0
 	for seed := range 60 {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
 		sc := genScenario(r)
 		ref := replay(t, sc.squashed(), 0, 1<<30)
 		want := ref.Dump()
 		nonEmpty += min(len(ref.Policies), 1)
+		if picksNetSets(ref) {
+			withNetSets++
+		}
 		orders := []struct {
 			name          string
 			ups           []model.Update
@@ -294,6 +373,9 @@ func TestOrderIndependence(t *testing.T) {
 	}
 	if nonEmpty < 30 {
 		t.Fatalf("only %d of 60 scenarios end with an active policy: the generator is too weak", nonEmpty)
+	}
+	if withNetSets < 10 {
+		t.Fatalf("only %d of 60 scenarios end with a rule matching network sets' nets: the generator is too weak", withNetSets)
 	}
 }
 

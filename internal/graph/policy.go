@@ -22,6 +22,11 @@ type policy struct {
 	sel      *matcher // nil when the policy's selector is invalid: it selects nothing
 	rules    [2][]prepared
 	problems []Problem
+	// pickers: some peer of its rules picks network sets (selector or notSelector)
+	pickers bool
+	// capped are the problems of its last compile: peers whose network sets expand to more
+	// than MaxPeerNets nets
+	capped []Problem
 
 	active  bool
 	stale   bool // rules changed since compiled
@@ -37,10 +42,29 @@ type policy struct {
 // nothing and are left out of the compiled policy.
 type prepared struct {
 	r        *model.Rule // in the policy's m (a copy would be 328 bytes a rule)
-	src, dst *spec
+	src, dst side
 	bad      bool
 	index    int
 }
+
+// side is what one peer of a rule picks, parsed. The peer matches an address that one of its
+// alternatives matches — an endpoint eps picks (unless noEps), or a net of a network set nets
+// picks — and that neither an endpoint not picks nor a net of a network set notNets picks
+// holds.
+type side struct {
+	// eps are the endpoints the peer picks; nil: every address, unless noEps.
+	eps *spec
+	// noEps: the peer picks no endpoint (global()): only network sets, if any.
+	noEps bool
+	// nets are the network sets it picks (nil: none).
+	nets *netPick
+	// not and notNets are what its notSelector picks: endpoints and network sets (nil: none).
+	not     *spec
+	notNets *netPick
+}
+
+// picksNets reports whether the side picks network sets, positively or by its notSelector.
+func (sd *side) picksNets() bool { return sd.nets != nil || sd.notNets != nil }
 
 // activePolicies is stage 2: the policies and tiers, which policies are active (their
 // selector is valid, their tier known and they select ≥ 1 local endpoint) and, while active,
@@ -58,6 +82,8 @@ type activePolicies struct {
 	policies map[model.PolicyKey]*policy
 	tiers    map[string]model.Tier
 	queue    []*policy // policies whose activity or rules must be re-settled
+	// pickers are the policies some peer of which picks network sets (policy.pickers)
+	pickers map[*policy]struct{}
 }
 
 // policyIndex is what the active policies ask the label index.
@@ -65,6 +91,7 @@ type policyIndex interface {
 	acquireMatcher(spec) *matcher
 	releaseMatcher(*matcher)
 	membersOf(*matcher) members
+	appendPickedNets(dst []netip.Prefix, p *netPick) []netip.Prefix
 }
 
 // policySets is what the active policies ask the set calculator.
@@ -79,7 +106,7 @@ type tierListener interface{ onTiers() }
 
 func newActivePolicies(index policyIndex, sets policySets, changes changes) *activePolicies {
 	ap := &activePolicies{index: index, sets: sets, changes: changes,
-		policies: map[model.PolicyKey]*policy{}, tiers: map[string]model.Tier{}}
+		policies: map[model.PolicyKey]*policy{}, tiers: map[string]model.Tier{}, pickers: map[*policy]struct{}{}}
 	for _, t := range model.DefaultTiers() {
 		ap.tiers[t.Name] = t
 	}
@@ -107,6 +134,59 @@ func (ap *activePolicies) onEndpoint(e *endpoint, ch endpointChange) {
 		}
 	}
 	ap.next.onEndpoint(e, ch)
+}
+
+// onNetSet recompiles the active policies a peer of which picks the network set as it was or
+// as it is now: their rules hold its nets. The cost is a test of each peer that picks network
+// sets against the set, and a compile of each policy that picks it (network sets change
+// rarely); its nets reach the dataplane in those policies' PolicyUpdated.
+func (ap *activePolicies) onNetSet(old, now *netSet) {
+	for p := range ap.pickers {
+		if p.active && !p.stale && (p.picksNetSet(old) || p.picksNetSet(now)) {
+			ap.restale(p)
+		}
+	}
+}
+
+// onNetSetNamespace recompiles the active policies a peer of which picks network sets by
+// namespace selector: the namespace's labels changed, and it holds network sets.
+func (ap *activePolicies) onNetSetNamespace(*namespace) {
+	for p := range ap.pickers {
+		if p.active && !p.stale && p.picksByNamespace() {
+			ap.restale(p)
+		}
+	}
+}
+
+// restale queues p to be compiled again.
+func (ap *activePolicies) restale(p *policy) {
+	p.stale = true
+	ap.enqueue(p)
+}
+
+// picksNetSet reports whether a peer of p's rules picks n (nil: none does).
+func (p *policy) picksNetSet(n *netSet) bool {
+	return n != nil && p.anySide(func(sd *side) bool {
+		return (sd.nets != nil && sd.nets.picks(n)) || (sd.notNets != nil && sd.notNets.picks(n))
+	})
+}
+
+// picksByNamespace reports whether a peer of p's rules picks network sets by namespace
+// selector.
+func (p *policy) picksByNamespace() bool {
+	return p.anySide(func(sd *side) bool { return sd.nets != nil && sd.nets.namespaced })
+}
+
+// anySide reports whether f holds for a side of one of p's rules.
+func (p *policy) anySide(f func(*side) bool) bool {
+	for d := range p.rules {
+		for i := range p.rules[d] {
+			if pr := &p.rules[d][i]; f(&pr.src) || f(&pr.dst) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (ap *activePolicies) enqueue(p *policy) {
@@ -161,6 +241,7 @@ func (ap *activePolicies) problems() []Problem {
 	var out []Problem
 	for _, p := range ap.policies {
 		out = append(out, p.problems...)
+		out = append(out, p.capped...)
 		if _, ok := ap.tiers[p.m.Tier]; !ok {
 			out = append(out, Problem{Object: p.key.String(), Message: "unknown tier " + quote(p.m.Tier) + ": policy not applied"})
 		}
@@ -179,25 +260,59 @@ func parseOpt(s string) (*selector.Selector, error) {
 	return normSel(sel), nil
 }
 
-func peerSpec(pol *model.Policy, peer *model.Peer) (*spec, error) {
-	if !peer.HasEndpointMatch() {
-		return nil, nil
+// preparePeer parses a peer's selectors into what it picks (see side and the package
+// comment for the scopes):
+//   - a peer with a selector, namespace selector or service-account selector picks endpoints;
+//     a namespaced policy's peer without a namespace selector picks only its namespace's, and
+//     so does one with only a notSelector (Felix scopes the positive part of such a peer to
+//     the policy's namespace, libcalico-go's updateprocessors/rules.go); a global() peer picks
+//     none;
+//   - with NetworkSets and no service-account selector, the same selectors pick network sets
+//     (netPick);
+//   - a notSelector is not scoped: it excludes the endpoints (and, with NetworkSets, network
+//     sets) of every namespace, cluster-scoped sets included, that its labels pick.
+func preparePeer(pol *model.Policy, peer *model.Peer) (side, error) {
+	var sd side
+	sel, err := parseOpt(peer.Selector)
+	if err != nil {
+		return sd, err
 	}
-	var sp spec
-	var err error
-	if sp.ep, err = parseOpt(peer.Selector); err != nil {
-		return nil, err
+	nsSel, err := parseOpt(peer.NamespaceSelector)
+	if err != nil {
+		return sd, err
 	}
-	if sp.ns, err = parseOpt(peer.NamespaceSelector); err != nil {
-		return nil, err
+	saSel, err := parseOpt(peer.ServiceAccountSelector)
+	if err != nil {
+		return sd, err
 	}
-	if sp.sa, err = parseOpt(peer.ServiceAccountSelector); err != nil {
-		return nil, err
+	netSets := peer.NetworkSets && peer.ServiceAccountSelector == ""
+	switch {
+	case peer.Global:
+		sd.noEps = true
+		if netSets {
+			sd.nets = &netPick{ep: sel, global: true}
+		}
+	case peer.HasEndpointMatch() || (peer.NotSelector != "" && pol.Namespace != ""):
+		sp := spec{ep: sel, ns: nsSel, sa: saSel}
+		if pol.Namespace != "" && peer.NamespaceSelector == "" {
+			sp.scope = pol.Namespace
+		}
+		sd.eps = &sp
+		if netSets {
+			sd.nets = &netPick{ep: sel, ns: nsSel, scope: sp.scope, namespaced: peer.NamespaceSelector != ""}
+		}
 	}
-	if pol.Namespace != "" && peer.NamespaceSelector == "" {
-		sp.scope = pol.Namespace
+	if peer.NotSelector != "" {
+		notSel, err := parseOpt(peer.NotSelector)
+		if err != nil {
+			return sd, err
+		}
+		sd.not = &spec{ep: notSel}
+		if peer.NetworkSets {
+			sd.notNets = &netPick{ep: notSel}
+		}
 	}
-	return &sp, nil
+	return sd, nil
 }
 
 func (ap *activePolicies) setPolicy(mp model.Policy) {
@@ -213,6 +328,11 @@ func (ap *activePolicies) setPolicy(mp model.Policy) {
 	sp, valid := p.appliedTo()
 	ap.selectMatcher(p, sp, valid, endpointsChanged)
 	p.prepare()
+	if p.pickers {
+		ap.pickers[p] = struct{}{}
+	} else {
+		delete(ap.pickers, p)
+	}
 	p.stale = true
 	ap.changes.policyChanged(p.key)
 	ap.enqueue(p)
@@ -278,14 +398,16 @@ func (p *policy) prepare() {
 	for d := range p.rules {
 		p.rules[d] = p.rules[d][:0]
 	}
+	p.pickers = false
 	for d, rules := range [2][]model.Rule{mp.IngressRules, mp.EgressRules} {
 		for i := range rules {
 			r := &rules[i]
 			pr := prepared{r: r, index: i}
 			var err error
-			if pr.src, err = peerSpec(mp, &r.Source); err == nil {
-				pr.dst, err = peerSpec(mp, &r.Destination)
+			if pr.src, err = preparePeer(mp, &r.Source); err == nil {
+				pr.dst, err = preparePeer(mp, &r.Destination)
 			}
+			p.pickers = p.pickers || pr.src.picksNets() || pr.dst.picksNets()
 			if err != nil {
 				pr.bad = true
 				p.problems = append(p.problems, Problem{Object: mp.Key.String(),
@@ -324,6 +446,7 @@ func (ap *activePolicies) deletePolicy(k model.PolicyKey) {
 		p.active = false
 	}
 	delete(ap.policies, k)
+	delete(ap.pickers, p)
 	ap.changes.policyChanged(k)
 }
 
@@ -359,11 +482,20 @@ func (ap *activePolicies) releaseRules(p *policy) {
 	for _, s := range p.refs {
 		ap.sets.releaseSet(s)
 	}
-	p.refs, p.ingress, p.egress = nil, nil, nil
+	p.refs, p.ingress, p.egress, p.capped = nil, nil, nil, nil
 }
 
 // acquireFunc acquires a set for a compiled rule.
 type acquireFunc func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol, pol polarity) dataplane.SetID
+
+// pickFunc appends the nets of the network sets np picks.
+type pickFunc func(dst []netip.Prefix, np *netPick) []netip.Prefix
+
+// MaxPeerNets bounds the nets that the network sets one peer picks expand to, in one rule
+// alternative (its Nets) and in its NotNets: a compiled rule holds at most that many (plus
+// the peer's own) per side, whatever the network sets hold. Over it, the peer is a problem
+// and its rule fails safe (capNets).
+const MaxPeerNets = 10000
 
 func (ap *activePolicies) compile(p *policy) {
 	var refs []*set
@@ -372,6 +504,8 @@ func (ap *activePolicies) compile(p *policy) {
 		refs = append(refs, s)
 		return s.id
 	}
+	c := ruleCompiler{p: p, acquire: acquire, pick: ap.index.appendPickedNets}
+	p.capped = nil
 	var out [2][]dataplane.Rule
 	for d := range p.rules {
 		dir := model.Direction(d)
@@ -380,7 +514,7 @@ func (ap *activePolicies) compile(p *policy) {
 		}
 		for i := range p.rules[d] {
 			if pr := &p.rules[d][i]; !pr.bad {
-				out[d] = append(out[d], p.compileRule(dir, pr, acquire))
+				out[d] = c.rule(out[d], dir, pr)
 			}
 		}
 	}
@@ -392,7 +526,22 @@ func (ap *activePolicies) compile(p *policy) {
 	}
 }
 
-func (p *policy) compileRule(dir model.Direction, pr *prepared, acquire acquireFunc) dataplane.Rule {
+// ruleCompiler compiles the rules of one policy: it acquires the sets they refer to and
+// picks the nets of the network sets their peers pick.
+type ruleCompiler struct {
+	p       *policy
+	acquire acquireFunc
+	pick    pickFunc
+}
+
+// rule appends the compiled alternatives of pr to out. A rule is one dataplane rule, but for
+// a peer that picks network sets: its rule is one rule per alternative of each side (the
+// endpoints its selectors pick; the nets of the network sets they pick), all with the rule's
+// action, Index and Comment, consecutive, so that the rule matches iff one of them does and
+// first-match order is kept. A side with no alternative (a global() peer that picks no
+// network set) makes the rule match nothing: it is left out.
+func (c *ruleCompiler) rule(out []dataplane.Rule, dir model.Direction, pr *prepared) []dataplane.Rule {
+	p := c.p
 	r := pr.r
 	cr := dataplane.Rule{
 		Action:      r.Action,
@@ -412,39 +561,92 @@ func (p *policy) compileRule(dir model.Direction, pr *prepared, acquire acquireF
 	}
 	// The local side of a rule is the destination of ingress, the source of egress:
 	// named ports there resolve on the endpoints the policy selects.
-	cr.Src = p.compileMatch(&r.Source, pr.src, dir == model.Egress, r.Protocol, r.Action, acquire)
-	cr.Dst = p.compileMatch(&r.Destination, pr.dst, dir == model.Ingress, r.Protocol, r.Action, acquire)
-	return cr
+	what := dir.String() + " rule " + strconv.Itoa(pr.index)
+	srcPlan, srcOK := c.plan(&r.Source, &pr.src, dir == model.Egress, r, what+" source")
+	dstPlan, dstOK := c.plan(&r.Destination, &pr.dst, dir == model.Ingress, r, what+" destination")
+	if !srcOK || !dstOK {
+		return out
+	}
+	srcs := c.side(&r.Source, &pr.src, &srcPlan, dir == model.Egress, r)
+	dsts := c.side(&r.Destination, &pr.dst, &dstPlan, dir == model.Ingress, r)
+	for _, src := range srcs {
+		for _, dst := range dsts {
+			alt := cr
+			alt.ICMP, alt.NotICMP = copyICMP(r.ICMP), copyICMP(r.NotICMP)
+			alt.Src, alt.Dst = src, dst
+			out = append(out, alt)
+		}
+	}
+	return out
 }
 
-// compileMatch compiles one side of a rule with action. Each set it refers to has the polarity
-// of its use (setPolarity): Sets and NamedPortSets are used positively, NotNamedPortSets
-// negated.
-func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto model.Protocol, action model.Action, acquire acquireFunc) dataplane.Match {
-	var m dataplane.Match
-	if sp != nil {
-		m.Sets = []dataplane.SetID{acquire(*sp, dataplane.SetAddrs, "", 0, setPolarity(action, false))}
+// sidePlan is what one side of a rule matches, before any set is acquired: whether it has
+// the endpoints' alternative, the nets of its network sets' alternative (nil: none) and its
+// NotNets.
+type sidePlan struct {
+	eps     bool
+	picked  []netip.Prefix
+	notNets []netip.Prefix
+}
+
+// plan picks the network sets of one side of a rule (see rule); ok is false when the side
+// matches nothing, so that no set is acquired for a rule left out.
+func (c *ruleCompiler) plan(peer *model.Peer, sd *side, localSide bool, r *model.Rule, what string) (pl sidePlan, ok bool) {
+	restricts := r.Action == model.ActionDeny || r.Action == model.ActionPass
+	pl.eps = !sd.noEps
+	pl.notNets = NormalizePrefixes(peer.NotNets)
+	if sd.notNets != nil {
+		notNets, ok := c.capNets(c.pick(nil, sd.notNets), restricts, what+" notSelector")
+		if !ok {
+			return pl, false // an allow whose exclusions cannot all be compiled matches nothing
+		}
+		if len(notNets) > 0 {
+			pl.notNets = NormalizePrefixes(append(notNets, pl.notNets...))
+		}
 	}
-	m.Nets = NormalizePrefixes(peer.Nets)
-	m.NotNets = NormalizePrefixes(peer.NotNets)
+	if sd.noEps && !localSide && len(peer.Ports) > 0 && !slices.ContainsFunc(peer.Ports, func(pt model.Port) bool { return pt.Name == "" }) {
+		return pl, false // only named ports, of endpoints the peer does not pick
+	}
+	if sd.nets != nil {
+		picked, ok := c.capNets(c.pick(nil, sd.nets), restricts, what+" selector")
+		if ok && len(peer.Nets) > 0 {
+			picked = IntersectPrefixes(picked, NormalizePrefixes(peer.Nets))
+		}
+		if ok {
+			pl.picked = picked
+		}
+	}
+	return pl, pl.eps || len(pl.picked) > 0
+}
+
+// side compiles one side of a rule, as planned, into its alternatives (see rule). Each set it
+// refers to has the polarity of its use (setPolarity): Sets and NamedPortSets are used
+// positively, NotSets and NotNamedPortSets negated.
+func (c *ruleCompiler) side(peer *model.Peer, sd *side, pl *sidePlan, localSide bool, r *model.Rule) []dataplane.Match {
+	var base dataplane.Match
+	if sd.not != nil {
+		base.NotSets = []dataplane.SetID{c.acquire(*sd.not, dataplane.SetAddrs, "", 0, setPolarity(r.Action, true))}
+	}
+	base.NotNets = pl.notNets
 	portSpec := spec{} // a peer with no endpoint match: named ports of every endpoint
-	if localSide {
-		portSpec = p.selSpec
-	} else if sp != nil {
-		portSpec = *sp
+	switch {
+	case localSide:
+		portSpec = c.p.selSpec
+	case sd.eps != nil:
+		portSpec = *sd.eps
 	}
-	ports := func(in []model.Port, pol polarity) ([]model.Port, []dataplane.SetID) {
-		var nums []model.Port
-		var named []dataplane.SetID
+	noPorts := sd.noEps && !localSide // named ports of the peer's endpoints: there are none
+	ports := func(in []model.Port, pol polarity) (nums []model.Port, named []dataplane.SetID) {
 		for _, pt := range in {
-			if pt.Name == "" {
+			switch {
+			case pt.Name == "":
 				if pt.Last < pt.First {
 					pt.Last = pt.First
 				}
 				nums = append(nums, pt)
-				continue
+			case !noPorts:
+				named = append(named, c.acquire(portSpec, dataplane.SetNamedPorts, pt.Name, r.Protocol, pol))
 			}
-			named = append(named, acquire(portSpec, dataplane.SetNamedPorts, pt.Name, proto, pol))
 		}
 		sort.Slice(nums, func(i, j int) bool {
 			if nums[i].First != nums[j].First {
@@ -457,9 +659,49 @@ func (p *policy) compileMatch(peer *model.Peer, sp *spec, localSide bool, proto 
 		named = slices.Compact(named)
 		return nums, named
 	}
-	m.Ports, m.NamedPortSets = ports(peer.Ports, setPolarity(action, false))
-	m.NotPorts, m.NotNamedPortSets = ports(peer.NotPorts, setPolarity(action, true))
-	return m
+	base.Ports, base.NamedPortSets = ports(peer.Ports, setPolarity(r.Action, false))
+	base.NotPorts, base.NotNamedPortSets = ports(peer.NotPorts, setPolarity(r.Action, true))
+
+	var alts []dataplane.Match
+	if pl.eps {
+		m := base
+		if sd.eps != nil {
+			m.Sets = []dataplane.SetID{c.acquire(*sd.eps, dataplane.SetAddrs, "", 0, setPolarity(r.Action, false))}
+		}
+		m.Nets = NormalizePrefixes(peer.Nets)
+		alts = append(alts, m)
+	}
+	if len(pl.picked) > 0 {
+		m := base
+		m.Nets = pl.picked
+		alts = append(alts, m)
+	}
+	return alts
+}
+
+// capNets normalises the nets of the network sets a peer picks and bounds them by
+// MaxPeerNets. Over the bound the peer is a problem of the policy, and the nets fail safe by
+// the rule's action: a Deny or Pass rule (restricts) keeps the first MaxPeerNets, so it
+// restricts as much as it can; an Allow or Log rule gets ok false, and the caller makes the
+// use match nothing, so it never allows more than written.
+func (c *ruleCompiler) capNets(nets []netip.Prefix, restricts bool, what string) ([]netip.Prefix, bool) {
+	if len(nets) <= MaxPeerNets {
+		return NormalizePrefixes(nets), true
+	}
+	nets = NormalizePrefixes(nets)
+	if len(nets) <= MaxPeerNets {
+		return nets, true
+	}
+	outcome := "the rule uses none of them"
+	if restricts {
+		outcome = "the rule uses the first " + strconv.Itoa(MaxPeerNets)
+	}
+	c.p.capped = append(c.p.capped, Problem{Object: c.p.key.String(),
+		Message: what + " picks network sets of " + strconv.Itoa(len(nets)) + " nets, more than " + strconv.Itoa(MaxPeerNets) + ": " + outcome})
+	if restricts {
+		return nets[:MaxPeerNets], true
+	}
+	return nil, false
 }
 
 func copyICMP(m *model.ICMPMatch) *model.ICMPMatch {
@@ -505,6 +747,29 @@ func NormalizePrefixes(in []netip.Prefix) []netip.Prefix {
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// IntersectPrefixes returns the addresses in both a and b as prefixes; a and b must be
+// normalised (NormalizePrefixes), and so is the result. Two prefixes overlap only when one
+// holds the other, so one merge of the two sorted lists finds every overlap: O(len(a) + len(b)).
+func IntersectPrefixes(a, b []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		x, y := a[i], b[j]
+		switch {
+		case x.Overlaps(y) && x.Bits() >= y.Bits():
+			out = append(out, x)
+			i++
+		case x.Overlaps(y):
+			out = append(out, y)
+			j++
+		case x.Addr().Compare(y.Addr()) < 0:
+			i++
+		default:
+			j++
+		}
 	}
 	return out
 }

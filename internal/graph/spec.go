@@ -68,3 +68,38 @@ func (s spec) describe() string {
 }
 
 func quote(s string) string { return strconv.Quote(s) }
+
+// netPick is which network sets a peer picks: those whose labels (with their automatic
+// projectcalico.org/namespace) match ep, within the peer's scope, which is one of
+//   - global: the cluster-scoped sets only (global());
+//   - scope: the sets of that namespace (a namespaced policy's peer without a namespace
+//     selector);
+//   - namespaced: the namespaced sets whose namespace's labels match ns (nil: every
+//     namespace; a peer with a namespace selector, all() included);
+//   - none of them: every set, cluster-scoped and namespaced (a cluster-wide policy's peer
+//     without a namespace selector).
+type netPick struct {
+	ep, ns     *selector.Selector
+	scope      string
+	namespaced bool
+	global     bool
+}
+
+// picks reports whether p picks n.
+func (p *netPick) picks(n *netSet) bool {
+	switch {
+	case p.global:
+		if n.ns != nil {
+			return false
+		}
+	case p.scope != "":
+		if n.ns == nil || n.ns.name != p.scope {
+			return false
+		}
+	case p.namespaced:
+		if n.ns == nil || (p.ns != nil && !p.ns.Evaluate(n.ns)) {
+			return false
+		}
+	}
+	return p.ep == nil || p.ep.Evaluate(n)
+}
