@@ -85,6 +85,7 @@ type options struct {
 	countAllowed bool
 	rejected     func(key model.PolicyKey, reason string)
 	log          *slog.Logger
+	noUnion      bool // compile union-shaped groups as plans (tests compare the two)
 }
 
 // Builder folds the graph's messages into the desired table: it holds the State, lays its
@@ -268,6 +269,10 @@ func (b *Builder) memberChanged(id dataplane.SetID, a netip.Addr) {
 				continue // a listed group's peers are its shared sets' members
 			}
 			b.pending.groups[name] = struct{}{}
+			if g.union != nil {
+				g.union.dirty[a] = append(g.union.dirty[a], id)
+				continue
+			}
 			if g.compiled == nil {
 				g.stale = true
 				continue
@@ -321,6 +326,8 @@ func (b *Builder) recomputeOnce() {
 		case g == nil: // left by its last endpoint meanwhile
 		case g.stale:
 			b.compileGroup(g, pre[name])
+		case g.union != nil && len(g.union.dirty) > 0:
+			b.compileUnionPeers(g)
 		case len(g.dirtyPeers) > 0:
 			b.compilePeers(g)
 		}
@@ -329,8 +336,9 @@ func (b *Builder) recomputeOnce() {
 
 // compileResult is a group's compiled form: a rule list (listed shape) or a decision.
 type compileResult struct {
-	list *ruleList
-	cp   *compiled
+	list  *ruleList
+	union *union
+	cp    *compiled
 }
 
 // precompile compiles the stale groups among names on all processors: a compile only reads the
@@ -353,7 +361,7 @@ func (b *Builder) precompile(names []string) map[string]*compileResult {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				out[i] = b.state.compileResult(todo[i])
+				out[i] = b.state.compileResult(todo[i], !b.opts.noUnion)
 			}
 		})
 	}

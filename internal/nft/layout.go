@@ -183,10 +183,14 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 		return
 	}
 	if pre == nil {
-		pre = b.state.compileResult(g)
+		pre = b.state.compileResult(g, !b.opts.noUnion)
 	}
-	if pre.list != nil {
+	switch {
+	case pre.list != nil:
 		b.putListGroup(g, pre.list)
+		return
+	case pre.union != nil:
+		b.putUnionGroup(g, pre.union)
 		return
 	}
 	cp := pre.cp
@@ -199,7 +203,7 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 		}
 		cp = b.state.compile(g.dir, g.tiers, g.sample(), g.is4)
 	}
-	g.compiled = cp
+	g.compiled, g.union = cp, nil
 	dec := cp.Decision
 
 	// peers go to the allow set when their class is the fall-through class plus allowed ports
@@ -242,13 +246,19 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 	}
 }
 
-// compileResult compiles a group's tiers: the listed shape when it applies, else a decision.
-// It only reads the State.
-func (s *State) compileResult(g *group) *compileResult {
-	if rl, ok := s.compileList(g.dir, g.tiers, g.sample(), g.is4); ok {
+// compileResult compiles a group's tiers: the listed shape when it applies, else the union
+// shape when it applies (and union is set), else a decision. It only reads the State.
+func (s *State) compileResult(g *group, union bool) *compileResult {
+	local := g.sample()
+	if rl, ok := s.compileList(g.dir, g.tiers, local, g.is4); ok {
 		return &compileResult{list: rl}
 	}
-	return &compileResult{cp: s.compile(g.dir, g.tiers, g.sample(), g.is4)}
+	if union {
+		if u, ok := s.compileUnion(g.dir, g.tiers, local, g.is4); ok {
+			return &compileResult{union: u}
+		}
+	}
+	return &compileResult{cp: s.compile(g.dir, g.tiers, local, g.is4)}
 }
 
 // rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the
@@ -325,7 +335,12 @@ func (b *Builder) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Key,
 		set.Put(e)
 	}
 	b.putSet(set)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name, Map: true}}, Comment: ruleComment})
+	chain.Rules = append(chain.Rules, peerMapRule(key, name, ruleComment))
+}
+
+// peerMapRule is a group chain's lookup of one of its address → class maps.
+func peerMapRule(key ruleset.Key, name, comment string) ruleset.Rule {
+	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name, Map: true}}, Comment: comment}
 }
 
 // compilePeers recomputes the peers elements of the addresses whose set membership changed
@@ -403,8 +418,13 @@ func (b *Builder) putAllowSet(chain *ruleset.Chain, g *group, want bool, element
 		set.Put(e)
 	}
 	b.putSet(set)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name}},
-		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"})
+	chain.Rules = append(chain.Rules, allowRule(key, name))
+}
+
+// allowRule is a group chain's lookup of its allow set.
+func allowRule(key ruleset.Key, name string) ruleset.Rule {
+	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name}},
+		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"}
 }
 
 // peerElement is a peers or nets element leading to a class chain.

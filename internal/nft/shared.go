@@ -84,8 +84,8 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 		Comment: ruleset.Comment(rl.final.Reason)})
 
 	// the map shape's objects, when the group had it
-	g.compiled = nil
-	b.dropMapSets(g)
+	g.compiled, g.union = nil, nil
+	b.dropMapSets(g.name)
 	b.setClassUse(g, map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final})
 	shared := slices.Sorted(maps.Keys(builders))
 	for _, name := range shared {
