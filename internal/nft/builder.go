@@ -251,6 +251,11 @@ func (b *Builder) endpointUpdated(m dataplane.EndpointUpdated) {
 func (b *Builder) setReplaced(id dataplane.SetID) {
 	for k := range b.index.setPolicies[id] {
 		b.pending.policies[k] = struct{}{}
+		for name := range b.index.policyGroups[k] {
+			if g := b.layout.groups[name]; g != nil && g.union != nil {
+				g.union.replaced[id] = struct{}{} // its rules' peers are found anew
+			}
+		}
 	}
 	b.sharedSetReplaced(id)
 }

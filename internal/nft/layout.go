@@ -247,14 +247,15 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 }
 
 // compileResult compiles a group's tiers: the listed shape when it applies, else the union
-// shape when it applies (and union is set), else a decision. It only reads the State.
+// shape when it applies (and union is set; incrementally from the group's union), else a
+// decision. It reads the State and writes nothing but the group's union.
 func (s *State) compileResult(g *group, union bool) *compileResult {
 	local := g.sample()
 	if rl, ok := s.compileList(g.dir, g.tiers, local, g.is4); ok {
 		return &compileResult{list: rl}
 	}
 	if union {
-		if u, ok := s.compileUnion(g.dir, g.tiers, local, g.is4); ok {
+		if u, ok := s.compileUnion(g.dir, g.tiers, local, g.is4, g.union); ok {
 			return &compileResult{union: u}
 		}
 	}

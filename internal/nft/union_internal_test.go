@@ -141,6 +141,21 @@ func TestUnionIncrementalMatchesFresh(t *testing.T) {
 		c.pods[k] = e
 		apply(fmt.Sprintf("peer-%d relabelled %s", i*5, grp), model.EndpointSet{Endpoint: e})
 	}
+	// a selector's set sent whole (more changed than it holds) with a policy deleted in the same
+	// apply: the rules of the replaced set find their peers anew
+	var us []model.Update
+	for i := 11; i < 48; i += 12 {
+		k := model.EndpointKey{Namespace: "m", Name: fmt.Sprintf("peer-%d", i)}
+		e := c.pods[k]
+		e.Labels = model.LabelsOf(map[string]string{"peer": "gone"})
+		c.pods[k] = e
+		us = append(us, model.EndpointSet{Endpoint: e})
+	}
+	e := unionPod("peer-99", "o", 199, map[string]string{"peer": "g11"})
+	c.pods[e.Key] = e
+	p1 := unionPolicy(1, "app == 'server'", 80)
+	delete(c.policies, p1.Key)
+	apply("set g11 replaced, policy 1 deleted", append(us, model.EndpointSet{Endpoint: e}, model.PolicyDeleted{Key: p1.Key})...)
 	// a peer granted more than maxFastPorts ports: the group takes the plan
 	for i := range 6 {
 		p := unionPolicy(60+i*12, "app == 'server'", 2000+uint16(3*i), 3000+uint16(3*i), 4000+uint16(3*i))
