@@ -219,7 +219,7 @@ func (b *Builder) fold(m dataplane.Message) {
 		b.endpointUpdated(m)
 	case dataplane.EndpointRemoved:
 		if e := b.layout.endpoints[m.Key]; e != nil {
-			b.index.endpoint(m.Key, &e.msg, false)
+			b.index.endpoint(m.Key, &e.msg, nil)
 			e.msg = dataplane.EndpointUpdated{} // removed(): regroup releases its groups
 			b.pending.endpoints[m.Key] = struct{}{}
 		}
@@ -231,18 +231,20 @@ func (b *Builder) fold(m dataplane.Message) {
 // endpointUpdated records an endpoint's new facts (addresses unmapped) for its regroup.
 func (b *Builder) endpointUpdated(m dataplane.EndpointUpdated) {
 	e := b.layout.endpoints[m.Key]
+	var old *dataplane.EndpointUpdated
 	if e == nil {
 		e = &endpoint{groups: map[dispatchKey]string{}}
 		b.layout.endpoints[m.Key] = e
 	} else {
-		b.index.endpoint(m.Key, &e.msg, false)
+		prev := e.msg
+		old = &prev
 	}
 	e.msg = m
 	e.msg.Addrs = make([]netip.Addr, len(m.Addrs))
 	for i, a := range m.Addrs {
 		e.msg.Addrs[i] = a.Unmap()
 	}
-	b.index.endpoint(m.Key, &e.msg, true)
+	b.index.endpoint(m.Key, old, &e.msg)
 	b.pending.endpoints[m.Key] = struct{}{}
 }
 

@@ -123,7 +123,7 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]keyID {
 			continue // no policy applies: allowed, no dispatch element
 		}
 		for _, a := range e.msg.Addrs {
-			want[dispatchKey{dir, a}] = sha256.Sum256([]byte(dir.String() + "|" + b.state.GroupKey(dir, tiers, a)))
+			want[dispatchKey{dir, a}] = b.state.groupKey(dir, tiers, a)
 		}
 	}
 	return want
@@ -194,7 +194,11 @@ func (b *Builder) join(k model.EndpointKey, e *endpoint, want map[dispatchKey]ke
 // table. A group left without members is forgotten.
 func (b *Builder) place(touched map[*group]struct{}) {
 	gs := slices.SortedFunc(maps.Keys(touched), func(x, y *group) int { return bytes.Compare(x.key[:], y.key[:]) })
-	released := map[string]placement{}
+	type release struct {
+		placement
+		tiers []dataplane.TierPolicies // of the group that held it, as the index files it
+	}
+	released := map[string]release{}
 	var moved []*group
 	wants := map[*group]string{}
 	for _, g := range gs {
@@ -206,9 +210,8 @@ func (b *Builder) place(touched map[*group]struct{}) {
 			continue
 		}
 		if g.name != "" {
-			b.index.group(g, false)
 			delete(b.layout.groups, g.name)
-			released[g.name] = g.placement
+			released[g.name] = release{g.placement, g.tiers}
 			g.placement = placement{}
 		}
 		if want == "" {
@@ -220,19 +223,21 @@ func (b *Builder) place(touched map[*group]struct{}) {
 	}
 	for _, g := range moved {
 		name := wants[g]
-		if p, ok := released[name]; ok {
-			g.placement = p
+		if r, ok := released[name]; ok {
+			g.placement = r.placement
+			b.index.groupTiers(name, r.tiers, g.tiers)
 			delete(released, name)
 		} else {
 			g.placement = newPlacement(name)
+			b.index.group(name, g.tiers, true)
 		}
 		g.stale = true
 		b.layout.groups[name] = g
-		b.index.group(g, true)
 		b.pending.groups[name] = struct{}{}
 	}
 	for _, name := range slices.Sorted(maps.Keys(released)) {
-		b.dropPlacement(released[name])
+		b.index.group(name, released[name].tiers, false)
+		b.dropPlacement(released[name].placement)
 	}
 	for _, g := range gs {
 		for dk, k := range g.members {

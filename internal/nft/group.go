@@ -1,34 +1,54 @@
 package nft
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 )
 
-// GroupKey returns the key under which endpoints share one Decision for a direction and family:
-// the ordered tiers and policies, plus every fact of the local address that Compile reads (its
-// membership in the local-side sets, the local-side prefixes containing it and, for ingress, its
-// named ports). Two endpoints with equal keys get identical Decisions.
+// GroupKey returns the key under which endpoints share one Decision for a direction and family
+// (hex): the ordered tiers and policies, plus every fact of the local address that Compile reads
+// (its membership in the local-side sets, the local-side prefixes containing it and, for
+// ingress, its named ports). Two endpoints with equal keys get identical Decisions.
 func (s *State) GroupKey(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr) string {
+	id := s.groupKey(dir, tiers, local)
+	return hex.EncodeToString(id[:])
+}
+
+// groupKey is GroupKey's SHA-256, of the direction too, streamed: a key of thousands of
+// policies costs no string of their length.
+func (s *State) groupKey(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr) keyID {
 	local = local.Unmap()
-	var b strings.Builder
+	h := sha256.New()
+	buf := make([]byte, 0, 256)
+	buf = append(buf, dir.String()...)
 	if local.Is4() {
-		b.WriteString("v4")
+		buf = append(buf, "|v4"...)
 	} else {
-		b.WriteString("v6")
+		buf = append(buf, "|v6"...)
 	}
 	for _, t := range tiers {
-		fmt.Fprintf(&b, "|%s/%d", t.Tier, t.DefaultAction)
+		buf = append(append(buf, 0, 't'), t.Tier...)
+		buf = strconv.AppendInt(append(buf, 0), int64(t.DefaultAction), 10)
 		for _, k := range t.Policies {
-			b.WriteString(";" + k.String())
+			buf = append(append(append(append(append(append(buf, 0, 'p'), k.Kind...), 0), k.Namespace...), 0), k.Name...)
+			if len(buf) > 4096 {
+				h.Write(buf)
+				buf = buf[:0]
+			}
 		}
 	}
-	refs := s.localRefs(dir, tiers, b.String())
+	h.Write(buf)
+	var header keyID
+	h.Sum(header[:0])
+	refs := s.localRefs(dir, tiers, string(header[:]))
 	facts := map[string]bool{}
 	for _, id := range refs.sets {
 		if s.member(id, local) {
@@ -52,8 +72,10 @@ func (s *State) GroupKey(dir model.Direction, tiers []dataplane.TierPolicies, lo
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	b.WriteString("|" + strings.Join(keys, ","))
-	return b.String()
+	h.Write([]byte("|" + strings.Join(keys, ",")))
+	var id keyID
+	h.Sum(id[:0])
+	return id
 }
 
 // localSideRefs are the distinct sets, prefixes and (ingress) named-port sets that the local
@@ -65,10 +87,11 @@ type localSideRefs struct {
 }
 
 // localRefs returns the local-side references of the rules of tiers in one direction, keyed by
-// the tiers' description (GroupKey's header) and kept until a policy changes: every local
+// the tiers' digest (groupKey's header, of the direction and family) and kept until a policy
+// changes: every local
 // endpoint of a group asks, and a walk over the rules costs as much as the policies are long.
 func (s *State) localRefs(dir model.Direction, tiers []dataplane.TierPolicies, header string) *localSideRefs {
-	key := dir.String() + header
+	key := header
 	if r, ok := s.localSide[key]; ok {
 		return r
 	}

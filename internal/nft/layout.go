@@ -230,7 +230,7 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 	g.listed = false
 
 	key, _ := peerKeys(g.dir, g.is4)
-	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
+	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	// the allow set and the peers map are kept while empty when sets are referenced: members
 	// may join any time
 	refs := len(cp.plan.refs) > 0
@@ -449,12 +449,23 @@ func sameChain(a, b *ruleset.Chain) bool {
 		slices.EqualFunc(a.Rules, b.Rules, ruleset.Rule.Equal)
 }
 
-// describe is the group chain's comment: direction and the ordered policies.
-func (g *group) describe() string {
+// describe names the group: direction and the ordered policies.
+func (g *group) describe() string { return g.describeUpTo(-1) }
+
+// comment is the group chain's comment: describe, as far as a comment keeps
+// (ruleset.MaxCommentLen bytes), so that a group of thousands of policies costs no string of
+// their length.
+func (g *group) comment() string { return ruleset.Comment(g.describeUpTo(ruleset.MaxCommentLen)) }
+
+// describeUpTo is describe, stopped once longer than limit bytes (limit < 0: whole).
+func (g *group) describeUpTo(limit int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:", g.dir)
 	for _, t := range g.tiers {
 		for i, p := range t.Policies {
+			if limit >= 0 && b.Len() > limit {
+				return b.String()
+			}
 			if i == 0 {
 				fmt.Fprintf(&b, " [%s]", t.Tier)
 			}

@@ -52,7 +52,7 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 	addr, _ := peerKeys(g.dir, g.is4)
 	namedKey := namedPortSetKey(g.is4)
 	builders := map[string]func() *ruleset.Set{}
-	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
+	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	for _, lr := range rl.rules {
 		var ls []ruleset.Lookup
 		use := func(name string, key ruleset.Key, invert bool, build func() *ruleset.Set) {

@@ -303,7 +303,7 @@ func (b *Builder) putUnionGroup(g *group, u *union) {
 	g.listed = false
 
 	key, addrPort := peerKeys(g.dir, g.is4)
-	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
+	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	allow, peers := b.table.Sets[g.name+"_allow"], b.table.Sets[g.name+"_peers"]
 	switch {
 	case !u.refs:
