@@ -253,11 +253,6 @@ func (b *Builder) endpointUpdated(m dataplane.EndpointUpdated) {
 func (b *Builder) setReplaced(id dataplane.SetID) {
 	for k := range b.index.setPolicies[id] {
 		b.pending.policies[k] = struct{}{}
-		for name := range b.index.policyGroups[k] {
-			if g := b.layout.groups[name]; g != nil && g.union != nil {
-				g.union.replaced[id] = struct{}{} // its rules' peers are found anew
-			}
-		}
 	}
 	b.sharedSetReplaced(id)
 }
@@ -313,6 +308,9 @@ func (b *Builder) recomputeOnce() {
 			if g := b.layout.groups[gname]; g != nil {
 				g.stale = true
 				b.pending.groups[gname] = struct{}{}
+				if g.union != nil {
+					g.union.touched[k] = struct{}{} // compiled again, whatever the tier lists say
+				}
 			}
 		}
 	}

@@ -47,6 +47,10 @@ type dispatchKey struct {
 // the group's policies, as long as they are many.
 type keyID [sha256.Size]byte
 
+// groupID is what a dispatch element's group is known by: its key, and the part of it that
+// the local-side facts make.
+type groupID struct{ key, facts keyID }
+
 // group is one decision structure: the endpoints (addresses) with equal GroupKeys for a direction
 // and family share it. Its name, hence its chain's and maps', is that of its lowest dispatch
 // element (groupName), not of its key: a group whose key changes (a policy added to or removed
@@ -54,6 +58,7 @@ type keyID [sha256.Size]byte
 // the table under it (placement).
 type group struct {
 	key     keyID
+	facts   keyID // the local-side facts' part of the key
 	dir     model.Direction
 	is4     bool
 	tiers   []dataplane.TierPolicies
@@ -94,7 +99,7 @@ func newPlacement(name string) placement {
 // thus withdrawn by the old owner before the new one puts it, whatever the order of their keys:
 // the old owner's delete never takes the new owner's element.
 func (b *Builder) regroup(keys []model.EndpointKey) {
-	wants := make([]map[dispatchKey]keyID, len(keys))
+	wants := make([]map[dispatchKey]groupID, len(keys))
 	touched := map[*group]struct{}{}
 	for i, k := range keys {
 		if e := b.layout.endpoints[k]; e != nil {
@@ -112,8 +117,8 @@ func (b *Builder) regroup(keys []model.EndpointKey) {
 
 // wantedKeys is the group key of each dispatch element the endpoint needs: one per address and
 // direction with policy (none after it is removed).
-func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]keyID {
-	want := map[dispatchKey]keyID{}
+func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
+	want := map[dispatchKey]groupID{}
 	if e.removed() {
 		return want
 	}
@@ -123,7 +128,8 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]keyID {
 			continue // no policy applies: allowed, no dispatch element
 		}
 		for _, a := range e.msg.Addrs {
-			want[dispatchKey{dir, a}] = b.state.groupKey(dir, tiers, a)
+			key, facts := b.state.groupKey(dir, tiers, a)
+			want[dispatchKey{dir, a}] = groupID{key, facts}
 		}
 	}
 	return want
@@ -139,11 +145,11 @@ func (e *endpoint) tiers(dir model.Direction) []dataplane.TierPolicies {
 
 // withdraw leaves the groups whose key the endpoint's dispatch elements no longer have, deletes
 // the dispatch elements it no longer wants and the anti-spoofing elements it no longer has.
-func (b *Builder) withdraw(e *endpoint, want map[dispatchKey]keyID, touched map[*group]struct{}) {
+func (b *Builder) withdraw(e *endpoint, want map[dispatchKey]groupID, touched map[*group]struct{}) {
 	for dk, name := range e.groups {
 		g := b.layout.groups[name]
-		key, wanted := want[dk]
-		if wanted && g.key == key {
+		id, wanted := want[dk]
+		if wanted && g.key == id.key {
 			continue
 		}
 		delete(g.members, dk)
@@ -167,16 +173,16 @@ func (b *Builder) withdraw(e *endpoint, want map[dispatchKey]keyID, touched map[
 // join makes the endpoint's dispatch elements members of the groups of their keys (place names
 // them and puts the elements) and puts its anti-spoofing elements; a removed endpoint is
 // forgotten.
-func (b *Builder) join(k model.EndpointKey, e *endpoint, want map[dispatchKey]keyID, touched map[*group]struct{}) {
-	for dk, key := range want {
+func (b *Builder) join(k model.EndpointKey, e *endpoint, want map[dispatchKey]groupID, touched map[*group]struct{}) {
+	for dk, id := range want {
 		if _, in := e.groups[dk]; in {
 			continue // withdraw kept it: same key
 		}
-		g := b.layout.byKey[key]
+		g := b.layout.byKey[id.key]
 		if g == nil {
-			g = &group{key: key, dir: dk.dir, is4: dk.addr.Is4(), tiers: e.tiers(dk.dir),
+			g = &group{key: id.key, facts: id.facts, dir: dk.dir, is4: dk.addr.Is4(), tiers: e.tiers(dk.dir),
 				members: map[dispatchKey]model.EndpointKey{}}
-			b.layout.byKey[key] = g
+			b.layout.byKey[id.key] = g
 		}
 		g.members[dk] = k
 		touched[g] = struct{}{}

@@ -18,13 +18,13 @@ import (
 // (its membership in the local-side sets, the local-side prefixes containing it and, for
 // ingress, its named ports). Two endpoints with equal keys get identical Decisions.
 func (s *State) GroupKey(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr) string {
-	id := s.groupKey(dir, tiers, local)
+	id, _ := s.groupKey(dir, tiers, local)
 	return hex.EncodeToString(id[:])
 }
 
 // groupKey is GroupKey's SHA-256, of the direction too, streamed: a key of thousands of
-// policies costs no string of their length.
-func (s *State) groupKey(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr) keyID {
+// policies costs no string of their length. facts is the SHA-256 of the local-side facts alone.
+func (s *State) groupKey(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr) (key, facts keyID) {
 	local = local.Unmap()
 	h := sha256.New()
 	buf := make([]byte, 0, 256)
@@ -49,33 +49,33 @@ func (s *State) groupKey(dir model.Direction, tiers []dataplane.TierPolicies, lo
 	var header keyID
 	h.Sum(header[:0])
 	refs := s.localRefs(dir, tiers, string(header[:]))
-	facts := map[string]bool{}
+	set := map[string]bool{}
 	for _, id := range refs.sets {
 		if s.member(id, local) {
-			facts["s:"+string(id)] = true
+			set["s:"+string(id)] = true
 		}
 	}
 	for _, n := range refs.nets {
 		if n.Contains(local) {
-			facts["n:"+n.String()] = true
+			set["n:"+n.String()] = true
 		}
 	}
 	for _, id := range refs.namedPorts {
-		if set := s.Sets[id]; set != nil {
-			for _, mb := range set.ports[local] {
-				facts[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
+		if np := s.Sets[id]; np != nil {
+			for _, mb := range np.ports[local] {
+				set[fmt.Sprintf("p:%s:%d:%d", id, mb.Protocol, mb.Port)] = true
 			}
 		}
 	}
-	keys := make([]string, 0, len(facts))
-	for k := range facts {
+	keys := make([]string, 0, len(set))
+	for k := range set {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	h.Write([]byte("|" + strings.Join(keys, ",")))
-	var id keyID
-	h.Sum(id[:0])
-	return id
+	text := []byte("|" + strings.Join(keys, ","))
+	h.Write(text)
+	h.Sum(key[:0])
+	return key, sha256.Sum256(text)
 }
 
 // localSideRefs are the distinct sets, prefixes and (ingress) named-port sets that the local

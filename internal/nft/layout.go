@@ -255,7 +255,7 @@ func (s *State) compileResult(g *group, union bool) *compileResult {
 		return &compileResult{list: rl}
 	}
 	if union {
-		if u, ok := s.compileUnion(g.dir, g.tiers, local, g.is4, g.union); ok {
+		if u, ok := s.compileUnion(g.dir, g.tiers, local, g.is4, g.facts, g.union); ok {
 			return &compileResult{union: u}
 		}
 	}

@@ -26,128 +26,154 @@ import (
 // whose grants differ. Any group outside that case — or whose map-shaped compile could exceed
 // the budget — takes the plan (decide.go, plan.go).
 
-// union is a union-shaped group's compiled form.
+// union is a union-shaped group's compiled form, kept per policy so that a compile under the
+// same name visits only the policies that changed.
 type union struct {
-	rules map[*dataplane.Rule]*unionRule   // by the State's rule (a policy version's)
-	bySet map[dataplane.SetID][]*unionRule // every set a rule requires → the rules requiring it
+	tier     string
+	action   model.Action
+	facts    keyID             // the local-side facts compiled for (groupKey)
+	policies []model.PolicyKey // the tier's policies compiled, in order
+	pols     map[model.PolicyKey]*unionPolicy
+	bySet    map[dataplane.SetID][]*unionRule // every set a rule requires → the rules requiring it
 	// peers are the rules that match each peer holding grants (in evaluation order), and grants
 	// its allowed ports (sorted by protocol and port), each with the first matching rule's reason
 	peers  map[netip.Addr][]*unionRule
 	grants map[netip.Addr][]protoPort
 	def    *Class // the tier's default (or the final allow): every packet no grant accepts
-	refs   bool   // the rules' peer sides reference sets: the allow set and peers map exist
-	// dirty lists, per address whose membership of a set changed, the sets (compilePeers);
-	// replaced are the sets sent whole since the compile, whose rules' peers are found anew
-	dirty    map[netip.Addr][]dataplane.SetID
-	replaced map[dataplane.SetID]struct{}
-	// changed holds, after an incremental compile, the peers whose grants it changed with their
-	// previous grants: what putUnionGroup changes in the table
+	// refCount counts the policies whose peer sides reference each set (any: the allow set and
+	// peers map exist); sizes holds the family's members of each such set that work counted.
+	refCount map[dataplane.SetID]int
+	sizes    map[dataplane.SetID]int
+	// work bounds what the plan would spend on this group (plan.spend): a rule visited, the
+	// referenced sets' members indexed and looked up, and per peer and matching rule its
+	// candidates, painted ports, segments and the class kept. Above the budget the plan compiles
+	// the group (and answers the budget as it does).
+	work int64
+	// dirty lists, per address whose membership of a set changed, the sets; touched are the
+	// policies changed since the compile (or whose sets were sent whole)
+	dirty   map[netip.Addr][]dataplane.SetID
+	touched map[model.PolicyKey]struct{}
+	// changed holds the peers whose grants a compile changed with their previous grants: what
+	// putUnionGroup changes in the table
 	changed map[netip.Addr][]protoPort
 }
 
-// unionRule is one rule of a union: the sets its peer must be in, the ports it allows, its
-// place in evaluation order, and the peers it matches.
+// unionPolicy is one policy of a union: its rules as compiled, the sets its peer sides
+// reference, its part of the work bound and its place in the tier.
+type unionPolicy struct {
+	order int64
+	rules []dataplane.Rule // the State's rules it was compiled from
+	union []*unionRule     // those that can match here
+	refs  []dataplane.SetID
+	work  int64
+}
+
+// unionRule is one rule of a union: the sets its peer must be in, the ports it allows, and the
+// peers it matches; gone once its policy is dropped.
 type unionRule struct {
-	src   *dataplane.Rule // the State's rule it compiles
+	pol   *unionPolicy
+	index int
 	sets  []dataplane.SetID
 	ports []protoPort
-	order int
 	peers []netip.Addr
+	gone  bool
 }
+
+// before orders rules by evaluation order.
+func (x *unionRule) before(y *unionRule) int {
+	return cmp.Or(cmp.Compare(x.pol.order, y.pol.order), cmp.Compare(x.index, y.index))
+}
+
+// orderGap spaces the order keys of a union's policies, so that policies inserted between two
+// take keys between theirs.
+const orderGap = 1 << 20
 
 // compileUnion compiles a group into the union shape, or reports that it is not one (or that
 // its map-shaped compile might exceed the budget, which only the plan answers). The caller has
-// ruled out the listed shape. With prev, the union laid out in the table under the group's
-// name, it is incremental: prev's rules whose policy version and local-side match are unchanged
-// keep their peers, and only the peers of rules added or gone (and of dirty or replaced sets)
-// are granted anew — prev itself is brought up to date and returned, with the peers it changed.
-// It reads the State and writes nothing but prev.
-func (s *State) compileUnion(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool, prev *union) (*union, bool) {
+// ruled out the listed shape. facts are the group's local-side facts (groupKey). With prev, the
+// union laid out in the table under the group's name, of the same tier and facts, it is
+// incremental: only the policies that differ between the tier lists (by their common head and
+// tail) or changed meanwhile (touched) are compiled again, and only the peers of their rules, and
+// of sets whose membership changed, are granted anew — prev itself is brought up to date and
+// returned, with the peers it changed. It reads the State and writes nothing but prev.
+func (s *State) compileUnion(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool, facts keyID, prev *union) (*union, bool) {
 	if len(tiers) != 1 {
 		return nil, false
 	}
-	rules := map[*dataplane.Rule]*unionRule{}
-	bySet := map[dataplane.SetID][]*unionRule{}
-	var fresh []*unionRule
-	refs := map[dataplane.SetID]struct{}{}
-	// work bounds what the plan would spend on this group (plan.spend): a rule visited, the
-	// referenced sets' members indexed and looked up, and per peer and matching rule its
-	// candidates, painted ports, segments and the class kept
-	var work int64
-	n := 0
-	for r := range s.tierRules(dir, tiers[0]) {
-		n++
-		work++
-		peer, localSide := &r.Src, &r.Dst
-		if dir == model.Egress {
-			peer, localSide = &r.Dst, &r.Src
-			if len(r.Dst.NamedPortSets)+len(r.Dst.NotNamedPortSets) > 0 {
-				return nil, false // named ports of the peer
+	t := tiers[0]
+	u := prev
+	var gone, added, mid []model.PolicyKey
+	var head int
+	if u != nil && u.tier == t.Tier && u.action == t.DefaultAction && u.facts == facts {
+		head, gone, mid = keysDiffAt(u.policies, t.Policies)
+		added = slices.Clone(mid)
+		for k := range u.touched {
+			if _, ok := u.pols[k]; ok && !slices.Contains(gone, k) {
+				gone = append(gone, k)
+			}
+			if slices.Contains(t.Policies, k) && !slices.Contains(added, k) {
+				added = append(added, k)
 			}
 		}
-		addRefs(refs, peer.Sets, peer.NotSets)
-		if r.ICMP != nil || r.NotICMP != nil || len(r.Src.Ports)+len(r.Src.NamedPortSets)+len(r.Src.NotPorts)+len(r.Src.NotNamedPortSets) > 0 {
+	} else {
+		prev = nil
+		u = &union{tier: t.Tier, action: t.DefaultAction, facts: facts, pols: map[model.PolicyKey]*unionPolicy{},
+			bySet: map[dataplane.SetID][]*unionRule{}, peers: map[netip.Addr][]*unionRule{},
+			grants: map[netip.Addr][]protoPort{}, refCount: map[dataplane.SetID]int{}, sizes: map[dataplane.SetID]int{},
+			dirty: map[netip.Addr][]dataplane.SetID{}}
+		added = t.Policies
+	}
+	u.changed = map[netip.Addr][]protoPort{}
+	affected := map[netip.Addr][]*unionRule{}
+	u.resize(s, is4, affected)
+	// order keys: a policy kept in place keeps its own (touched ones too: a policy that moves
+	// is in the middle of the diff), the middle of the diff takes keys spaced between its
+	// neighbours', a full compile spaces them all
+	orders := map[model.PolicyKey]int64{}
+	for _, k := range gone {
+		orders[k] = u.pols[k].order
+		u.drop(k, affected)
+	}
+	if prev == u {
+		orderOf := func(k model.PolicyKey) int64 {
+			if p, ok := u.pols[k]; ok {
+				return p.order
+			}
+			return orders[k]
+		}
+		lo, hi := int64(0), int64(0)
+		if head > 0 {
+			lo = orderOf(t.Policies[head-1])
+		}
+		if end := head + len(mid); end < len(t.Policies) {
+			hi = orderOf(t.Policies[end])
+		} else {
+			hi = lo + int64(len(mid)+1)*orderGap
+		}
+		step := (hi - lo) / int64(len(mid)+1)
+		if len(mid) > 0 && step < 1 {
+			return s.compileUnion(dir, tiers, local, is4, facts, nil) // no room: number them anew
+		}
+		for i, k := range mid {
+			orders[k] = lo + step*int64(i+1)
+		}
+	} else {
+		for i, k := range t.Policies {
+			orders[k] = int64(i+1) * orderGap
+		}
+	}
+	var fresh []*unionRule
+	for _, k := range added {
+		up, ok := s.unionPolicyOf(dir, k, local, is4, orders[k])
+		if !ok {
 			return nil, false
 		}
-		if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 || !s.addrMatch(localSide, local) {
-			continue // matches nothing here
-		}
-		var ur *unionRule
-		if prev != nil {
-			if o := prev.rules[r.Rule]; o != nil && !o.requires(prev.replaced) {
-				ur = o
-			}
-		}
-		if ur == nil {
-			nr, ok := unionRuleOf(r)
-			if !ok {
-				return nil, false
-			}
-			ur = &nr
-			fresh = append(fresh, ur)
-		}
-		ur.order = n
-		rules[r.Rule] = ur
-		for _, id := range ur.sets {
-			bySet[id] = append(bySet[id], ur)
-		}
-		if first := s.Sets[ur.sets[0]]; first != nil {
-			work += int64(first.len(is4)) * int64(3+17*len(ur.ports))
-		}
+		u.add(s, is4, k, up)
+		fresh = append(fresh, up.union...)
 	}
-	for id := range refs {
-		if set := s.Sets[id]; set != nil {
-			work += 16 * int64(set.len(is4))
-		}
-	}
-	if work > s.compileBudget {
+	u.policies, u.touched = t.Policies, map[model.PolicyKey]struct{}{}
+	if u.work > s.compileBudget {
 		return nil, false
-	}
-	def := tierDefault(tiers[0])
-	if def.Verdict == 0 {
-		def = Outcome{Allow, "no tier decided: allow"}
-	}
-	u := prev
-	if u == nil {
-		u = &union{peers: map[netip.Addr][]*unionRule{}, grants: map[netip.Addr][]protoPort{}}
-	}
-	// the peers to grant anew, each with its candidate rules (besides the rules it had)
-	affected := map[netip.Addr][]*unionRule{}
-	if prev != nil {
-		for src, o := range prev.rules {
-			if rules[src] != o {
-				for _, a := range o.peers {
-					if _, ok := affected[a]; !ok {
-						affected[a] = nil
-					}
-				}
-			}
-		}
-		for a, ids := range prev.dirty {
-			for _, id := range ids {
-				affected[a] = append(affected[a], bySet[id]...)
-			}
-		}
 	}
 	for _, ur := range fresh {
 		if first := s.Sets[ur.sets[0]]; first != nil {
@@ -158,11 +184,12 @@ func (s *State) compileUnion(dir model.Direction, tiers []dataplane.TierPolicies
 			}
 		}
 	}
-	u.rules, u.bySet, u.refs = rules, bySet, len(refs) > 0
+	def := tierDefault(t)
+	if def.Verdict == 0 {
+		def = Outcome{Allow, "no tier decided: allow"}
+	}
 	u.def = &Class{Other: def, Protos: map[model.Protocol]Outcome{}}
 	u.def.Key = classKey(u.def)
-	u.dirty, u.replaced = map[netip.Addr][]dataplane.SetID{}, map[dataplane.SetID]struct{}{}
-	u.changed = map[netip.Addr][]protoPort{}
 	for a, cand := range affected {
 		if !s.regrant(u, a, cand) {
 			return nil, false
@@ -171,31 +198,154 @@ func (s *State) compileUnion(dir model.Direction, tiers []dataplane.TierPolicies
 	return u, true
 }
 
-// requires reports whether the rule requires one of the sets ids.
-func (ur *unionRule) requires(ids map[dataplane.SetID]struct{}) bool {
-	for _, id := range ur.sets {
-		if _, ok := ids[id]; ok {
-			return true
-		}
+// keysDiffAt is keysDiff with the index where the middles start.
+func keysDiffAt(a, b []model.PolicyKey) (head int, gone, added []model.PolicyKey) {
+	gone, added = keysDiff(a, b)
+	for head < len(a) && head < len(b) && a[head] == b[head] {
+		head++
 	}
-	return false
+	return head, slices.Clone(gone), slices.Clone(added)
 }
 
-// regrant finds the rules of u matching peer a — among the rules it matched that are still u's
+// unionPolicyOf compiles one policy's rules for a union, or reports that one of them is not
+// the union's kind (or cannot be told from it: ICMP, source ports, named ports of the peer).
+func (s *State) unionPolicyOf(dir model.Direction, key model.PolicyKey, local netip.Addr, is4 bool, order int64) (*unionPolicy, bool) {
+	up := &unionPolicy{order: order, rules: s.policyRules(key, dir)}
+	for i := range up.rules {
+		r := policyRule{Rule: &up.rules[i], policy: key, dir: dir, index: i}
+		up.work++
+		peer, localSide := &r.Src, &r.Dst
+		if dir == model.Egress {
+			peer, localSide = &r.Dst, &r.Src
+			if len(r.Dst.NamedPortSets)+len(r.Dst.NotNamedPortSets) > 0 {
+				return nil, false // named ports of the peer
+			}
+		}
+		for _, id := range slices.Concat(peer.Sets, peer.NotSets) {
+			if !slices.Contains(up.refs, id) {
+				up.refs = append(up.refs, id)
+			}
+		}
+		if r.ICMP != nil || r.NotICMP != nil || len(r.Src.Ports)+len(r.Src.NamedPortSets)+len(r.Src.NotPorts)+len(r.Src.NotNamedPortSets) > 0 {
+			return nil, false
+		}
+		if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 || !s.addrMatch(localSide, local) {
+			continue // matches nothing here
+		}
+		ur, ok := unionRuleOf(r)
+		if !ok {
+			return nil, false
+		}
+		ur.pol = up
+		up.union = append(up.union, &ur)
+		if first := s.Sets[ur.sets[0]]; first != nil {
+			up.work += int64(first.len(is4)) * int64(3+17*len(ur.ports))
+		}
+	}
+	return up, true
+}
+
+// add files a compiled policy: its rules by set, its referenced sets, its work.
+func (u *union) add(s *State, is4 bool, k model.PolicyKey, up *unionPolicy) {
+	u.pols[k] = up
+	for _, ur := range up.union {
+		for _, id := range ur.sets {
+			u.bySet[id] = append(u.bySet[id], ur)
+		}
+	}
+	for _, id := range up.refs {
+		if u.refCount[id]++; u.refCount[id] == 1 {
+			n := 0
+			if set := s.Sets[id]; set != nil {
+				n = set.len(is4)
+			}
+			u.sizes[id] = n
+			u.work += 16 * int64(n)
+		}
+	}
+	u.work += up.work
+}
+
+// drop forgets a policy: its rules are gone, and their peers are granted anew (affected).
+func (u *union) drop(k model.PolicyKey, affected map[netip.Addr][]*unionRule) {
+	up := u.pols[k]
+	delete(u.pols, k)
+	for _, ur := range up.union {
+		ur.gone = true
+		for _, a := range ur.peers {
+			if _, ok := affected[a]; !ok {
+				affected[a] = nil
+			}
+		}
+		for _, id := range ur.sets {
+			if rs := slices.DeleteFunc(u.bySet[id], func(x *unionRule) bool { return x == ur }); len(rs) > 0 {
+				u.bySet[id] = rs
+			} else {
+				delete(u.bySet, id)
+			}
+		}
+	}
+	for _, id := range up.refs {
+		if u.refCount[id]--; u.refCount[id] == 0 {
+			u.work -= 16 * int64(u.sizes[id])
+			delete(u.refCount, id)
+			delete(u.sizes, id)
+		}
+	}
+	u.work -= up.work
+}
+
+// resize takes the membership changes of u.dirty: the work bound follows the sets' sizes, and
+// each dirty address is to be granted anew with the rules requiring a set it changed in.
+func (u *union) resize(s *State, is4 bool, affected map[netip.Addr][]*unionRule) {
+	ids := map[dataplane.SetID]struct{}{}
+	for a, dids := range u.dirty {
+		for _, id := range dids {
+			ids[id] = struct{}{}
+			affected[a] = append(affected[a], u.bySet[id]...)
+		}
+		if _, ok := affected[a]; !ok {
+			affected[a] = nil
+		}
+	}
+	clear(u.dirty)
+	for id := range ids {
+		old, ok := u.sizes[id]
+		if !ok {
+			continue
+		}
+		n := 0
+		if set := s.Sets[id]; set != nil {
+			n = set.len(is4)
+		}
+		d := int64(n - old)
+		u.sizes[id] = n
+		u.work += 16 * d
+		for _, ur := range u.bySet[id] {
+			if ur.sets[0] == id {
+				w := d * int64(3+17*len(ur.ports))
+				ur.pol.work += w
+				u.work += w
+			}
+		}
+	}
+}
+
+// regrant finds the rules of u matching peer a — among the rules it matched that are not gone
 // and the candidates cand — and its grants, recording a peer whose grants change in u.changed
 // (with its previous grants, once). It reports false when the union cannot represent the peer.
 func (s *State) regrant(u *union, a netip.Addr, cand []*unionRule) bool {
 	old := u.peers[a]
 	for _, ur := range old {
-		if u.rules[ur.src] == ur {
+		if !ur.gone {
 			cand = append(cand, ur)
 		}
 	}
-	slices.SortFunc(cand, func(x, y *unionRule) int { return x.order - y.order })
+	slices.SortFunc(cand, (*unionRule).before)
 	cand = slices.Compact(cand)
 	rs := cand[:0]
 	for _, ur := range cand {
-		if s.holdsAll(ur.sets, a) {
+		if !ur.gone && s.holdsAll(ur.sets, a) {
 			rs = append(rs, ur)
 		}
 	}
@@ -204,7 +354,7 @@ func (s *State) regrant(u *union, a netip.Addr, cand []*unionRule) bool {
 		return false
 	}
 	for _, ur := range old {
-		if u.rules[ur.src] == ur && !slices.Contains(rs, ur) {
+		if !ur.gone && !slices.Contains(rs, ur) {
 			if i := slices.Index(ur.peers, a); i >= 0 {
 				ur.peers = slices.Delete(ur.peers, i, i+1)
 			}
@@ -242,7 +392,7 @@ func unionRuleOf(r policyRule) (unionRule, bool) {
 		len(d.NamedPortSets)+len(d.NotPorts)+len(d.NotNamedPortSets) > 0 {
 		return unionRule{}, false
 	}
-	ur := unionRule{src: r.Rule, sets: peer.Sets}
+	ur := unionRule{index: r.index, sets: peer.Sets}
 	reason := r.reason() + " (allow)"
 	for _, p := range d.Ports {
 		if p.Name != "" || p.First != p.Last {
@@ -306,7 +456,7 @@ func (b *Builder) putUnionGroup(g *group, u *union) {
 	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	allow, peers := b.table.Sets[g.name+"_allow"], b.table.Sets[g.name+"_peers"]
 	switch {
-	case !u.refs:
+	case len(u.refCount) == 0:
 		b.dropSet(g.name + "_allow")
 		b.dropSet(g.name + "_peers")
 	case inPlace && allow != nil && peers != nil:
@@ -347,27 +497,25 @@ func syncAllow(allow *ruleset.Set, a netip.Addr, old, cur []protoPort) {
 
 // compileUnionPeers re-grants the peers whose membership of a set changed: the rules that
 // matched each, and those requiring a set it changed in, are tested again. A peer the union can
-// no longer represent (too many ports) makes the group compile again, as a plan.
+// no longer represent (too many ports), or sets grown past the budget's bound, make the group
+// compile again in full.
 func (b *Builder) compileUnionPeers(g *group) {
 	u := g.union
 	allow := b.table.Sets[g.name+"_allow"]
-	if allow == nil {
+	affected := map[netip.Addr][]*unionRule{}
+	u.resize(b.state, g.is4, affected)
+	if allow == nil || u.work > b.state.compileBudget {
+		g.union = nil
 		b.compileGroup(g, nil)
 		return
 	}
-	for _, a := range slices.SortedFunc(maps.Keys(u.dirty), netip.Addr.Compare) {
-		var cand []*unionRule
-		for _, id := range u.dirty[a] {
-			cand = append(cand, u.bySet[id]...)
-		}
-		if !b.state.regrant(u, a, cand) {
-			clear(u.dirty)
-			g.union = nil // its elements are rewritten whole
+	for _, a := range slices.SortedFunc(maps.Keys(affected), netip.Addr.Compare) {
+		if !b.state.regrant(u, a, affected[a]) {
+			g.union = nil // its elements are written whole
 			b.compileGroup(g, nil)
 			return
 		}
 	}
-	clear(u.dirty)
 	for _, a := range slices.SortedFunc(maps.Keys(u.changed), netip.Addr.Compare) {
 		syncAllow(allow, a, u.changed[a], u.grants[a])
 	}

@@ -44,7 +44,7 @@ func unionPod(name, node string, i int, labels map[string]string) model.Endpoint
 		Addrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), netip.AddrFrom16([16]byte{0: 0xfd, 1: 9, 14: byte(i >> 8), 15: byte(i)})}}
 }
 
-func unionPolicy(i int, server string, ports ...uint16) model.Policy {
+func manyPolicy(i int, server string, ports ...uint16) model.Policy {
 	var ps []model.Port
 	for _, p := range ports {
 		ps = append(ps, model.Port{First: p, Last: p})
@@ -75,7 +75,7 @@ func TestUnionIncrementalMatchesFresh(t *testing.T) {
 		if i%5 == 0 {
 			ports = append(ports, 8080, 443)
 		}
-		c.policies[unionPolicy(i, "app == 'server'", ports...).Key] = unionPolicy(i, "app == 'server'", ports...)
+		c.policies[manyPolicy(i, "app == 'server'", ports...).Key] = manyPolicy(i, "app == 'server'", ports...)
 	}
 	g := graph.New(graph.Config{NodeName: "n"})
 	b := NewBuilder(Config{})
@@ -118,7 +118,7 @@ func TestUnionIncrementalMatchesFresh(t *testing.T) {
 	}
 	names := slices.Sorted(maps.Keys(b.layout.groups))
 	for _, i := range []int{0, 29, 14, 5} {
-		p := unionPolicy(i, "app == 'server'", 80)
+		p := manyPolicy(i, "app == 'server'", 80)
 		delete(c.policies, p.Key)
 		apply(fmt.Sprintf("policy %d deleted", i), model.PolicyDeleted{Key: p.Key})
 		if got := slices.Sorted(maps.Keys(b.layout.groups)); !slices.Equal(got, names) {
@@ -127,13 +127,33 @@ func TestUnionIncrementalMatchesFresh(t *testing.T) {
 		c.policies[p.Key] = p
 		apply(fmt.Sprintf("policy %d created again", i), model.PolicySet{Policy: p})
 	}
+	// a policy's rules changed in place, a policy moved to the head and to the tail of the tier,
+	// two policies added at once at both ends
+	p7 := manyPolicy(7, "app == 'server'", 80, 8443)
+	c.policies[p7.Key] = p7
+	apply("policy 7 changed", model.PolicySet{Policy: p7})
+	for _, order := range []float64{-1, 5, 0} {
+		p3 := manyPolicy(3, "app == 'server'", 80)
+		p3.Order = order
+		c.policies[p3.Key] = p3
+		apply(fmt.Sprintf("policy 3 at order %v", order), model.PolicySet{Policy: p3})
+	}
+	first, last := manyPolicy(50, "app == 'server'", 80, 8081), manyPolicy(51, "app == 'server'", 8080)
+	first.Order, last.Order = -2, 2
+	c.policies[first.Key], c.policies[last.Key] = first, last
+	apply("policies at both ends", model.PolicySet{Policy: first}, model.PolicySet{Policy: last})
 	// a policy of one server only splits the group, and its deletion merges it again
-	one := unionPolicy(40, "idx == '1'", 9000)
+	one := manyPolicy(40, "idx == '1'", 9000)
 	c.policies[one.Key] = one
 	apply("a policy of server-1", model.PolicySet{Policy: one})
 	delete(c.policies, one.Key)
 	apply("the policy of server-1 deleted", model.PolicyDeleted{Key: one.Key})
 	// pods joining and leaving selectors: one peer re-granted
+	for _, gr := range b.layout.groups {
+		if gr.union == nil {
+			t.Fatalf("group %s is not union-shaped: the test no longer exercises a union's peers", gr.name)
+		}
+	}
 	for i, grp := range []string{"g3", "g7", "none", "g0"} {
 		k := model.EndpointKey{Namespace: "m", Name: fmt.Sprintf("peer-%d", i*5)}
 		e := c.pods[k]
@@ -153,12 +173,12 @@ func TestUnionIncrementalMatchesFresh(t *testing.T) {
 	}
 	e := unionPod("peer-99", "o", 199, map[string]string{"peer": "g11"})
 	c.pods[e.Key] = e
-	p1 := unionPolicy(1, "app == 'server'", 80)
+	p1 := manyPolicy(1, "app == 'server'", 80)
 	delete(c.policies, p1.Key)
 	apply("set g11 replaced, policy 1 deleted", append(us, model.EndpointSet{Endpoint: e}, model.PolicyDeleted{Key: p1.Key})...)
 	// a peer granted more than maxFastPorts ports: the group takes the plan
 	for i := range 6 {
-		p := unionPolicy(60+i*12, "app == 'server'", 2000+uint16(3*i), 3000+uint16(3*i), 4000+uint16(3*i))
+		p := manyPolicy(60+i*12, "app == 'server'", 2000+uint16(3*i), 3000+uint16(3*i), 4000+uint16(3*i))
 		c.policies[p.Key] = p
 		apply(fmt.Sprintf("wide policy %d", i), model.PolicySet{Policy: p})
 	}
