@@ -34,8 +34,9 @@
 //     its name, and the group taking a name takes its objects (placement), changed in place.
 //   - compileUnion (union.go): a map-shaped group of one tier whose rules all allow single ports
 //     from selector peers (NetworkPolicy's common case) is compiled as the union of its rules'
-//     grants per peer, without a plan, into the same table as the plan's; incrementally when its
-//     name's previous compile was a union.
+//     grants per peer, without a plan, into the same table as the plan's; kept per policy, and
+//     compiled again only in the policies that changed when its name's previous compile was a
+//     union.
 //   - Builder (builder.go): folds messages into the State, brings the table up to date on
 //     Apply (regroup the dirty endpoints, recompile the stale groups, again for the policies a
 //     compile rejected) and hands over the apply's changes. Its state is split by concern, each
@@ -153,16 +154,16 @@
 //     graph in the commit, in time proportional to the table's verdict-map elements, while a plain
 //     element's commit does not grow with the table — hence the fast path.
 //   - A policy change, a new set or a regrouped endpoint: the groups concerned are recompiled;
-//     their unchanged elements are not sent. A map-shaped group is compiled in full. A union group
-//     compiled under the name of a previous union is compiled incrementally: one pass over its
-//     rules (O(N) for N policies: its default's reason, the budget bound, the rules that changed),
-//     then only the peers of rules added or gone, of sets sent whole and of dirty addresses are
-//     granted anew and their allow elements changed in place — one policy added to or removed
-//     from 10,000 is O(10,000) rule visits and its own peers' elements (BenchmarkManyPolicies).
-//     A group whose lowest address changes is renamed: its chain and maps are put anew and its
-//     members' dispatch elements changed. Compiles run on all processors at once (a compile
-//     reads the State and writes only its group's union); their results are laid out in the
-//     table one at a time, in name order.
+//     their unchanged elements are not sent. A map-shaped group is compiled in full. A union
+//     group compiled under the name of a previous union compiles only the policies that differ
+//     between the tier lists (common head and tail) or changed meanwhile, then grants anew only
+//     the peers of their rules and of dirty addresses and changes their allow elements in place:
+//     one policy added to or removed from 10,000 costs O(10,000) key comparisons (the index's and
+//     the union's diffs, the group key's streamed hash) and its own rules and peers
+//     (BenchmarkManyPolicies). A group whose lowest address changes is renamed: its chain and
+//     maps are put anew and its members' dispatch elements changed. Compiles run on all
+//     processors at once (a compile reads the State and writes only its group's union); their
+//     results are laid out in the table one at a time, in name order.
 //   - Memory: per map-shaped group the decision (peer → interned class key) and, for plans with
 //     more than 16 referenced sets, an index of peer → sets. Each address set's members are held
 //     once: the State keeps them in two per-family plain address sets (ruleset.NewAddrSet, 4 bytes
