@@ -84,6 +84,10 @@ func (x *unionRule) before(y *unionRule) int {
 	return cmp.Or(cmp.Compare(x.pol.order, y.pol.order), cmp.Compare(x.index, y.index))
 }
 
+// unionWorkSlack is what the plan spends beyond a union's work bound, at most: the sweep and the
+// class of the addresses no rule names.
+const unionWorkSlack = 100
+
 // orderGap spaces the order keys of a union's policies, so that policies inserted between two
 // take keys between theirs.
 const orderGap = 1 << 20
@@ -172,7 +176,7 @@ func (s *State) compileUnion(dir model.Direction, tiers []dataplane.TierPolicies
 		fresh = append(fresh, up.union...)
 	}
 	u.policies, u.touched = t.Policies, map[model.PolicyKey]struct{}{}
-	if u.work > s.compileBudget {
+	if u.work+unionWorkSlack > s.compileBudget {
 		return nil, false
 	}
 	for _, ur := range fresh {
@@ -504,7 +508,7 @@ func (b *Builder) compileUnionPeers(g *group) {
 	allow := b.table.Sets[g.name+"_allow"]
 	affected := map[netip.Addr][]*unionRule{}
 	u.resize(b.state, g.is4, affected)
-	if allow == nil || u.work > b.state.compileBudget {
+	if allow == nil || u.work+unionWorkSlack > b.state.compileBudget {
 		g.union = nil
 		b.compileGroup(g, nil)
 		return
