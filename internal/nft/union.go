@@ -2,6 +2,7 @@ package nft
 
 import (
 	"cmp"
+	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -179,27 +180,57 @@ func (s *State) compileUnion(dir model.Direction, tiers []dataplane.TierPolicies
 	if u.work+unionWorkSlack > s.compileBudget {
 		return nil, false
 	}
-	for _, ur := range fresh {
-		if first := s.Sets[ur.sets[0]]; first != nil {
-			for a := range first.addresses(is4) {
-				if s.holdsAll(ur.sets[1:], a) {
-					affected[a] = append(affected[a], ur)
-				}
-			}
-		}
-	}
 	def := tierDefault(t)
 	if def.Verdict == 0 {
 		def = Outcome{Allow, "no tier decided: allow"}
 	}
 	u.def = &Class{Other: def, Protos: map[model.Protocol]Outcome{}}
 	u.def.Key = classKey(u.def)
+	if prev == nil {
+		// a full compile: the rules, in evaluation order, file their peers directly, and every
+		// peer's grants are laid out whole
+		u.changed = nil
+		for _, ur := range fresh {
+			for a := range s.ruleMembers(ur, is4) {
+				u.peers[a] = append(u.peers[a], ur)
+				ur.peers = append(ur.peers, a)
+			}
+		}
+		for a, rs := range u.peers {
+			ps, ok := u.grant(rs)
+			if !ok {
+				return nil, false
+			}
+			u.grants[a] = ps
+		}
+		return u, true
+	}
+	for _, ur := range fresh {
+		for a := range s.ruleMembers(ur, is4) {
+			affected[a] = append(affected[a], ur)
+		}
+	}
 	for a, cand := range affected {
 		if !s.regrant(u, a, cand) {
 			return nil, false
 		}
 	}
 	return u, true
+}
+
+// ruleMembers yields the addresses of family is4 in every set the rule requires.
+func (s *State) ruleMembers(ur *unionRule, is4 bool) iter.Seq[netip.Addr] {
+	return func(yield func(netip.Addr) bool) {
+		first := s.Sets[ur.sets[0]]
+		if first == nil {
+			return
+		}
+		for a := range first.addresses(is4) {
+			if s.holdsAll(ur.sets[1:], a) && !yield(a) {
+				return
+			}
+		}
+	}
 }
 
 // keysDiffAt is keysDiff with the index where the middles start.
@@ -370,6 +401,9 @@ func (s *State) regrant(u *union, a netip.Addr, cand []*unionRule) bool {
 		}
 	}
 	if prior := u.grants[a]; !slices.Equal(prior, ps) {
+		if u.changed == nil {
+			u.changed = map[netip.Addr][]protoPort{}
+		}
 		if _, seen := u.changed[a]; !seen {
 			u.changed[a] = prior
 		}
