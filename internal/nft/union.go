@@ -21,11 +21,12 @@ import (
 // peer (fast.go) and the map shape's table is: the allow set holding each peer's ports, an empty
 // peers map, no nets map, and the default's class chain. The union compile computes exactly
 // that table without computing a class per peer: it walks each rule's selector members once and
-// grants their ports, O(rules + Σ members of the rules' selectors). It keeps the grants, so a
-// pod joining or leaving a selector re-grants that one peer (its rules, found by set), and a
-// later compile of the group under the same name changes only the allow elements of the peers
-// whose grants differ. Any group outside that case — or whose map-shaped compile could exceed
-// the budget — takes the plan (decide.go, plan.go).
+// grants their ports, O(rules + Σ members of the rules' selectors). It keeps its work per policy
+// and the grants per peer, so a pod joining or leaving a selector re-grants that one peer (its
+// rules, found by set), and a later compile of the group under the same name compiles only the
+// policies that changed and changes only the allow elements of the peers whose grants differ.
+// Any group outside that case — or whose map-shaped compile could exceed the budget — takes the
+// plan (decide.go, plan.go).
 
 // union is a union-shaped group's compiled form, kept per policy so that a compile under the
 // same name visits only the policies that changed.
