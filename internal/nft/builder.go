@@ -85,6 +85,7 @@ type options struct {
 	countAllowed bool
 	rejected     func(key model.PolicyKey, reason string)
 	log          *slog.Logger
+	noUnion      bool // compile union-shaped groups as plans (tests compare the two)
 }
 
 // Builder folds the graph's messages into the desired table: it holds the State, lays its
@@ -219,7 +220,7 @@ func (b *Builder) fold(m dataplane.Message) {
 		b.endpointUpdated(m)
 	case dataplane.EndpointRemoved:
 		if e := b.layout.endpoints[m.Key]; e != nil {
-			b.index.endpoint(m.Key, &e.msg, false)
+			b.index.endpoint(m.Key, &e.msg, nil)
 			e.msg = dataplane.EndpointUpdated{} // removed(): regroup releases its groups
 			b.pending.endpoints[m.Key] = struct{}{}
 		}
@@ -231,18 +232,20 @@ func (b *Builder) fold(m dataplane.Message) {
 // endpointUpdated records an endpoint's new facts (addresses unmapped) for its regroup.
 func (b *Builder) endpointUpdated(m dataplane.EndpointUpdated) {
 	e := b.layout.endpoints[m.Key]
+	var old *dataplane.EndpointUpdated
 	if e == nil {
 		e = &endpoint{groups: map[dispatchKey]string{}}
 		b.layout.endpoints[m.Key] = e
 	} else {
-		b.index.endpoint(m.Key, &e.msg, false)
+		prev := e.msg
+		old = &prev
 	}
 	e.msg = m
 	e.msg.Addrs = make([]netip.Addr, len(m.Addrs))
 	for i, a := range m.Addrs {
 		e.msg.Addrs[i] = a.Unmap()
 	}
-	b.index.endpoint(m.Key, &e.msg, true)
+	b.index.endpoint(m.Key, old, &e.msg)
 	b.pending.endpoints[m.Key] = struct{}{}
 }
 
@@ -269,6 +272,10 @@ func (b *Builder) memberChanged(id dataplane.SetID, a netip.Addr) {
 				continue // a listed group's peers are its shared sets' members
 			}
 			b.pending.groups[name] = struct{}{}
+			if g.union != nil {
+				g.union.dirty[a] = append(g.union.dirty[a], id)
+				continue
+			}
 			if g.compiled == nil {
 				g.stale = true
 				continue
@@ -302,6 +309,9 @@ func (b *Builder) recomputeOnce() {
 			if g := b.layout.groups[gname]; g != nil {
 				g.stale = true
 				b.pending.groups[gname] = struct{}{}
+				if g.union != nil {
+					g.union.touched[k] = struct{}{} // compiled again, whatever the tier lists say
+				}
 			}
 		}
 	}
@@ -322,6 +332,8 @@ func (b *Builder) recomputeOnce() {
 		case g == nil: // left by its last endpoint meanwhile
 		case g.stale:
 			b.compileGroup(g, pre[name])
+		case g.union != nil && len(g.union.dirty) > 0:
+			b.compileUnionPeers(g)
 		case len(g.dirtyPeers) > 0:
 			b.compilePeers(g)
 		}
@@ -330,8 +342,9 @@ func (b *Builder) recomputeOnce() {
 
 // compileResult is a group's compiled form: a rule list (listed shape) or a decision.
 type compileResult struct {
-	list *ruleList
-	cp   *compiled
+	list  *ruleList
+	union *union
+	cp    *compiled
 }
 
 // precompile compiles the stale groups among names on all processors: a compile only reads the
@@ -354,7 +367,7 @@ func (b *Builder) precompile(names []string) map[string]*compileResult {
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				out[i] = b.state.compileResult(todo[i])
+				out[i] = b.state.compileResult(todo[i], !b.opts.noUnion)
 			}
 		})
 	}

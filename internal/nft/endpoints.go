@@ -1,8 +1,10 @@
 package nft
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,10 +15,12 @@ import (
 )
 
 // layout is where the local endpoints stand in the table: each endpoint's dispatch elements and
-// the group each leads to, the groups by chain name, and the workload prefixes being checked.
+// the group each leads to, the groups by chain name and by key, and the workload prefixes being
+// checked.
 type layout struct {
 	endpoints map[model.EndpointKey]*endpoint
 	groups    map[string]*group // by chain name
+	byKey     map[keyID]*group  // by group key (its hash)
 	// activePrefixes are the workload prefixes behind which a local pod has been seen (its
 	// host route leaves through such an interface): only those are checked (see Config).
 	activePrefixes map[string]bool
@@ -24,7 +28,7 @@ type layout struct {
 
 func newLayout() layout {
 	return layout{endpoints: map[model.EndpointKey]*endpoint{}, groups: map[string]*group{},
-		activePrefixes: map[string]bool{}}
+		byKey: map[keyID]*group{}, activePrefixes: map[string]bool{}}
 }
 
 type endpoint struct {
@@ -39,19 +43,42 @@ type dispatchKey struct {
 	addr netip.Addr
 }
 
+// keyID identifies a group by the SHA-256 of its direction and key (GroupKey): a key spells out
+// the group's policies, as long as they are many.
+type keyID [sha256.Size]byte
+
+// groupID is what a dispatch element's group is known by: its key, and the part of it that
+// the local-side facts make.
+type groupID struct{ key, facts keyID }
+
 // group is one decision structure: the endpoints (addresses) with equal GroupKeys for a direction
-// and family share it.
+// and family share it. Its name, hence its chain's and maps', is that of its lowest dispatch
+// element (groupName), not of its key: a group whose key changes (a policy added to or removed
+// from the endpoints it holds) keeps its name, and its next compile finds its previous objects in
+// the table under it (placement).
 type group struct {
-	name    string
+	key     keyID
+	facts   keyID // the local-side facts' part of the key
 	dir     model.Direction
 	is4     bool
 	tiers   []dataplane.TierPolicies
-	members map[dispatchKey]struct{}
+	members map[dispatchKey]model.EndpointKey
+	stale   bool // needs a full recompile (its policies or tiers changed, or it is new)
+	placement
+}
+
+// placement is what a group holds in the table under its name: its chain and maps, its
+// references to class chains and shared sets, and the compiled form they were laid out from.
+// When a group gives up its name (its key changed, or its lowest address left) the group that
+// takes the name next takes the placement too, so that its compile changes the objects in place
+// and a commit sends what differs.
+type placement struct {
+	name string
 	// classUse counts the references (peer elements, intervals, the default) to each class
 	// chain; the group holds one reference of objects.classes per chain it uses.
 	classUse map[string]int
-	stale    bool      // needs a full recompile (its policies or tiers changed, or it is new)
-	compiled *compiled // the last full compile, updated peer by peer
+	compiled *compiled // the last full compile (map shape), updated peer by peer
+	union    *union    // the union shape's grants (union.go), updated peer by peer
 	// dirtyPeers are addresses whose membership of a referenced set changed since the last
 	// compile: only their peers elements are recomputed.
 	dirtyPeers map[netip.Addr]struct{}
@@ -61,30 +88,37 @@ type group struct {
 	shared []string
 }
 
-// regroup recomputes the dispatch elements, group memberships and anti-spoofing elements of
-// the endpoints keys in two passes: each endpoint first withdraws what it no longer wants, then
-// each puts what it wants. An address whose owner changes within one apply (the graph names one
-// owner per address) is thus withdrawn by the old owner before the new one puts it, whatever
-// the order of their keys: the old owner's delete never takes the new owner's element.
-func (b *Builder) regroup(keys []model.EndpointKey) {
-	wants := make([]map[dispatchKey]string, len(keys))
-	for i, k := range keys {
-		if e := b.layout.endpoints[k]; e != nil {
-			wants[i] = b.wantedGroups(e)
-			b.withdraw(e, wants[i])
-		}
-	}
-	for i, k := range keys {
-		if e := b.layout.endpoints[k]; e != nil {
-			b.join(k, e, wants[i])
-		}
-	}
+func newPlacement(name string) placement {
+	return placement{name: name, classUse: map[string]int{}, dirtyPeers: map[netip.Addr]struct{}{}}
 }
 
-// wantedGroups is the group chain of each dispatch element the endpoint needs: one per address
-// and direction with policy (none after it is removed).
-func (b *Builder) wantedGroups(e *endpoint) map[dispatchKey]string {
-	want := map[dispatchKey]string{}
+// regroup recomputes the dispatch elements, group memberships and anti-spoofing elements of
+// the endpoints keys in passes: each endpoint first withdraws what it no longer wants, then
+// each joins the groups of its keys, then the groups whose members changed are named (place).
+// An address whose owner changes within one apply (the graph names one owner per address) is
+// thus withdrawn by the old owner before the new one puts it, whatever the order of their keys:
+// the old owner's delete never takes the new owner's element.
+func (b *Builder) regroup(keys []model.EndpointKey) {
+	wants := make([]map[dispatchKey]groupID, len(keys))
+	touched := map[*group]struct{}{}
+	for i, k := range keys {
+		if e := b.layout.endpoints[k]; e != nil {
+			wants[i] = b.wantedKeys(e)
+			b.withdraw(e, wants[i], touched)
+		}
+	}
+	for i, k := range keys {
+		if e := b.layout.endpoints[k]; e != nil {
+			b.join(k, e, wants[i], touched)
+		}
+	}
+	b.place(touched)
+}
+
+// wantedKeys is the group key of each dispatch element the endpoint needs: one per address and
+// direction with policy (none after it is removed).
+func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
+	want := map[dispatchKey]groupID{}
 	if e.removed() {
 		return want
 	}
@@ -94,7 +128,8 @@ func (b *Builder) wantedGroups(e *endpoint) map[dispatchKey]string {
 			continue // no policy applies: allowed, no dispatch element
 		}
 		for _, a := range e.msg.Addrs {
-			want[dispatchKey{dir, a}] = groupName(dir, b.state.GroupKey(dir, tiers, a))
+			key, facts := b.state.groupKey(dir, tiers, a)
+			want[dispatchKey{dir, a}] = groupID{key, facts}
 		}
 	}
 	return want
@@ -108,14 +143,20 @@ func (e *endpoint) tiers(dir model.Direction) []dataplane.TierPolicies {
 	return e.msg.Ingress
 }
 
-// withdraw leaves the groups and deletes the dispatch and anti-spoofing elements that the
-// endpoint has and no longer wants.
-func (b *Builder) withdraw(e *endpoint, want map[dispatchKey]string) {
-	for dk, old := range e.groups {
-		if want[dk] != old {
-			b.leaveGroup(old, dk)
+// withdraw leaves the groups whose key the endpoint's dispatch elements no longer have, deletes
+// the dispatch elements it no longer wants and the anti-spoofing elements it no longer has.
+func (b *Builder) withdraw(e *endpoint, want map[dispatchKey]groupID, touched map[*group]struct{}) {
+	for dk, name := range e.groups {
+		g := b.layout.groups[name]
+		id, wanted := want[dk]
+		if wanted && g.key == id.key {
+			continue
+		}
+		delete(g.members, dk)
+		touched[g] = struct{}{}
+		delete(e.groups, dk)
+		if !wanted {
 			b.deleteDispatch(dk)
-			delete(e.groups, dk)
 		}
 	}
 	if len(b.opts.prefixes) == 0 {
@@ -129,29 +170,88 @@ func (b *Builder) withdraw(e *endpoint, want map[dispatchKey]string) {
 	}
 }
 
-// join puts the dispatch and anti-spoofing elements the endpoint wants and joins their
-// groups; a removed endpoint is forgotten.
-func (b *Builder) join(k model.EndpointKey, e *endpoint, want map[dispatchKey]string) {
-	for dk, name := range want {
-		if e.groups[dk] == name {
-			continue
+// join makes the endpoint's dispatch elements members of the groups of their keys (place names
+// them and puts the elements) and puts its anti-spoofing elements; a removed endpoint is
+// forgotten.
+func (b *Builder) join(k model.EndpointKey, e *endpoint, want map[dispatchKey]groupID, touched map[*group]struct{}) {
+	for dk, id := range want {
+		if _, in := e.groups[dk]; in {
+			continue // withdraw kept it: same key
 		}
-		g := b.layout.groups[name]
+		g := b.layout.byKey[id.key]
 		if g == nil {
-			g = &group{name: name, dir: dk.dir, is4: dk.addr.Is4(), tiers: e.tiers(dk.dir),
-				members: map[dispatchKey]struct{}{}, classUse: map[string]int{}, stale: true,
-				dirtyPeers: map[netip.Addr]struct{}{}}
-			b.layout.groups[name] = g
-			b.pending.groups[name] = struct{}{}
-			b.index.group(g, true)
+			g = &group{key: id.key, facts: id.facts, dir: dk.dir, is4: dk.addr.Is4(), tiers: e.tiers(dk.dir),
+				members: map[dispatchKey]model.EndpointKey{}}
+			b.layout.byKey[id.key] = g
 		}
-		g.members[dk] = struct{}{}
-		e.groups[dk] = name
-		b.setDispatch(dk, name, k)
+		g.members[dk] = k
+		touched[g] = struct{}{}
 	}
 	b.putSources(e)
 	if e.removed() {
 		delete(b.layout.endpoints, k)
+	}
+}
+
+// place names the groups whose members changed after their lowest dispatch element (groupName)
+// and points their members' dispatch elements at them. A group that gives up a name releases its
+// placement; the group that takes the name takes the placement with it (it is recompiled, and
+// its compile changes the objects in place); a placement no group takes is dropped from the
+// table. A group left without members is forgotten.
+func (b *Builder) place(touched map[*group]struct{}) {
+	gs := slices.SortedFunc(maps.Keys(touched), func(x, y *group) int { return bytes.Compare(x.key[:], y.key[:]) })
+	type release struct {
+		placement
+		tiers []dataplane.TierPolicies // of the group that held it, as the index files it
+	}
+	released := map[string]release{}
+	var moved []*group
+	wants := map[*group]string{}
+	for _, g := range gs {
+		want := ""
+		if len(g.members) > 0 {
+			want = groupName(g.dir, g.sample())
+		}
+		if want == g.name {
+			continue
+		}
+		if g.name != "" {
+			delete(b.layout.groups, g.name)
+			released[g.name] = release{g.placement, g.tiers}
+			g.placement = placement{}
+		}
+		if want == "" {
+			delete(b.layout.byKey, g.key)
+			continue
+		}
+		wants[g] = want
+		moved = append(moved, g)
+	}
+	for _, g := range moved {
+		name := wants[g]
+		if r, ok := released[name]; ok {
+			g.placement = r.placement
+			b.index.groupTiers(name, r.tiers, g.tiers)
+			delete(released, name)
+		} else {
+			g.placement = newPlacement(name)
+			b.index.group(name, g.tiers, true)
+		}
+		g.stale = true
+		b.layout.groups[name] = g
+		b.pending.groups[name] = struct{}{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(released)) {
+		b.index.group(name, released[name].tiers, false)
+		b.dropPlacement(released[name].placement)
+	}
+	for _, g := range gs {
+		for dk, k := range g.members {
+			if e := b.layout.endpoints[k]; e.groups[dk] != g.name {
+				e.groups[dk] = g.name
+				b.setDispatch(dk, g.name, k)
+			}
+		}
 	}
 }
 
@@ -218,35 +318,25 @@ func (g *group) sample() netip.Addr {
 
 func (e *endpoint) removed() bool { return e.msg.Key == (model.EndpointKey{}) }
 
-func (b *Builder) leaveGroup(name string, dk dispatchKey) {
-	g := b.layout.groups[name]
-	if g == nil {
-		return
-	}
-	delete(g.members, dk)
-	if len(g.members) > 0 {
-		if g.compiled != nil && g.compiled.local == dk.addr {
-			// the compile's sample endpoint left (its facts changed): peers recompiled later
-			// must see the facts of an endpoint that still has the group's key
-			g.compiled.local = g.sample()
-		}
-		return
-	}
-	// unused: remove its chain and maps, release its classes
-	b.index.group(g, false)
-	for c := range g.classUse {
+// dropPlacement removes a placement no group took: its chain and maps, its references to class
+// chains and shared sets.
+func (b *Builder) dropPlacement(p placement) {
+	for c := range p.classUse {
 		b.releaseClass(c)
 	}
-	b.releaseShared(g, nil)
-	delete(b.layout.groups, name)
-	b.dropChain(name)
-	b.dropMapSets(g)
+	for _, name := range p.shared {
+		if b.objects.shared.release(name) {
+			b.dropSet(name)
+		}
+	}
+	b.dropChain(p.name)
+	b.dropMapSets(p.name)
 }
 
 // dropMapSets drops the sets of a group's map shape (layout.go) that the table holds.
-func (b *Builder) dropMapSets(g *group) {
+func (b *Builder) dropMapSets(name string) {
 	for _, suffix := range []string{"_allow", "_peers", "_nets"} {
-		b.dropSet(g.name + suffix)
+		b.dropSet(name + suffix)
 	}
 }
 
@@ -302,13 +392,16 @@ func (b *Builder) putSet(s *ruleset.Set) {
 	b.pending.changes.Sets[s.Name] = struct{}{}
 }
 
-// groupName is a group chain's name: direction and a hash of the group key.
-func groupName(dir model.Direction, key string) string {
+// groupName is the name of a group chain (and the prefix of its maps' names): its direction and
+// a hash of its lowest address. Each dispatch element is in one group, so no two groups share a
+// name; the name depends on the group's members, not on its policies, and a fresh Builder
+// computes the same one from the same state.
+func groupName(dir model.Direction, lowest netip.Addr) string {
 	prefix := "in_"
 	if dir == model.Egress {
 		prefix = "eg_"
 	}
-	return prefix + shortHash(key)
+	return prefix + shortHash(lowest.String())
 }
 
 func shortHash(s string) string {

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -38,38 +39,134 @@ func (x *index) policySets(p *dataplane.PolicyUpdated, add bool) {
 	}
 }
 
-// endpoint indexes (add) or forgets an endpoint's policies and addresses.
-func (x *index) endpoint(k model.EndpointKey, m *dataplane.EndpointUpdated, add bool) {
-	for _, tiers := range [][]dataplane.TierPolicies{m.Ingress, m.Egress} {
-		for _, t := range tiers {
-			for _, p := range t.Policies {
-				if add {
-					setmap.Add(x.policyEndpoint, p, k)
-				} else {
+// endpoint re-indexes an endpoint from its previous message old (nil: none) to cur (nil: it is
+// removed): its policies and addresses. When the tiers keep their names, each tier's policy list
+// is compared by its common head and tail, so that one policy added to or removed from thousands
+// costs comparisons, not index changes.
+func (x *index) endpoint(k model.EndpointKey, old, cur *dataplane.EndpointUpdated) {
+	var none dataplane.EndpointUpdated
+	if old == nil {
+		old = &none
+	}
+	if cur == nil {
+		cur = &none
+	}
+	if gone, added, ok := policyDiff(old, cur); ok {
+		for _, p := range gone {
+			if !appliesIn(cur, p) {
+				setmap.Remove(x.policyEndpoint, p, k)
+			}
+		}
+		for _, p := range added {
+			setmap.Add(x.policyEndpoint, p, k)
+		}
+	} else {
+		for _, tiers := range [][]dataplane.TierPolicies{old.Ingress, old.Egress} {
+			for _, t := range tiers {
+				for _, p := range t.Policies {
 					setmap.Remove(x.policyEndpoint, p, k)
 				}
 			}
 		}
+		for _, tiers := range [][]dataplane.TierPolicies{cur.Ingress, cur.Egress} {
+			for _, t := range tiers {
+				for _, p := range t.Policies {
+					setmap.Add(x.policyEndpoint, p, k)
+				}
+			}
+		}
 	}
-	for _, a := range m.Addrs {
-		if add {
-			x.localAddrs[a] = k
-		} else if x.localAddrs[a] == k {
+	for _, a := range old.Addrs {
+		if x.localAddrs[a] == k {
 			delete(x.localAddrs, a)
+		}
+	}
+	for _, a := range cur.Addrs {
+		x.localAddrs[a] = k
+	}
+}
+
+// maxPolicyDiff bounds the policies a diff of two tier lists may find gone, each looked for in
+// the new lists.
+const maxPolicyDiff = 16
+
+// policyDiff lists the policies of old's tiers that the same tiers of cur lack at the same place
+// (gone) and those cur has in their stead (added), per tier by the lists' common head and tail;
+// false when the directions' tiers differ in number or name, or too many are gone.
+func policyDiff(old, cur *dataplane.EndpointUpdated) (gone, added []model.PolicyKey, ok bool) {
+	for _, d := range [2][2][]dataplane.TierPolicies{{old.Ingress, cur.Ingress}, {old.Egress, cur.Egress}} {
+		if len(d[0]) != len(d[1]) {
+			return nil, nil, false
+		}
+		for i := range d[0] {
+			if d[0][i].Tier != d[1][i].Tier {
+				return nil, nil, false
+			}
+			g, a := keysDiff(d[0][i].Policies, d[1][i].Policies)
+			gone, added = append(gone, g...), append(added, a...)
+			if len(gone) > maxPolicyDiff {
+				return nil, nil, false
+			}
+		}
+	}
+	return gone, added, true
+}
+
+// keysDiff returns the middles of a and b between their common head and tail.
+func keysDiff(a, b []model.PolicyKey) (gone, added []model.PolicyKey) {
+	head := 0
+	for head < len(a) && head < len(b) && a[head] == b[head] {
+		head++
+	}
+	tail := 0
+	for tail < len(a)-head && tail < len(b)-head && a[len(a)-1-tail] == b[len(b)-1-tail] {
+		tail++
+	}
+	return a[head : len(a)-tail], b[head : len(b)-tail]
+}
+
+// appliesIn reports whether policy p is in one of the endpoint's tier lists.
+func appliesIn(m *dataplane.EndpointUpdated, p model.PolicyKey) bool {
+	for _, tiers := range [][]dataplane.TierPolicies{m.Ingress, m.Egress} {
+		for _, t := range tiers {
+			if slices.Contains(t.Policies, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// group indexes (add) or forgets the policies of a group's tiers under its name.
+func (x *index) group(name string, tiers []dataplane.TierPolicies, add bool) {
+	for _, t := range tiers {
+		for _, p := range t.Policies {
+			if add {
+				setmap.Add(x.policyGroups, p, name)
+			} else {
+				setmap.Remove(x.policyGroups, p, name)
+			}
 		}
 	}
 }
 
-// group indexes (add) or forgets the policies of a group's tiers.
-func (x *index) group(g *group, add bool) {
-	for _, t := range g.tiers {
-		for _, p := range t.Policies {
-			if add {
-				setmap.Add(x.policyGroups, p, g.name)
-			} else {
-				setmap.Remove(x.policyGroups, p, g.name)
-			}
+// groupTiers re-indexes a group name from the tiers old to cur, by their common heads and tails
+// where the tiers keep their names (see endpoint).
+func (x *index) groupTiers(name string, old, cur []dataplane.TierPolicies) {
+	o, c := dataplane.EndpointUpdated{Ingress: old}, dataplane.EndpointUpdated{Ingress: cur}
+	gone, added, ok := policyDiff(&o, &c)
+	if !ok {
+		x.group(name, old, false)
+		x.group(name, cur, true)
+		return
+	}
+	for _, p := range gone {
+		if !appliesIn(&c, p) {
+			setmap.Remove(x.policyGroups, p, name)
 		}
+	}
+	for _, p := range added {
+		setmap.Add(x.policyGroups, p, name)
 	}
 }
 

@@ -186,10 +186,14 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 		return
 	}
 	if pre == nil {
-		pre = b.state.compileResult(g)
+		pre = b.state.compileResult(g, !b.opts.noUnion)
 	}
-	if pre.list != nil {
+	switch {
+	case pre.list != nil:
 		b.putListGroup(g, pre.list)
+		return
+	case pre.union != nil:
+		b.putUnionGroup(g, pre.union)
 		return
 	}
 	cp := pre.cp
@@ -202,7 +206,7 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 		}
 		cp = b.state.compile(g.dir, g.tiers, g.sample(), g.is4)
 	}
-	g.compiled = cp
+	g.compiled, g.union = cp, nil
 	dec := cp.Decision
 
 	// peers go to the allow set when their class is the fall-through class plus allowed ports
@@ -229,7 +233,7 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 	g.listed = false
 
 	key, _ := peerKeys(g.dir, g.is4)
-	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
+	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	// the allow set and the peers map are kept while empty when sets are referenced: members
 	// may join any time
 	refs := len(cp.plan.refs) > 0
@@ -245,13 +249,20 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 	}
 }
 
-// compileResult compiles a group's tiers: the listed shape when it applies, else a decision.
-// It only reads the State.
-func (s *State) compileResult(g *group) *compileResult {
-	if rl, ok := s.compileList(g.dir, g.tiers, g.sample(), g.is4); ok {
+// compileResult compiles a group's tiers: the listed shape when it applies, else the union
+// shape when it applies (and union is set; incrementally from the group's union), else a
+// decision. It reads the State and writes nothing but the group's union.
+func (s *State) compileResult(g *group, union bool) *compileResult {
+	local := g.sample()
+	if rl, ok := s.compileList(g.dir, g.tiers, local, g.is4); ok {
 		return &compileResult{list: rl}
 	}
-	return &compileResult{cp: s.compile(g.dir, g.tiers, g.sample(), g.is4)}
+	if union {
+		if u, ok := s.compileUnion(g.dir, g.tiers, local, g.is4, g.facts, g.union); ok {
+			return &compileResult{union: u}
+		}
+	}
+	return &compileResult{cp: s.compile(g.dir, g.tiers, local, g.is4)}
 }
 
 // rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the
@@ -328,7 +339,12 @@ func (b *Builder) putPeerMap(chain *ruleset.Chain, name string, key ruleset.Key,
 		set.Put(e)
 	}
 	b.putSet(set)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name, Map: true}}, Comment: ruleComment})
+	chain.Rules = append(chain.Rules, peerMapRule(key, name, ruleComment))
+}
+
+// peerMapRule is a group chain's lookup of one of its address → class maps.
+func peerMapRule(key ruleset.Key, name, comment string) ruleset.Rule {
+	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name, Map: true}}, Comment: comment}
 }
 
 // compilePeers recomputes the peers elements of the addresses whose set membership changed
@@ -406,8 +422,13 @@ func (b *Builder) putAllowSet(chain *ruleset.Chain, g *group, want bool, element
 		set.Put(e)
 	}
 	b.putSet(set)
-	chain.Rules = append(chain.Rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name}},
-		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"})
+	chain.Rules = append(chain.Rules, allowRule(key, name))
+}
+
+// allowRule is a group chain's lookup of its allow set.
+func allowRule(key ruleset.Key, name string) ruleset.Rule {
+	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: name}},
+		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "peers allowed on these ports, everything else as any other peer"}
 }
 
 // peerElement is a peers or nets element leading to a class chain.
@@ -431,12 +452,23 @@ func sameChain(a, b *ruleset.Chain) bool {
 		slices.EqualFunc(a.Rules, b.Rules, ruleset.Rule.Equal)
 }
 
-// describe is the group chain's comment: direction and the ordered policies.
-func (g *group) describe() string {
+// describe names the group: direction and the ordered policies.
+func (g *group) describe() string { return g.describeUpTo(-1) }
+
+// comment is the group chain's comment: describe, as far as a comment keeps
+// (ruleset.MaxCommentLen bytes), so that a group of thousands of policies costs no string of
+// their length.
+func (g *group) comment() string { return ruleset.Comment(g.describeUpTo(ruleset.MaxCommentLen)) }
+
+// describeUpTo is describe, stopped once longer than limit bytes (limit < 0: whole).
+func (g *group) describeUpTo(limit int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:", g.dir)
 	for _, t := range g.tiers {
 		for i, p := range t.Policies {
+			if limit >= 0 && b.Len() > limit {
+				return b.String()
+			}
 			if i == 0 {
 				fmt.Fprintf(&b, " [%s]", t.Tier)
 			}

@@ -52,7 +52,7 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 	addr, _ := peerKeys(g.dir, g.is4)
 	namedKey := namedPortSetKey(g.is4)
 	builders := map[string]func() *ruleset.Set{}
-	chain := &ruleset.Chain{Name: g.name, Comment: ruleset.Comment(g.describe())}
+	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	for _, lr := range rl.rules {
 		var ls []ruleset.Lookup
 		use := func(name string, key ruleset.Key, invert bool, build func() *ruleset.Set) {
@@ -84,8 +84,8 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 		Comment: ruleset.Comment(rl.final.Reason)})
 
 	// the map shape's objects, when the group had it
-	g.compiled = nil
-	b.dropMapSets(g)
+	g.compiled, g.union = nil, nil
+	b.dropMapSets(g.name)
 	b.setClassUse(g, map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final})
 	shared := slices.Sorted(maps.Keys(builders))
 	for _, name := range shared {
