@@ -136,7 +136,7 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 		rl, _ := b.state.compileList(g.dir, g.tiers, g.sample(), g.is4)
 		out.Group, out.Outcome = g.name, rl.lookup(b.state, peer, proto, port)
 	case g.compiled == nil: // the union shape: the same decision as the plan's
-		out.Group, out.Outcome = g.name, b.state.Compile(g.dir, g.tiers, g.sample(), g.is4).Lookup(peer, proto, port)
+		out.Group, out.Outcome = g.name, b.state.Compile(g.dir, g.tiers, g.sample(), g.is4).Lookup(peer, proto, sport, port)
 	default:
 		out.Group, out.Outcome = g.name, g.compiled.Lookup(peer, proto, sport, port)
 	}

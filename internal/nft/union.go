@@ -183,7 +183,7 @@ func (s *State) compileUnion(dir model.Direction, tiers []dataplane.TierPolicies
 	}
 	def := tierDefault(t)
 	if def.Verdict == 0 {
-		def = Outcome{Allow, "no tier decided: allow"}
+		def = Outcome{Verdict: Allow, Reason: "no tier decided: allow"}
 	}
 	u.def = &Class{Other: def, Protos: map[model.Protocol]Outcome{}}
 	u.def.Key = classKey(u.def)
