@@ -142,8 +142,9 @@
 //     Comment (ruleCompiler.rule): one with the endpoints' set and the peer's Nets, one with
 //     the picked nets (cut by the peer's Nets when it has them, IntersectPrefixes) and no
 //     set. The rule matches iff one alternative does, and first-match order is kept. A side
-//     with no alternative leaves the rule out, holding no set; two sides with two each give four. Named ports
-//     on such a side are the picked endpoints' (a network set declares none).
+//     with no alternative leaves the rule out, holding no set; two sides with two each give
+//     four. Named ports on such a side are the picked endpoints' (a network set declares
+//     none).
 //   - Bound: the nets of the network sets one peer picks are at most MaxPeerNets per
 //     alternative (and in NotNets). Over it the policy has a Problem and the use fails safe
 //     by the rule's action: an Allow or Log rule's nets alternative is left out (for its

@@ -488,9 +488,6 @@ func (ap *activePolicies) releaseRules(p *policy) {
 // acquireFunc acquires a set for a compiled rule.
 type acquireFunc func(sp spec, kind dataplane.SetKind, port string, proto model.Protocol, pol polarity) dataplane.SetID
 
-// pickFunc appends the nets of the network sets np picks.
-type pickFunc func(dst []netip.Prefix, np *netPick) []netip.Prefix
-
 // MaxPeerNets bounds the nets that the network sets one peer picks expand to, in one rule
 // alternative (its Nets) and in its NotNets: a compiled rule holds at most that many (plus
 // the peer's own) per side, whatever the network sets hold. Over it, the peer is a problem
@@ -504,7 +501,7 @@ func (ap *activePolicies) compile(p *policy) {
 		refs = append(refs, s)
 		return s.id
 	}
-	c := ruleCompiler{p: p, acquire: acquire, pick: ap.index.appendPickedNets}
+	c := ruleCompiler{p: p, acquire: acquire, index: ap.index}
 	p.capped = nil
 	var out [2][]dataplane.Rule
 	for d := range p.rules {
@@ -531,7 +528,7 @@ func (ap *activePolicies) compile(p *policy) {
 type ruleCompiler struct {
 	p       *policy
 	acquire acquireFunc
-	pick    pickFunc
+	index   policyIndex
 }
 
 // rule appends the compiled alternatives of pr to out. A rule is one dataplane rule, but for
@@ -567,10 +564,10 @@ func (c *ruleCompiler) rule(out []dataplane.Rule, dir model.Direction, pr *prepa
 	if !srcOK || !dstOK {
 		return out
 	}
-	srcs := c.side(&r.Source, &pr.src, &srcPlan, dir == model.Egress, r)
-	dsts := c.side(&r.Destination, &pr.dst, &dstPlan, dir == model.Ingress, r)
-	for _, src := range srcs {
-		for _, dst := range dsts {
+	srcs, ns := c.side(&r.Source, &pr.src, &srcPlan, dir == model.Egress, r)
+	dsts, nd := c.side(&r.Destination, &pr.dst, &dstPlan, dir == model.Ingress, r)
+	for _, src := range srcs[:ns] {
+		for _, dst := range dsts[:nd] {
 			alt := cr
 			alt.ICMP, alt.NotICMP = copyICMP(r.ICMP), copyICMP(r.NotICMP)
 			alt.Src, alt.Dst = src, dst
@@ -596,7 +593,7 @@ func (c *ruleCompiler) plan(peer *model.Peer, sd *side, localSide bool, r *model
 	pl.eps = !sd.noEps
 	pl.notNets = NormalizePrefixes(peer.NotNets)
 	if sd.notNets != nil {
-		notNets, ok := c.capNets(c.pick(nil, sd.notNets), restricts, what+" notSelector")
+		notNets, ok := c.capNets(c.index.appendPickedNets(nil, sd.notNets), restricts, what+" notSelector")
 		if !ok {
 			return pl, false // an allow whose exclusions cannot all be compiled matches nothing
 		}
@@ -608,7 +605,7 @@ func (c *ruleCompiler) plan(peer *model.Peer, sd *side, localSide bool, r *model
 		return pl, false // only named ports, of endpoints the peer does not pick
 	}
 	if sd.nets != nil {
-		picked, ok := c.capNets(c.pick(nil, sd.nets), restricts, what+" selector")
+		picked, ok := c.capNets(c.index.appendPickedNets(nil, sd.nets), restricts, what+" selector")
 		if ok && len(peer.Nets) > 0 {
 			picked = IntersectPrefixes(picked, NormalizePrefixes(peer.Nets))
 		}
@@ -619,10 +616,10 @@ func (c *ruleCompiler) plan(peer *model.Peer, sd *side, localSide bool, r *model
 	return pl, pl.eps || len(pl.picked) > 0
 }
 
-// side compiles one side of a rule, as planned, into its alternatives (see rule). Each set it
+// side compiles one side of a rule, as planned, into its n alternatives (see rule). Each set it
 // refers to has the polarity of its use (setPolarity): Sets and NamedPortSets are used
 // positively, NotSets and NotNamedPortSets negated.
-func (c *ruleCompiler) side(peer *model.Peer, sd *side, pl *sidePlan, localSide bool, r *model.Rule) []dataplane.Match {
+func (c *ruleCompiler) side(peer *model.Peer, sd *side, pl *sidePlan, localSide bool, r *model.Rule) (alts [2]dataplane.Match, n int) {
 	var base dataplane.Match
 	if sd.not != nil {
 		base.NotSets = []dataplane.SetID{c.acquire(*sd.not, dataplane.SetAddrs, "", 0, setPolarity(r.Action, true))}
@@ -662,21 +659,20 @@ func (c *ruleCompiler) side(peer *model.Peer, sd *side, pl *sidePlan, localSide 
 	base.Ports, base.NamedPortSets = ports(peer.Ports, setPolarity(r.Action, false))
 	base.NotPorts, base.NotNamedPortSets = ports(peer.NotPorts, setPolarity(r.Action, true))
 
-	var alts []dataplane.Match
 	if pl.eps {
-		m := base
+		alts[n] = base
 		if sd.eps != nil {
-			m.Sets = []dataplane.SetID{c.acquire(*sd.eps, dataplane.SetAddrs, "", 0, setPolarity(r.Action, false))}
+			alts[n].Sets = []dataplane.SetID{c.acquire(*sd.eps, dataplane.SetAddrs, "", 0, setPolarity(r.Action, false))}
 		}
-		m.Nets = NormalizePrefixes(peer.Nets)
-		alts = append(alts, m)
+		alts[n].Nets = NormalizePrefixes(peer.Nets)
+		n++
 	}
 	if len(pl.picked) > 0 {
-		m := base
-		m.Nets = pl.picked
-		alts = append(alts, m)
+		alts[n] = base
+		alts[n].Nets = pl.picked
+		n++
 	}
-	return alts
+	return alts, n
 }
 
 // capNets normalises the nets of the network sets a peer picks and bounds them by
