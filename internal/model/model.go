@@ -140,9 +140,10 @@ func (k NetworkSetKey) String() string {
 
 // NetworkSet is a labelled list of networks that rule selectors pick like endpoints (Calico's
 // GlobalNetworkSet and NetworkSet). Selection scope: a namespaced one is picked by the peers of
-// policies of its namespace, and by peers whose namespace selector matches its namespace; a
-// cluster-scoped one by peers of cluster-wide policies without a namespace selector and by
-// peers whose namespace selector is global() (Peer.Global).
+// policies of its namespace, by peers whose namespace selector matches its namespace and by
+// peers of cluster-wide policies without a namespace selector; a cluster-scoped one by peers of
+// cluster-wide policies without a namespace selector and by peers whose namespace selector is
+// global() (Peer.Global).
 type NetworkSet struct {
 	Key    NetworkSetKey
 	Labels Labels
