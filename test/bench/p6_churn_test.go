@@ -61,12 +61,7 @@ func BenchmarkChurn(b *testing.B) {
 	spec := coldSpec
 	setStage("P6 churn: loading the cluster")
 	ctx := b.Context()
-	srv, err := kube.Start(ctx, kube.Config{Profiling: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = srv.Stop() })
-	loadCluster(b, srv, spec)
+	srv, _ := startLoaded(b, spec)
 	prof := agentProfiles{cpu: os.Getenv("NFTP_BENCH_AGENT_CPUPROFILE")}
 	var tags []string
 	if prof.cpu != "" {
