@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -46,11 +47,13 @@ const churnLocal = 0.02
 // namespace, and then a writer makes churnRate pod changes per second through the API server
 // (scale.Churn: creates, deletes, app relabels, 2 % of them on the node) for 60 s (10 s with
 // BENCH_QUICK). Over that window: the agent's CPU, commits and resident memory from /proc and
-// its metrics; the latency from a change's request to its element's add or delete in the
-// kernel (`nft monitor`) for every change whose effect on the node's table is known beforehand;
-// the CPU of the API server, etcd, the writer and the monitor on the same cores. With
-// NFTP_BENCH_AGENT_CPUPROFILE the measured agent is the one built with nftpolicy_profile, and its
-// profile (from its start to the window's end, the cold start included) is written there.
+// its metrics; the latency from a change's request to the kernel's event adding or deleting its
+// element (watchElements) for every change whose effect on the node's table is known
+// beforehand; the CPU of the API server, etcd and this process (the writer, the element watch)
+// on the same cores. With NFTP_BENCH_CHURN_WATCHERS=N, N more watches of every pod (podWatchers)
+// run through the window. With NFTP_BENCH_AGENT_CPUPROFILE the measured agent is the one built
+// with nftpolicy_profile, and its profile (from its start to the window's end, the cold start
+// included) is written there.
 func BenchmarkChurn(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
@@ -136,10 +139,13 @@ func BenchmarkChurn(b *testing.B) {
 		}
 		return c
 	}
+	next, stop := iter.Pull(scale.Churn{Cluster: spec, Local: churnLocal, Seed: 1}.Changes())
+	defer stop()
+	first, _ := next() // the generator's set-up (every pod of the cluster) before the window
 	m0 := metrics()
 	rss0 := procField(pid, "VmRSS")
 	cpu0, t0 := cpus(), time.Now()
-	w.run(ctx, scale.Churn{Cluster: spec, Local: churnLocal, Seed: 1}, window)
+	w.run(ctx, first, next, window)
 	cpu1, t1 := cpus(), time.Now()
 	m1 := metrics()
 	rss1, hwm := procField(pid, "VmRSS"), procField(pid, "VmHWM")
@@ -369,8 +375,9 @@ func newChurnWriter(b *testing.B, srv *kube.Server, mon *monitor, vis visibility
 	return &churnWriter{b: b, client: client, mon: mon, vis: vis, node: coldSpec.Node}
 }
 
-// run makes c's changes at churnRate for d and returns when the last one made has its answer.
-func (w *churnWriter) run(ctx context.Context, c scale.Churn, d time.Duration) {
+// run makes first and the changes next yields at churnRate for d and returns when the last one
+// made has its answer.
+func (w *churnWriter) run(ctx context.Context, first scale.PodChange, next func() (scale.PodChange, bool), d time.Duration) {
 	jobs := make(chan scale.PodChange, churnWriters)
 	var wg sync.WaitGroup
 	for range churnWriters {
@@ -384,15 +391,14 @@ func (w *churnWriter) run(ctx context.Context, c scale.Churn, d time.Duration) {
 	}
 	start := time.Now()
 	end := start.Add(d)
-	k := 0
-	for ch := range c.Changes() {
+	for k, ch, ok := 0, first, true; ok; k++ {
 		due := start.Add(time.Duration(k) * time.Second / churnRate)
 		if !due.Before(end) {
 			break
 		}
 		time.Sleep(time.Until(due))
 		jobs <- ch
-		k++
+		ch, ok = next()
 	}
 	close(jobs)
 	wg.Wait()
