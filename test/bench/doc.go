@@ -32,8 +32,9 @@
 //   - P6 churn (BenchmarkChurn): P3's cluster through the API server, the agent (the product
 //     binary) programming a node namespace, and a writer making 200 pod changes per second
 //     (internal/scale.Churn: creates, deletes, relabels) for 60 s: the agent's CPU, commits and
-//     resident memory over the window, change → kernel latency (`nft monitor`) for the changes
-//     whose effect on the node's table is known, and the API server's and etcd's CPU beside.
+//     resident memory over the window, change → kernel latency (the kernel's element events)
+//     for the changes whose effect on the node's table is known, and the API server's and
+//     etcd's CPU beside.
 //
 // Each benchmark runs a fixed workload per call (b.N only raises the sample count), reports its
 // figures with b.ReportMetric, and adds them to the summary table that TestMain prints after the
