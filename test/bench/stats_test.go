@@ -42,3 +42,14 @@ func TestRatioStats(t *testing.T) {
 		t.Errorf("ratioStats of 3 = %+v, want the median 1 within 0.9–1.1", st)
 	}
 }
+
+func TestMonitorLineParts(t *testing.T) {
+	// a line of `nft monitor elements` may list several elements, concatenations and comments
+	_, elems, _ := strings.Cut(`add element inet nftpolicy sel_1 { 10.0.0.1 comment "a/b", 10.0.0.2 . tcp . 80, fd00::1 }`, "{")
+	got := strings.FieldsFunc(elems, isElementSeparator)
+	for _, want := range []string{"10.0.0.1", "10.0.0.2", "fd00::1"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("parts %q lack %s", got, want)
+		}
+	}
+}
