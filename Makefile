@@ -59,8 +59,8 @@ e2e: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
 
 ## bench: the performance figures of BENCHMARKS.md with ratios against baselines measured in the
-## same run; BENCH_QUICK=1 for the short subset (about a minute). Built as the product ships
-## (CGO_ENABLED=0), and so is the agent binary the cold-start benchmark builds and runs.
+## same run; BENCH_QUICK=1 for the short subset (about two minutes). Built as the product ships
+## (CGO_ENABLED=0), and so is the agent binary the cold-start and churn benchmarks build and run.
 bench: deps
 	CGO_ENABLED=0 BENCH_QUICK=$(BENCH_QUICK) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 

@@ -3,7 +3,7 @@
 // internal/sync would feed to internal/graph (docs/design.md's data flow: sync → graph → nft),
 // without an API server.
 //
-// Four generators, each deterministic (the same arguments give the same updates, byte for byte):
+// The generators, each deterministic (the same arguments give the same updates, byte for byte):
 //
 //   - Generate(Spec): N pods in M namespaces with K NetworkPolicy-tier policies mixing the shapes
 //     clusters really hold — default deny, allow from a namespace, allow from a pod selector,
@@ -19,6 +19,9 @@
 //   - LargePolicy: one policy of many rules of many peers (selectors, namespace selectors and
 //     nested ipBlocks) over a cluster, the compiler's worst realistic input (LargePolicyBench:
 //     200 rules × 50 peers over 10,000 pods).
+//   - Churn: an endless stream of pod changes over Generate's cluster — creates, deletes and
+//     label changes, 2 : 2 : 1, a share of them on Spec.Node — the churn benchmark's writer's
+//     input (BenchmarkChurn).
 //
 // Invariants: addresses are unique per generated pod (v4 in 10.0.0.0/8 or 10.200.0.0/16, v6 in
 // fd00::/8), names are valid Kubernetes names, every update list ends with

@@ -94,27 +94,9 @@ func Generate(s Spec) []model.Update {
 // memory of what consumes them.
 func Updates(s Spec) iter.Seq[model.Update] {
 	return func(yield func(model.Update) bool) {
-		if s.Namespaces < 1 {
-			s.Namespaces = 1
-		}
-		if s.Node == "" {
-			s.Node = "node-local"
-		}
-		local := min(max(s.LocalPods, 0), s.Pods)
+		s = s.withDefaults()
 		rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x5ca1ab1e))
-		// Position in a seeded permutation decides the node: the first LocalPods positions are on
-		// s.Node, the next LocalPods on node-0001, and so on.
-		perm := rng.Perm(s.Pods)
-		nodeOf := make([]int32, s.Pods)
-		perNode := max(local, 1)
-		for pos, i := range perm {
-			if pos < local {
-				nodeOf[i] = -1
-			} else {
-				nodeOf[i] = int32((pos-local)/perNode + 1)
-			}
-		}
-		perm = nil
+		nodeOf := placement(s, rng)
 		for i := range s.Namespaces {
 			name := NamespaceName(i)
 			if !yield(model.NamespaceSet{Namespace: model.Namespace{Name: name, Labels: map[string]string{
@@ -126,11 +108,7 @@ func Updates(s Spec) iter.Seq[model.Update] {
 			}
 		}
 		for i := range s.Pods {
-			node := s.Node
-			if nodeOf[i] >= 0 {
-				node = fmt.Sprintf("node-%04d", nodeOf[i])
-			}
-			if !yield(model.EndpointSet{Endpoint: pod(s, i, node)}) {
+			if !yield(model.EndpointSet{Endpoint: pod(s, i, nodeName(s, nodeOf[i]))}) {
 				return
 			}
 		}
@@ -141,6 +119,40 @@ func Updates(s Spec) iter.Seq[model.Update] {
 		}
 		yield(model.SyncStatusUpdate{Status: model.InSync})
 	}
+}
+
+// withDefaults is s with at least one namespace and its node named.
+func (s Spec) withDefaults() Spec {
+	s.Namespaces = max(s.Namespaces, 1)
+	if s.Node == "" {
+		s.Node = "node-local"
+	}
+	return s
+}
+
+// placement returns the node of each pod of s (its index in the result): -1 for s.Node, n ≥ 1
+// for node-<n>. Position in a permutation drawn from rng decides: the first LocalPods positions
+// are on s.Node, the next LocalPods on node-0001, and so on. s has Updates' defaults applied.
+func placement(s Spec, rng *rand.Rand) []int32 {
+	local := min(max(s.LocalPods, 0), s.Pods)
+	perNode := max(local, 1)
+	nodeOf := make([]int32, s.Pods)
+	for pos, i := range rng.Perm(s.Pods) {
+		if pos < local {
+			nodeOf[i] = -1
+		} else {
+			nodeOf[i] = int32((pos-local)/perNode + 1)
+		}
+	}
+	return nodeOf
+}
+
+// nodeName is the name of placement's node n.
+func nodeName(s Spec, n int32) string {
+	if n < 0 {
+		return s.Node
+	}
+	return fmt.Sprintf("node-%04d", n)
 }
 
 // policy returns the j-th policy: namespace j mod Namespaces, shape j mod numShapes.

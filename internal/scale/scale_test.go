@@ -290,3 +290,79 @@ func testFanout(t *testing.T, cluster bool) {
 		t.Fatalf("leave gave %#v, want one set change", msgs)
 	}
 }
+
+func TestChurn(t *testing.T) {
+	spec := scale.Spec{Pods: 2000, Namespaces: 20, Policies: 10, LocalPods: 50, Node: "n1", Seed: 4}
+	churn := scale.Churn{Cluster: spec, Local: 0.1, Seed: 7}
+	pods := map[model.EndpointKey]model.Endpoint{}
+	addrs := map[netip.Addr]bool{}
+	for _, u := range scale.Generate(spec) {
+		if e, ok := u.(model.EndpointSet); ok {
+			pods[e.Endpoint.Key] = e.Endpoint
+			for _, a := range e.Endpoint.Addrs {
+				addrs[a] = true
+			}
+		}
+	}
+	const n = 20000
+	var changes []scale.PodChange
+	kinds := map[scale.ChangeKind]int{}
+	local := 0
+	for ch := range churn.Changes() {
+		if len(changes) == n {
+			break
+		}
+		changes = append(changes, ch)
+		kinds[ch.Kind]++
+		if ch.Pod.Node == spec.Node {
+			local++
+		}
+		switch ch.Kind {
+		case scale.PodCreated:
+			if _, ok := pods[ch.Pod.Key]; ok {
+				t.Fatalf("change %d creates %v, which exists", len(changes), ch.Pod.Key)
+			}
+			for _, a := range ch.Pod.Addrs {
+				if addrs[a] {
+					t.Fatalf("change %d creates %v with %v, which another pod held", len(changes), ch.Pod.Key, a)
+				}
+				addrs[a] = true
+			}
+			pods[ch.Pod.Key] = ch.Pod
+		case scale.PodDeleted:
+			if !reflect.DeepEqual(pods[ch.Pod.Key], ch.Pod) {
+				t.Fatalf("change %d deletes %v as %+v; it is %+v", len(changes), ch.Pod.Key, ch.Pod, pods[ch.Pod.Key])
+			}
+			delete(pods, ch.Pod.Key)
+		case scale.PodRelabelled:
+			if !reflect.DeepEqual(pods[ch.Pod.Key], ch.Before) {
+				t.Fatalf("change %d relabels %v from %+v; it is %+v", len(changes), ch.Pod.Key, ch.Before, pods[ch.Pod.Key])
+			}
+			if ch.Pod.Labels.Map()["app"] == ch.Before.Labels.Map()["app"] {
+				t.Fatalf("change %d relabels %v to the same app", len(changes), ch.Pod.Key)
+			}
+			pods[ch.Pod.Key] = ch.Pod
+		}
+	}
+	// 2 : 2 : 1 within a few percent, and about the cluster's size at the end
+	for kind, want := range map[scale.ChangeKind]float64{scale.PodCreated: 0.4, scale.PodDeleted: 0.4, scale.PodRelabelled: 0.2} {
+		if got := float64(kinds[kind]) / n; got < want-0.02 || got > want+0.02 {
+			t.Errorf("%v: %.3f of the changes, want %.2f", kind, got, want)
+		}
+	}
+	if got := float64(local) / n; got < 0.08 || got > 0.12 {
+		t.Errorf("%.3f of the changes on the local node, want 0.1", got)
+	}
+	if len(pods) < spec.Pods*8/10 || len(pods) > spec.Pods*12/10 {
+		t.Errorf("%d pods after %d changes, from %d", len(pods), n, spec.Pods)
+	}
+	var again []scale.PodChange
+	for ch := range churn.Changes() {
+		if again = append(again, ch); len(again) == n {
+			break
+		}
+	}
+	if !reflect.DeepEqual(changes, again) {
+		t.Error("the same Churn gave other changes")
+	}
+}

@@ -1,5 +1,5 @@
 // Package bench holds the benchmarks of `make bench`. Each adds rows to the summary table it
-// prints, under the id in that table's first column (P1…P5 below): figures operators care about, measured on the real graph, the real
+// prints, under the id in that table's first column (the ids below): figures operators care about, measured on the real graph, the real
 // nftables dataplane and real traffic in network namespaces this package creates (named with
 // testenv.NetnsPrefix, removed at the end of each benchmark).
 //
@@ -29,6 +29,12 @@
 //     first commit.
 //   - P5 (BenchmarkLargePolicy): one NetworkPolicy of 200 rules × 50 peers over
 //     10,000 pods (internal/scale.LargePolicyBench), from its update to its commit.
+//   - P6 churn (BenchmarkChurn): P3's cluster through the API server, the agent (the product
+//     binary) programming a node namespace, and a writer making 200 pod changes per second
+//     (internal/scale.Churn: creates, deletes, relabels) for 60 s: the agent's CPU, commits and
+//     resident memory over the window, change → kernel latency (the kernel's element events)
+//     for the changes whose effect on the node's table is known, and the API server's and
+//     etcd's CPU beside.
 //
 // Each benchmark runs a fixed workload per call (b.N only raises the sample count), reports its
 // figures with b.ReportMetric, and adds them to the summary table that TestMain prints after the

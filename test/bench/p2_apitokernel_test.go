@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -25,10 +28,30 @@ import (
 )
 
 // monitor follows `nft monitor` in a namespace and hands out, per address, when an element
-// holding it was added or deleted.
+// holding it was added or deleted. A line may list several elements (one message of a
+// transaction); each address in it, alone or as a part of a concatenation, counts.
 type monitor struct {
 	mu      sync.Mutex
 	waiters map[string]chan time.Time // "add 10.1.2.3" → first matching line's arrival
+	// element additions and deletions seen, and how many times the socket's queue overflowed
+	// (events lost) (watchElements)
+	events, overflows int
+}
+
+// seenLocked hands at to the waiter for key ("add 10.1.2.3"), if any; m.mu is held.
+func (m *monitor) seenLocked(key string, at time.Time) {
+	if ch, ok := m.waiters[key]; ok {
+		ch <- at
+		delete(m.waiters, key)
+	}
+}
+
+// seen is how many element additions and deletions watchElements saw, and how many times events
+// were lost.
+func (m *monitor) seen() (events, overflows int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.events, m.overflows
 }
 
 func startMonitor(b *testing.B, ns *netnsHandle) *monitor {
@@ -59,19 +82,117 @@ func startMonitor(b *testing.B, ns *netnsHandle) *monitor {
 			default:
 				continue
 			}
+			_, elems, _ := strings.Cut(line, "{")
 			m.mu.Lock()
-			for key, ch := range m.waiters {
-				addr, _ := strings.CutPrefix(key, op)
-				if addr != key && strings.Contains(line, "{ "+addr+" ") {
-					ch <- at
-					delete(m.waiters, key)
-				}
+			for _, tok := range strings.FieldsFunc(elems, isElementSeparator) {
+				m.seenLocked(op+tok, at)
 			}
 			m.mu.Unlock()
 		}
 	}()
 	return m
 }
+
+// watchElements is startMonitor reading the kernel's nftables events itself, from a netlink
+// socket in the namespace, for the table named table: each element added or deleted counts for
+// every IPv4 address its key holds (alone, or as a part of a concatenation), when the event is
+// read. `nft monitor` caches the whole ruleset and did not print a line within a minute of a
+// change with P3's 364,359 elements programmed; this reads nothing but the events.
+func watchElements(b *testing.B, ns *netnsHandle, table string) *monitor {
+	sock, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: ns.fd})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sock.SetReadBuffer(64 << 20); err != nil {
+		b.Fatal(err)
+	}
+	if err := sock.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sock.Close() })
+	m := &monitor{waiters: map[string]chan time.Time{}}
+	go func() {
+		for {
+			msgs, err := sock.Receive()
+			at := time.Now()
+			if errors.Is(err, unix.ENOBUFS) {
+				m.mu.Lock()
+				m.overflows++
+				m.mu.Unlock()
+				continue
+			}
+			if err != nil {
+				return // closed
+			}
+			m.mu.Lock()
+			for _, msg := range msgs {
+				op := ""
+				switch int(msg.Header.Type & 0xff) {
+				case unix.NFT_MSG_NEWSETELEM:
+					op = "add "
+				case unix.NFT_MSG_DELSETELEM:
+					op = "delete "
+				}
+				if op == "" || msg.Header.Type>>8 != unix.NFNL_SUBSYS_NFTABLES || len(msg.Data) < 4 || msg.Data[0] != unix.NFPROTO_INET {
+					continue
+				}
+				elementKeys(msg.Data[4:], table, func(key []byte) {
+					m.events++
+					for i := 0; i+4 <= len(key); i += 4 { // registers are 4 bytes: an IPv4 address fills one
+						m.seenLocked(op+netip.AddrFrom4([4]byte(key[i:i+4])).String(), at)
+					}
+				})
+			}
+			m.mu.Unlock()
+		}
+	}()
+	return m
+}
+
+// elementKeys calls fn with the key of each element of a NEWSETELEM or DELSETELEM event's
+// attributes, when the event is of the table named table.
+func elementKeys(attrs []byte, table string, fn func(key []byte)) {
+	ad, err := netlink.NewAttributeDecoder(attrs)
+	if err != nil {
+		return
+	}
+	var elems []byte
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_ELEM_LIST_TABLE:
+			if ad.String() != table {
+				return
+			}
+		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
+			elems = ad.Bytes()
+		}
+	}
+	list, err := netlink.NewAttributeDecoder(elems)
+	if err != nil || ad.Err() != nil {
+		return
+	}
+	for list.Next() { // NFTA_LIST_ELEM
+		list.Nested(func(elem *netlink.AttributeDecoder) error {
+			for elem.Next() {
+				if elem.Type() == unix.NFTA_SET_ELEM_KEY {
+					elem.Nested(func(data *netlink.AttributeDecoder) error {
+						for data.Next() {
+							if data.Type() == unix.NFTA_DATA_VALUE {
+								fn(data.Bytes())
+							}
+						}
+						return nil
+					})
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// isElementSeparator splits the elements of a monitor line ("{ 10.0.0.1 . 80, 10.0.0.2 }")
+// into their parts.
+func isElementSeparator(r rune) bool { return r == ' ' || r == ',' || r == '}' }
 
 // expect registers interest in the next add or delete of addr; call before causing it.
 func (m *monitor) expect(op string, addr netip.Addr) <-chan time.Time {
@@ -80,6 +201,13 @@ func (m *monitor) expect(op string, addr netip.Addr) <-chan time.Time {
 	m.waiters[op+" "+addr.String()] = ch
 	m.mu.Unlock()
 	return ch
+}
+
+// forget withdraws an expect whose change was not made.
+func (m *monitor) forget(op string, addr netip.Addr) {
+	m.mu.Lock()
+	delete(m.waiters, op+" "+addr.String())
+	m.mu.Unlock()
 }
 
 // apiFanout is P2's end-to-end cluster: the same shape as fanout, written through the API server.
