@@ -48,6 +48,16 @@ var yamlSubsetCorpus = []struct {
 	{"kubernetes labels", "metadata:\n  labels:\n    app.kubernetes.io/name: x\n    kubernetes.io/metadata.name: y\n", true},
 	{"key with inner spaces", "a b: c\n", true},
 	{"key spaces before colon", "a  : c\n", true},
+	{"markers inside values", "a: ---\nb: ...\nc: -- x\n", true},
+	{"dash keys and values", "-a: -1\nb: -x\nc: x-\n", true},
+	{"colons inside plain values", "a: x:y\nb: 'p:q'\nc: a::1\n", true},
+	{"plain starting with a colon", "a: ::1\n", false},
+	{"flow plain with spaces", "a: [a b, c  d ,e]\n", true},
+	{"value only a comment", "a:    # nothing\nb: 1\n", true},
+	{"three nested dashes", "- - - x\n    - y\n", true},
+	{"flow empty value", "a: {b: }\n", false},
+	{"flow value missing after comma", "a: [1,,2]\n", false},
+	{"question mark key", "?a: 1\n", false},
 
 	// left to yaml.v2: valid
 	{"float", "a: 1.5\n", false},
