@@ -74,7 +74,7 @@ func LoadDir(dir string) ([]model.Update, []error) {
 	sort.Strings(files)
 	s := newScheme()
 	// Each document is turned into JSON once (readFile); the serializer then decodes JSON, strictly.
-	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Strict: true})
+	dec := kjson.NewSerializerWithOptions(typeMeta{}, s, s, kjson.SerializerOptions{Strict: true})
 	ups, cerrs := convertFed(func(add func(sourced)) {
 		for _, f := range files {
 			readFile(f, dec, add)
