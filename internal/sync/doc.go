@@ -60,6 +60,8 @@
 //     floats, timestamps, duplicate keys, syntax errors) to sigs.k8s.io/yaml's strict
 //     YAMLToJSONStrict, whose result or error is then the document's: the same outcome for a
 //     fraction of yaml.v2's CPU and garbage (TestYAMLSubsetMatchesYAMLToJSON, FuzzYAMLSubset).
+//     The serializer finds a document's apiVersion and kind in its top-level keys (typemeta.go)
+//     instead of decoding it with encoding/json first, as its DefaultMetaFactory would.
 //     A file's documents are decoded in chunks on GOMAXPROCS goroutines and converted in
 //     order as each chunk is done, so only a chunk's Kubernetes objects are held at a time.
 //
