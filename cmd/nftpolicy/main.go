@@ -10,15 +10,19 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nftpolicy/nftpolicy/internal/agent"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
 
@@ -122,6 +126,7 @@ func render(args []string, e env) error {
 	if *dir == "" || *node == "" {
 		return usageErrorf("render needs -f DIR and --node NAME")
 	}
+	defer limitRenderMemory(e.getenv)()
 	updates, problems := sync.LoadDir(*dir)
 	for _, p := range problems {
 		if partial := (*sync.PartlyEnforcedError)(nil); errors.As(p, &partial) {
@@ -130,17 +135,48 @@ func render(args []string, e env) error {
 		}
 		fmt.Fprintln(e.stderr, "nftpolicy: skipped:", p)
 	}
-	g := graph.New(graph.Config{NodeName: *node})
-	for _, u := range updates {
-		g.OnUpdate(u)
-	}
+	// Each stage's input is let go once the next stage holds what it needs (nothing refers to
+	// it afterwards): each update once the graph has it, the graph once it has flushed, the
+	// messages once the builder has folded them, the builder's compiler state once its table
+	// is built. Render's peak is the builder's state alone.
+	msgs, graphProblems := calculate(*node, updates)
 	b := nft.NewBuilder(nft.Config{Table: *table})
-	b.Apply(g.Flush())
-	for _, p := range g.Problems() {
+	b.Apply(msgs)
+	for _, p := range graphProblems {
 		fmt.Fprintln(e.stderr, "nftpolicy: problem:", p)
 	}
-	_, err := io.WriteString(e.stdout, b.Render())
+	_, err := io.WriteString(e.stdout, ruleset.Render(b.Table()))
 	return err
+}
+
+// renderMemory is render's soft memory limit (the Go runtime's memory): the agent's start-up
+// limit, agent.StartupMemory.
+const renderMemory = agent.StartupMemory
+
+// limitRenderMemory sets render's soft memory limit, renderMemory, unless GOMEMLIMIT or GOGC
+// says otherwise, and returns what restores the limit found (render also runs inside tests).
+// render builds the whole state from nothing, and the builder holds most of it at the end
+// (about 85 MiB for BENCHMARKS.md's P7): under Go's GOGC=100 alone the heap would reach twice
+// that before a collection. Under the limit the collector runs as the heap nears it instead,
+// on the core the single-threaded graph and builder leave free; a state that outgrows the
+// limit makes the collector run often, never fail: the runtime caps its CPU at half.
+func limitRenderMemory(getenv func(string) string) (restore func()) {
+	if getenv("GOMEMLIMIT") != "" || getenv("GOGC") != "" {
+		return func() {}
+	}
+	found := debug.SetMemoryLimit(renderMemory)
+	return func() { debug.SetMemoryLimit(found) }
+}
+
+// calculate runs updates through a graph for node, which it then lets go: the dataplane
+// messages of its first flush and its problems are all that render needs of it.
+func calculate(node string, updates []model.Update) ([]dataplane.Message, []graph.Problem) {
+	g := graph.New(graph.Config{NodeName: node})
+	for i, u := range updates {
+		g.OnUpdate(u)
+		updates[i] = nil
+	}
+	return g.Flush(), g.Problems()
 }
 
 // cleanup removes the table from the current network namespace.

@@ -128,3 +128,10 @@ func Fingerprint(ep model.Endpoint) uint64 { return fingerprint(&ep) }
 
 // PolicyFingerprint is the fingerprint a policy record keeps of p.
 func PolicyFingerprint(p model.Policy) uint64 { return policyFingerprint(&p) }
+
+// YAMLSubsetReads reports whether LoadDir reads doc through its YAML subset rather than yaml.v2.
+func YAMLSubsetReads(doc string) bool {
+	var y yamlSubset
+	_, ok := y.translate([]byte(doc))
+	return ok
+}

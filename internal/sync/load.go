@@ -43,7 +43,8 @@ type sourced struct {
 // the Namespaces, Pods (with their status), NetworkPolicies, ClusterNetworkPolicies, Nodes
 // (the addresses that node peers select) and Calico's Tiers, GlobalNetworkPolicies,
 // NetworkPolicies, GlobalNetworkSets and NetworkSets (projectcalico.org/v3) in them like the
-// API watcher does. Decoding is strict, as kubectl's: an unknown or duplicate field makes the object bad.
+// API watcher does. Decoding is strict, as kubectl's: an unknown field, or a duplicate one (a
+// YAML key or a JSON field given twice), makes the object bad.
 // Objects without metadata.namespace (Pods, NetworkPolicies) are in "default". A namespace
 // that objects are in but that no manifest defines exists with only its
 // kubernetes.io/metadata.name label, as it would in a cluster.
@@ -74,7 +75,7 @@ func LoadDir(dir string) ([]model.Update, []error) {
 	sort.Strings(files)
 	s := newScheme()
 	// Each document is turned into JSON once (readFile); the serializer then decodes JSON, strictly.
-	dec := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, s, s, kjson.SerializerOptions{Strict: true})
+	dec := kjson.NewSerializerWithOptions(typeMeta{}, s, s, kjson.SerializerOptions{Strict: true})
 	ups, cerrs := convertFed(func(add func(sourced)) {
 		for _, f := range files {
 			readFile(f, dec, add)
@@ -86,8 +87,8 @@ func LoadDir(dir string) ([]model.Update, []error) {
 // readFile decodes the documents of one file and hands each item to take, in the documents'
 // order; decoding errors come as items with err set. Documents are split in order and decoded
 // in chunks of chunkDocs, the documents of a chunk on up to GOMAXPROCS goroutines (a document's
-// YAML → JSON conversion and typed decode are most of LoadDir's time); only two chunks'
-// decoded objects are held at a time.
+// YAML → JSON translation and typed decode are most of LoadDir's time); only two chunks'
+// decoded objects are held at a time, and a document's bytes are dropped once it is decoded.
 func readFile(path string, dec runtime.Decoder, take func(sourced)) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -151,8 +152,10 @@ func decodeDocs(docs [][]byte, path string, first int, dec runtime.Decoder) []so
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var y yamlSubset
 			for i := int(next.Add(1) - 1); i < len(docs); i = int(next.Add(1) - 1) {
-				results[i] = decodeDoc(docs[i], fmt.Sprintf("%s (document %d)", path, first+i), dec)
+				results[i] = decodeDoc(docs[i], fmt.Sprintf("%s (document %d)", path, first+i), dec, &y)
+				docs[i] = nil
 			}
 		}()
 	}
@@ -165,15 +168,34 @@ func decodeDocs(docs [][]byte, path string, first int, dec runtime.Decoder) []so
 }
 
 // decodeDoc decodes one YAML (or JSON) document; an empty one (comments only) yields nothing.
-func decodeDoc(raw []byte, origin string, dec runtime.Decoder) []sourced {
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		return []sourced{{err: fmt.Errorf("%s: %w", origin, err)}}
+// The document becomes JSON through y when it is in the subset y reads, else through
+// sigs.k8s.io/yaml, strictly: a duplicate key is an error, as it is in JSON.
+func decodeDoc(raw []byte, origin string, dec runtime.Decoder, y *yamlSubset) []sourced {
+	js, ok := y.translate(raw)
+	if !ok {
+		var err error
+		if js, err = yaml.YAMLToJSONStrict(raw); err != nil {
+			return []sourced{{err: fmt.Errorf("%s: %s%w", origin, namedBy(raw), err)}}
+		}
 	}
 	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return nil
 	}
 	return decode(js, origin, dec)
+}
+
+// namedBy names the object of a document that is not strict YAML (a duplicate key) as
+// objectName does, followed by ": ", if the document is YAML at all; else "".
+func namedBy(raw []byte) string {
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return ""
+	}
+	m := &metav1.PartialObjectMetadata{}
+	if json.Unmarshal(js, m) != nil || m.Kind == "" {
+		return ""
+	}
+	return objectName(m) + ": "
 }
 
 // decode decodes one document; a v1 List yields its items. A kind the scheme does not hold (one

@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/graph/graphtest"
@@ -276,5 +277,181 @@ func TestLoadDirManyDocuments(t *testing.T) {
 	}
 	if want := n - len(bad) - 1; namespaces != want {
 		t.Errorf("namespaces: got %d, want %d", namespaces, want)
+	}
+}
+
+// TestLoadDirKinds: every kind LoadDir reads, and bad documents, give the same updates and
+// errors whether a document is block YAML (read by LoadDir's YAML subset), the same object as
+// JSON, or YAML that only yaml.v2 reads (an anchor); a duplicate key is an error in each.
+func TestLoadDirKinds(t *testing.T) {
+	const (
+		pod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: a
+  namespace: x
+  labels:
+    app: web
+spec:
+  nodeName: n1
+  containers:
+  - name: c
+    image: registry.k8s.io/pause:3.9
+    ports:
+    - name: http
+      containerPort: 8080
+      protocol: TCP
+status:
+  phase: Running
+  podIP: 10.0.0.1
+  podIPs:
+  - ip: 10.0.0.1
+  - ip: fd00::1
+`
+		netpol = `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: p
+  namespace: x
+spec:
+  podSelector:
+    matchLabels:
+      app: web
+  policyTypes:
+  - Ingress
+  ingress:
+  - from:
+    - namespaceSelector: {}
+      podSelector:
+        matchExpressions:
+        - {key: role, operator: In, values: [client]}
+    - ipBlock:
+        cidr: 10.1.0.0/16
+        except:
+        - 10.1.2.0/24
+    ports:
+    - protocol: TCP
+      port: http
+    - port: 9000
+      endPort: 9010
+`
+		cnp = `kind: ClusterNetworkPolicy
+metadata:
+  name: c
+spec:
+  tier: Admin
+  priority: 7
+  subject:
+    namespaces:
+      matchLabels:
+        kubernetes.io/metadata.name: x
+  ingress:
+  - name: deny-all
+    action: Deny
+    from:
+    - namespaces: {}
+`
+	)
+	tests := []struct {
+		name string
+		docs []string
+		want []string // the updates, described
+		errs []string // what each error contains, in order
+	}{
+		{"namespace", []string{"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  labels:\n    team: blue\n"},
+			[]string{"ns x", "sync in-sync"}, nil},
+		{"pod", []string{pod}, []string{"ns x", "ep x/a", "sync in-sync"}, nil},
+		{"network policy", []string{netpol}, []string{"ns x", "pol NetworkPolicy/x/p", "sync in-sync"}, nil},
+		{"cluster network policy v1beta1", []string{"apiVersion: policy.networking.k8s.io/v1beta1\n" + cnp},
+			[]string{"pol ClusterNetworkPolicy/c", "sync in-sync"}, nil},
+		{"cluster network policy v1alpha2", []string{"apiVersion: policy.networking.k8s.io/v1alpha2\n" + cnp},
+			[]string{"pol ClusterNetworkPolicy/c", "sync in-sync"}, nil},
+		{"node", []string{"apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\nstatus:\n  addresses:\n  - type: InternalIP\n    address: 172.31.0.1\n"},
+			[]string{"sync in-sync"}, nil},
+		{"list", []string{"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: x\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: z\n"},
+			[]string{"ns x", "ns z", "sync in-sync"}, nil},
+		{"kind not used", []string{"apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: x\n"},
+			[]string{"sync in-sync"}, []string{"(document 1): Service x/s: kind not used by nftpolicy"}},
+		{"unknown field", []string{strings.Replace(netpol, "  podSelector:", "  podSelecter:", 1)},
+			[]string{"sync in-sync"}, []string{`(document 1): NetworkPolicy x/p: strict decoding error: unknown field "spec.podSelecter"`}},
+		{"string field given a boolean", []string{"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: yes\n"},
+			[]string{"sync in-sync"}, []string{"(document 1): Namespace: ", "bool"}},
+		{"not YAML", []string{"apiVersion: v1\nkind: Namespace\nmetadata: name: x\n"},
+			[]string{"sync in-sync"}, []string{"(document 1): yaml: "}},
+		{"duplicate key", []string{"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  name: z\n"},
+			[]string{"sync in-sync"}, []string{`(document 1): Namespace z: yaml: unmarshal errors:`, `key "name" already set in map`}},
+		{"duplicate key in a flow mapping", []string{"apiVersion: v1\nkind: Namespace\nmetadata: {name: x, labels: {a: b, a: c}}\n"},
+			[]string{"sync in-sync"}, []string{`(document 1): Namespace x: yaml: unmarshal errors:`, `key "a" already set in map`}},
+		{"duplicate key deep in a policy, others kept", []string{strings.Replace(netpol, "    - port: 9000\n", "    - port: 9000\n      port: 9001\n", 1), pod},
+			[]string{"ns x", "ep x/a", "sync in-sync"}, []string{`(document 1): NetworkPolicy x/p: yaml: unmarshal errors:`, `key "port" already set in map`}},
+	}
+	write := func(t *testing.T, name string, docs []string) ([]model.Update, []error) {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(docs, "---\n")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return sync.LoadDir(dir)
+	}
+	check := func(t *testing.T, ups []model.Update, errs []error, want, wantErrs []string) {
+		t.Helper()
+		var got []string
+		for _, u := range ups {
+			got = append(got, describe(u))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("updates %q, want %q", got, want)
+		}
+		if len(errs) != min(len(wantErrs), 1) {
+			t.Fatalf("errors %v, want %d", errs, min(len(wantErrs), 1))
+		}
+		for _, w := range wantErrs {
+			if !strings.Contains(errs[0].Error(), w) {
+				t.Errorf("error %q does not say %q", errs[0], w)
+			}
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name != "not YAML" && !sync.YAMLSubsetReads(strings.ReplaceAll(tt.docs[0], "yes", "x")) &&
+				!strings.Contains(tt.name, "duplicate") {
+				t.Errorf("LoadDir's YAML subset does not read the document:\n%s", tt.docs[0])
+			}
+			ups, errs := write(t, "block.yaml", tt.docs)
+			check(t, ups, errs, tt.want, tt.errs)
+
+			// The same documents as yaml.v2 alone reads them: an anchor on the kind.
+			var anchored []string
+			for _, d := range tt.docs {
+				d = strings.Replace(d, "kind: ", "kind: &k ", 1)
+				if sync.YAMLSubsetReads(d) {
+					t.Fatalf("the subset reads an anchor:\n%s", d)
+				}
+				anchored = append(anchored, d)
+			}
+			aups, aerrs := write(t, "anchored.yaml", anchored)
+			check(t, aups, aerrs, tt.want, tt.errs)
+			if !reflect.DeepEqual(aups, ups) {
+				t.Errorf("anchored documents: updates %+v\nwant %+v", aups, ups)
+			}
+
+			// As JSON, where the document is YAML (a duplicate key stays one).
+			if tt.name == "not YAML" || strings.Contains(tt.name, "duplicate") {
+				return
+			}
+			var js []string
+			for _, d := range tt.docs {
+				j, err := yaml.YAMLToJSON([]byte(d))
+				if err != nil {
+					t.Fatal(err)
+				}
+				js = append(js, string(j)+"\n")
+			}
+			jups, jerrs := write(t, "objects.json", js)
+			check(t, jups, jerrs, tt.want, tt.errs)
+			if !reflect.DeepEqual(jups, ups) {
+				t.Errorf("JSON: updates %+v\nwant %+v", jups, ups)
+			}
+		})
 	}
 }

@@ -13,10 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftpolicy/nftpolicy/internal/agent"
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
@@ -72,8 +75,9 @@ func heapPeak() (stop func() uint64) {
 
 // BenchmarkManyPolicies is P7: scale.ManyPoliciesBench's 10,000 NetworkPolicies selecting one
 // server pod, each allowing TCP 80 from its own 5 remote pods. First `render` of the manifests:
-// in process (sync.LoadDir → graph → nft.Builder → Render, each stage timed, the heap's peak
-// sampled) and as the nftpolicy binary in a child process (wall time and peak RSS). Then, in a
+// in process (sync.LoadDir → graph → nft.Builder → Render as `nftpolicy render` runs them, each
+// stage timed, the heap's peak sampled) and as the nftpolicy binary in a child process (wall
+// time, CPU and peak RSS). Then, in a
 // node namespace programmed with the whole group, one of the policies deleted and created again,
 // 10 times each: graph OnUpdate + Flush and kernel.Applier.Apply (compile + one transaction).
 func BenchmarkManyPolicies(b *testing.B) {
@@ -86,8 +90,14 @@ func BenchmarkManyPolicies(b *testing.B) {
 	dir := b.TempDir()
 	writeManyPolicies(b, m, dir)
 
-	// In process.
+	// In process, as `nftpolicy render` runs: each stage's input let go once the next holds
+	// what it needs, the builder's compiler state before the table is rendered, under render's
+	// soft memory limit (agent.StartupMemory) unless the environment sets GOGC or GOMEMLIMIT.
 	runtime.GC()
+	limitFound := debug.SetMemoryLimit(-1)
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(agent.StartupMemory)
+	}
 	stopPeak := heapPeak()
 	t0 := time.Now()
 	ups, errs := sync.LoadDir(dir)
@@ -95,24 +105,20 @@ func BenchmarkManyPolicies(b *testing.B) {
 		b.Fatalf("loading the manifests: %v", errs[0])
 	}
 	t1 := time.Now()
-	g := graph.New(graph.Config{NodeName: m.Node})
-	for _, u := range ups {
-		g.OnUpdate(u)
-	}
-	msgs := g.Flush()
+	msgs := flushGraph(m.Node, ups)
 	t2 := time.Now()
 	bl := nft.NewBuilder(nft.Config{})
 	bl.Apply(msgs)
-	text := bl.Render()
+	text := ruleset.Render(bl.Table())
 	t3 := time.Now()
 	peak := stopPeak()
-	ups, msgs = nil, nil
+	debug.SetMemoryLimit(limitFound)
 	load, graphTook, build := t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)
 	total := t3.Sub(t0)
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(total.Seconds(), "render-s")
 	b.ReportMetric(float64(peak)/float64(mib), "render-peak-heap-MiB")
-	report.add(row{"P7", fmt.Sprintf("render of %d NetworkPolicies selecting one pod (%d peers each, %d pods), in process: LoadDir + graph + builder + render; peak live heap",
+	report.add(row{"P7", fmt.Sprintf("render of %d NetworkPolicies selecting one pod (%d peers each, %d pods), in process: LoadDir + graph + builder + render; peak heap (garbage included)",
 		m.Policies, m.PeersPerPolicy, m.Policies*m.PeersPerPolicy+1),
 		fmt.Sprintf("%.2f s (load %.2f s, graph %.2f s, builder %.2f s); %d MiB; %d bytes of text",
 			total.Seconds(), load.Seconds(), graphTook.Seconds(), build.Seconds(), peak/mib, len(text)),
@@ -129,9 +135,11 @@ func BenchmarkManyPolicies(b *testing.B) {
 		if err != nil {
 			b.Fatalf("nftpolicy render: %v", err)
 		}
-		rss := int64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) * 1024
-		report.add(row{"P7", "`nftpolicy render` of the same manifests in a child process: wall time, peak RSS",
-			fmt.Sprintf("%.2f s; %d MiB; %d bytes of text", took.Seconds(), rss/mib, len(out)),
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		rss := int64(ru.Maxrss) * 1024
+		cpu := time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+		report.add(row{"P7", "`nftpolicy render` of the same manifests in a child process: wall time, CPU, peak RSS",
+			fmt.Sprintf("%.2f s (CPU %.2f s); %d MiB; %d bytes of text", took.Seconds(), cpu.Seconds(), rss/mib, len(out)),
 			"≤ 2 s, ≤ 150 MB", meets(took <= 2*time.Second && rss <= 150e6)})
 	}
 
@@ -151,7 +159,7 @@ func BenchmarkManyPolicies(b *testing.B) {
 			policies[p.Policy.Key] = p.Policy
 		}
 	}
-	g = graph.New(graph.Config{NodeName: m.Node})
+	g := graph.New(graph.Config{NodeName: m.Node})
 	for _, u := range ups {
 		g.OnUpdate(u)
 	}
@@ -200,6 +208,16 @@ func BenchmarkManyPolicies(b *testing.B) {
 		m.Policies, n),
 		fmt.Sprintf("%.1f ms / %.1f ms (graph p50 %.1f ms)", float64(p50)/1e6, float64(p99)/1e6, float64(g50)/1e6),
 		"≤ 50 ms p50", meets(p50 <= 50*time.Millisecond)})
+}
+
+// flushGraph runs ups through a graph for node and returns its first flush; the graph is let go.
+func flushGraph(node string, ups []model.Update) []dataplane.Message {
+	g := graph.New(graph.Config{NodeName: node})
+	for i, u := range ups {
+		g.OnUpdate(u)
+		ups[i] = nil
+	}
+	return g.Flush()
 }
 
 // clonePolicy copies p's rules: an update is handed over to the graph, which keeps it.
