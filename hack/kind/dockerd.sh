@@ -25,13 +25,19 @@ start() {
   CGO_ENABLED=0 go build -C "$repo" -o "$KIND_RUN/runc-nocap" ./hack/kind/runc-nocap
   ip netns list | awk '{print $1}' | grep -qx "$KIND_NETNS" || ip netns add "$KIND_NETNS"
   nsenter --net="/run/netns/$KIND_NETNS" ip link set lo up
-  # dockerd's own sysctls (ip_forward, bridge-nf-call) are per network namespace.
-  nsenter --net="/run/netns/$KIND_NETNS" setsid dockerd \
-    --host "unix://$KIND_RUN/docker.sock" --pidfile "$KIND_RUN/docker.pid" \
-    --data-root "$NFTPOLICY_CACHE/docker" --exec-root "$KIND_RUN/exec" \
-    --add-runtime "nocap=$KIND_RUN/runc-nocap" --default-runtime nocap \
-    --storage-driver overlay2 --iptables=true --log-level warn \
-    > "$KIND_RUN/dockerd.log" 2>&1 < /dev/null &
+  # dockerd's own sysctls (ip_forward, bridge-nf-call) are per network namespace. It outlives
+  # this script's caller when the cluster is kept, so it inherits no descriptor beyond 0-2 (a
+  # caller's flock on one would stay held by dockerd and containerd).
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    exec nsenter --net="/run/netns/$KIND_NETNS" setsid dockerd \
+      --host "unix://$KIND_RUN/docker.sock" --pidfile "$KIND_RUN/docker.pid" \
+      --data-root "$NFTPOLICY_CACHE/docker" --exec-root "$KIND_RUN/exec" \
+      --add-runtime "nocap=$KIND_RUN/runc-nocap" --default-runtime nocap \
+      --storage-driver overlay2 --iptables=true --log-level warn
+  ) > "$KIND_RUN/dockerd.log" 2>&1 < /dev/null &
   for _ in $(seq 60); do
     docker_cli version >/dev/null 2>&1 && { echo "dockerd: running in netns $KIND_NETNS ($(docker_cli version -f '{{.Server.Version}}'))"; return 0; }
     sleep 1
