@@ -13,7 +13,8 @@ package e2e
 // selects gets the tier's default action (Deny unless the Tier says Pass) when none of them
 // decides; a pod no tier decides for is allowed. Calico puts the automatic label
 // projectcalico.org/namespace on every pod, so a GlobalNetworkPolicy can pick a pod as
-// "pod == 'a' && projectcalico.org/namespace == 'x'".
+// "pod == 'a' && projectcalico.org/namespace == 'x'". The manifests quote the name y, which
+// YAML 1.1 (the API machinery's YAML) reads as a boolean.
 
 import (
 	"fmt"
@@ -326,7 +327,7 @@ apiVersion: projectcalico.org/v3
 kind: NetworkSet
 metadata:
   name: trusted
-  namespace: y
+  namespace: "y"
   labels:
     role: trusted
 spec:
@@ -348,7 +349,7 @@ apiVersion: projectcalico.org/v3
 kind: NetworkPolicy
 metadata:
   name: a-from-trusted
-  namespace: y
+  namespace: "y"
 spec:
   selector: pod == 'a'
   types: [Ingress]
@@ -388,7 +389,7 @@ apiVersion: projectcalico.org/v3
 kind: NetworkPolicy
 metadata:
   name: b-not-81
-  namespace: y
+  namespace: "y"
 spec:
   selector: pod == 'b'
   types: [Ingress]
@@ -705,7 +706,7 @@ spec:
     from:
     - namespaces:
         matchLabels:
-          ns: y
+          ns: "y"
 ---
 apiVersion: projectcalico.org/v3
 kind: NetworkPolicy
@@ -745,7 +746,7 @@ spec:
   subject:
     namespaces:
       matchLabels:
-        ns: y
+        ns: "y"
   ingress:
   - name: deny-z
     action: Deny

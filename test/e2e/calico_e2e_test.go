@@ -250,7 +250,10 @@ func (c *calicoRunner) create(ctx context.Context, o *unstructured.Unstructured)
 	if err != nil {
 		return "", nil, err
 	}
-	res := strings.ToLower(o.GetKind()) + "s"
+	res := strings.ToLower(o.GetKind()) + "s" // every kind here: NetworkSet, Tier, ...
+	if k, ok := strings.CutSuffix(res, "policys"); ok {
+		res = k + "policies"
+	}
 	api := c.dyn.Resource(gv.WithResource(res))
 	var ri dynamic.ResourceInterface = api
 	if o.GetNamespace() != "" {
