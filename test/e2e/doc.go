@@ -47,6 +47,19 @@
 //     pokes, with the same label changes; needs neither root nor a cluster.
 //   - cnp_e2e_test.go: TestCNPConformance, the tests on the netns cluster with the agent on
 //     every node, the experimental CRD installed and the Node objects registered.
+//   - calico_cases_test.go: the Calico cases, each manifests of projectcalico.org/v3 (and for
+//     one case NetworkPolicies and ClusterNetworkPolicies) as a user writes them, a template
+//     for the pods' addresses and the ICMP family, with its expected matrices (upstream's
+//     calls) and pokes (pings, connections from a fixed source port); among them the samples of
+//     Calico's "Get started with Calico network policy", "Global network policy" and "Tier"
+//     pages, unchanged.
+//   - calico_e2e_test.go: TestCalico, the cases on the netns cluster with the agent on every
+//     node, deploy/crds/calico and the ClusterNetworkPolicy CRD installed, in the 9-pod model
+//     whose pods also serve TCP 6379, carry the samples' role labels and run as service
+//     accounts sa-<pod name>. Objects go in through the dynamic client with strict field
+//     validation; the agents must report the written resourceVersions of Calico's resources
+//     as well as Barrier's before the traffic is checked; every matrix and poke that validated
+//     is checked against nftpolicy explain.
 //
 // # Invariants
 //
@@ -96,6 +109,7 @@
 //	                                     # TestConformance and TestCNPConformance on the local
 //	                                     # cluster (root, make deps)
 //	go test -run CNP ./test/e2e/         # the ClusterNetworkPolicy suite only (~6 min: 3 per family)
+//	go test -run 'TestCalico$' ./test/e2e/  # the Calico cases only (~1 min)
 //	make e2e                             # the same, verbose
 //
 // # Cases
