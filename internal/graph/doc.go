@@ -102,7 +102,7 @@
 //     routes, the address owners and the host addresses (which no message depends on). Per
 //     local endpoint and direction: the active policies that select it and apply to the
 //     direction (asked of the active policies, resolverPolicies), grouped by tier in (tier
-//     Order, name), policies in (Order, Key.String()); only tiers with ≥ 1 such policy are
+//     Order, name), policies in (Order, then as Felix: name, namespace, kind); only tiers with ≥ 1 such policy are
 //     listed, with the tier's DefaultAction. Interface comes from RouteSet (a /32 or /128 route
 //     to one of its addresses). Addrs lists only the addresses the endpoint owns (owner.go): of
 //     the local endpoints holding one address, a Running one before one that is not, then the

@@ -23,7 +23,8 @@ func pol(key model.PolicyKey, tier string, order float64, sel string, in, eg boo
 		Selector: sel, ApplyIngress: in, ApplyEgress: eg, IngressRules: rules}}
 }
 
-// Resolver: tiers in order, policies in (Order, key), only tiers with an applying policy.
+// Resolver: tiers in order, policies in (Order, then name, namespace, kind as Felix), only tiers
+// with an applying policy.
 func TestResolverTiers(t *testing.T) {
 	a := model.EndpointKey{Namespace: "x", Name: "a"}
 	np1, np2 := pk("NetworkPolicy", "x", "np1"), pk("NetworkPolicy", "x", "np2")
@@ -41,6 +42,13 @@ func TestResolverTiers(t *testing.T) {
 		{"order then name within a tier",
 			[]model.Update{pol(np2, model.TierNetworkPolicy, 0, "", true, true), pol(np1, model.TierNetworkPolicy, 5, "", true, false)},
 			"default(deny): NetworkPolicy/x/np2 NetworkPolicy/x/np1", "default(deny): NetworkPolicy/x/np2"},
+		{"equal orders by name, then namespace, then kind (Felix's sorter)",
+			[]model.Update{pol(pk("GlobalNetworkPolicy", "", "b"), "sec", 10, "", true, false),
+				pol(pk("CalicoNetworkPolicy", "x", "c"), "sec", 10, "", true, false),
+				pol(pk("CalicoNetworkPolicy", "x", "a"), "sec", 10, "", true, false),
+				pol(pk("GlobalNetworkPolicy", "", "a"), "sec", 10, "", true, false),
+				model.TierSet{Tier: model.Tier{Name: "sec", Order: 100, DefaultAction: model.ActionDeny}}},
+			"sec(deny): GlobalNetworkPolicy/a CalicoNetworkPolicy/x/a GlobalNetworkPolicy/b CalicoNetworkPolicy/x/c", ""},
 		{"admin, default, baseline in tier order",
 			[]model.Update{pol(base, model.TierBaseline, 0, "", true, true), pol(np1, model.TierNetworkPolicy, 0, "", true, false), pol(adm, model.TierAdmin, 0, "", true, false)},
 			"admin(pass): ClusterNetworkPolicy/adm | default(deny): NetworkPolicy/x/np1 | baseline(pass): ClusterNetworkPolicy/base",

@@ -145,7 +145,7 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 		if a.p.m.Order != b.p.m.Order {
 			return cmp.Compare(a.p.m.Order, b.p.m.Order)
 		}
-		return strings.Compare(a.p.name, b.p.name)
+		return comparePolicyOrder(a.p.key, b.p.key)
 	})
 	for i := range r.order {
 		ps[i] = r.order[i].p
@@ -169,4 +169,10 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 	msg.Ingress = build(func(p *policy) bool { return p.m.ApplyIngress })
 	msg.Egress = build(func(p *policy) bool { return p.m.ApplyEgress })
 	return msg
+}
+
+// comparePolicyOrder orders policies of one tier and order as Felix does: by name, then
+// namespace, then kind (calico-semantics.md: felix/calc's policy sorter).
+func comparePolicyOrder(a, b model.PolicyKey) int {
+	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind))
 }

@@ -291,7 +291,8 @@ func (k PolicyKey) String() string {
 type Policy struct {
 	Key  PolicyKey
 	Tier string
-	// Order sorts policies within a tier (lower first); ties are broken by Key.String().
+	// Order sorts policies within a tier (lower first); ties are broken as Felix
+	// breaks them: by Key.Name, then Key.Namespace, then Key.Kind.
 	Order float64
 	// Namespace scopes Selector and same-namespace peers (NetworkPolicy); "" for cluster-wide.
 	Namespace string
