@@ -40,7 +40,8 @@ deadline=$(( $(date +%s) + 90 ))
 agents=$(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy \
   -o go-template='{{range .items}}{{if not .metadata.deletionTimestamp}}{{.metadata.name}}{{"\n"}}{{end}}{{end}}')
 for pod in $agents; do
-  until kubectl -n kube-system logs "$pod" 2>/dev/null | grep -qE 'serves ClusterNetworkPolicies now|"reading ClusterNetworkPolicies"'; do
+  # grep reads the whole log (no -q): under pipefail an early exit would fail kubectl's write.
+  until kubectl -n kube-system logs "$pod" 2>/dev/null | grep -E 'serves ClusterNetworkPolicies now|"reading ClusterNetworkPolicies"' >/dev/null; do
     if [ "$(date +%s)" -gt "$deadline" ]; then
       echo "conformance: $pod does not read ClusterNetworkPolicies 90 s after the CRD was installed" >&2; exit 1
     fi
