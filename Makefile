@@ -14,7 +14,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
 export KUBE_APISERVER NFTPOLICY_ETCD NFTPOLICY_CACHE KUBE_VERSION ETCD_VERSION
 
-.PHONY: all deps apt-deps kube-apiserver etcd build test vet unit e2e bench fuzz demo lint tidy-check clean clean-netns e2e-kind kind-cache kind-cache-state kind-clean
+.PHONY: all deps apt-deps kube-apiserver etcd build test vet unit e2e bench fuzz demo lint tidy-check clean clean-netns e2e-kind kind-cache kind-cache-state kind-conformance kind-clean
 
 all: build
 
@@ -101,7 +101,7 @@ clean-netns-check:
 	  for ns in $$left; do ip netns del $$ns && echo "removed $$ns"; done; exit 1; fi
 
 ## e2e-kind: nftpolicy in a kind cluster (dual-stack, kube-proxy nftables), upstream's Netpol
-## e2e cases and a Service check. Offline by default: everything is built here, cached in
+## e2e cases, a Service check and network-policy-api's conformance suite. Offline by default: everything is built here, cached in
 ## $(NFTPOLICY_CACHE) (the first run takes over an hour), with a Docker daemon of its own in a
 ## network namespace of its own (docs/kind.md). KIND_NODE_IMAGE=kindest/node:vX takes the online path.
 e2e-kind:
@@ -114,6 +114,11 @@ kind-cache:
 
 kind-cache-state:
 	@bash hack/kind/cache-state.sh
+
+## kind-conformance: network-policy-api's conformance suite again, on a kept (KIND_KEEP=1) cluster.
+kind-conformance:
+	@. hack/kind/lib.sh && export KUBECONFIG=$$KIND_RUN/kubeconfig DOCKER_HOST=unix://$$KIND_RUN/docker.sock \
+	  PATH=$$(kube_dir):$$PATH && in_netns bash test/kind/conformance.sh "$$(conformance_dir)/conformance.test" $(CURDIR)/_artifacts/e2e-kind
 
 ## kind-clean: remove a kept (KIND_KEEP=1) or killed run's cluster, Docker daemon and namespace.
 kind-clean:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make e2e-kind: nftpolicy in a real Kubernetes cluster (kind: 1 control plane, 2 workers,
 # dual-stack, kube-proxy in nftables mode, a CNI that does not enforce NetworkPolicy), deployed
-# from deploy/, then upstream's `e2e.test --ginkgo.focus=Netpol` and test/kind/service-check.sh.
+# from deploy/, then test/kind/service-check.sh, upstream's `e2e.test --ginkgo.focus=Netpol` and
+# network-policy-api's conformance suite (test/kind/conformance.sh).
 #
 # Two paths in one script:
 #  - offline (the default; what runs on this project's machines, which reach no container
@@ -81,6 +82,8 @@ KIND
     --kubeconfig "${KUBECONFIG:-$HOME/.kube/config}" --provider=skeleton --num-nodes=2 \
     --ginkgo.focus="$focus" --ginkgo.skip="$skip" --report-dir "$report"
   bash test/kind/service-check.sh
+  bash hack/kind/build-conformance.sh
+  bash test/kind/conformance.sh "$(conformance_dir)/conformance.test" "$report"
   exit 0
 fi
 
@@ -130,6 +133,7 @@ nice -n 15 bash hack/kind/build-rootfs.sh
 nice -n 15 bash hack/kind/build-tools.sh & tools_pid=$!
 nice -n 15 bash hack/kind/build-kube.sh
 wait $tools_pid
+nice -n 15 bash hack/kind/build-conformance.sh
 kube="$(kube_dir)"; tools="$(tools_dir)"
 phase "docker daemon in netns $KIND_NETNS"
 bash hack/kind/dockerd.sh start
@@ -255,6 +259,8 @@ if [ -n "$restart_pid" ]; then
     echo "rolling restarts during the tests: $done_n done, every one finished"
   fi
 fi
+phase "network-policy-api $NETPOL_API_VERSION conformance suite (profile ClusterNetworkPolicy)"
+in_netns bash test/kind/conformance.sh "$(conformance_dir)/conformance.test" "$report" || rc=1
 for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
   kubectl -n kube-system logs "$pod" > "$report/nftpolicy-${pod#pod/}.log" 2>&1 || true
 done

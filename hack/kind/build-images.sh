@@ -10,6 +10,9 @@
 #   registry.k8s.io/etcd:ETCD-0, registry.k8s.io/coredns/coredns:V, registry.k8s.io/pause:V,
 #   registry.k8s.io/e2e-test-images/agnhost:V  under upstream's names, so kubeadm and e2e.test
 #                                   find them without a registry
+#   registry.k8s.io/e2e-test-images/agnhost:CONFORMANCE_AGNHOST_VERSION  the tag
+#                                   network-policy-api's conformance suite names, agnhost V
+#                                   with hack/kind/agnhost-porter-nosctp as /agnhost
 #   $(node_image)                   the kind node: kind v0.33's base image recipe on the rootfs, the
 #                                   binaries, and the images above in its containerd
 set -euo pipefail
@@ -87,10 +90,21 @@ if ! have "registry.k8s.io/e2e-test-images/agnhost:$AGNHOST_VERSION"; then
   printf 'FROM %s\nCOPY agnhost /agnhost\nENTRYPOINT ["/agnhost"]\nCMD ["pause"]\n' "$rootfs_image" > "$d/Dockerfile"
   build "registry.k8s.io/e2e-test-images/agnhost:$AGNHOST_VERSION" "$d"
 fi
+# agnhost under the tag network-policy-api's conformance suite names (hack/kind/build-conformance.sh
+# checks it): agnhost $AGNHOST_VERSION, whose /agnhost is hack/kind/agnhost-porter-nosctp (agnhost
+# itself, but for porter on a kernel without SCTP).
+# The image is labelled with the wrapper's digest, and made again when the wrapper changes.
+conformance_agnhost="registry.k8s.io/e2e-test-images/agnhost:$CONFORMANCE_AGNHOST_VERSION"
+if [ "$(docker_cli image inspect -f '{{index .Config.Labels "nftpolicy-kind.porter"}}' "$conformance_agnhost" 2>/dev/null)" != "$(porter_digest)" ]; then
+  d=$work/agnhost-conformance; mkdir -p "$d"; cp "$kube/agnhost" "$(dirname "$0")/agnhost-porter-nosctp" "$d/"
+  printf 'FROM %s\nCOPY agnhost /usr/local/lib/agnhost/agnhost\nCOPY agnhost-porter-nosctp /agnhost\nLABEL nftpolicy-kind.porter=%s\nENTRYPOINT ["/agnhost"]\nCMD ["pause"]\n' \
+    "$rootfs_image" "$(porter_digest)" > "$d/Dockerfile"
+  build "$conformance_agnhost" "$d"
+fi
 baked_images="registry.k8s.io/kube-apiserver:$KUBE_VERSION registry.k8s.io/kube-controller-manager:$KUBE_VERSION
 registry.k8s.io/kube-scheduler:$KUBE_VERSION registry.k8s.io/kube-proxy:$KUBE_VERSION registry.k8s.io/etcd:$ETCD_VERSION-0
 registry.k8s.io/coredns/coredns:$COREDNS_VERSION registry.k8s.io/pause:$PAUSE_VERSION
-registry.k8s.io/e2e-test-images/agnhost:$AGNHOST_VERSION"
+registry.k8s.io/e2e-test-images/agnhost:$AGNHOST_VERSION $conformance_agnhost"
 
 node="$(node_image)"
 if ! have "$node"; then
@@ -150,6 +164,10 @@ DOCKERFILE
   docker_cli rm -f -v "$id" >/dev/null; trap 'rm -rf "$work"' EXIT
   docker_cli rmi "$node.stage" >/dev/null
   echo "image $node"
+  # Older node images (other versions or recipes) are ~1.5 GB each: keep only this one.
+  for old in $(docker_cli images --format '{{.Repository}}:{{.Tag}}' nftpolicy-kind/node); do
+    [ "$old" = "$node" ] || docker_cli rmi "$old" >/dev/null || true
+  done
 fi
 docker_cli image prune -f >/dev/null
 # For hack/kind/cache-state.sh: which images this data root holds.

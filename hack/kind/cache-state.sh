@@ -13,6 +13,7 @@ done
 for b in kind containerd ctr containerd-shim-runc-v2 crictl ptp loopback host-local portmap etcd coredns pause; do
   [ -x "$(tools_dir)/$b" ] || missing="$missing tools/$b"
 done
+[ -x "$(conformance_dir)/conformance.test" ] || missing="$missing network-policy-api-conformance"
 [ -s "$(rootfs_tar)" ] || missing="$missing rootfs"
 grep -qxF "$(node_image)" "$NFTPOLICY_CACHE/kind-images.built" 2>/dev/null || missing="$missing node-image"
 if [ -n "$missing" ]; then echo "kind cache cold in $NFTPOLICY_CACHE, missing:$missing"; exit 1; fi

@@ -11,6 +11,11 @@ CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.10.0}"
 COREDNS_VERSION="${COREDNS_VERSION:-v1.14.2}"  # kubeadm v1.36's CoreDNSVersion
 PAUSE_VERSION="${PAUSE_VERSION:-3.10.2}"       # kubeadm v1.36's PauseVersion
 AGNHOST_VERSION="${AGNHOST_VERSION:-2.63.0}"   # test/utils/image/manifest.go of v1.36
+# network-policy-api's conformance suite: the module version go.mod requires, and the agnhost tag
+# its base manifests name (conformance/base/manifests.yaml; hack/kind/build-conformance.sh checks
+# it), built here from agnhost $AGNHOST_VERSION (hack/kind/build-images.sh).
+NETPOL_API_VERSION="${NETPOL_API_VERSION:-$(awk '$1 == "sigs.k8s.io/network-policy-api" {print $2}' "$(dirname "${BASH_SOURCE[0]}")/../../go.mod")}"
+CONFORMANCE_AGNHOST_VERSION="${CONFORMANCE_AGNHOST_VERSION:-2.45}"
 DEBIAN_SUITE="${DEBIAN_SUITE:-bookworm}"
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # kind's base image's packages (images/base/Dockerfile of kind v0.33) less storage and curl, plus
@@ -21,6 +26,7 @@ ROOTFS_KEY="$DEBIAN_SUITE-$(echo "$ROOTFS_PACKAGES" | md5sum | cut -c1-8)"
 rootfs_tar() { echo "$NFTPOLICY_CACHE/rootfs-$ROOTFS_KEY.tar"; }
 tools_dir() { echo "$NFTPOLICY_CACHE/kind-tools-$KIND_VERSION-containerd-$CONTAINERD_VERSION-crictl-$CRICTL_VERSION-cni-$CNI_PLUGINS_VERSION-etcd-$ETCD_VERSION-coredns-$COREDNS_VERSION-pause-$PAUSE_VERSION"; }
 kube_dir() { echo "$NFTPOLICY_CACHE/kube-$KUBE_VERSION"; }
+conformance_dir() { echo "$NFTPOLICY_CACHE/network-policy-api-conformance-$NETPOL_API_VERSION"; }
 
 apt_install() {
   # Debian's packages, started by nothing: a package's service (docker.io's dockerd) must never
@@ -47,8 +53,10 @@ KUBELET_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_
 in_netns() { nsenter --net="/run/netns/$KIND_NETNS" "$@"; }
 # The node image's tag: the Kubernetes version and a digest of every other version it holds, and
 # NODE_RECIPE, raised when build-images.sh makes the node differently.
-NODE_RECIPE=1
-node_image() { echo "nftpolicy-kind/node:$KUBE_VERSION-$(echo "$NODE_RECIPE $ROOTFS_KEY $(tools_dir) $AGNHOST_VERSION" | md5sum | cut -c1-10)"; }
+NODE_RECIPE=2
+node_image() { echo "nftpolicy-kind/node:$KUBE_VERSION-$(echo "$NODE_RECIPE $ROOTFS_KEY $(tools_dir) $AGNHOST_VERSION $CONFORMANCE_AGNHOST_VERSION $(porter_digest)" | md5sum | cut -c1-10)"; }
+# The digest of the conformance agnhost image's /agnhost (hack/kind/agnhost-porter-nosctp).
+porter_digest() { md5sum < "$(dirname "${BASH_SOURCE[0]}")/agnhost-porter-nosctp" | cut -c1-8; }
 
 # nftpolicy_context DIR: the repository's files (tracked and untracked, not ignored) with vendor/,
 # the context the Dockerfile is built from here (its build stage reaches no module proxy).
