@@ -104,7 +104,9 @@ type Builder struct {
 	// policyTiers holds each policy's key and tier by its key's String, for ReasonOrigin, which
 	// reads it on any goroutine
 	policyTiers policyTiers
-	inSync      bool
+	// counted is the snapshot Counted returned last (nil before the first)
+	counted *Counted
+	inSync  bool
 }
 
 // NewBuilder returns a builder of an empty table: its fixed part (base chains, dispatch maps).

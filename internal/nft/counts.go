@@ -111,21 +111,65 @@ type PolicyCount struct {
 // sets. Builder.Counted takes it from the desired table once it is committed; it does not change
 // after, so a reader of the kernel's counters uses it on any goroutine, during later applies too.
 type Counted struct {
-	table   string
-	reasons map[string]string // deny chain → reason (its comment)
-	full    map[string]string // deny chain → reason, whole
-	logged  map[string]string // log prefix of a log chain's rule → the Log rule's reason
+	table     string
+	reasons   map[string]string   // deny chain → reason (its comment)
+	full      map[string]string   // deny chain → reason, whole
+	logged    map[string]string   // log prefix of a log chain's rule → the Log rule's reason
+	logChains map[string]struct{} // the log chains whose rules' prefixes logged holds
 	// the chains with counting accept rules and the counting sets (with CountAllowed)
 	countChains, countSets []string
-	tiers                  *policyTiers // what the reasons name
+	counting               map[string]struct{} // countChains and countSets by name
+	tiers                  *policyTiers        // what the reasons name
 }
 
 // Counted names the deny chains and counting objects of the desired table: call it once the
-// table is committed.
+// table is committed. It returns the snapshot it returned last unless a chain or set put or
+// dropped since is one that snapshot names or one it would name now (countedStale): a commit
+// that changes no deny, log or counting object costs O(chains and sets it put or dropped), a
+// walk of the table only the others. The snapshot equals a walk's (countAll) either way.
 func (b *Builder) Counted() *Counted {
+	since := b.pending.sinceCounted
+	if b.counted == nil || b.countedStale(b.counted, since) {
+		b.counted = b.countAll()
+	}
+	clear(since.Chains)
+	clear(since.Sets)
+	return b.counted
+}
+
+// countedStale reports whether a chain or set of since bears on c: c names it, or the table now
+// holds it as a deny, log or counting object.
+func (b *Builder) countedStale(c *Counted, since *ruleset.Changes) bool {
+	for name := range since.Chains {
+		_, deny := c.full[name]
+		_, log := c.logChains[name]
+		_, counting := c.counting[name]
+		if deny || log || counting || b.objects.denies.held(name) || b.objects.logs.held(name) {
+			return true
+		}
+		if ch := b.table.Chains[name]; b.opts.countAllowed && ch != nil && countsAccepts(ch) {
+			return true
+		}
+	}
+	if !b.opts.countAllowed {
+		return false
+	}
+	for name := range since.Sets {
+		_, counting := c.counting[name]
+		if s := b.table.Sets[name]; counting || s != nil && s.Counter {
+			return true
+		}
+	}
+	return false
+}
+
+// countAll walks the desired table for its deny chains and counting objects.
+func (b *Builder) countAll() *Counted {
 	c := &Counted{table: b.table.Name, reasons: map[string]string{}, full: map[string]string{},
-		logged: map[string]string{}, tiers: &b.policyTiers}
+		logged: map[string]string{}, logChains: map[string]struct{}{}, counting: map[string]struct{}{},
+		tiers: &b.policyTiers}
 	for name := range b.objects.logs.keys {
+		c.logChains[name] = struct{}{}
 		for i, reason := range b.objects.logReasons[name] {
 			c.logged[logPrefix(name, i)] = reason
 		}
@@ -138,6 +182,9 @@ func (b *Builder) Counted() *Counted {
 	}
 	if b.opts.countAllowed {
 		c.countChains, c.countSets = b.counting()
+		for _, name := range slices.Concat(c.countChains, c.countSets) {
+			c.counting[name] = struct{}{}
+		}
 	}
 	return c
 }
@@ -213,7 +260,7 @@ func (c *Counted) DenyChain(name string) (DenyInfo, bool) {
 // counting lists the table's chains with counting accept rules and its counting sets.
 func (b *Builder) counting() (chains, sets []string) {
 	for name, c := range b.table.Chains {
-		if slices.ContainsFunc(c.Rules, func(r ruleset.Rule) bool { return r.Counter && r.Verdict.Kind == ruleset.Accept }) {
+		if countsAccepts(c) {
 			chains = append(chains, name)
 		}
 	}
@@ -223,4 +270,9 @@ func (b *Builder) counting() (chains, sets []string) {
 		}
 	}
 	return chains, sets
+}
+
+// countsAccepts reports whether a chain has a counting accept rule.
+func countsAccepts(c *ruleset.Chain) bool {
+	return slices.ContainsFunc(c.Rules, func(r ruleset.Rule) bool { return r.Counter && r.Verdict.Kind == ruleset.Accept })
 }

@@ -56,7 +56,10 @@
 //   - setSizes (sizes.go): the size each large set is made with when the table is written whole.
 //   - Counted (counts.go): what the kernel counts in a committed table (deny chains and their
 //     reasons, counting chains and sets), taken after each commit; the applier reads the kernel's
-//     counters by it on any goroutine and sums them per reason or per PolicyCount.
+//     counters by it on any goroutine and sums them per reason or per PolicyCount. The table is
+//     walked for it only when a chain or set put or dropped since the last snapshot is a deny, log
+//     or counting object (pending records them); otherwise that snapshot is kept, so a commit of
+//     element changes alone costs no walk (TestCountedMatchesWalk).
 //
 // # Table layout
 //

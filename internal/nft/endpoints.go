@@ -369,7 +369,7 @@ func (b *Builder) deleteDispatch(dk dispatchKey) {
 
 func (b *Builder) dropChain(name string) {
 	delete(b.table.Chains, name)
-	b.pending.changes.Chains[name] = struct{}{}
+	b.pending.chain(name)
 }
 
 // dropSet removes a set from the table, if the table holds it.
@@ -378,18 +378,18 @@ func (b *Builder) dropSet(name string) {
 		return
 	}
 	delete(b.table.Sets, name)
-	b.pending.changes.Sets[name] = struct{}{}
+	b.pending.set(name)
 }
 
 func (b *Builder) putChain(c *ruleset.Chain) {
 	b.table.Chains[c.Name] = c
-	b.pending.changes.Chains[c.Name] = struct{}{}
+	b.pending.chain(c.Name)
 }
 
 func (b *Builder) putSet(s *ruleset.Set) {
 	b.sizes.put(s)
 	b.table.Sets[s.Name] = s
-	b.pending.changes.Sets[s.Name] = struct{}{}
+	b.pending.set(s.Name)
 }
 
 // groupName is the name of a group chain (and the prefix of its maps' names): its direction and

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 )
@@ -33,4 +34,35 @@ func TestIncrementalSharedAddresses(t *testing.T) {
 func incrementalMatchesFresh(t *testing.T, seed int64, shared bool) {
 	gen, cfg := nfttest.IncrementalCluster(seed, shared)
 	nfttest.RunCluster(t, gen, 300, nfttest.Offline(nft.NewBuilder(cfg)), cfg)
+}
+
+// TestCountedMatchesWalk: along the random sequences of TestIncrementalMatchesFresh, with
+// allowed packets counted (and Log rules logging on even seeds), the snapshot Counted returns
+// after every apply — kept from an earlier apply or taken anew — equals a walk of the table.
+func TestCountedMatchesWalk(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			gen, cfg := nfttest.IncrementalCluster(seed, seed > 3)
+			cfg.CountAllowed = seed%3 != 0
+			b := nft.NewBuilder(cfg)
+			nfttest.RunCluster(t, gen, 300, countedChecked{t, b, nfttest.Offline(b)}, cfg)
+		})
+	}
+}
+
+// countedChecked checks Counted against a walk after every apply.
+type countedChecked struct {
+	t *testing.T
+	b *nft.Builder
+	nfttest.Target
+}
+
+func (c countedChecked) Apply(msgs []dataplane.Message) error {
+	err := c.Target.Apply(msgs)
+	if c.b.InSync() {
+		if got, want := c.b.Counted(), c.b.CountedByWalk(); !nft.SameCounted(got, want) {
+			c.t.Fatalf("Counted kept %+v, a walk gives %+v", got, want)
+		}
+	}
+	return err
 }

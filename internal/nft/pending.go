@@ -15,6 +15,9 @@ type pending struct {
 	// recompiled before the table is handed over.
 	rejected map[model.PolicyKey]struct{}
 	changes  *ruleset.Changes // the chains and sets put or dropped since the last take
+	// sinceCounted are the chains and sets put or dropped since Builder.Counted last took its
+	// snapshot: what it looks at to tell whether the snapshot still holds.
+	sinceCounted *ruleset.Changes
 }
 
 func newPending() pending {
@@ -23,7 +26,21 @@ func newPending() pending {
 		endpoints: map[model.EndpointKey]struct{}{},
 		groups:    map[string]struct{}{},
 		changes:   newChanges(),
+
+		sinceCounted: newChanges(),
 	}
+}
+
+// chain records that a chain was put or dropped.
+func (p *pending) chain(name string) {
+	p.changes.Chains[name] = struct{}{}
+	p.sinceCounted.Chains[name] = struct{}{}
+}
+
+// set records that a set was put or dropped.
+func (p *pending) set(name string) {
+	p.changes.Sets[name] = struct{}{}
+	p.sinceCounted.Sets[name] = struct{}{}
 }
 
 func newChanges() *ruleset.Changes {

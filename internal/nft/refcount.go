@@ -32,6 +32,12 @@ func (r refs[K]) release(k K) (last bool) {
 	return true
 }
 
+// held reports whether k has a holder.
+func (r refs[K]) held(k K) bool {
+	_, ok := r.n[k]
+	return ok
+}
+
 // keys calls yield for each held key, in no order.
 func (r refs[K]) keys(yield func(K) bool) {
 	for k := range r.n {

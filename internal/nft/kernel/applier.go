@@ -35,7 +35,10 @@ type Applier struct {
 	netnsFD int
 	// counted is what the counter reads use, replaced after each commit: they never wait for
 	// an apply, however long its compile.
-	counted      atomic.Pointer[nft.Counted]
+	counted atomic.Pointer[nft.Counted]
+	// tally keeps the desired table's Stats from each apply's changes (every chain put or dropped
+	// is named by an Apply's changes, or followed by a replace, which counts anew)
+	tally        ruleset.Tally
 	committed    bool // the table has been written whole by this process and not failed since
 	transactions uint64
 }
@@ -78,8 +81,11 @@ func (a *Applier) Table() *ruleset.Table { return a.builder.Table() }
 func (a *Applier) Render() string { return a.builder.Render() }
 
 // Stats counts the desired (after a successful apply: committed) table's objects, and the
-// transactions committed.
-func (a *Applier) Stats() (ruleset.Stats, uint64) { return a.builder.Table().Stats(), a.transactions }
+// transactions committed: the rules are tallied per apply from its changes (ruleset.Tally), so
+// it costs O(sets), not a walk of every chain.
+func (a *Applier) Stats() (ruleset.Stats, uint64) {
+	return a.tally.Stats(a.builder.Table()), a.transactions
+}
 
 // Apply folds messages into the desired table and, once in sync, commits the difference in one
 // transaction. On error the desired state is kept; Resync retries it. Apply consumes msgs
@@ -89,6 +95,7 @@ func (a *Applier) Apply(msgs []dataplane.Message) error {
 	if changes == nil {
 		return nil
 	}
+	a.tally.Update(a.builder.Table(), changes)
 	if !a.committed || a.builder.Outgrown() {
 		return a.replace()
 	}
@@ -109,6 +116,7 @@ func (a *Applier) Apply(msgs []dataplane.Message) error {
 // rejected so per replace.
 func (a *Applier) replace() error {
 	table := a.builder.Table()
+	defer a.tally.Reset(table) // Refused may have changed any chain
 	for refusals := 0; ; refusals++ {
 		a.builder.ResizeSets()
 		err := a.conn.Replace(table)

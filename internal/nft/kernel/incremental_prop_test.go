@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
 )
@@ -11,7 +12,8 @@ import (
 // TestIncrementalInKernel: the random sequences of internal/nft's TestIncrementalMatchesFresh
 // committed to a real kernel, one transaction per step; after every step the kernel holds the
 // table as committed and nothing drifted (Resync reads it back) — so every in-place change of a
-// set reached its commit — and the table matches a fresh builder's.
+// set reached its commit — the table matches a fresh builder's, and the applier's Stats, tallied
+// from each apply's changes, equal a count of the whole table.
 func TestIncrementalInKernel(t *testing.T) {
 	for seed := int64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { incrementalInKernel(t, seed, false) })
@@ -35,5 +37,19 @@ func incrementalInKernel(t *testing.T, seed int64, shared bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	nfttest.RunCluster(t, gen, 300, a, cfg)
+	nfttest.RunCluster(t, gen, 300, statsChecked{t, a}, cfg)
+}
+
+// statsChecked checks the applier's Stats against a count of its whole table after every apply.
+type statsChecked struct {
+	t *testing.T
+	*kernel.Applier
+}
+
+func (c statsChecked) Apply(msgs []dataplane.Message) error {
+	err := c.Applier.Apply(msgs)
+	if got, _ := c.Stats(); got != c.Table().Stats() {
+		c.t.Fatalf("Stats gives %+v, the table %+v", got, c.Table().Stats())
+	}
+	return err
 }
