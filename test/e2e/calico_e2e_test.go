@@ -59,7 +59,7 @@ func TestCalico(t *testing.T) {
 	if err := installCalicoCRDs(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.InstallClusterNetworkPolicyCRD(ctx); err != nil {
+	if err := s.InstallClusterNetworkPolicyExperimentalCRD(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cnps, err := s.ClusterNetworkPolicyClient()
