@@ -71,14 +71,6 @@ type netSet struct {
 	nets   []netip.Prefix
 }
 
-// key is n's model key.
-func (n *netSet) key() model.NetworkSetKey {
-	if n.ns == nil {
-		return model.NetworkSetKey{Name: n.name}
-	}
-	return model.NetworkSetKey{Namespace: n.ns.name, Name: n.name}
-}
-
 type accountKey struct{ namespace, name string }
 
 type account struct {

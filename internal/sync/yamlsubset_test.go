@@ -114,13 +114,13 @@ var yamlSubsetCorpus = []struct {
 	{"colon without space", "a:b\n", false},
 }
 
-func subsetJSON(t testing.TB, doc []byte) (want []byte, wantErr error, got []byte, read bool) {
+func subsetJSON(t testing.TB, doc []byte) (want, got []byte, read bool, wantErr error) {
 	t.Helper()
 	var y yamlSubset
 	got, read = y.translate(doc)
 	got = bytes.Clone(got)
 	want, wantErr = yaml.YAMLToJSONStrict(doc)
-	return want, wantErr, got, read
+	return want, got, read, wantErr
 }
 
 // TestYAMLSubsetMatchesYAMLToJSON: a document the subset reads becomes the very JSON
@@ -129,7 +129,7 @@ func subsetJSON(t testing.TB, doc []byte) (want []byte, wantErr error, got []byt
 func TestYAMLSubsetMatchesYAMLToJSON(t *testing.T) {
 	for _, tt := range yamlSubsetCorpus {
 		t.Run(tt.name, func(t *testing.T) {
-			want, wantErr, got, read := subsetJSON(t, []byte(tt.doc))
+			want, got, read, wantErr := subsetJSON(t, []byte(tt.doc))
 			if read != tt.read {
 				t.Errorf("read = %v, want %v (yaml.v2: %s, %v)", read, tt.read, want, wantErr)
 			}
@@ -183,7 +183,7 @@ func TestYAMLSubsetReadsManifests(t *testing.T) {
 	}
 	split(&b)
 	for i, d := range docs {
-		want, wantErr, got, read := subsetJSON(t, d)
+		want, got, read, wantErr := subsetJSON(t, d)
 		switch {
 		case !read && i >= cluster:
 			t.Errorf("the subset declines a generated manifest:\n%s", d)
@@ -199,7 +199,7 @@ func FuzzYAMLSubset(f *testing.F) {
 		f.Add(tt.doc)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		want, wantErr, got, read := subsetJSON(t, []byte(doc))
+		want, got, read, wantErr := subsetJSON(t, []byte(doc))
 		if !read {
 			return
 		}
