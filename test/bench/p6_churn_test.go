@@ -214,7 +214,7 @@ func BenchmarkChurn(b *testing.B) {
 		"", ""})
 }
 
-// agentMetrics are the counters of the agent's /metrics P6 reads.
+// agentMetrics are the counters BenchmarkChurn reads from the agent's /metrics.
 type agentMetrics struct {
 	transactions, elements, updates    float64
 	applySeconds, eventToCommitSeconds float64 // histogram sums: one observation per commit

@@ -166,10 +166,7 @@ func (tc *trafficCluster) check(t *testing.T, sc nfttest.Scenario) {
 		keys = append(keys, p.Key())
 		pods = append(pods, tc.pods[p.Key()])
 	}
-	byKey := map[string]nfttest.Pod{}
-	for _, p := range nfttest.Pods {
-		byKey[p.Key()] = p
-	}
+	byKey := nfttest.PodsByKey()
 	for _, is6 := range []bool{false, true} {
 		for _, sp := range trafficPorts {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -82,10 +82,7 @@ func TestICMPTraffic(t *testing.T) {
 	tc := newTrafficCluster(t)
 	sc := nfttest.Named("icmp-echo-only-and-code-deny")
 	tc.enforce(t, sc)
-	byKey := map[string]nfttest.Pod{}
-	for _, p := range nfttest.Pods {
-		byKey[p.Key()] = p
-	}
+	byKey := nfttest.PodsByKey()
 	seq := byte(0)
 	for _, is6 := range []bool{false, true} {
 		proto, echo := nfttest.Echo(is6)

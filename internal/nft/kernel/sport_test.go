@@ -86,10 +86,7 @@ func TestSourcePortTraffic(t *testing.T) {
 	tc := newTrafficCluster(t)
 	sc := nfttest.Named("from-source-ports")
 	tc.enforce(t, sc)
-	byKey := map[string]nfttest.Pod{}
-	for _, p := range nfttest.Pods {
-		byKey[p.Key()] = p
-	}
+	byKey := nfttest.PodsByKey()
 	sport := uint16(5300)
 	for _, is6 := range []bool{false, true} {
 		for _, proto := range []model.Protocol{model.ProtocolTCP, model.ProtocolUDP} {

@@ -20,6 +20,15 @@ type Pod struct {
 // Key is the pod's namespace/name.
 func (p Pod) Key() string { return p.NS + "/" + p.Name }
 
+// PodsByKey are Pods by their Key.
+func PodsByKey() map[string]Pod {
+	m := make(map[string]Pod, len(Pods))
+	for _, p := range Pods {
+		m[p.Key()] = p
+	}
+	return m
+}
+
 // Pods are the four pods of the scenarios.
 var Pods = []Pod{
 	{NS: "x", Name: "a", Node: "a", V4: netip.MustParseAddr("10.244.0.10"), V6: netip.MustParseAddr("fd00:10:244::10"),
