@@ -430,18 +430,9 @@ func probeFromPort(ctx context.Context, netnsName string, to netip.Addr, port in
 // ping sends an echo request (type 8, or 128 in ICMPv6; code 0) from netnsName to to over a
 // raw socket and reports whether its echo reply comes back before timeout.
 func ping(ctx context.Context, netnsName string, to netip.Addr, timeout time.Duration) (bool, error) {
-	var conn *icmp.PacketConn
-	err := netns.Do(netnsName, func() error {
-		var err error
-		if to.Is6() {
-			conn, err = icmp.ListenPacket("ip6:ipv6-icmp", "::")
-		} else {
-			conn, err = icmp.ListenPacket("ip4:icmp", "0.0.0.0")
-		}
-		return err
-	})
+	conn, err := netns.ICMPConn(netnsName, to.Is6())
 	if err != nil {
-		return false, fmt.Errorf("raw ICMP socket in %s: %w", netnsName, err)
+		return false, err
 	}
 	defer conn.Close()
 	mark := fmt.Appendf(nil, "nftpolicy-ping-%d", time.Now().UnixNano())

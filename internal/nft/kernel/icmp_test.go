@@ -21,16 +21,7 @@ import (
 // icmpConn is a raw ICMP (or ICMPv6) socket in a pod's namespace.
 func icmpConn(t *testing.T, netnsName string, is6 bool) *icmp.PacketConn {
 	t.Helper()
-	var c *icmp.PacketConn
-	err := netns.Do(netnsName, func() error {
-		var err error
-		if is6 {
-			c, err = icmp.ListenPacket("ip6:ipv6-icmp", "::")
-		} else {
-			c, err = icmp.ListenPacket("ip4:icmp", "0.0.0.0")
-		}
-		return err
-	})
+	c, err := netns.ICMPConn(netnsName, is6)
 	if err != nil {
 		t.Fatal(err)
 	}
