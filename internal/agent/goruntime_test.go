@@ -118,8 +118,10 @@ func TestStartupLimitFollowsLiveHeap(t *testing.T) {
 }
 
 // keepGoRuntimeSettings sets GOGC 100 and no memory limit, and restores the process's settings
-// when t ends.
+// when t ends. It collects first, so the live heap the start-up limit follows is this test's, not
+// what an earlier test held.
 func keepGoRuntimeSettings(t *testing.T) {
+	runtime.GC()
 	oldGC := debug.SetGCPercent(100)
 	oldLim := debug.SetMemoryLimit(math.MaxInt64)
 	t.Cleanup(func() { debug.SetGCPercent(oldGC); debug.SetMemoryLimit(oldLim) })
