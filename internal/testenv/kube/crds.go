@@ -68,7 +68,8 @@ func (s *Server) InstallClusterNetworkPolicyCRD(ctx context.Context) error {
 }
 
 // InstallClusterNetworkPolicyExperimentalCRD installs the experimental channel's CRD instead
-// (no-op when a ClusterNetworkPolicy CRD is present), as InstallClusterNetworkPolicyCRD does.
+// (no-op when the same channel's CRD is present, an error when another is), as
+// InstallClusterNetworkPolicyCRD does.
 func (s *Server) InstallClusterNetworkPolicyExperimentalCRD(ctx context.Context) error {
 	return s.InstallCRD(ctx, clusterNetworkPolicyExperimentalCRD)
 }
@@ -81,7 +82,9 @@ func (s *Server) InstallClusterNetworkPolicyV1alpha2OnlyCRD(ctx context.Context)
 }
 
 // InstallCRD creates the CustomResourceDefinition in manifest (YAML or JSON) unless one of that
-// name exists, waits until it is Established, then until discovery lists its resources.
+// name exists, waits until it is Established, then until discovery lists its resources. An
+// existing one must carry the manifest's annotations (its channel and version), or InstallCRD
+// fails.
 func (s *Server) InstallCRD(ctx context.Context, manifest []byte) error {
 	var crd unstructured.Unstructured
 	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096).Decode(&crd.Object); err != nil {
@@ -96,10 +99,33 @@ func (s *Server) InstallCRD(ctx context.Context, manifest []byte) error {
 		return fmt.Errorf("install CRD %s: %w", name, err)
 	}
 	crds := dyn.Resource(crdResource)
-	if _, err := crds.Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err = crds.Create(ctx, &crd, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		if err := sameAnnotations(ctx, crds, &crd); err != nil {
+			return fmt.Errorf("install CRD %s: %w", name, err)
+		}
+	case err != nil:
 		return fmt.Errorf("install CRD %s: %w", name, err)
 	}
 	return s.waitCRDServed(ctx, crds, &crd)
+}
+
+// sameAnnotations fails when the installed CRD of want's name lacks one of want's annotations or
+// holds another value (network-policy-api's CRDs name their channel and bundle version there): a
+// test that needs the experimental channel fails loudly where an earlier test of the package
+// installed the standard one, instead of running against the wrong schema.
+func sameAnnotations(ctx context.Context, crds dynamic.NamespaceableResourceInterface, want *unstructured.Unstructured) error {
+	have, err := crds.Get(ctx, want.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for k, v := range want.GetAnnotations() {
+		if got, ok := have.GetAnnotations()[k]; !ok || got != v {
+			return fmt.Errorf("already installed with annotation %s=%q, not %q", k, got, v)
+		}
+	}
+	return nil
 }
 
 // UpgradeClusterNetworkPolicyCRD replaces the ClusterNetworkPolicy CRD installed (the v0.2.0 one
