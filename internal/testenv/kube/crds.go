@@ -60,7 +60,7 @@ var crdResource = schema.GroupVersionResource{
 	Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions",
 }
 
-// InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy CRD (no-op when present) and
+// InstallClusterNetworkPolicyCRD installs the ClusterNetworkPolicy CRD (see InstallCRD) and
 // returns once the API server serves the resource, so informers and RESTMappers started
 // afterwards find it.
 func (s *Server) InstallClusterNetworkPolicyCRD(ctx context.Context) error {
@@ -75,8 +75,8 @@ func (s *Server) InstallClusterNetworkPolicyExperimentalCRD(ctx context.Context)
 }
 
 // InstallClusterNetworkPolicyV1alpha2OnlyCRD installs the standard channel's CRD of
-// sigs.k8s.io/network-policy-api v0.2.0 instead (no-op when a ClusterNetworkPolicy CRD is
-// present), which serves v1alpha2 only: a cluster whose CRD predates v1beta1.
+// sigs.k8s.io/network-policy-api v0.2.0 instead (no-op when that one is present, an error when
+// another is), which serves v1alpha2 only: a cluster whose CRD predates v1beta1.
 func (s *Server) InstallClusterNetworkPolicyV1alpha2OnlyCRD(ctx context.Context) error {
 	return s.InstallCRD(ctx, clusterNetworkPolicyV1alpha2OnlyCRD)
 }
