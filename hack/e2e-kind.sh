@@ -50,6 +50,7 @@ mkdir -p "$report"
 
 if [ -n "${KIND_NODE_IMAGE:-}" ]; then
   # ---- online path ----
+  [ "$cni" = ptp ] || { echo "KIND_CNI=$cni: the online path runs kind's own CNI (kindnet)" >&2; exit 1; }
   for tool in docker kind kubectl curl; do
     command -v "$tool" >/dev/null || { echo "e2e-kind (online) needs $tool on PATH" >&2; exit 1; }
   done
