@@ -104,6 +104,9 @@ clean-netns-check:
 ## e2e cases, a Service check and network-policy-api's conformance suite. Offline by default: everything is built here, cached in
 ## $(NFTPOLICY_CACHE) (the first run takes over an hour), with a Docker daemon of its own in a
 ## network namespace of its own (docs/kind.md). KIND_NODE_IMAGE=kindest/node:vX takes the online path.
+## KIND_CNI: ptp (per-pod interfaces and routes) or flannel (VXLAN, one bridge per node).
+KIND_CNI ?= ptp
+export KIND_CNI
 e2e-kind:
 	@[ "$$(id -u)" = 0 ] || [ -n "$$KIND_NODE_IMAGE" ] || { echo "make e2e-kind needs root"; exit 1; }
 	bash hack/e2e-kind.sh

@@ -10,14 +10,18 @@
 #    keyed by version (hack/kind/build-*.sh): Kubernetes $KUBE_VERSION from its Go module, the
 #    kind node image and every image the cluster runs, e2e.test. Docker runs as a daemon of this
 #    script's own in a network namespace of its own (hack/kind/dockerd.sh): the root network
-#    namespace is never touched, and the script checks that at the end. The CNI is the
-#    containernetworking ptp plugin with host-local IPAM and a route per node, set up by this
-#    script (as kindnet does, without kindnet's policy enforcement).
+#    namespace is never touched, and the script checks that at the end. The CNI is KIND_CNI:
+#    ptp (the default): the containernetworking ptp plugin with host-local IPAM and a route per
+#      node, set up by this script (as kindnet does, without kindnet's policy enforcement);
+#    flannel: flannel FLANNEL_VERSION as its DaemonSet (hack/kind/flannel.yaml: kube subnet
+#      manager, VXLAN, dual-stack), its CNI configuration delegating to the bridge and host-local
+#      plugins (one Linux bridge, cni0, per node).
 #  - online (KIND_NODE_IMAGE=kindest/node:vX.Y.Z): the Docker, kind and kubectl on PATH, kind's
 #    default CNI (kindnet) with its NetworkPolicy enforcement turned off, and upstream's released
 #    e2e.test downloaded for $KUBE_VERSION.
 # Everything the script starts (cluster, daemon, namespace) is removed at the end, also on failure;
 # KIND_KEEP=1 keeps the cluster and daemon for a look (make kind-clean removes them);
+# KIND_CONFORMANCE=0 leaves out the conformance suite (make kind-conformance runs it on a kept cluster);
 # --build-only builds and caches everything and starts no cluster (make kind-cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,12 +41,16 @@ nodes="${E2E_PARALLEL:-6}"
 # by beside the old one, then takes over): the first after 30 s, then 50 s after the previous one
 # ended, at most this many (upstream's run takes ~4 min here); each must finish, and the tests must stay green. 0 turns them off.
 rollouts="${KIND_ROLLOUTS:-3}"
+cni="${KIND_CNI:-ptp}"
+case $cni in ptp|flannel) ;; *) echo "KIND_CNI=$cni: ptp or flannel" >&2; exit 1 ;; esac
+conformance="${KIND_CONFORMANCE:-1}"
 start=$(date +%s)
 phase() { echo "== $(( $(date +%s) - start )) s: $*"; }
 mkdir -p "$report"
 
 if [ -n "${KIND_NODE_IMAGE:-}" ]; then
   # ---- online path ----
+  [ "$cni" = ptp ] || { echo "KIND_CNI=$cni: the online path runs kind's own CNI (kindnet)" >&2; exit 1; }
   for tool in docker kind kubectl curl; do
     command -v "$tool" >/dev/null || { echo "e2e-kind (online) needs $tool on PATH" >&2; exit 1; }
   done
@@ -171,19 +179,20 @@ kubeadmConfigPatches:
 KIND
 kind delete cluster --name "$cluster" >/dev/null 2>&1 || true   # a kept one (KIND_KEEP=1)
 in_netns kind create cluster --name "$cluster" --config "$KIND_RUN/kind.yaml" --image "$node_img" --retain=false
-phase "CNI: ptp + host-local on every node, a route to every other node's pod CIDRs"
-nodes_list=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
-declare -A v4 v6 cidr4 cidr6
-for n in $nodes_list; do
-  for a in $(kubectl get node "$n" -o jsonpath='{range .status.addresses[?(@.type=="InternalIP")]}{.address}{" "}{end}'); do
-    case $a in *:*) v6[$n]=$a ;; *) v4[$n]=$a ;; esac
+if [ "$cni" = ptp ]; then
+  phase "CNI: ptp + host-local on every node, a route to every other node's pod CIDRs"
+  nodes_list=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+  declare -A v4 v6 cidr4 cidr6
+  for n in $nodes_list; do
+    for a in $(kubectl get node "$n" -o jsonpath='{range .status.addresses[?(@.type=="InternalIP")]}{.address}{" "}{end}'); do
+      case $a in *:*) v6[$n]=$a ;; *) v4[$n]=$a ;; esac
+    done
+    for c in $(kubectl get node "$n" -o jsonpath='{.spec.podCIDRs[*]}'); do
+      case $c in *:*) cidr6[$n]=$c ;; *) cidr4[$n]=$c ;; esac
+    done
   done
-  for c in $(kubectl get node "$n" -o jsonpath='{.spec.podCIDRs[*]}'); do
-    case $c in *:*) cidr6[$n]=$c ;; *) cidr4[$n]=$c ;; esac
-  done
-done
-for n in $nodes_list; do
-  docker exec -i "$n" sh -c 'cat > /etc/cni/net.d/10-ptp.conflist' <<CNI
+  for n in $nodes_list; do
+    docker exec -i "$n" sh -c 'cat > /etc/cni/net.d/10-ptp.conflist' <<CNI
 {
   "cniVersion": "1.0.0",
   "name": "ptp",
@@ -203,12 +212,22 @@ for n in $nodes_list; do
   ]
 }
 CNI
-  for m in $nodes_list; do
-    [ "$m" = "$n" ] && continue
-    docker exec "$n" ip route replace "${cidr4[$m]}" via "${v4[$m]}"
-    docker exec "$n" ip -6 route replace "${cidr6[$m]}" via "${v6[$m]}"
+    for m in $nodes_list; do
+      [ "$m" = "$n" ] && continue
+      docker exec "$n" ip route replace "${cidr4[$m]}" via "${v4[$m]}"
+      docker exec "$n" ip -6 route replace "${cidr6[$m]}" via "${v6[$m]}"
+    done
   done
-done
+else
+  phase "CNI: flannel $FLANNEL_VERSION (kube subnet manager, VXLAN, dual-stack), bridge + host-local"
+  # flannel's networks are the cluster's pod subnets, which contain every node's podCIDRs.
+  pod_subnet=$(kubectl -n kube-system get cm kubeadm-config -o jsonpath='{.data.ClusterConfiguration}' | awk '$1 == "podSubnet:" {print $2}')
+  net4=${pod_subnet%%,*} net6=${pod_subnet##*,}
+  case "$net4,$net6" in *:*,*:*|*.*,*.*|,*|*,) echo "pod subnets: \"$pod_subnet\": not one of each family" >&2; exit 1 ;; esac
+  in_netns kind load docker-image "$(flannel_image)" --name "$cluster"
+  sed -e "s#FLANNEL_IMAGE#$(flannel_image)#" -e "s#POD_NETWORK_V4#$net4#" -e "s#POD_NETWORK_V6#$net6#" hack/kind/flannel.yaml | kubectl apply -f -
+  kubectl -n kube-flannel rollout status ds/kube-flannel-ds --timeout=300s
+fi
 kubectl wait --for=condition=Ready node --all --timeout=180s
 kubectl -n kube-system rollout status deploy/coredns --timeout=180s
 
@@ -220,7 +239,8 @@ kubectl -n kube-system rollout status ds/nftpolicy --timeout=180s
 
 phase "service check"
 rc=0
-in_netns bash test/kind/service-check.sh || rc=1
+masq=0; [ "$cni" = ptp ] || masq=1   # flanneld --ip-masq: pods reach a NodePort as their node
+CNI_MASQUERADES_TO_NODES=$masq in_netns bash test/kind/service-check.sh || rc=1
 phase "upstream e2e.test --ginkgo.focus=$focus --ginkgo.skip=$skip ($nodes parallel nodes)"
 # restart_agents rolls the DaemonSet out again and again while the tests run, logging each
 # rollout's start, end and the agents' handover lines to rollouts.log; a rollout that does not
@@ -259,9 +279,18 @@ if [ -n "$restart_pid" ]; then
     echo "rolling restarts during the tests: $done_n done, every one finished"
   fi
 fi
-phase "network-policy-api $NETPOL_API_VERSION conformance suite (profile ClusterNetworkPolicy)"
-in_netns bash test/kind/conformance.sh "$(conformance_dir)/conformance.test" "$report" || rc=1
+if [ "$conformance" != 0 ]; then
+  phase "network-policy-api $NETPOL_API_VERSION conformance suite (profile ClusterNetworkPolicy)"
+  in_netns bash test/kind/conformance.sh "$(conformance_dir)/conformance.test" "$report" || rc=1
+else
+  phase "conformance suite left out (KIND_CONFORMANCE=0)"
+fi
 for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
   kubectl -n kube-system logs "$pod" > "$report/nftpolicy-${pod#pod/}.log" 2>&1 || true
 done
+if [ "$cni" = flannel ]; then
+  for pod in $(kubectl -n kube-flannel get pods -l app=flannel -o name); do
+    kubectl -n kube-flannel logs "$pod" > "$report/flannel-${pod#pod/}.log" 2>&1 || true
+  done
+fi
 exit $rc

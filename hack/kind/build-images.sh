@@ -13,6 +13,11 @@
 #   registry.k8s.io/e2e-test-images/agnhost:CONFORMANCE_AGNHOST_VERSION  the tag
 #                                   network-policy-api's conformance suite names, agnhost V
 #                                   with hack/kind/agnhost-porter-nosctp as /agnhost
+#   $(flannel_image)                KIND_CNI=flannel: the rootfs (iptables, nftables, iproute2)
+#                                   with flanneld and install-conf in /opt/bin, and the CNI
+#                                   plugins its DaemonSet installs on the nodes in /opt/cni-plugins
+#                                   (hack/kind/flannel-cni as flannel, bridge); loaded into the
+#                                   cluster by hack/e2e-kind.sh, not part of the node image
 #   $(node_image)                   the kind node: kind v0.33's base image recipe on the rootfs, the
 #                                   binaries, and the images above in its containerd
 set -euo pipefail
@@ -101,6 +106,19 @@ if [ "$(docker_cli image inspect -f '{{index .Config.Labels "nftpolicy-kind.port
     "$rootfs_image" "$(porter_digest)" > "$d/Dockerfile"
   build "$conformance_agnhost" "$d"
 fi
+fl_img="$(flannel_image)"
+if ! have "$fl_img"; then
+  d=$work/flannel; mkdir -p "$d/bin" "$d/cni"
+  cp "$(flannel_dir)"/{flanneld,install-conf} "$d/bin/"
+  cp "$(dirname "$0")/flannel-cni" "$d/cni/flannel"; cp "$tools/bridge" "$d/cni/"
+  printf 'FROM %s\nCOPY bin/ /opt/bin/\nCOPY cni/ /opt/cni-plugins/\nENTRYPOINT ["/opt/bin/flanneld"]\n' "$rootfs_image" > "$d/Dockerfile"
+  build "$fl_img" "$d"
+  # Older flannel images (other versions or another flannel-cni): keep only this one.
+  for old in $(docker_cli images --format '{{.Repository}}:{{.Tag}}' nftpolicy-kind/flannel); do
+    [ "$old" = "$fl_img" ] || docker_cli rmi "$old" >/dev/null || true
+  done
+fi
+
 baked_images="registry.k8s.io/kube-apiserver:$KUBE_VERSION registry.k8s.io/kube-controller-manager:$KUBE_VERSION
 registry.k8s.io/kube-scheduler:$KUBE_VERSION registry.k8s.io/kube-proxy:$KUBE_VERSION registry.k8s.io/etcd:$ETCD_VERSION-0
 registry.k8s.io/coredns/coredns:$COREDNS_VERSION registry.k8s.io/pause:$PAUSE_VERSION
@@ -171,4 +189,4 @@ DOCKERFILE
 fi
 docker_cli image prune -f >/dev/null
 # For hack/kind/cache-state.sh: which images this data root holds.
-{ echo "$node"; echo "$go_img"; } > "$NFTPOLICY_CACHE/kind-images.built"
+{ echo "$node"; echo "$go_img"; echo "$fl_img"; } > "$NFTPOLICY_CACHE/kind-images.built"

@@ -7,6 +7,7 @@ KIND_VERSION="${KIND_VERSION:-v0.33.0}"
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 CRICTL_VERSION="${CRICTL_VERSION:-v1.37.0}"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.10.0}"
+FLANNEL_VERSION="${FLANNEL_VERSION:-v0.28.10}"  # KIND_CNI=flannel
 . "$(dirname "${BASH_SOURCE[0]}")/../gobuild.sh"  # ETCD_VERSION, shared with the test harness
 COREDNS_VERSION="${COREDNS_VERSION:-v1.14.2}"  # kubeadm v1.36's CoreDNSVersion
 PAUSE_VERSION="${PAUSE_VERSION:-3.10.2}"       # kubeadm v1.36's PauseVersion
@@ -26,6 +27,7 @@ ROOTFS_KEY="$DEBIAN_SUITE-$(echo "$ROOTFS_PACKAGES" | md5sum | cut -c1-8)"
 rootfs_tar() { echo "$NFTPOLICY_CACHE/rootfs-$ROOTFS_KEY.tar"; }
 tools_dir() { echo "$NFTPOLICY_CACHE/kind-tools-$KIND_VERSION-containerd-$CONTAINERD_VERSION-crictl-$CRICTL_VERSION-cni-$CNI_PLUGINS_VERSION-etcd-$ETCD_VERSION-coredns-$COREDNS_VERSION-pause-$PAUSE_VERSION"; }
 kube_dir() { echo "$NFTPOLICY_CACHE/kube-$KUBE_VERSION"; }
+flannel_dir() { echo "$NFTPOLICY_CACHE/flannel-$FLANNEL_VERSION"; }
 conformance_dir() { echo "$NFTPOLICY_CACHE/network-policy-api-conformance-$NETPOL_API_VERSION"; }
 
 apt_install() {
@@ -57,6 +59,11 @@ NODE_RECIPE=2
 node_image() { echo "nftpolicy-kind/node:$KUBE_VERSION-$(echo "$NODE_RECIPE $ROOTFS_KEY $(tools_dir) $AGNHOST_VERSION $CONFORMANCE_AGNHOST_VERSION $(porter_digest)" | md5sum | cut -c1-10)"; }
 # The digest of the conformance agnhost image's /agnhost (hack/kind/agnhost-porter-nosctp).
 porter_digest() { md5sum < "$(dirname "${BASH_SOURCE[0]}")/agnhost-porter-nosctp" | cut -c1-8; }
+
+# The flannel image of KIND_CNI=flannel (hack/kind/build-images.sh): flanneld, and the CNI
+# plugins its DaemonSet installs on the nodes (hack/kind/flannel-cni, bridge); the tag carries
+# their versions and the digest of flannel-cni.
+flannel_image() { echo "nftpolicy-kind/flannel:$FLANNEL_VERSION-cni-$CNI_PLUGINS_VERSION-$(md5sum < "$(dirname "${BASH_SOURCE[0]}")/flannel-cni" | cut -c1-8)"; }
 
 # nftpolicy_context DIR: the repository's files (tracked and untracked, not ignored) with vendor/,
 # the context the Dockerfile is built from here (its build stage reaches no module proxy).
