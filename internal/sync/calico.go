@@ -189,6 +189,12 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 		sel = selector.All().String()
 	}
 	pol.Selector = sel
+	// A GlobalNetworkPolicy without a namespace selector selects host endpoints too; it polices
+	// the node's own traffic through them, not the traffic it forwards.
+	pol.Hosts = namespace == "" && spec.NamespaceSelector == ""
+	if spec.ApplyOnForward && pol.Hosts {
+		c.ignored = append(c.ignored, "spec.applyOnForward: traffic forwarded through host endpoints is not policed")
+	}
 	if strings.TrimSpace(spec.NamespaceSelector) == "global()" {
 		return model.Policy{}, nil, errors.New("spec.namespaceSelector: global() selects host endpoints only, which nftpolicy does not have")
 	}
