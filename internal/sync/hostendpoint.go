@@ -41,7 +41,7 @@ func ConvertHostEndpoint(h *HostEndpoint) (model.Endpoint, []string, error) {
 		return model.Endpoint{}, nil, fmt.Errorf("spec.interfaceName: %q is not an interface name", ifc)
 	}
 	ep := model.Endpoint{Key: model.EndpointKey{Name: h.Name}, Node: spec.Node, Labels: model.LabelsOf(h.Labels),
-		Running: true, Created: h.CreationTimestamp.UTC(), Host: &model.HostEndpoint{Interface: spec.InterfaceName}}
+		Running: true, Host: &model.HostEndpoint{Interface: spec.InterfaceName}}
 	for i, s := range spec.ExpectedIPs {
 		a, err := netip.ParseAddr(strings.TrimSpace(s))
 		if err != nil {
