@@ -60,6 +60,10 @@ type HostConfig struct {
 	// APIServers are the TCP addresses and ports of the agent's API server: the node's
 	// traffic to them is never blocked, whatever the policies say.
 	APIServers []netip.AddrPort
+	// WorkloadPrefixes are the name prefixes of the interfaces that lead to pods: traffic
+	// between the node and its pods is not policed by host endpoints (a pod's traffic to the
+	// node is judged by its egress policy).
+	WorkloadPrefixes []string
 }
 
 // Failsafe is one failsafe port: a protocol and a destination port.
@@ -196,7 +200,7 @@ func (b *Builder) putInput() {
 	if b.layout.hostsActive {
 		comment = "to this node: a local pod's traffic by its egress policy, other traffic by the node's host endpoints"
 		rules = append(rules, ruleset.Rule{Iifname: loopbackIfname, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "loopback is never policed"})
-		for _, p := range b.opts.prefixes {
+		for _, p := range b.opts.host.WorkloadPrefixes {
 			rules = append(rules, ruleset.Rule{Iifname: p + "*", Verdict: ruleset.Verdict{Kind: ruleset.Accept},
 				Comment: "from a local pod: judged by its egress policy alone"})
 		}
@@ -220,7 +224,7 @@ func (b *Builder) putOutput() {
 	if b.layout.hostsActive {
 		comment = "from this node: to its pods accepted (kubelet probes), other traffic by its host endpoints"
 		rules = append(rules, ruleset.Rule{Oifname: loopbackIfname, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "loopback is never policed"})
-		for _, p := range b.opts.prefixes {
+		for _, p := range b.opts.host.WorkloadPrefixes {
 			rules = append(rules, ruleset.Rule{Oifname: p + "*", Verdict: ruleset.Verdict{Kind: ruleset.Accept},
 				Comment: "to a local pod: not policed"})
 		}

@@ -68,7 +68,7 @@ func calicoWatchedResources() []string {
 // calicoState is what the Watcher last emitted of Calico's tiers and network sets, and of
 // service accounts, and the policies it found without their tier. Guarded by Watcher.mu.
 type calicoState struct {
-	tiers           map[string]model.Tier // by Calico name; built-in tiers are not emitted
+	tiers map[string]model.Tier // by Calico name; built-in tiers are not emitted
 	// hosts: every valid host endpoint; emittedHosts those emitted, one per node's interface
 	hosts           hostClaims
 	emittedHosts    map[string]model.Endpoint

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -98,4 +100,39 @@ func (hc *hostClaims) holder(s hostSlot) string {
 		}
 	}
 	return best
+}
+
+// AutoHostEndpointName is the name of a node's automatic host endpoint, as Calico's
+// kube-controllers name it.
+func AutoHostEndpointName(node string) string { return node + "-auto-hep" }
+
+// AutoHostEndpoint is the host endpoint Calico's kube-controllers make of a node: all of its
+// interfaces, its labels, its IP addresses expected, and the default-allow profile, so that it
+// blocks nothing until a policy selects it.
+func AutoHostEndpoint(n *corev1.Node) model.Endpoint {
+	return model.Endpoint{Key: model.EndpointKey{Name: AutoHostEndpointName(n.Name)}, Node: n.Name,
+		Labels: model.LabelsOf(n.Labels), Addrs: convertNode(n).addrs, Running: true,
+		Host: &model.HostEndpoint{Interface: model.HostInterfaceAll, DefaultAllow: true}}
+}
+
+// autoHostEndpointLocked follows a node's automatic host endpoint (newObj nil: the node is
+// deleted), through the same claims as HostEndpoint objects.
+func (w *Watcher) autoHostEndpointLocked(node string, newObj any) {
+	name := AutoHostEndpointName(node)
+	old, had := w.calico.hosts.all[name]
+	var slots []hostSlot
+	if had {
+		slots = append(slots, slotOf(&old))
+		delete(w.calico.hosts.all, name)
+	}
+	if n, ok := newObj.(*corev1.Node); ok {
+		ep := AutoHostEndpoint(n)
+		if had && reflect.DeepEqual(old, ep) {
+			w.calico.hosts.all[name] = old
+			return
+		}
+		w.calico.hosts.all[name] = ep
+		slots = append(slots, slotOf(&ep))
+	}
+	w.settleHostsLocked(slots...)
 }
