@@ -199,14 +199,9 @@ func (b *Builder) putInput() {
 	comment := "local pod to this node: judged by the pod's egress policy, as traffic to another node is"
 	if b.layout.hostsActive {
 		comment = "to this node: a local pod's traffic by its egress policy, other traffic by the node's host endpoints"
-		rules = append(rules, ruleset.Rule{Iifname: loopbackIfname, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "loopback is never policed"})
-		for _, p := range b.opts.host.WorkloadPrefixes {
-			rules = append(rules, ruleset.Rule{Iifname: p + "*", Verdict: ruleset.Verdict{Kind: ruleset.Accept},
-				Comment: "from a local pod: judged by its egress policy alone"})
-		}
+		rules = append(rules, b.unpoliced(false, "from a local pod: judged by its egress policy alone")...)
 		rules = append(rules,
-			ruleset.Rule{Lookups: []ruleset.Lookup{{Key: ruleset.KeyL4ProtoDport, Set: setFailsafeIn}}, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
-				Comment: "failsafe port: never blocked by a host endpoint's policy"},
+			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeIn, "failsafe port: never blocked by a host endpoint's policy"),
 			lookup(ruleset.KeyIifnameIPDaddr, mapHostInIfV4, "to this node through an interface with a host endpoint (IPv4)"),
 			lookup(ruleset.KeyIifnameIP6Daddr, mapHostInIfV6, "to this node through an interface with a host endpoint (IPv6)"),
 			lookup(ruleset.KeyIPDaddr, mapHostInV4, "to this node through any other interface: its * host endpoint (IPv4)"),
@@ -223,20 +218,13 @@ func (b *Builder) putOutput() {
 	comment := "this node to its pods: accepted (kubelet probes)"
 	if b.layout.hostsActive {
 		comment = "from this node: to its pods accepted (kubelet probes), other traffic by its host endpoints"
-		rules = append(rules, ruleset.Rule{Oifname: loopbackIfname, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: "loopback is never policed"})
-		for _, p := range b.opts.host.WorkloadPrefixes {
-			rules = append(rules, ruleset.Rule{Oifname: p + "*", Verdict: ruleset.Verdict{Kind: ruleset.Accept},
-				Comment: "to a local pod: not policed"})
-		}
-		accept := func(key ruleset.Key, set, c string) ruleset.Rule {
-			return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: set}}, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: c}
-		}
+		rules = append(rules, b.unpoliced(true, "to a local pod: not policed")...)
 		rules = append(rules,
 			ruleset.Rule{L4Proto: uint8(model.ProtocolICMPv6), Verdict: ruleset.Verdict{Kind: ruleset.Accept},
 				Comment: "ICMPv6 from this node (neighbour discovery) is not policed"},
-			accept(ruleset.KeyIPDaddrL4ProtoDport, setAgentAPIv4, "the agent's API server: never blocked (IPv4)"),
-			accept(ruleset.KeyIP6DaddrL4ProtoDport, setAgentAPIv6, "the agent's API server: never blocked (IPv6)"),
-			accept(ruleset.KeyL4ProtoDport, setFailsafeOut, "failsafe port: never blocked by a host endpoint's policy"),
+			acceptIn(ruleset.KeyIPDaddrL4ProtoDport, setAgentAPIv4, "the agent's API server: never blocked (IPv4)"),
+			acceptIn(ruleset.KeyIP6DaddrL4ProtoDport, setAgentAPIv6, "the agent's API server: never blocked (IPv6)"),
+			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeOut, "failsafe port: never blocked by a host endpoint's policy"),
 			lookup(ruleset.KeyOifnameIPSaddr, mapHostOutIfV4, "from this node through an interface with a host endpoint (IPv4)"),
 			lookup(ruleset.KeyOifnameIP6Saddr, mapHostOutIfV6, "from this node through an interface with a host endpoint (IPv6)"),
 			lookup(ruleset.KeyIPSaddr, mapHostOutV4, "from this node through any other interface: its * host endpoint (IPv4)"),
@@ -244,4 +232,28 @@ func (b *Builder) putOutput() {
 	}
 	b.putChain(&ruleset.Chain{Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},
 		Comment: comment, Rules: rules})
+}
+
+// unpoliced accepts the interfaces no host endpoint polices, by input interface or, with out,
+// output interface: loopback, and the workload interfaces (pods' comments).
+func (b *Builder) unpoliced(out bool, pods string) []ruleset.Rule {
+	accept := func(ifname, c string) ruleset.Rule {
+		r := ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: c}
+		if out {
+			r.Oifname = ifname
+		} else {
+			r.Iifname = ifname
+		}
+		return r
+	}
+	rules := []ruleset.Rule{accept(loopbackIfname, "loopback is never policed")}
+	for _, p := range b.opts.host.WorkloadPrefixes {
+		rules = append(rules, accept(p+"*", pods))
+	}
+	return rules
+}
+
+// acceptIn accepts what is in a set: KEY @set accept.
+func acceptIn(key ruleset.Key, set, c string) ruleset.Rule {
+	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: set}}, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: c}
 }
