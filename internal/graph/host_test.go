@@ -3,6 +3,7 @@ package graph_test
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
@@ -66,6 +67,10 @@ func TestHostEndpoints(t *testing.T) {
 	}
 	if p := eps["x/p"]; p.Host || !slices.Contains(tierText(p.Ingress), model.TierNetworkPolicy+":"+gnp.Key.String()) {
 		t.Errorf("pod x/p: %+v, want the GlobalNetworkPolicy too", p)
+	}
+	g.OnUpdate(hep("n1-eth0", "eth0", false, addr("10.0.0.1"), addr("10.9.9.9")))
+	if ps := g.Problems(); len(ps) != 1 || ps[0].Object != "HostEndpoint/n1-eth0" || !strings.Contains(ps[0].Message, "10.9.9.9") {
+		t.Errorf("problems %+v, want one naming the expected IP that is not the node's", ps)
 	}
 	var peers []netip.Addr
 	for _, m := range members {

@@ -228,3 +228,22 @@ func (r *resolver) tierLists(e *endpoint) (ingress, egress []dataplane.TierPolic
 func comparePolicyOrder(a, b model.PolicyKey) int {
 	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind))
 }
+
+// hostProblems are the local host endpoints' expected IPs that are not the node's addresses,
+// once the node's addresses are known (ifmon): such an address still makes the endpoint a
+// peer, and its traffic is dispatched by the node's addresses.
+func (r *resolver) hostProblems() []Problem {
+	if len(r.hostAddrs) == 0 {
+		return nil
+	}
+	var out []Problem
+	for k := range r.hosts {
+		for a := range r.local[k].net.addrs() {
+			if _, ok := r.hostAddrs[a]; !ok {
+				out = append(out, Problem{Object: "HostEndpoint/" + k.Name,
+					Message: "expected IP " + a.String() + " is not an address of this node: it matches the endpoint as a peer only"})
+			}
+		}
+	}
+	return out
+}
