@@ -201,11 +201,8 @@ func (b *Builder) putInput() {
 		comment = "to this node: a local pod's traffic by its egress policy, other traffic by the node's host endpoints"
 		rules = append(rules, b.unpoliced(false, "from a local pod: judged by its egress policy alone")...)
 		rules = append(rules,
-			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeIn, "failsafe port: never blocked by a host endpoint's policy"),
-			lookup(ruleset.KeyIifnameIPDaddr, mapHostInIfV4, "to this node through an interface with a host endpoint (IPv4)"),
-			lookup(ruleset.KeyIifnameIP6Daddr, mapHostInIfV6, "to this node through an interface with a host endpoint (IPv6)"),
-			lookup(ruleset.KeyIPDaddr, mapHostInV4, "to this node through any other interface: its * host endpoint (IPv4)"),
-			lookup(ruleset.KeyIP6Daddr, mapHostInV6, "to this node through any other interface: its * host endpoint (IPv6)"))
+			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeIn, "failsafe port: never blocked by a host endpoint's policy"))
+		rules = append(rules, hostDispatch(model.Ingress)...)
 	}
 	b.putChain(&ruleset.Chain{Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
 		Comment: comment, Rules: rules})
@@ -224,11 +221,8 @@ func (b *Builder) putOutput() {
 				Comment: "ICMPv6 from this node (neighbour discovery) is not policed"},
 			acceptIn(ruleset.KeyIPDaddrL4ProtoDport, setAgentAPIv4, "the agent's API server: never blocked (IPv4)"),
 			acceptIn(ruleset.KeyIP6DaddrL4ProtoDport, setAgentAPIv6, "the agent's API server: never blocked (IPv6)"),
-			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeOut, "failsafe port: never blocked by a host endpoint's policy"),
-			lookup(ruleset.KeyOifnameIPSaddr, mapHostOutIfV4, "from this node through an interface with a host endpoint (IPv4)"),
-			lookup(ruleset.KeyOifnameIP6Saddr, mapHostOutIfV6, "from this node through an interface with a host endpoint (IPv6)"),
-			lookup(ruleset.KeyIPSaddr, mapHostOutV4, "from this node through any other interface: its * host endpoint (IPv4)"),
-			lookup(ruleset.KeyIP6Saddr, mapHostOutV6, "from this node through any other interface: its * host endpoint (IPv6)"))
+			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeOut, "failsafe port: never blocked by a host endpoint's policy"))
+		rules = append(rules, hostDispatch(model.Egress)...)
 	}
 	b.putChain(&ruleset.Chain{Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},
 		Comment: comment, Rules: rules})
@@ -256,4 +250,28 @@ func (b *Builder) unpoliced(out bool, pods string) []ruleset.Rule {
 // acceptIn accepts what is in a set: KEY @set accept.
 func acceptIn(key ruleset.Key, set, c string) ruleset.Rule {
 	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: set}}, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: c}
+}
+
+// hostDispatch is a direction's host dispatch: by interface and node address, then by node
+// address for the * endpoint, per family (the maps of hostDispatchMap).
+func hostDispatch(dir model.Direction) []ruleset.Rule {
+	keys := [4]ruleset.Key{ruleset.KeyIifnameIPDaddr, ruleset.KeyIifnameIP6Daddr, ruleset.KeyIPDaddr, ruleset.KeyIP6Daddr}
+	what := "to this node through "
+	if dir == model.Egress {
+		keys = [4]ruleset.Key{ruleset.KeyOifnameIPSaddr, ruleset.KeyOifnameIP6Saddr, ruleset.KeyIPSaddr, ruleset.KeyIP6Saddr}
+		what = "from this node through "
+	}
+	var rules []ruleset.Rule
+	for i, through := range [4]string{"an interface with a host endpoint (IPv4)", "an interface with a host endpoint (IPv6)",
+		"any other interface: its * host endpoint (IPv4)", "any other interface: its * host endpoint (IPv6)"} {
+		dk := dispatchKey{dir: dir, addr: netip.IPv4Unspecified(), ifname: "if"}
+		if i%2 == 1 {
+			dk.addr = netip.IPv6Unspecified()
+		}
+		if i >= 2 {
+			dk.ifname = model.HostInterfaceAll
+		}
+		rules = append(rules, lookup(keys[i], hostDispatchMap(dk), what+through))
+	}
+	return rules
 }
