@@ -45,6 +45,10 @@ type runConfig struct {
 	DenyLog *nft.DenyLog
 	// CountAllowed: count what each policy allows too (nft.Config.CountAllowed).
 	CountAllowed bool
+	// FailsafeIn and FailsafeOut: the ports no host endpoint's policy blocks.
+	FailsafeIn, FailsafeOut []nft.Failsafe
+	// AutoHostEndpoints: every Node is a "*" host endpoint (agent.RunConfig.AutoHostEndpoints).
+	AutoHostEndpoints bool
 }
 
 // errUsage marks configuration errors: one clear line on stderr and exit code 2.
@@ -81,11 +85,21 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	logBurst := fs.Uint("log-denied-burst", uint(def.Burst), "denied packets logged at once above --log-denied-rate")
 	fs.BoolVar(&c.CountAllowed, "count-allowed", false, "count the packets each policy allows too, in nftpolicy_policy_packets_total (denied ones are always counted)")
 	logGroup := fs.Uint("log-denied-group", 100, "NFLOG group the deny chains log to, which the agent reads (no other process of the node may bind it)")
+	failsafeIn := fs.String("failsafe-inbound-host-ports", nft.DefaultFailsafeIn, "protocol:port pairs to this node that no host endpoint's policy blocks (Felix's form: tcp:22,udp:68; none for no port)")
+	failsafeOut := fs.String("failsafe-outbound-host-ports", nft.DefaultFailsafeOut, "protocol:port pairs from this node that no host endpoint's policy blocks (Felix's form; none for no port)")
+	fs.BoolVar(&c.AutoHostEndpoints, "auto-host-endpoints", false, "make every Node a host endpoint of all its interfaces, with its labels and Calico's projectcalico-default-allow profile (blocks nothing until a GlobalNetworkPolicy selects it); nothing is written to the API")
 	if err := parseFlags(fs, args, helpOut); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var err error
+	if c.FailsafeIn, err = nft.ParseFailsafes(*failsafeIn); err != nil {
+		return c, usageErrorf("--failsafe-inbound-host-ports: %v", err)
+	}
+	if c.FailsafeOut, err = nft.ParseFailsafes(*failsafeOut); err != nil {
+		return c, usageErrorf("--failsafe-outbound-host-ports: %v", err)
 	}
 	if *logDenied {
 		limit, err := parseRate(*logRate)

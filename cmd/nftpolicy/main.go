@@ -94,6 +94,8 @@ func runAgent(ctx context.Context, args []string, e env) error {
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, HealthSocket: cfg.HealthSocket, FailureThreshold: cfg.FailureThreshold,
 		CleanupOnExit: cfg.CleanupOnExit, LockFile: cfg.LockFile, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
 		CRDRecheck: cfg.CRDRecheck, CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,
+		Host:              nft.HostConfig{FailsafeIn: cfg.FailsafeIn, FailsafeOut: cfg.FailsafeOut, APIServers: apiServers(ctx, rc.Host, log)},
+		AutoHostEndpoints: cfg.AutoHostEndpoints,
 	})
 }
 
@@ -140,7 +142,9 @@ func render(args []string, e env) error {
 	// messages once the builder has folded them, the builder's compiler state once its table
 	// is built. Render's peak is the builder's state alone.
 	msgs, graphProblems := calculate(*node, updates)
-	b := nft.NewBuilder(nft.Config{Table: *table})
+	fsIn, _ := nft.ParseFailsafes(nft.DefaultFailsafeIn)
+	fsOut, _ := nft.ParseFailsafes(nft.DefaultFailsafeOut)
+	b := nft.NewBuilder(nft.Config{Table: *table, Host: nft.HostConfig{FailsafeIn: fsIn, FailsafeOut: fsOut}})
 	b.Apply(msgs)
 	for _, p := range graphProblems {
 		fmt.Fprintln(e.stderr, "nftpolicy: problem:", p)

@@ -82,6 +82,14 @@ type RunConfig struct {
 	// CountAllowed counts the packets each policy allows too (nft.Config.CountAllowed), for
 	// nftpolicy_policy_packets_total (policycounts.go).
 	CountAllowed bool
+	// Host configures the policing of the node's own traffic through host endpoints: failsafe
+	// ports and the API server addresses kept open whatever the policies say. Its
+	// WorkloadPrefixes are WorkloadPrefixes (traffic between the node and its pods is not a host
+	// endpoint's).
+	Host nft.HostConfig
+	// AutoHostEndpoints makes each Node a "*" host endpoint with its labels and Calico's
+	// default-allow profile (sync.Config.AutoHostEndpoints).
+	AutoHostEndpoints bool
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -101,7 +109,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	metrics := NewMetrics(reg)
 	syncMetrics := sync.NewMetrics(reg)
 	watcher := sync.New(sync.Config{Client: cfg.Client, NodeName: cfg.NodeName, Logger: log.With("stage", "sync"),
-		Metrics: syncMetrics, AbsentRecheck: cfg.CRDRecheck})
+		Metrics: syncMetrics, AbsentRecheck: cfg.CRDRecheck, AutoHostEndpoints: cfg.AutoHostEndpoints})
 	health := &Health{FailureThreshold: int64(cfg.FailureThreshold), StaleAfter: cfg.WatchStaleAfter,
 		WatchDown: watcher.WatchDown}
 	dp, err := newApplier(cfg, log, syncMetrics)
@@ -184,6 +192,11 @@ func newApplier(cfg RunConfig, log *slog.Logger, syncMetrics *sync.Metrics) (*ke
 		ncfg.WorkloadPrefixes = cfg.WorkloadPrefixes
 	}
 	ncfg.DenyLog, ncfg.CountAllowed = cfg.DenyLog, cfg.CountAllowed
+	ncfg.Host = cfg.Host
+	ncfg.Host.WorkloadPrefixes = cfg.WorkloadPrefixes
+	log.Info("host endpoints: kept open whatever the policies say", "api_servers", fmt.Sprint(cfg.Host.APIServers),
+		"failsafe_inbound", fmt.Sprint(cfg.Host.FailsafeIn), "failsafe_outbound", fmt.Sprint(cfg.Host.FailsafeOut),
+		"auto_host_endpoints", cfg.AutoHostEndpoints)
 	return kernel.Open(cfg.NetNSFD, ncfg)
 }
 

@@ -125,10 +125,15 @@ type EndpointUpdated struct {
 	// endpoints list one address (an address several pod objects hold goes to one, see the
 	// package doc), but within one flush an address may move from one endpoint to another.
 	Addrs []netip.Addr
-	// Interface is the host-side interface that leads to the endpoint, "" while unknown.
+	// Interface is the host-side interface that leads to the endpoint, "" while unknown. For a
+	// host endpoint it is the node's interface it polices (model.HostInterfaceAll: every one).
 	Interface string
-	Ingress   []TierPolicies
-	Egress    []TierPolicies
+	// Host says that the endpoint is the node itself (a host endpoint): its traffic is judged
+	// on the input and output hooks, dispatched by Interface and by Addrs, the node's
+	// addresses; a pod's on the forward hook by Addrs alone.
+	Host    bool
+	Ingress []TierPolicies
+	Egress  []TierPolicies
 }
 
 // EndpointRemoved deletes a local endpoint.
@@ -157,7 +162,7 @@ func (p *PolicyUpdated) Equal(q *PolicyUpdated) bool {
 // Equal reports whether e and f are the same message (nil and empty slices differ, as for
 // reflect.DeepEqual).
 func (e *EndpointUpdated) Equal(f *EndpointUpdated) bool {
-	return e.Key == f.Key && e.Interface == f.Interface && slicesEqual(e.Addrs, f.Addrs, eq) &&
+	return e.Key == f.Key && e.Interface == f.Interface && e.Host == f.Host && slicesEqual(e.Addrs, f.Addrs, eq) &&
 		slicesEqual(e.Ingress, f.Ingress, (*TierPolicies).Equal) && slicesEqual(e.Egress, f.Egress, (*TierPolicies).Equal)
 }
 

@@ -99,7 +99,8 @@
 //     ports changed, swaps its old contributions for the new ones; it is passed on to the
 //     resolver.
 //  4. Policy resolver (resolver: resolve.go, owner.go). It owns the local endpoints, the
-//     routes, the address owners and the host addresses (which no message depends on). Per
+//     routes, the address owners and the host addresses (which only host endpoints' messages
+//     list). Per
 //     local endpoint and direction: the active policies that select it and apply to the
 //     direction (asked of the active policies, resolverPolicies), grouped by tier in (tier
 //     Order, name), policies in (Order, then as Felix: name, namespace, kind); only tiers with ≥ 1 such policy are
@@ -112,6 +113,10 @@
 //     re-resolved and the next one takes the address over in the same flush. Remote endpoints
 //     take no part: this node judges a packet for a local pod's address as that pod's. Set
 //     membership is not the owner's alone: every holder must contribute the address (stage 3).
+//     A host endpoint (model.Endpoint.Host; namespace "", matched only by specs with hosts,
+//     spec.go) claims no address: its message lists the node's addresses and its expected IPs,
+//     its interface, and, without a default-allow profile, ends both tier lists with the
+//     policy-less model.TierHostDefault, which denies.
 //  5. Event sequencer (sequencer: flush.go). The stages tell it which objects changed
 //     (changes); it keeps, per kind of object, one pending (the keys touched since the last
 //     flush, sorted by the kind's order, and what was last sent). Flush asks each stage for

@@ -25,6 +25,8 @@ type endpoint struct {
 	ns     *namespace
 	sa     *account // nil without a service account
 	local  bool
+	// host: a host endpoint (in namespace "", which no Kubernetes namespace can be named)
+	host bool
 	// inSets counts the sets over the matchers matching the endpoint (set calculator, set.go).
 	inSets int32
 	// matches holds every live matcher that matches the endpoint.
@@ -172,7 +174,7 @@ func (st *endpointStore) endpoint(k model.EndpointKey) *endpoint {
 
 // add stores a new endpoint of m with net, in its namespace and service account.
 func (st *endpointStore) add(m *model.Endpoint, net netInfo, local bool) *endpoint {
-	e := &endpoint{name: m.Key.Name, labels: m.Labels, net: net, local: local}
+	e := &endpoint{name: m.Key.Name, labels: m.Labels, net: net, local: local, host: m.Host != nil}
 	e.ns = st.namespaceOf(m.Key.Namespace)
 	e.ns.endpoints[e.name] = e
 	st.setAccount(e, m.ServiceAccount)

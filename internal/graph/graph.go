@@ -114,7 +114,7 @@ func (g *Graph) Flush() []dataplane.Message { return g.seq.flush() }
 
 // Problems returns the current diagnostics about bad input, sorted.
 func (g *Graph) Problems() []Problem {
-	out := g.policies.problems()
+	out := append(g.policies.problems(), g.resolver.hostProblems()...)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Object != out[j].Object {
 			return out[i].Object < out[j].Object

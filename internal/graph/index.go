@@ -120,6 +120,9 @@ type matcher struct {
 
 func (m *matcher) match(e *endpoint) bool {
 	s := &m.spec
+	if e.host && (!s.hosts || s.scope != "" || s.ns != nil || s.sa != nil) {
+		return false
+	}
 	if s.scope != "" && e.ns.name != s.scope {
 		return false
 	}
@@ -152,6 +155,8 @@ type endpointChange struct {
 	old        netInfo
 	// claim ranks the endpoint for the addresses it shares (its own update only).
 	claim model.AddrClaim
+	// host is a host endpoint's own part (its own update only; nil for a pod).
+	host *model.HostEndpoint
 }
 
 // labelIndex is stage 1: the endpoints, namespaces and service accounts (store) and the
@@ -220,7 +225,7 @@ func (x *labelIndex) setEndpoint(in model.Endpoint) {
 	m := keepEndpoint(in)
 	local := m.Node == x.node
 	e := x.store.endpoint(m.Key)
-	if e != nil && e.local != local {
+	if e != nil && (e.local != local || e.host != (m.Host != nil)) {
 		// Moving between local and remote is rare: handle it as delete + add.
 		x.deleteEndpoint(m.Key)
 		e = nil
@@ -229,12 +234,12 @@ func (x *labelIndex) setEndpoint(in model.Endpoint) {
 	if e == nil {
 		e = x.store.add(&m, netInfo(x.scratch), local)
 		x.fileEndpoint(e, true)
-		ch := endpointChange{updated: true, added: true, claim: m.Claim()}
+		ch := endpointChange{updated: true, added: true, claim: m.Claim(), host: m.Host}
 		ch.left, ch.joined = x.reevaluate(e)
 		x.tell(e, ch)
 		return
 	}
-	ch := endpointChange{updated: true, claim: m.Claim()}
+	ch := endpointChange{updated: true, claim: m.Claim(), host: m.Host}
 	if e.labels != m.Labels || m.ServiceAccount != e.account() {
 		x.fileEndpoint(e, false) // under its labels before: the service account's is one
 		if m.ServiceAccount != e.account() {

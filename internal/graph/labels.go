@@ -25,6 +25,12 @@ const (
 
 // Get returns the value of label k of e, automatic labels included (selector.Labels).
 func (e *endpoint) Get(k string) (string, bool) {
+	if e.host {
+		if isEndpointAutomatic(k) {
+			return "", false // a host endpoint has no namespace, orchestrator or account
+		}
+		return e.labels.Get(k)
+	}
 	switch k {
 	case labelNamespace:
 		return e.ns.name, true
@@ -43,7 +49,7 @@ func (e *endpoint) Get(k string) (string, bool) {
 // that no automatic label replaces.
 func (e *endpoint) allLabels() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
-		if !yield(labelNamespace, e.ns.name) || !yield(labelOrchestrator, orchestratorK8s) {
+		if !e.host && (!yield(labelNamespace, e.ns.name) || !yield(labelOrchestrator, orchestratorK8s)) {
 			return
 		}
 		if e.sa != nil && !yield(labelServiceAccount, e.sa.key.name) {

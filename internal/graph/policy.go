@@ -297,6 +297,7 @@ func preparePeer(pol *model.Policy, peer *model.Peer) (side, error) {
 		if pol.Namespace != "" && peer.NamespaceSelector == "" {
 			sp.scope = pol.Namespace
 		}
+		sp.hosts = peer.NetworkSets && sp.scope == "" && peer.NamespaceSelector == "" && peer.ServiceAccountSelector == ""
 		sd.eps = &sp
 		if netSets {
 			sd.nets = &netPick{ep: sel, ns: nsSel, scope: sp.scope, namespaced: peer.NamespaceSelector != ""}
@@ -307,7 +308,7 @@ func preparePeer(pol *model.Policy, peer *model.Peer) (side, error) {
 		if err != nil {
 			return sd, err
 		}
-		sd.not = &spec{ep: notSel}
+		sd.not = &spec{ep: notSel, hosts: peer.NetworkSets}
 		if peer.NetworkSets {
 			sd.notNets = &netPick{ep: notSel}
 		}
@@ -354,7 +355,7 @@ func (p *policy) appliedTo() (sp spec, valid bool) {
 	if err != nil || nsErr != nil {
 		return spec{}, false
 	}
-	return spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace}, true
+	return spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace, hosts: mp.Hosts && mp.Namespace == "" && mp.NamespaceSelector == ""}, true
 }
 
 // selectMatcher points p's selector at the matcher of newSpec (none unless valid). The local

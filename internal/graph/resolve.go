@@ -2,6 +2,7 @@ package graph
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -22,7 +23,10 @@ type resolver struct {
 	local  map[model.EndpointKey]*endpoint
 	routes map[netip.Addr]string
 	owners addrOwners
-	// hostAddrs are the node's own addresses (HostAddrSet); no message depends on them.
+	// hosts holds the host endpoints' own part, of the local ones; they claim no address.
+	hosts map[model.EndpointKey]*model.HostEndpoint
+	// hostAddrs are the node's own addresses (HostAddrSet): every local host endpoint's
+	// message lists them.
 	hostAddrs map[netip.Addr]struct{}
 	// order is resolve's scratch list for sorting an endpoint's policies
 	order []ordered
@@ -43,7 +47,7 @@ type resolverPolicies interface {
 func newResolver(policies resolverPolicies, changes changes) *resolver {
 	return &resolver{policies: policies, changes: changes,
 		local: map[model.EndpointKey]*endpoint{}, routes: map[netip.Addr]string{},
-		owners: newAddrOwners(), hostAddrs: map[netip.Addr]struct{}{}}
+		owners: newAddrOwners(), hosts: map[model.EndpointKey]*model.HostEndpoint{}, hostAddrs: map[netip.Addr]struct{}{}}
 }
 
 // onEndpoint keeps the local endpoints and their address claims: a local endpoint's change
@@ -54,6 +58,18 @@ func (r *resolver) onEndpoint(e *endpoint, ch endpointChange) {
 	}
 	k := e.key()
 	r.changes.endpointChanged(k)
+	if e.host {
+		// The node's addresses are its own: a host endpoint owns its addresses alongside
+		// pods (which never hold them) and other host endpoints (one per interface).
+		if ch.removed {
+			delete(r.local, k)
+			delete(r.hosts, k)
+		} else {
+			r.local[k] = e
+			r.hosts[k] = ch.host
+		}
+		return
+	}
 	switch {
 	case ch.added:
 		r.local[k] = e
@@ -98,6 +114,9 @@ func (r *resolver) setHostAddr(a netip.Addr, present bool) {
 	} else {
 		delete(r.hostAddrs, a.Unmap())
 	}
+	for k := range r.hosts {
+		r.changes.endpointChanged(k)
+	}
 }
 
 // message is the local endpoint's EndpointUpdated; exists is false when it is gone.
@@ -112,6 +131,9 @@ func (r *resolver) message(k model.EndpointKey, _ bool) (*dataplane.EndpointUpda
 // resolve is the endpoint's message with the addresses it owns (owner.go) and, per direction,
 // the tiers in order holding the active policies that select it, in (Order, Key) order.
 func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
+	if h := r.hosts[e.key()]; h != nil {
+		return r.resolveHost(e, h)
+	}
 	msg := &dataplane.EndpointUpdated{Key: e.key()}
 	for a := range e.net.addrs() {
 		if r.owns(e, a) {
@@ -124,9 +146,41 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 			break
 		}
 	}
+	msg.Ingress, msg.Egress = r.tierLists(e)
+	return msg
+}
+
+// resolveHost is a host endpoint's message: its interface, the node's addresses (its
+// expected IPs and those ifmon reports), and its tier lists ended, unless a default-allow
+// profile allows what they leave undecided, by TierHostDefault, which denies it (Calico's
+// default for host endpoints, with or without policy).
+func (r *resolver) resolveHost(e *endpoint, h *model.HostEndpoint) *dataplane.EndpointUpdated {
+	msg := &dataplane.EndpointUpdated{Key: e.key(), Interface: h.Interface, Host: true}
+	seen := map[netip.Addr]struct{}{}
+	for a := range e.net.addrs() {
+		seen[a] = struct{}{}
+	}
+	for a := range r.hostAddrs {
+		if !a.IsLoopback() {
+			seen[a] = struct{}{}
+		}
+	}
+	msg.Addrs = slices.SortedFunc(maps.Keys(seen), netip.Addr.Compare)
+	msg.Ingress, msg.Egress = r.tierLists(e)
+	if !h.DefaultAllow {
+		deny := dataplane.TierPolicies{Tier: model.TierHostDefault, DefaultAction: model.ActionDeny}
+		msg.Ingress = append(msg.Ingress, deny)
+		msg.Egress = append(msg.Egress, deny)
+	}
+	return msg
+}
+
+// tierLists are the endpoint's tiers in order, per direction, with the active policies that
+// select it in (Order, Key) order.
+func (r *resolver) tierLists(e *endpoint) (ingress, egress []dataplane.TierPolicies) {
 	ps := r.policies.appendSelecting(nil, e)
 	if len(ps) == 0 {
-		return msg
+		return nil, nil
 	}
 	tierOf := func(p *policy) model.Tier { t, _ := r.policies.tier(p.m.Tier); return t }
 	// Each policy's tier is looked up once, not per comparison: O(n log n) comparisons of
@@ -166,13 +220,30 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 		}
 		return out
 	}
-	msg.Ingress = build(func(p *policy) bool { return p.m.ApplyIngress })
-	msg.Egress = build(func(p *policy) bool { return p.m.ApplyEgress })
-	return msg
+	return build(func(p *policy) bool { return p.m.ApplyIngress }), build(func(p *policy) bool { return p.m.ApplyEgress })
 }
 
 // comparePolicyOrder orders policies of one tier and order as Felix does: by name, then
 // namespace, then kind (calico-semantics.md: felix/calc's policy sorter).
 func comparePolicyOrder(a, b model.PolicyKey) int {
 	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind))
+}
+
+// hostProblems are the local host endpoints' expected IPs that are not the node's addresses,
+// once the node's addresses are known (ifmon): such an address still makes the endpoint a
+// peer, and its traffic is dispatched by the node's addresses.
+func (r *resolver) hostProblems() []Problem {
+	if len(r.hostAddrs) == 0 {
+		return nil
+	}
+	var out []Problem
+	for k := range r.hosts {
+		for a := range r.local[k].net.addrs() {
+			if _, ok := r.hostAddrs[a]; !ok {
+				out = append(out, Problem{Object: "HostEndpoint/" + k.Name,
+					Message: "expected IP " + a.String() + " is not an address of this node: it matches the endpoint as a peer only"})
+			}
+		}
+	}
+	return out
 }

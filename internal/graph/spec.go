@@ -13,6 +13,9 @@ import (
 type spec struct {
 	ep, ns, sa *selector.Selector
 	scope      string
+	// hosts: the spec matches host endpoints too (a Calico selector of cluster scope); a host
+	// endpoint matches only such a spec without scope, ns or sa, as it has no namespace.
+	hosts bool
 }
 
 func normSel(s *selector.Selector) *selector.Selector {
@@ -43,6 +46,9 @@ func (s spec) key() string {
 	if s.scope != "" {
 		part("i", s.scope)
 	}
+	if s.hosts {
+		b.WriteString("h")
+	}
 	return b.String()
 }
 
@@ -62,7 +68,10 @@ func (s spec) describe() string {
 		parts = append(parts, "in namespace "+quote(s.scope))
 	}
 	if len(parts) == 0 {
-		return "all()"
+		parts = append(parts, "all()")
+	}
+	if s.hosts && s.ns == nil && s.sa == nil && s.scope == "" {
+		return strings.Join(parts, " && ") + " (pods and host endpoints)"
 	}
 	return strings.Join(parts, " && ")
 }

@@ -91,7 +91,25 @@ type Endpoint struct {
 	// Created is when the pod was created (metadata.creationTimestamp, UTC): of two running
 	// endpoints holding one address, the newer owns it.
 	Created time.Time
+	// Host is set for a host endpoint (Calico's HostEndpoint), nil for a pod: the node itself
+	// as seen through one of its interfaces. A host endpoint's Key.Namespace is "" and its
+	// Addrs are its expected IPs (what rule selectors picking it match).
+	Host *HostEndpoint
 }
+
+// HostEndpoint is what a host endpoint adds to an Endpoint.
+type HostEndpoint struct {
+	// Interface is the node's interface whose traffic the endpoint polices; HostInterfaceAll
+	// for every interface of the node.
+	Interface string
+	// DefaultAllow says that traffic no policy decides is allowed (Calico's
+	// projectcalico-default-allow profile); without it, such traffic is denied.
+	DefaultAllow bool
+}
+
+// HostInterfaceAll is the interface name of a host endpoint that stands for all of the node's
+// interfaces (Calico's `interfaceName: "*"`).
+const HostInterfaceAll = "*"
 
 // AddrClaim is what ranks the holders of a shared address (see the package comment).
 type AddrClaim struct {
@@ -225,6 +243,8 @@ type Peer struct {
 	// NetworkSets says that the peer's selectors also pick network sets (Calico's rules, see
 	// NetworkSet): a network set picked matches every address in its Nets. The Kubernetes APIs'
 	// peers pick endpoints only. A peer with a ServiceAccountSelector picks no network set.
+	// In a cluster-wide policy, a peer with NetworkSets and neither a namespace nor a
+	// service-account selector picks host endpoints too (their expected IPs), as Calico's do.
 	NetworkSets bool
 	// Global says that the peer's namespace selector is Calico's global(): Selector picks
 	// cluster-scoped objects only (GlobalNetworkSets), no endpoint and no namespaced network set.
@@ -300,6 +320,9 @@ type Policy struct {
 	// NamespaceSelector, when set, restricts the policy to endpoints whose namespace's labels
 	// it matches (a ClusterNetworkPolicy's subject); "" puts no restriction on the namespace.
 	NamespaceSelector string
+	// Hosts says that Selector also selects host endpoints (Calico's GlobalNetworkPolicy
+	// without a namespace selector); the Kubernetes APIs' policies apply to pods only.
+	Hosts bool
 	// Ingress/Egress say which directions the policy applies to (policyTypes).
 	ApplyIngress bool
 	ApplyEgress  bool
@@ -312,6 +335,10 @@ const (
 	TierAdmin         = "admin"
 	TierNetworkPolicy = "default"
 	TierBaseline      = "baseline"
+	// TierHostDefault is the last tier of a host endpoint's lists without a default-allow
+	// profile: it holds no policy and denies what the tiers before it left undecided (Calico's
+	// default deny for host endpoints). Only internal/graph emits it.
+	TierHostDefault = "host-endpoint-default"
 )
 
 // Tier groups policies. If policies of a tier apply to an endpoint and none decides, the tier's

@@ -76,6 +76,8 @@ type Config struct {
 	// kernel refused an object of such a group when the table was written whole (Refused).
 	// reason says which, and what. It is also logged.
 	Rejected func(key model.PolicyKey, reason string)
+	// Host configures the policing of the node's own traffic (host endpoints, host.go).
+	Host HostConfig
 }
 
 // options are the settings of a Builder that shape the table it builds.
@@ -86,6 +88,7 @@ type options struct {
 	rejected     func(key model.PolicyKey, reason string)
 	log          *slog.Logger
 	noUnion      bool // compile union-shaped groups as plans (tests compare the two)
+	host         HostConfig
 }
 
 // Builder folds the graph's messages into the desired table: it holds the State, lays its
@@ -119,7 +122,7 @@ func NewBuilder(cfg Config) *Builder {
 	}
 	b := &Builder{
 		opts: options{prefixes: cfg.WorkloadPrefixes, denyLog: cfg.DenyLog, countAllowed: cfg.CountAllowed,
-			rejected: cfg.Rejected, log: cfg.Logger},
+			rejected: cfg.Rejected, log: cfg.Logger, host: cfg.Host},
 		state:   NewState(),
 		table:   ruleset.NewTable(cfg.Table),
 		layout:  newLayout(),
@@ -265,6 +268,9 @@ func (b *Builder) setReplaced(id dataplane.SetID) {
 // rules reference the set recompute that one peer.
 func (b *Builder) memberChanged(id dataplane.SetID, a netip.Addr) {
 	if k, ok := b.index.localAddrs[a]; ok {
+		b.pending.endpoints[k] = struct{}{}
+	}
+	for k := range b.index.hostAddrs[a] {
 		b.pending.endpoints[k] = struct{}{}
 	}
 	for p := range b.index.setPolicies[id] {

@@ -646,6 +646,9 @@ func tierDefault(t dataplane.TierPolicies) Outcome {
 	default:
 		return Outcome{}
 	}
+	if t.Tier == model.TierHostDefault && len(t.Policies) == 0 {
+		return Outcome{Verdict: v, Reason: "host endpoint default " + v.String() + ": no policy decided"}
+	}
 	const named = 2
 	names := make([]string, 0, named)
 	for _, k := range t.Policies[:min(named, len(t.Policies))] {

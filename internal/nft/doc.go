@@ -76,6 +76,9 @@
 //	      ct state established,related accept; meta l4proto ipv6-icmp accept
 //	      ip saddr vmap @egress_v4; ip6 saddr vmap @egress_v6        (the pod's egress, as forward)
 //	  chain output_host      hook output priority 8  (this node → its pods: accepted, kubelet probes)
+//	  with host endpoints, the node's own traffic after these (host.go): loopback, workload
+//	  interfaces, failsafe ports and the API server pass; then iifname . ip daddr vmap
+//	  @host_in_if_v4, ip daddr vmap @host_in_v4 (oifname . ip saddr, ip saddr on output)
 //	  chain in_<hash> / eg_<hash>                   one per endpoint group, direction and family
 //	    listed shape (list.go):
 //	      [meta l4proto P] <peer> @sel_<set>_v4 [<peer> != @sel_…] [<peer> @nets_<hash>_v4]

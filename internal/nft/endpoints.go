@@ -24,6 +24,9 @@ type layout struct {
 	// activePrefixes are the workload prefixes behind which a local pod has been seen (its
 	// host route leaves through such an interface): only those are checked (see Config).
 	activePrefixes map[string]bool
+	// hostsActive: a host endpoint has had a dispatch element; the host objects are in the
+	// table from then on (host.go)
+	hostsActive bool
 }
 
 func newLayout() layout {
@@ -37,10 +40,21 @@ type endpoint struct {
 	sources []ruleset.ElementKey   // its interface . address elements (anti-spoofing)
 }
 
-// dispatchKey is one local address in one direction: one element of a dispatch map.
+// dispatchKey is one local address in one direction: one element of a dispatch map. For a
+// host endpoint, ifname is its interface (model.HostInterfaceAll for all): its elements are
+// in the host dispatch maps (host.go); a pod's ifname is "".
 type dispatchKey struct {
-	dir  model.Direction
-	addr netip.Addr
+	dir    model.Direction
+	addr   netip.Addr
+	ifname string
+}
+
+// less orders dispatch keys by address, then interface.
+func (dk dispatchKey) less(o dispatchKey) bool {
+	if dk.addr != o.addr {
+		return dk.addr.Less(o.addr)
+	}
+	return dk.ifname < o.ifname
 }
 
 // keyID identifies a group by the SHA-256 of its direction and key (GroupKey): a key spells out
@@ -127,9 +141,13 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 		if len(tiers) == 0 {
 			continue // no policy applies: allowed, no dispatch element
 		}
+		ifname := ""
+		if e.msg.Host {
+			ifname = e.msg.Interface
+		}
 		for _, a := range e.msg.Addrs {
 			key, facts := b.state.groupKey(dir, tiers, a)
-			want[dispatchKey{dir, a}] = groupID{key, facts}
+			want[dispatchKey{dir, a, ifname}] = groupID{key, facts}
 		}
 	}
 	return want
@@ -210,7 +228,7 @@ func (b *Builder) place(touched map[*group]struct{}) {
 	for _, g := range gs {
 		want := ""
 		if len(g.members) > 0 {
-			want = groupName(g.dir, g.sample())
+			want = groupName(g.dir, g.lowest())
 		}
 		if want == g.name {
 			continue
@@ -256,9 +274,9 @@ func (b *Builder) place(touched map[*group]struct{}) {
 }
 
 // wantedSources is the endpoint's interface . address elements of the anti-spoofing sets: one
-// per address once its interface is known, none after it is removed.
+// per address once its interface is known, none after it is removed (none for a host endpoint).
 func (e *endpoint) wantedSources() []ruleset.ElementKey {
-	if e.removed() || e.msg.Interface == "" {
+	if e.removed() || e.msg.Interface == "" || e.msg.Host {
 		return nil
 	}
 	want := make([]ruleset.ElementKey, 0, len(e.msg.Addrs))
@@ -306,14 +324,17 @@ func sourcesSet(a netip.Addr) string {
 
 // sample is the group endpoint address whose local-side facts the compile reads (all members
 // have equal ones): the lowest, so that the choice is deterministic.
-func (g *group) sample() netip.Addr {
-	var sample netip.Addr
+func (g *group) sample() netip.Addr { return g.lowest().addr }
+
+// lowest is the group's lowest dispatch element, which names it.
+func (g *group) lowest() dispatchKey {
+	var low dispatchKey
 	for dk := range g.members {
-		if !sample.IsValid() || dk.addr.Less(sample) {
-			sample = dk.addr
+		if !low.addr.IsValid() || dk.less(low) {
+			low = dk
 		}
 	}
-	return sample
+	return low
 }
 
 func (e *endpoint) removed() bool { return e.msg.Key == (model.EndpointKey{}) }
@@ -341,6 +362,9 @@ func (b *Builder) dropMapSets(name string) {
 }
 
 func dispatchMap(dk dispatchKey) string {
+	if dk.ifname != "" {
+		return hostDispatchMap(dk)
+	}
 	switch {
 	case dk.dir == model.Ingress && dk.addr.Is4():
 		return mapIngressV4
@@ -354,17 +378,28 @@ func dispatchMap(dk dispatchKey) string {
 
 func (b *Builder) setDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
 	name := dispatchMap(dk)
-	ek := ruleset.AddrKey(dk.addr)
-	b.table.Sets[name].Put(ruleset.Element{ElementKey: ek, Value: ruleset.Value{
+	comment := k.String()
+	if dk.ifname != "" {
+		b.activateHosts()
+		comment = hostComment(k, dk.ifname)
+	}
+	b.table.Sets[name].Put(ruleset.Element{ElementKey: dk.elementKey(), Value: ruleset.Value{
 		Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
-		Comment: ruleset.Comment(k.String()),
+		Comment: ruleset.Comment(comment),
 	}})
 }
 
 func (b *Builder) deleteDispatch(dk dispatchKey) {
-	name := dispatchMap(dk)
+	b.table.Sets[dispatchMap(dk)].Delete(dk.elementKey())
+}
+
+// elementKey is the dispatch element's key: the address, and a named interface's name.
+func (dk dispatchKey) elementKey() ruleset.ElementKey {
 	ek := ruleset.AddrKey(dk.addr)
-	b.table.Sets[name].Delete(ek)
+	if dk.ifname != model.HostInterfaceAll {
+		ek.Ifname = dk.ifname
+	}
+	return ek
 }
 
 func (b *Builder) dropChain(name string) {
@@ -396,12 +431,15 @@ func (b *Builder) putSet(s *ruleset.Set) {
 // a hash of its lowest address. Each dispatch element is in one group, so no two groups share a
 // name; the name depends on the group's members, not on its policies, and a fresh Builder
 // computes the same one from the same state.
-func groupName(dir model.Direction, lowest netip.Addr) string {
+func groupName(dir model.Direction, lowest dispatchKey) string {
 	prefix := "in_"
 	if dir == model.Egress {
 		prefix = "eg_"
 	}
-	return prefix + shortHash(lowest.String())
+	if lowest.ifname != "" {
+		return prefix + shortHash(lowest.ifname+" "+lowest.addr.String())
+	}
+	return prefix + shortHash(lowest.addr.String())
 }
 
 func shortHash(s string) string {

@@ -16,7 +16,8 @@ type index struct {
 	setPolicies    map[dataplane.SetID]map[model.PolicyKey]struct{}   // set → policies whose rules reference it
 	policyGroups   map[model.PolicyKey]map[string]struct{}            // policy → group chains whose tiers hold it
 	policyEndpoint map[model.PolicyKey]map[model.EndpointKey]struct{} // policy → local endpoints it applies to
-	localAddrs     map[netip.Addr]model.EndpointKey                   // address of a local endpoint → endpoint
+	localAddrs     map[netip.Addr]model.EndpointKey                   // address of a local pod → pod
+	hostAddrs      map[netip.Addr]map[model.EndpointKey]struct{}      // address of the node → its host endpoints
 }
 
 func newIndex() index {
@@ -25,6 +26,7 @@ func newIndex() index {
 		policyGroups:   map[model.PolicyKey]map[string]struct{}{},
 		policyEndpoint: map[model.PolicyKey]map[model.EndpointKey]struct{}{},
 		localAddrs:     map[netip.Addr]model.EndpointKey{},
+		hostAddrs:      map[netip.Addr]map[model.EndpointKey]struct{}{},
 	}
 }
 
@@ -77,12 +79,18 @@ func (x *index) endpoint(k model.EndpointKey, old, cur *dataplane.EndpointUpdate
 		}
 	}
 	for _, a := range old.Addrs {
-		if x.localAddrs[a] == k {
+		if old.Host {
+			setmap.Remove(x.hostAddrs, a, k)
+		} else if x.localAddrs[a] == k {
 			delete(x.localAddrs, a)
 		}
 	}
 	for _, a := range cur.Addrs {
-		x.localAddrs[a] = k
+		if cur.Host {
+			setmap.Add(x.hostAddrs, a, k)
+		} else {
+			x.localAddrs[a] = k
+		}
 	}
 }
 

@@ -62,20 +62,8 @@ func (b *Builder) addSkeleton() {
 	}
 	b.putForwardEgress()
 	b.putForwardIngress()
-	b.putChain(&ruleset.Chain{
-		Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
-		Comment: "local pod to this node: judged by the pod's egress policy, as traffic to another node is",
-		Rules: []ruleset.Rule{established(),
-			{L4Proto: uint8(model.ProtocolICMPv6), Verdict: ruleset.Verdict{Kind: ruleset.Accept},
-				Comment: "ICMPv6 to this node (neighbour discovery, also from pod addresses) is not policed"},
-			lookup(ruleset.KeyIPSaddr, mapEgressV4, "from a local pod with egress policy, to this node (IPv4)"),
-			lookup(ruleset.KeyIP6Saddr, mapEgressV6, "from a local pod with egress policy, to this node (IPv6)")},
-	})
-	b.putChain(&ruleset.Chain{
-		Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},
-		Comment: "this node to its pods: accepted (kubelet probes)",
-		Rules:   []ruleset.Rule{established()},
-	})
+	b.putInput()
+	b.putOutput()
 	for _, m := range []struct {
 		name string
 		key  ruleset.Key

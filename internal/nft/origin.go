@@ -128,7 +128,7 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 		return Decided{}, false
 	}
 	out := Decided{Endpoint: key, Tiers: e.tiers(dir)}
-	g := b.layout.groups[e.groups[dispatchKey{dir, local}]]
+	g := b.layout.groups[e.groups[dispatchKey{dir: dir, addr: local}]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:
 		out.Outcome = Outcome{Verdict: Allow, Reason: "no policy applies"}

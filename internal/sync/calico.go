@@ -40,8 +40,8 @@ const calicoTierPrefix = "calico:"
 
 // CalicoTierName is the model's name of the Calico tier name: "" and "default" are
 // model.TierNetworkPolicy, "kube-admin" model.TierAdmin, "kube-baseline" model.TierBaseline;
-// a tier named like a model built-in that Calico does not have ("admin", "baseline") is
-// "calico:<name>"; any other keeps its name.
+// a tier named like a model built-in that Calico does not have ("admin", "baseline",
+// "host-endpoint-default") is "calico:<name>"; any other keeps its name.
 func CalicoTierName(name string) string {
 	switch name {
 	case "", calicoTierDefault:
@@ -50,7 +50,7 @@ func CalicoTierName(name string) string {
 		return model.TierAdmin
 	case calicoTierKubeBaseline:
 		return model.TierBaseline
-	case model.TierAdmin, model.TierBaseline:
+	case model.TierAdmin, model.TierBaseline, model.TierHostDefault:
 		return calicoTierPrefix + name
 	}
 	return name
@@ -189,6 +189,12 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 		sel = selector.All().String()
 	}
 	pol.Selector = sel
+	// A GlobalNetworkPolicy without a namespace selector selects host endpoints too; it polices
+	// the node's own traffic through them, not the traffic it forwards.
+	pol.Hosts = namespace == "" && spec.NamespaceSelector == ""
+	if spec.ApplyOnForward && pol.Hosts {
+		c.ignored = append(c.ignored, "spec.applyOnForward: traffic forwarded through host endpoints is not policed")
+	}
 	if strings.TrimSpace(spec.NamespaceSelector) == "global()" {
 		return model.Policy{}, nil, errors.New("spec.namespaceSelector: global() selects host endpoints only, which nftpolicy does not have")
 	}

@@ -15,11 +15,12 @@ type calicoObjects struct {
 	tiers    map[string]model.Tier // by model name; Calico's built-in tiers are not held
 	netsets  map[model.NetworkSetKey]model.NetworkSet
 	tierName map[model.PolicyKey]string // the Calico tier of each Calico policy, for errors
+	hosts    hostClaims
 }
 
 func newCalicoObjects() *calicoObjects {
 	return &calicoObjects{tiers: map[string]model.Tier{}, netsets: map[model.NetworkSetKey]model.NetworkSet{},
-		tierName: map[model.PolicyKey]string{}}
+		tierName: map[model.PolicyKey]string{}, hosts: newHostClaims()}
 }
 
 // addCalico converts it when it is one of Calico's kinds, and reports whether it was.
@@ -76,6 +77,17 @@ func (c *objectSet) addCalico(it sourced) bool {
 		if o = namespaced(o); c.take(it, o) {
 			netset(ConvertCalicoNetworkSet(o))
 		}
+	case *HostEndpoint:
+		if !c.take(it, o) {
+			return true
+		}
+		ep, ignored, err := ConvertHostEndpoint(o)
+		if err != nil {
+			c.fail(it, err)
+			return true
+		}
+		partly(ignored)
+		c.calico.hosts.all[o.Name] = ep
 	default:
 		return false
 	}
@@ -102,6 +114,19 @@ func (c *objectSet) checkCalicoTiers() {
 			c.errs = append(c.errs, fmt.Errorf("%s: tier %q does not exist; not enforced", calicoPolicyName(k), tier))
 			delete(c.policies, k)
 		}
+	}
+}
+
+// checkHostEndpoints makes the host endpoints endpoints, one per node's interface: of several
+// claiming one, the first by name; each other is reported and left out.
+func (c *objectSet) checkHostEndpoints() {
+	for _, name := range sortedKeys(c.calico.hosts.all, func(a, b string) bool { return a < b }) {
+		ep := c.calico.hosts.all[name]
+		if h := c.calico.hosts.holder(slotOf(&ep)); h != name {
+			c.errs = append(c.errs, fmt.Errorf("HostEndpoint %s: node %s interface %s is HostEndpoint %s's; not enforced", name, ep.Node, ep.Host.Interface, h))
+			continue
+		}
+		c.endpoints[ep.Key] = ep
 	}
 }
 
@@ -139,6 +164,8 @@ func calicoObjectName(obj runtime.Object) string {
 		return "NetworkPolicy.projectcalico.org " + o.Namespace + "/" + o.Name
 	case *GlobalNetworkSet:
 		return calicoKindGlobalNetworkSet + " " + o.Name
+	case *HostEndpoint:
+		return calicoKindHostEndpoint + " " + o.Name
 	case *CalicoNetworkSet:
 		return "NetworkSet.projectcalico.org " + o.Namespace + "/" + o.Name
 	}

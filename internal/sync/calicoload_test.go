@@ -74,8 +74,9 @@ func TestLoadDirCalico(t *testing.T) {
 		Destination: calicoPeer(model.Peer{Ports: []model.Port{{First: 6379, Last: 6379}}})}
 	wantPolicies := map[string]model.Policy{
 		"GlobalNetworkPolicy/internal-access.allow-tcp-6379": {
-			Key:  model.PolicyKey{Kind: sync.KindGlobalNetworkPolicy, Name: "internal-access.allow-tcp-6379"},
-			Tier: "internal-access", Order: math.Inf(1), Selector: sel("role == 'database'"), ApplyIngress: true, ApplyEgress: true,
+			Key:   model.PolicyKey{Kind: sync.KindGlobalNetworkPolicy, Name: "internal-access.allow-tcp-6379"},
+			Hosts: true,
+			Tier:  "internal-access", Order: math.Inf(1), Selector: sel("role == 'database'"), ApplyIngress: true, ApplyEgress: true,
 			IngressRules: []model.Rule{withLabel(frontendTo6379, "internal-access order unset ingress rule 0")},
 			EgressRules:  []model.Rule{{Action: model.ActionAllow, Source: anyCalicoPeer, Destination: anyCalicoPeer, Label: "internal-access order unset egress rule 0"}},
 		},
@@ -87,8 +88,9 @@ func TestLoadDirCalico(t *testing.T) {
 			EgressRules:  []model.Rule{{Action: model.ActionAllow, Source: anyCalicoPeer, Destination: anyCalicoPeer, Label: "default order unset egress rule 0"}},
 		},
 		"GlobalNetworkPolicy/allow-ping-in-cluster": {
-			Key:  model.PolicyKey{Kind: sync.KindGlobalNetworkPolicy, Name: "allow-ping-in-cluster"},
-			Tier: model.TierNetworkPolicy, Order: math.Inf(1), Selector: "all()", ApplyIngress: true,
+			Key:   model.PolicyKey{Kind: sync.KindGlobalNetworkPolicy, Name: "allow-ping-in-cluster"},
+			Hosts: true,
+			Tier:  model.TierNetworkPolicy, Order: math.Inf(1), Selector: "all()", ApplyIngress: true,
 			IngressRules: []model.Rule{
 				{Action: model.ActionAllow, Protocol: model.ProtocolICMP, ICMP: &model.ICMPMatch{Type: 8},
 					Source: calicoPeer(model.Peer{Selector: "all()"}), Destination: anyCalicoPeer, Label: "default order unset ingress rule 0"},
@@ -97,8 +99,9 @@ func TestLoadDirCalico(t *testing.T) {
 			},
 		},
 		"GlobalNetworkPolicy/egress-external": {
-			Key:  model.PolicyKey{Kind: sync.KindGlobalNetworkPolicy, Name: "egress-external"},
-			Tier: "platform", Order: 20, Selector: sel("has(app)"), ApplyEgress: true,
+			Key:   model.PolicyKey{Kind: sync.KindGlobalNetworkPolicy, Name: "egress-external"},
+			Hosts: true,
+			Tier:  "platform", Order: 20, Selector: sel("has(app)"), ApplyEgress: true,
 			EgressRules: []model.Rule{
 				{Action: model.ActionPass, Source: anyCalicoPeer, Destination: calicoPeer(model.Peer{Selector: sel("role == 'external'")}), Label: "platform order 20 egress rule 0"},
 				{Action: model.ActionLog, Source: anyCalicoPeer, Destination: anyCalicoPeer, Label: "platform order 20 egress rule 1"},

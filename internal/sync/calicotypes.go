@@ -12,7 +12,7 @@ import (
 )
 
 // Calico's policy API, projectcalico.org/v3: the fields nftpolicy reads of Tier,
-// GlobalNetworkPolicy, NetworkPolicy, GlobalNetworkSet and NetworkSet, under Calico's JSON
+// GlobalNetworkPolicy, NetworkPolicy, GlobalNetworkSet, NetworkSet and HostEndpoint, under Calico's JSON
 // names, and the fields it accepts without enforcing (http, services, doNotTrack, preDNAT,
 // applyOnForward, performanceHints, allowedEgressDomains, rule metadata), so that a strict
 // decode of a user's Calico manifest succeeds and the converter can say what it leaves out.
@@ -29,6 +29,7 @@ const (
 	calicoKindNetworkPolicy       = "NetworkPolicy"
 	calicoKindGlobalNetworkSet    = "GlobalNetworkSet"
 	calicoKindNetworkSet          = "NetworkSet"
+	calicoKindHostEndpoint        = "HostEndpoint"
 )
 
 // addCalicoTypes registers the Calico kinds and their lists in s, with metav1's options.
@@ -40,6 +41,7 @@ func addCalicoTypes(s *runtime.Scheme) {
 		calicoKindNetworkPolicy: &CalicoNetworkPolicy{}, calicoKindNetworkPolicy + "List": &CalicoNetworkPolicyList{},
 		calicoKindGlobalNetworkSet: &GlobalNetworkSet{}, calicoKindGlobalNetworkSet + "List": &GlobalNetworkSetList{},
 		calicoKindNetworkSet: &CalicoNetworkSet{}, calicoKindNetworkSet + "List": &CalicoNetworkSetList{},
+		calicoKindHostEndpoint: &HostEndpoint{}, calicoKindHostEndpoint + "List": &HostEndpointList{},
 	} {
 		s.AddKnownTypeWithName(gv.WithKind(kind), obj)
 	}
@@ -173,6 +175,31 @@ type CalicoNetworkSetSpec struct {
 	AllowedEgressDomains []string `json:"allowedEgressDomains,omitempty"`
 }
 
+// HostEndpoint is a projectcalico.org/v3 HostEndpoint: one of a node's interfaces (or all of
+// them), which policies select by its labels like a pod.
+type HostEndpoint struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              HostEndpointSpec `json:"spec"`
+}
+
+// HostEndpointSpec names the node and interface ("*": all of the node's interfaces), the
+// addresses rule selectors match the endpoint by, its profiles and its named ports.
+type HostEndpointSpec struct {
+	Node          string             `json:"node,omitempty"`
+	InterfaceName string             `json:"interfaceName,omitempty"`
+	ExpectedIPs   []string           `json:"expectedIPs,omitempty"`
+	Profiles      []string           `json:"profiles,omitempty"`
+	Ports         []HostEndpointPort `json:"ports,omitempty"`
+}
+
+// HostEndpointPort is a named port of a host endpoint.
+type HostEndpointPort struct {
+	Name     string      `json:"name"`
+	Protocol NumOrString `json:"protocol"`
+	Port     int         `json:"port"`
+}
+
 // NumOrString is a JSON number or string, as written (Calico's numorstring: a protocol by
 // number or name, a port by number, "first:last" range or name).
 type NumOrString struct {
@@ -237,6 +264,11 @@ type (
 		metav1.ListMeta `json:"metadata,omitempty"`
 		Items           []CalicoNetworkSet `json:"items"`
 	}
+	HostEndpointList struct {
+		metav1.TypeMeta `json:",inline"`
+		metav1.ListMeta `json:"metadata,omitempty"`
+		Items           []HostEndpoint `json:"items"`
+	}
 )
 
 // deepCopyJSON copies an object through its JSON form: the Calico types are small and copied
@@ -264,3 +296,5 @@ func (o *GlobalNetworkPolicyList) DeepCopyObject() runtime.Object { return deepC
 func (o *CalicoNetworkPolicyList) DeepCopyObject() runtime.Object { return deepCopyJSON(o) }
 func (o *GlobalNetworkSetList) DeepCopyObject() runtime.Object    { return deepCopyJSON(o) }
 func (o *CalicoNetworkSetList) DeepCopyObject() runtime.Object    { return deepCopyJSON(o) }
+func (o *HostEndpoint) DeepCopyObject() runtime.Object            { return deepCopyJSON(o) }
+func (o *HostEndpointList) DeepCopyObject() runtime.Object        { return deepCopyJSON(o) }

@@ -52,6 +52,7 @@ func calicoResources() []calicoResource {
 		{"networkpolicies", &CalicoNetworkPolicy{}},
 		{"globalnetworksets", &GlobalNetworkSet{}},
 		{"networksets", &CalicoNetworkSet{}},
+		{"hostendpoints", &HostEndpoint{}},
 	}
 }
 
@@ -67,7 +68,10 @@ func calicoWatchedResources() []string {
 // calicoState is what the Watcher last emitted of Calico's tiers and network sets, and of
 // service accounts, and the policies it found without their tier. Guarded by Watcher.mu.
 type calicoState struct {
-	tiers           map[string]model.Tier // by Calico name; built-in tiers are not emitted
+	tiers map[string]model.Tier // by Calico name; built-in tiers are not emitted
+	// hosts: every valid host endpoint; emittedHosts those emitted, one per node's interface
+	hosts           hostClaims
+	emittedHosts    map[string]model.Endpoint
 	netsets         map[model.NetworkSetKey]model.NetworkSet
 	serviceAccounts map[[2]string]model.ServiceAccount
 	// policyTiers: the model tier of each Calico policy in force; missingTier: those whose tier
@@ -79,7 +83,7 @@ type calicoState struct {
 }
 
 func newCalicoState() calicoState {
-	return calicoState{tiers: map[string]model.Tier{}, netsets: map[model.NetworkSetKey]model.NetworkSet{},
+	return calicoState{tiers: map[string]model.Tier{}, hosts: newHostClaims(), emittedHosts: map[string]model.Endpoint{}, netsets: map[model.NetworkSetKey]model.NetworkSet{},
 		serviceAccounts: map[[2]string]model.ServiceAccount{}, policyTiers: map[model.PolicyKey]string{},
 		missingTier: map[model.PolicyKey]string{}}
 }
@@ -105,6 +109,8 @@ func (w *Watcher) runCalico(ctx context.Context, running *gosync.WaitGroup, hand
 			change, del = w.calicoPolicyChanged(KindGlobalNetworkPolicy), w.calicoPolicyDeleted(KindGlobalNetworkPolicy)
 		case "networkpolicies":
 			change, del = w.calicoPolicyChanged(KindCalicoNetworkPolicy), w.calicoPolicyDeleted(KindCalicoNetworkPolicy)
+		case "hostendpoints":
+			change, del = w.hostEndpointChanged, w.hostEndpointDeleted
 		default:
 			change, del = w.networkSetChanged, w.networkSetDeleted
 		}
@@ -200,6 +206,8 @@ func (w *Watcher) transformCalico(obj any) (out any, ok bool) {
 		return &GlobalNetworkSet{ObjectMeta: slimMeta(&o.ObjectMeta), Spec: o.Spec}, true
 	case *CalicoNetworkSet:
 		return &CalicoNetworkSet{ObjectMeta: slimMeta(&o.ObjectMeta), Spec: o.Spec}, true
+	case *HostEndpoint:
+		return &HostEndpoint{ObjectMeta: slimMeta(&o.ObjectMeta), Spec: o.Spec}, true
 	case *corev1.ServiceAccount:
 		return &corev1.ServiceAccount{ObjectMeta: slimMeta(&o.ObjectMeta)}, true
 	}
@@ -462,5 +470,82 @@ func (w *Watcher) deleteServiceAccount(obj any) {
 	if _, had := w.calico.serviceAccounts[key]; had {
 		delete(w.calico.serviceAccounts, key)
 		w.pushLocked(model.ServiceAccountDeleted{Namespace: ns, Name: name})
+	}
+}
+
+// hostEndpointChanged converts a HostEndpoint and emits what changes of the host endpoints of
+// its node's interface (settleHostsLocked).
+func (w *Watcher) hostEndpointChanged(_, obj any) {
+	h, ok := obj.(*HostEndpoint)
+	if !ok {
+		return
+	}
+	ep, ignored, err := ConvertHostEndpoint(h)
+	k := objectKey{calicoKindHostEndpoint, "", h.Name}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.checkedLocked(k, h.ResourceVersion, err)
+	w.notePartialLocked(k, h.ResourceVersion, err, ignored)
+	var slots []hostSlot
+	if old, had := w.calico.hosts.all[h.Name]; had {
+		slots = append(slots, slotOf(&old))
+		delete(w.calico.hosts.all, h.Name)
+	}
+	if err == nil {
+		w.calico.hosts.all[h.Name] = ep
+		slots = append(slots, slotOf(&ep))
+	}
+	w.settleHostsLocked(slots...)
+}
+
+func (w *Watcher) hostEndpointDeleted(obj any) {
+	_, name, _, ok := keyOf(obj)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.invalid, objectKey{calicoKindHostEndpoint, "", name})
+	delete(w.partial, objectKey{calicoKindHostEndpoint, "", name})
+	if old, had := w.calico.hosts.all[name]; had {
+		delete(w.calico.hosts.all, name)
+		w.settleHostsLocked(slotOf(&old))
+	}
+}
+
+// settleHostsLocked emits, for each node's interface of slots, the host endpoint holding it
+// (hostClaims.holder) and withdraws the others: one claiming an interface another holds is
+// logged and counted as invalid, and enforced once the holder is gone.
+func (w *Watcher) settleHostsLocked(slots ...hostSlot) {
+	for _, s := range slots {
+		holder := w.calico.hosts.holder(s)
+		for name, ep := range w.calico.emittedHosts {
+			if slotOf(&ep) == s && name != holder {
+				delete(w.calico.emittedHosts, name)
+				w.pushLocked(model.EndpointDeleted{Key: ep.Key})
+			}
+		}
+		for name, ep := range w.calico.hosts.all {
+			if slotOf(&ep) != s || name == holder {
+				continue
+			}
+			w.log.Warn("host endpoint claims an interface another holds; not enforced", "name", name, "node", s.node,
+				"interface", s.ifname, "holder", holder)
+			if w.cfg.Metrics != nil {
+				w.cfg.Metrics.InvalidObjects.WithLabelValues(calicoKindHostEndpoint).Inc()
+			}
+		}
+		if holder == "" {
+			continue
+		}
+		ep := w.calico.hosts.all[holder]
+		if old, had := w.calico.emittedHosts[holder]; had && reflect.DeepEqual(old, ep) {
+			continue
+		}
+		if old, had := w.calico.emittedHosts[holder]; had && slotOf(&old) != s {
+			continue // emitted for its other slot, which settles it
+		}
+		w.calico.emittedHosts[holder] = ep
+		w.pushLocked(model.EndpointSet{Endpoint: ep})
 	}
 }

@@ -389,6 +389,9 @@ func (w *Watcher) nodeChanged(oldObj, newObj any) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.cfg.AutoHostEndpoints {
+		w.autoHostEndpointLocked(name, newObj)
+	}
 	before, had := w.nodes[name]
 	if gone {
 		if !had {

@@ -43,10 +43,10 @@ const gnpHead = "apiVersion: projectcalico.org/v3\nkind: GlobalNetworkPolicy\nme
 const npHead = "apiVersion: projectcalico.org/v3\nkind: NetworkPolicy\nmetadata: {name: p, namespace: x}\n"
 
 // gnpModel is the model of a GlobalNetworkPolicy p of the default tier, order unset, selecting
-// every endpoint, changed by edit.
+// every endpoint and host endpoint, changed by edit.
 func gnpModel(edit func(p *model.Policy)) model.Policy {
 	p := model.Policy{Key: model.PolicyKey{Kind: sync.KindGlobalNetworkPolicy, Name: "p"}, Tier: model.TierNetworkPolicy,
-		Order: math.Inf(1), Selector: "all()", ApplyIngress: true}
+		Order: math.Inf(1), Selector: "all()", Hosts: true, ApplyIngress: true}
 	edit(&p)
 	return p
 }
@@ -94,6 +94,7 @@ func TestConvertCalicoPolicy(t *testing.T) {
 			gnpHead + "spec: {tier: security, order: 10.5, selector: \"app == 'a'\", namespaceSelector: \"team == 'x'\"}",
 			gnpModel(func(p *model.Policy) {
 				p.Tier, p.Order, p.Selector, p.NamespaceSelector = "security", 10.5, sel("app == 'a'"), sel("team == 'x'")
+				p.Hosts = false // a namespace selector picks pods only
 			}), 0},
 		{"Calico's built-in tiers by the model's names",
 			gnpHead + "spec: {tier: kube-admin, order: 1}", gnpModel(func(p *model.Policy) { p.Tier, p.Order = model.TierAdmin, 1 }), 0},

@@ -1,7 +1,7 @@
 // Package sync is the agent's view of the cluster: the first stage of docs/design.md's data flow
 // (Kubernetes API → sync → graph → nft). It turns Namespaces, Pods, ServiceAccounts,
 // NetworkPolicies, ClusterNetworkPolicies (with the Nodes their node peers select) and Calico's
-// Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets and NetworkSets into model updates
+// Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets, NetworkSets and HostEndpoints into model updates
 // (internal/model) and reports sync status. It is the only stage that knows Kubernetes types
 // (the binary's client set-up aside); nothing downstream does.
 //
@@ -59,6 +59,12 @@
 //     emitted (the graph enforces it once the tier exists) and, once every Calico resource is
 //     listed, logged and counted in nftpolicy_invalid_objects_total; the tier's arrival is
 //     logged.
+//   - HostEndpoints (hostendpoint.go) are endpoints of namespace "" with a Host part, optional
+//     like the other Calico kinds. One node interface is held by one of them: of several
+//     claiming it, the smallest name (hostClaims, O(host endpoints) per change); the others are
+//     logged, counted in nftpolicy_invalid_objects_total and emitted once the holder is gone.
+//     With Config.AutoHostEndpoints the Nodes are watched and each is also a "*" host endpoint
+//     <node>-auto-hep with its labels, addresses and Calico's default-allow profile.
 //   - LoadDir / ConvertObjects (load.go): the same conversion from a directory of YAML/JSON
 //     manifests (multi-document files, v1 Lists; strict decoding as kubectl's; both
 //     ClusterNetworkPolicy apiVersions), for

@@ -42,7 +42,7 @@ type sourced struct {
 // each holding one or more documents (YAML "---" separated; a v1 List is unpacked), and converts
 // the Namespaces, Pods (with their status), NetworkPolicies, ClusterNetworkPolicies, Nodes
 // (the addresses that node peers select) and Calico's Tiers, GlobalNetworkPolicies,
-// NetworkPolicies, GlobalNetworkSets and NetworkSets (projectcalico.org/v3) in them like the
+// NetworkPolicies, GlobalNetworkSets, NetworkSets and HostEndpoints (projectcalico.org/v3) in them like the
 // API watcher does. Decoding is strict, as kubectl's: an unknown field, or a duplicate one (a
 // YAML key or a JSON field given twice), makes the object bad.
 // Objects without metadata.namespace (Pods, NetworkPolicies) are in "default". A namespace
@@ -261,6 +261,7 @@ func convertFed(feed func(add func(sourced))) ([]model.Update, []error) {
 	feed(c.add)
 	c.convertCNPs()
 	c.checkCalicoTiers()
+	c.checkHostEndpoints()
 	return c.updates(), c.errs
 }
 

@@ -104,7 +104,12 @@ func (s state) String() string {
 		lines = append(lines, fmt.Sprintf("ns %s %v", n.Name, n.Labels))
 	}
 	for _, e := range s.Endpoints {
-		lines = append(lines, fmt.Sprintf("ep %+v", e))
+		host := ""
+		if e.Host != nil {
+			host = fmt.Sprintf(" host %+v", *e.Host)
+			e.Host = nil
+		}
+		lines = append(lines, fmt.Sprintf("ep %+v%s", e, host))
 	}
 	for _, p := range s.Policies {
 		lines = append(lines, fmt.Sprintf("pol %+v", p))

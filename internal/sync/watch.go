@@ -35,6 +35,9 @@ type Config struct {
 	// and for each resource of Calico's policy API, while it does not serve them (their CRD is
 	// not installed); 0 means 30 s.
 	AbsentRecheck time.Duration
+	// AutoHostEndpoints makes every Node a host endpoint, as Calico's kube-controllers do
+	// (AutoHostEndpoint); nothing is written to the API.
+	AutoHostEndpoints bool
 }
 
 // Watcher watches Pods, Namespaces, ServiceAccounts, NetworkPolicies, ClusterNetworkPolicies
@@ -180,6 +183,9 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	defer running.Wait()
 	w.mu.Lock()
 	w.runCtx, w.running = ctx, &running
+	if w.cfg.AutoHostEndpoints {
+		w.startNodesLocked() // each node is a host endpoint: in-sync waits for their list
+	}
 	w.mu.Unlock()
 	for _, s := range []struct {
 		resource string // as SourceVersion names it

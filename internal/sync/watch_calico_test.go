@@ -28,8 +28,8 @@ import (
 func calicoCRDs(t *testing.T) [][]byte {
 	t.Helper()
 	paths, err := filepath.Glob("../../deploy/crds/calico/*.yaml")
-	if err != nil || len(paths) != 5 {
-		t.Fatalf("deploy/crds/calico: %v %v, want five CRDs", paths, err)
+	if err != nil || len(paths) != 6 {
+		t.Fatalf("deploy/crds/calico: %v %v, want six CRDs", paths, err)
 	}
 	var out [][]byte
 	for _, p := range paths {
@@ -73,6 +73,11 @@ func TestWatcherCalico(t *testing.T) {
 	calico := func(st state) state {
 		out := newState()
 		out.Tiers, out.NetworkSets = st.Tiers, st.NetworkSets
+		for k, e := range st.Endpoints {
+			if e.Host != nil {
+				out.Endpoints[k] = e
+			}
+		}
 		for k, p := range st.Policies {
 			if k.Kind == sync.KindGlobalNetworkPolicy || k.Kind == sync.KindCalicoNetworkPolicy {
 				out.Policies[k] = p
@@ -194,6 +199,32 @@ func TestWatcherCalico(t *testing.T) {
 		Key: model.NetworkSetKey{Namespace: "cx", Name: "partners"}, Nets: []netip.Prefix{pfx("192.0.2.1/32")}}
 	c.waitFor(t, "network sets", calico, want)
 
+	// Host endpoints: one per node's interface, the smaller name holding it; the other is
+	// counted as invalid and enforced once the holder is gone.
+	hep := func(name string) string {
+		return "apiVersion: projectcalico.org/v3\nkind: HostEndpoint\nmetadata: {name: " + name + ", labels: {role: node}}\n" +
+			"spec: {node: n1, interfaceName: eth0, expectedIPs: [192.0.2.10], profiles: [projectcalico-default-allow]}\n"
+	}
+	hepModel := func(name string) model.Endpoint {
+		return model.Endpoint{Key: model.EndpointKey{Name: name}, Node: "n1", Labels: model.LabelsOf(map[string]string{"role": "node"}),
+			Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.10")}, Running: true,
+			Host: &model.HostEndpoint{Interface: "eth0", DefaultAllow: true}}
+	}
+	apply("hostendpoints", false, hep("n1-b"))
+	want.Endpoints[model.EndpointKey{Name: "n1-b"}] = hepModel("n1-b")
+	c.waitFor(t, "a host endpoint", calico, want)
+	apply("hostendpoints", false, hep("n1-a"))
+	delete(want.Endpoints, model.EndpointKey{Name: "n1-b"})
+	want.Endpoints[model.EndpointKey{Name: "n1-a"}] = hepModel("n1-a")
+	c.waitFor(t, "a second host endpoint of one interface: the smaller name holds it", calico, want)
+	if got := testutil.ToFloat64(m.InvalidObjects.WithLabelValues("HostEndpoint")); got < 1 {
+		t.Errorf("nftpolicy_invalid_objects_total{kind=HostEndpoint} = %v, want ≥ 1", got)
+	}
+	del("hostendpoints", false, "n1-a")
+	delete(want.Endpoints, model.EndpointKey{Name: "n1-a"})
+	want.Endpoints[model.EndpointKey{Name: "n1-b"}] = hepModel("n1-b")
+	c.waitFor(t, "the holder deleted: the other holds the interface", calico, want)
+
 	// updates
 	apply("tiers", false, "apiVersion: projectcalico.org/v3\nkind: Tier\nmetadata: {name: security}\nspec: {order: 200, defaultAction: Pass}\n")
 	want.Tiers["security"] = model.Tier{Name: "security", Order: 200, DefaultAction: model.ActionPass}
@@ -240,6 +271,7 @@ func TestWatcherCalico(t *testing.T) {
 	del("globalnetworkpolicies", false, "lost")
 	del("tiers", false, "security")
 	del("networksets", true, "partners")
+	del("hostendpoints", false, "n1-b")
 	must(kc.CoreV1().ServiceAccounts("cx").Delete(ctx, "api", metav1.DeleteOptions{}))
 	want = newState()
 	want.Tiers["later"] = model.Tier{Name: "later", Order: sync.OrderUnset, DefaultAction: model.ActionDeny}

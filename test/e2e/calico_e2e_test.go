@@ -46,7 +46,7 @@ var calicoGroupVersion = schema.GroupVersion{Group: "projectcalico.org", Version
 
 // calicoKinds are the resources of Calico's kinds, in the order reset deletes them: policies
 // before the tiers and sets they name.
-var calicoKinds = []string{"globalnetworkpolicies", "networkpolicies", "globalnetworksets", "networksets", "tiers"}
+var calicoKinds = []string{"globalnetworkpolicies", "networkpolicies", "globalnetworksets", "networksets", "hostendpoints", "tiers"}
 
 // TestCalico runs every Calico case on IPv4 and on IPv6 in the 9-pod model, with the Calico
 // CRDs and the ClusterNetworkPolicy CRD installed, every pod running as service account

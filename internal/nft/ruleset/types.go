@@ -84,6 +84,11 @@ const (
 	// The transport header's first 16 bits: the source port of TCP, UDP and SCTP, the type and
 	// code (type<<8 | code) of ICMP and ICMPv6.
 	KeyL4ProtoSport // meta l4proto . th sport   (inet_proto . inet_service)
+	// The node's own traffic by interface and local address (host endpoints):
+	KeyIifnameIPDaddr  // iifname . ip daddr  (ifname . ipv4_addr)
+	KeyIifnameIP6Daddr // iifname . ip6 daddr (ifname . ipv6_addr)
+	KeyOifnameIPSaddr  // oifname . ip saddr  (ifname . ipv4_addr)
+	KeyOifnameIP6Saddr // oifname . ip6 saddr (ifname . ipv6_addr)
 )
 
 // VerdictKind is the kind of a verdict.

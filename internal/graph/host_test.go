@@ -1,0 +1,95 @@
+package graph_test
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+)
+
+// TestHostEndpoints: a host endpoint is selected by a GlobalNetworkPolicy's selector like a
+// pod, never by a Kubernetes policy's; it is a peer of Calico's rule selectors by its expected
+// IPs; its message lists the node's addresses and ends, without a default-allow profile, in
+// the host default tier, with or without policy.
+func TestHostEndpoints(t *testing.T) {
+	addr := netip.MustParseAddr
+	hep := func(name, ifname string, allow bool, ips ...netip.Addr) model.Update {
+		return model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: name}, Node: "n1",
+			Labels: model.LabelsOf(lbl("role", "node")), Addrs: ips, Running: true,
+			Host: &model.HostEndpoint{Interface: ifname, DefaultAllow: allow}}}
+	}
+	gnp := model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "nodes"}, Tier: model.TierNetworkPolicy,
+		Selector: "role == 'node'", Hosts: true, ApplyIngress: true,
+		IngressRules: []model.Rule{{Action: model.ActionAllow, Source: model.Peer{Selector: "role == 'node'", NetworkSets: true}}}}
+	k8s := model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "all"}, Tier: model.TierAdmin,
+		Selector: "all()", ApplyIngress: true}
+	g := graph.New(graph.Config{NodeName: "n1"})
+	for _, u := range []model.Update{
+		hep("n1-eth0", "eth0", false, addr("10.0.0.1")),
+		hep("n1-all", model.HostInterfaceAll, true),
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "p"}, Node: "n1",
+			Labels: model.LabelsOf(lbl("role", "node")), Addrs: []netip.Addr{addr("10.1.0.2")}, Running: true}},
+		model.HostAddrSet{Addr: addr("10.0.0.1")}, model.HostAddrSet{Addr: addr("192.168.0.1")}, model.HostAddrSet{Addr: addr("127.0.0.1")},
+		model.PolicySet{Policy: gnp}, model.PolicySet{Policy: k8s},
+		model.SyncStatusUpdate{Status: model.InSync},
+	} {
+		g.OnUpdate(u)
+	}
+	eps := map[string]dataplane.EndpointUpdated{}
+	var members []dataplane.Member
+	for _, m := range g.Flush() {
+		switch m := m.(type) {
+		case dataplane.EndpointUpdated:
+			eps[m.Key.String()] = m
+		case dataplane.SetReplaced:
+			members = append(members, m.Members...)
+		}
+	}
+	nodeAddrs := []netip.Addr{addr("10.0.0.1"), addr("192.168.0.1")}
+	eth0 := eps["/n1-eth0"]
+	if !eth0.Host || eth0.Interface != "eth0" || !slices.Equal(eth0.Addrs, nodeAddrs) {
+		t.Errorf("n1-eth0: %+v, want a host endpoint on eth0 with the node's addresses %v", eth0, nodeAddrs)
+	}
+	wantIn := []string{model.TierNetworkPolicy + ":" + gnp.Key.String(), model.TierHostDefault + ":"}
+	if got := tierText(eth0.Ingress); !slices.Equal(got, wantIn) {
+		t.Errorf("n1-eth0 ingress %v, want %v (the ClusterNetworkPolicy selects pods only)", got, wantIn)
+	}
+	if got := tierText(eth0.Egress); !slices.Equal(got, []string{model.TierHostDefault + ":"}) {
+		t.Errorf("n1-eth0 egress %v, want the host default alone (denied without policy)", got)
+	}
+	all := eps["/n1-all"]
+	if all.Interface != model.HostInterfaceAll || len(all.Egress) != 0 || slices.Contains(tierText(all.Ingress), model.TierHostDefault+":") {
+		t.Errorf("n1-all (default-allow): %+v, want no host default tier and no egress list", all)
+	}
+	if p := eps["x/p"]; p.Host || !slices.Contains(tierText(p.Ingress), model.TierNetworkPolicy+":"+gnp.Key.String()) {
+		t.Errorf("pod x/p: %+v, want the GlobalNetworkPolicy too", p)
+	}
+	g.OnUpdate(hep("n1-eth0", "eth0", false, addr("10.0.0.1"), addr("10.9.9.9")))
+	if ps := g.Problems(); len(ps) != 1 || ps[0].Object != "HostEndpoint/n1-eth0" || !strings.Contains(ps[0].Message, "10.9.9.9") {
+		t.Errorf("problems %+v, want one naming the expected IP that is not the node's", ps)
+	}
+	var peers []netip.Addr
+	for _, m := range members {
+		peers = append(peers, m.Addr)
+	}
+	slices.SortFunc(peers, netip.Addr.Compare)
+	if want := []netip.Addr{addr("10.0.0.1"), addr("10.1.0.2")}; !slices.Equal(peers, want) {
+		t.Errorf("the rule's set holds %v, want the host endpoint's expected IP and the pod's %v", peers, want)
+	}
+}
+
+func tierText(ts []dataplane.TierPolicies) []string {
+	var out []string
+	for _, t := range ts {
+		s := t.Tier + ":"
+		for _, p := range t.Policies {
+			s += p.String()
+		}
+		out = append(out, s)
+	}
+	return out
+}
