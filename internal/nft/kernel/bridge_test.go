@@ -2,6 +2,8 @@ package kernel_test
 
 import (
 	"context"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +114,125 @@ func bridgedPodUpdates(p *netns.Pod, node string) []model.Update {
 	return []model.Update{model.EndpointSet{Endpoint: model.Endpoint{
 		Key: model.EndpointKey{Namespace: p.Namespace, Name: p.Name}, Node: node,
 		Labels: model.LabelsOf(map[string]string{"pod": p.Name}), Addrs: p.Addrs}}}
+}
+
+// TestBridgeAntiSpoofing: on node a's bridge, with the ports' prefix checked (each pod's port
+// known, as ifmon reports it), a datagram from x/src with another address of node a's pod range
+// does not reach x/dst on the same bridge, nor y/far on node b, and is counted; its own source
+// passes. A pod whose port exists but whose endpoint is not programmed receives nothing until it
+// is, and sends nothing; ARP and neighbour discovery keep working (the allowed datagrams need
+// them). The same spoofed datagram passes without the check, so the test can fail. IPv4 and IPv6.
+func TestBridgeAntiSpoofing(t *testing.T) {
+	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a", "b"}, Layout: netns.Bridge})
+	src, dst, far := addPod(t, c, "a", "x", "src"), addPod(t, c, "a", "x", "dst"), addPod(t, c, "b", "y", "far")
+	nodeA := c.Node("a")
+	fd := nodeFD(t, nodeA)
+	prefix := workloadPrefix(t, src)
+
+	g := graph.New(graph.Config{NodeName: "a"})
+	ups := []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"ns": "x"}}}}
+	ups = append(ups, podUpdates(src, "a", "a")...) // the port behind each address, as for a route
+	ups = append(ups, podUpdates(dst, "a", "a")...)
+	ups = append(ups, podUpdates(far, "b", "a")...)
+	ups = append(ups, model.SyncStatusUpdate{Status: model.InSync})
+	for _, u := range ups {
+		g.OnUpdate(u)
+	}
+	msgs := g.Flush()
+
+	for _, args := range [][]string{{"10.244.0.99/24"}, {"fd00:10:244::99/64", "nodad"}} {
+		argv := append([]string{"ip", "addr", "add", args[0], "dev", "eth0"}, args[1:]...)
+		if out, err := netns.Exec(context.Background(), src.NetNS, argv...); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	spoofed := map[bool]netip.Addr{false: netip.MustParseAddr("10.244.0.99"), true: netip.MustParseAddr("fd00:10:244::99")}
+	check := func(step string, to *netns.Pod, is6, wantOwn, wantSpoofed bool) {
+		t.Helper()
+		sk := sink(t, to.NetNS, to.IP(is6))
+		if got := receives(t, sk, src.NetNS, src.IP(is6), to.IP(is6)); got != wantOwn {
+			t.Errorf("%s: %s → %s (IPv6=%v) with its own source arrived=%v, want %v", step, src.Key(), to.Key(), is6, got, wantOwn)
+		}
+		if got := receives(t, sk, src.NetNS, spoofed[is6], to.IP(is6)); got != wantSpoofed {
+			t.Errorf("%s: %s → %s (IPv6=%v) with a spoofed source arrived=%v, want %v", step, src.Key(), to.Key(), is6, got, wantSpoofed)
+		}
+	}
+
+	off, err := kernel.Open(fd, nft.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := off.Apply(slices.Clone(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	off.Close()
+	for _, is6 := range []bool{false, true} {
+		check("check off", dst, is6, true, true)
+	}
+
+	dp, err := kernel.Open(fd, nft.Config{WorkloadPrefixes: []string{prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	if err := dp.Apply(msgs); err != nil {
+		t.Fatal(err)
+	}
+	listed := nftIn(t, nodeA.NetNS, "list", "table", "bridge", nft.DefaultTable)
+	for _, want := range []string{`"` + src.HostIface + `" . ` + src.IP(false).String() + ` comment "x/src"`, "hook prerouting", "hook postrouting"} {
+		if !strings.Contains(listed, want) {
+			t.Errorf("the bridge table lacks %q:\n%s", want, listed)
+		}
+	}
+	for _, is6 := range []bool{false, true} {
+		check("check on, bridged", dst, is6, true, false)
+		check("check on, routed", far, is6, true, false)
+	}
+	spoofDrops := func() uint64 {
+		t.Helper()
+		denied, err := dp.DeniedPackets()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for reason, v := range denied {
+			if strings.Contains(reason, "bridge port: spoofed") {
+				n += v
+			}
+		}
+		return n
+	}
+	if spoofDrops() == 0 {
+		t.Errorf("no drop counted for spoofed sources on the bridge")
+	}
+
+	// fail closed: a new pod on the bridge, not programmed, neither receives nor sends
+	late := addPod(t, c, "a", "x", "late")
+	sk := sink(t, late.NetNS, late.IP(false))
+	if receives(t, sk, dst.NetNS, dst.IP(false), late.IP(false)) {
+		t.Errorf("a bridge port without a programmed endpoint received traffic")
+	}
+	skDst := sink(t, dst.NetNS, dst.IP(false))
+	if receives(t, skDst, late.NetNS, late.IP(false), dst.IP(false)) {
+		t.Errorf("a bridge port without a programmed endpoint sent traffic")
+	}
+	for _, u := range podUpdates(late, "a", "a") {
+		g.OnUpdate(u)
+	}
+	if err := dp.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	if !receives(t, sk, dst.NetNS, dst.IP(false), late.IP(false)) {
+		t.Errorf("the new pod still receives nothing after its endpoint was programmed")
+	}
+	if !receives(t, skDst, late.NetNS, late.IP(false), dst.IP(false)) {
+		t.Errorf("the new pod's traffic is still dropped after its endpoint was programmed")
+	}
+
+	if err := dp.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := netns.Exec(context.Background(), nodeA.NetNS, "nft", "list", "tables"); err != nil || strings.Contains(string(out), "bridge") {
+		t.Errorf("tables after Cleanup (%v):\n%s", err, out)
+	}
 }
