@@ -62,6 +62,26 @@ func TestBridgePorts(t *testing.T) {
 		}
 	}
 
+	// the bridge's own reports on its port (family AF_BRIDGE) change nothing
+	ipIn(t, node, "link set vp type bridge_slave learning off")
+	ipIn(t, node, "link set vp type bridge_slave cost 7")
+	ipIn(t, node, "link add vx type veth peer name vy")
+	ipIn(t, node, "link del vx")
+	rec.waitFor(t, &cur, "LinkDeleted vx", func(e Event) bool {
+		ld, ok := e.(LinkDeleted)
+		return ok && ld.Link.Name == "vx"
+	})
+	rec.mu.Lock()
+	for _, e := range rec.events {
+		if pd, ok := e.(PortAddrDeleted); ok {
+			t.Errorf("the bridge's report on its port withdrew %v", pd)
+		}
+		if ld, ok := e.(LinkDeleted); ok && ld.Link.Name == "vp" {
+			t.Errorf("the bridge's report on its port deleted the port: %v", ld)
+		}
+	}
+	rec.mu.Unlock()
+
 	ipIn(t, node, "link set vp nomaster")
 	rec.waitFor(t, &cur, "PortAddrDeleted", func(e Event) bool {
 		pd, ok := e.(PortAddrDeleted)

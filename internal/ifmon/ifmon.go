@@ -402,6 +402,11 @@ func apply(s State, msg netlink.Message) bool {
 		if lm.UnmarshalBinary(msg.Data) != nil {
 			return false
 		}
+		if lm.Family == unix.AF_BRIDGE {
+			// a bridge's report on one of its ports (port state, a port leaving the bridge):
+			// partial, and an RTM_DELLINK of it does not delete the link
+			return false
+		}
 		if t == unix.RTM_NEWLINK {
 			prev, had := s.Links[lm.Index]
 			setLink(s, &lm)
