@@ -6,7 +6,12 @@
 // host interface it leaves through) and model.HostAddrSet / HostAddrDeleted (addresses of the
 // node itself). The graph gives each local endpoint the interface of its host route, which is
 // how internal/nft knows the interface behind each pod (its sources sets) and fails closed on
-// workload interfaces whose pod it has not programmed, through prefix rules of its own.
+// workload interfaces whose pod it has not programmed, through prefix rules of its own. A pod on
+// a bridge has no host route: the monitor finds its addresses on the peer of the bridge's veth
+// port, in the pod's namespace (bridge.go), and reports them as RouteSet of the port too
+// (events PortAddrSet / PortAddrDeleted); a host route wins over a port for one address. A
+// bridge's own reports on its ports (link messages of family AF_BRIDGE) are not link changes and
+// are ignored.
 // WorkloadInterfaces and IsWorkload (interface names matching Config.WorkloadPrefixes, such as
 // "veth" or "cali") are not on that path.
 //
