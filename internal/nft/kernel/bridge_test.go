@@ -73,20 +73,6 @@ func TestBridgedPolicy(t *testing.T) {
 			t.Errorf("%s: %s → %s:%d (IPv6=%v) connected=%v, want %v", step, from.Key(), to.Key(), port, is6, got, want)
 		}
 	}
-	denied := func() uint64 {
-		t.Helper()
-		d, err := dp.DeniedPackets()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for reason, v := range d {
-			if strings.Contains(reason, "server-from-client") {
-				n += v
-			}
-		}
-		return n
-	}
 	for _, is6 := range []bool{false, true} {
 		probe("allowed, bridged", client, server, 80, is6, true)
 		probe("other port, bridged", client, server, 81, is6, false)
@@ -94,7 +80,7 @@ func TestBridgedPolicy(t *testing.T) {
 		probe("remote pod, routed onto the bridge", remote, server, 80, is6, false)
 		probe("no policy on the client", server, client, 80, is6, true)
 	}
-	if n := denied(); n == 0 {
+	if n := deniedWith(t, dp, "server-from-client"); n == 0 {
 		t.Errorf("no drop counted under the policy's tier default")
 	}
 
@@ -106,6 +92,22 @@ func TestBridgedPolicy(t *testing.T) {
 		probe("policy removed", other, server, 80, is6, true)
 		probe("policy removed", client, server, 81, is6, true)
 	}
+}
+
+// deniedWith sums the applier's drops whose reason contains substr.
+func deniedWith(t *testing.T, dp *kernel.Applier, substr string) uint64 {
+	t.Helper()
+	denied, err := dp.DeniedPackets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for reason, v := range denied {
+		if strings.Contains(reason, substr) {
+			n += v
+		}
+	}
+	return n
 }
 
 // bridgedPodUpdates are the model updates of a harness pod labelled pod=<name> on node: a pod
@@ -188,21 +190,7 @@ func TestBridgeAntiSpoofing(t *testing.T) {
 		check("check on, bridged", dst, is6, true, false)
 		check("check on, routed", far, is6, true, false)
 	}
-	spoofDrops := func() uint64 {
-		t.Helper()
-		denied, err := dp.DeniedPackets()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for reason, v := range denied {
-			if strings.Contains(reason, "bridge port: spoofed") {
-				n += v
-			}
-		}
-		return n
-	}
-	if spoofDrops() == 0 {
+	if deniedWith(t, dp, "bridge port: spoofed") == 0 {
 		t.Errorf("no drop counted for spoofed sources on the bridge")
 	}
 

@@ -484,10 +484,7 @@ func (c *Cluster) plumb(ctx context.Context, n *Node, p *Pod) error {
 	if err != nil {
 		return err
 	}
-	if err := waitRunning(ctx, n.NetNS, p.HostIface); err != nil {
-		return err
-	}
-	return waitRunning(ctx, p.NetNS, "eth0")
+	return waitPodLinks(ctx, n, p)
 }
 
 func (c *Cluster) plumbBridged(ctx context.Context, n *Node, p *Pod) error {
@@ -510,6 +507,11 @@ func (c *Cluster) plumbBridged(ctx context.Context, n *Node, p *Pod) error {
 	if err != nil {
 		return err
 	}
+	return waitPodLinks(ctx, n, p)
+}
+
+// waitPodLinks returns once both ends of the pod's veth are running.
+func waitPodLinks(ctx context.Context, n *Node, p *Pod) error {
 	if err := waitRunning(ctx, n.NetNS, p.HostIface); err != nil {
 		return err
 	}
