@@ -21,9 +21,10 @@ import (
 // address as behind the port (State.Behind). No configuration is needed; a flag naming the
 // bridge (Config.Bridges) restricts the bridges looked at.
 //
-// The pod's namespace sends the monitor no events: a port whose peer has no global address yet
-// (the CNI adds it after enslaving the port) is asked again every portRetry, up to portAttempts
-// times; the addresses found are kept while the port stays on its bridge.
+// The pod's namespace sends the monitor no events: a new port is asked again every portRetry, up
+// to portAttempts times while its peer has no global address (the CNI adds them after enslaving
+// the port), and settleTries times more once it has one (a second family's address may follow);
+// the addresses last found are kept while the port stays on its bridge.
 
 // portInfo is what a port's own link message says of its peer.
 type portInfo struct {
@@ -118,6 +119,7 @@ func peerAddrs(c *netlink.Conn, port uint32) ([]netip.Addr, error) {
 const (
 	portRetry    = 250 * time.Millisecond
 	portAttempts = 120 // 30 s
+	settleTries  = 8   // 2 s
 )
 
 // isPort reports whether l is a veth port of a bridge the monitor looks behind.
@@ -132,46 +134,60 @@ func (m *Monitor) isPort(s State, l Link) bool {
 	return len(m.cfg.Bridges) == 0 || slices.Contains(m.cfg.Bridges, br.Name)
 }
 
-// portsPending reports whether a port awaits another lookup.
-func (m *Monitor) portsPending() bool {
-	for _, n := range m.portTries {
-		if n < portAttempts {
-			return true
+// portLookups is what the monitor knows of its lookups behind one port.
+type portLookups struct {
+	tries int       // lookups done, or counted as done once addresses were found
+	next  time.Time // not looked behind again before
+}
+
+// nextLookup is when a port awaits its next lookup (zero: none does).
+func (m *Monitor) nextLookup() time.Time {
+	var next time.Time
+	for _, p := range m.ports {
+		if p.tries < portAttempts && (next.IsZero() || p.next.Before(next)) {
+			next = p.next
 		}
 	}
-	return false
+	return next
 }
 
 // lookBehindPorts drops the addresses of links that are no longer ports, looks behind the ports
-// without a known address (those not yet tried out) and commits what it found.
+// not yet tried out and commits what it found.
 func (m *Monitor) lookBehindPorts(q *netlink.Conn) {
 	m.mu.Lock()
 	next := m.state.clone()
 	m.mu.Unlock()
-	known := map[uint32]bool{}
 	for dst, idx := range next.Behind {
 		if l, ok := next.Links[idx]; !ok || !m.isPort(next, l) {
 			delete(next.Behind, dst)
-			continue
-		}
-		known[idx] = true
-	}
-	for idx := range m.portTries {
-		if l, ok := next.Links[idx]; !ok || !m.isPort(next, l) || known[idx] {
-			delete(m.portTries, idx)
 		}
 	}
+	for idx := range m.ports {
+		if l, ok := next.Links[idx]; !ok || !m.isPort(next, l) {
+			delete(m.ports, idx)
+		}
+	}
+	now := time.Now()
 	for _, idx := range slices.Sorted(maps.Keys(next.Links)) {
-		l := next.Links[idx]
-		if known[idx] || !m.isPort(next, l) || m.portTries[idx] >= portAttempts {
+		p := m.ports[idx]
+		if !m.isPort(next, next.Links[idx]) || p.tries >= portAttempts || now.Before(p.next) {
 			continue
 		}
+		// the link events of a new port come in bursts: a try is due every portRetry, not per event
+		p.tries++ // an error (the peer's namespace going away) counts as a try
+		p.next = now.Add(portRetry)
+		m.ports[idx] = p
 		addrs, err := peerAddrs(q, idx)
 		if err != nil || len(addrs) == 0 {
-			m.portTries[idx]++ // an error (the peer's namespace going away) counts as a try
 			continue
 		}
-		delete(m.portTries, idx)
+		p.tries = max(p.tries, portAttempts-settleTries)
+		m.ports[idx] = p
+		for dst, i := range next.Behind {
+			if i == idx && !slices.Contains(addrs, dst.Addr()) {
+				delete(next.Behind, dst)
+			}
+		}
 		for _, a := range addrs {
 			next.Behind[netip.PrefixFrom(a, a.BitLen())] = idx
 		}

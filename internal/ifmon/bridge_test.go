@@ -30,12 +30,15 @@ func TestBridgePorts(t *testing.T) {
 	ipIn(t, pod, "addr add 10.9.0.2/24 dev eth0")
 	ipIn(t, pod, "addr add fd00:9::2/64 dev eth0 nodad")
 
-	for _, dst := range []string{"10.9.0.2/32", "fd00:9::2/128"} {
+	from := cur
+	for _, dst := range []string{"10.9.0.2/32", "fd00:9::2/128"} { // in one batch, in any order
 		want := netip.MustParsePrefix(dst)
-		rec.waitFor(t, &cur, "PortAddrSet "+dst, func(e Event) bool {
+		c := from
+		rec.waitFor(t, &c, "PortAddrSet "+dst, func(e Event) bool {
 			ps, ok := e.(PortAddrSet)
 			return ok && ps.Dst == want && ps.Interface == "vp"
 		})
+		cur = max(cur, c)
 	}
 	rec.mu.Lock()
 	var routes []model.RouteSet

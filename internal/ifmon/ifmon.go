@@ -147,9 +147,9 @@ type Monitor struct {
 	mu    sync.Mutex
 	state State
 
-	// portTries counts the lookups behind each bridge port that found no address yet; owned by
-	// the goroutine running Run.
-	portTries map[uint32]int
+	// ports are the lookups behind each bridge port (bridge.go); owned by the goroutine running
+	// Run.
+	ports map[uint32]portLookups
 
 	events  atomic.Uint64
 	resyncs atomic.Uint64
@@ -159,7 +159,7 @@ type Monitor struct {
 
 // New returns a Monitor; Run starts it.
 func New(cfg Config) *Monitor {
-	return &Monitor{cfg: cfg, state: newState(), portTries: map[uint32]int{}}
+	return &Monitor{cfg: cfg, state: newState(), ports: map[uint32]portLookups{}}
 }
 
 // Events is the number of change events delivered so far.
@@ -245,11 +245,10 @@ func (m *Monitor) Run(ctx context.Context) error {
 		m.cfg.Synced()
 	}
 	for {
-		deadline := time.Time{}
-		if m.portsPending() {
-			deadline = time.Now().Add(portRetry)
-		}
-		if err := c.SetReadDeadline(deadline); err != nil {
+		if err := c.SetReadDeadline(m.nextLookup()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return fmt.Errorf("ifmon: set read deadline: %w", err)
 		}
 		msgs, err := c.Receive()
