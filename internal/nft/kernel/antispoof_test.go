@@ -60,6 +60,24 @@ func podUpdates(p *netns.Pod, node, local string) []model.Update {
 	return us
 }
 
+// addSpoofed gives pod p's eth0 also 10.244.0.99 and fd00:10:244::99 (addresses of node a's pod
+// range that are no pod's), with the prefix lengths given, and returns them by IPv6-ness.
+func addSpoofed(t *testing.T, p *netns.Pod, bits4, bits6 int) map[bool]netip.Addr {
+	t.Helper()
+	spoofed := map[bool]netip.Addr{false: netip.MustParseAddr("10.244.0.99"), true: netip.MustParseAddr("fd00:10:244::99")}
+	bits := map[bool]int{false: bits4, true: bits6}
+	for is6, a := range spoofed {
+		argv := []string{"ip", "addr", "add", netip.PrefixFrom(a, bits[is6]).String(), "dev", "eth0"}
+		if is6 {
+			argv = append(argv, "nodad")
+		}
+		if out, err := netns.Exec(context.Background(), p.NetNS, argv...); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	return spoofed
+}
+
 // receives is Sink.Receives failing the test on a harness error.
 func receives(t *testing.T, s *netns.Sink, fromNS string, src, dst netip.Addr) bool {
 	t.Helper()
@@ -93,13 +111,7 @@ func TestAntiSpoofing(t *testing.T) {
 	msgs := g.Flush()
 
 	// spoofed: src also holds an address of node a's pod range that is not its own
-	for _, args := range [][]string{{"10.244.0.99/32"}, {"fd00:10:244::99/128", "nodad"}} {
-		argv := append([]string{"ip", "addr", "add", args[0], "dev", "eth0"}, args[1:]...)
-		if out, err := netns.Exec(context.Background(), src.NetNS, argv...); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-	}
-	spoofed := map[bool]netip.Addr{true: netip.MustParseAddr("10.244.0.99"), false: netip.MustParseAddr("fd00:10:244::99")}
+	spoofed := addSpoofed(t, src, 32, 128)
 
 	check := func(step string, is4, wantOwn, wantSpoofed bool) {
 		t.Helper()
@@ -107,7 +119,7 @@ func TestAntiSpoofing(t *testing.T) {
 		if got := receives(t, sk, src.NetNS, src.IP(!is4), dst.IP(!is4)); got != wantOwn {
 			t.Errorf("%s (IPv4=%v): datagram with the pod's own source arrived=%v, want %v", step, is4, got, wantOwn)
 		}
-		if got := receives(t, sk, src.NetNS, spoofed[is4], dst.IP(!is4)); got != wantSpoofed {
+		if got := receives(t, sk, src.NetNS, spoofed[!is4], dst.IP(!is4)); got != wantSpoofed {
 			t.Errorf("%s (IPv4=%v): datagram with a spoofed source arrived=%v, want %v", step, is4, got, wantSpoofed)
 		}
 	}

@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -142,13 +141,7 @@ func TestBridgeAntiSpoofing(t *testing.T) {
 	}
 	msgs := g.Flush()
 
-	for _, args := range [][]string{{"10.244.0.99/24"}, {"fd00:10:244::99/64", "nodad"}} {
-		argv := append([]string{"ip", "addr", "add", args[0], "dev", "eth0"}, args[1:]...)
-		if out, err := netns.Exec(context.Background(), src.NetNS, argv...); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-	}
-	spoofed := map[bool]netip.Addr{false: netip.MustParseAddr("10.244.0.99"), true: netip.MustParseAddr("fd00:10:244::99")}
+	spoofed := addSpoofed(t, src, 24, 64)
 	check := func(step string, to *netns.Pod, is6, wantOwn, wantSpoofed bool) {
 		t.Helper()
 		sk := sink(t, to.NetNS, to.IP(is6))
