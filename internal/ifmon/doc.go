@@ -19,7 +19,8 @@
 // the link, IPv4/IPv6 address and IPv4/IPv6 route multicast groups (by group number with
 // JoinGroup); then a full dump (links, addresses, main-table unicast routes) is taken on a second
 // socket and reconciled against the state (Config.Synced is called once it has been handed over).
-// Events follow; there is no polling. Each received batch is applied to the state and the
+// Events follow; nothing is polled but a new bridge port (bridge.go: every 250 ms, at most 30 s,
+// as the pod's namespace sends no events). Each received batch is applied to the state and the
 // differences are delivered as one []Event to the Handler, in the goroutine running Run.
 //
 // Routes are kept by destination with the interface index they go out of; the interface name is
