@@ -12,6 +12,9 @@ APT_PACKAGES := nftables iproute2 conntrack
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 TEST_TIMEOUT ?= 30m
+# The e2e tests run again with pods on a bridge (NFTPOLICY_CNI=bridge): the upstream NetworkPolicy
+# cases and the ClusterNetworkPolicy conformance ports.
+BRIDGE_E2E ?= ^(TestConformance|TestCNPConformance)$$
 export KUBE_APISERVER NFTPOLICY_ETCD NFTPOLICY_CACHE KUBE_VERSION ETCD_VERSION
 
 .PHONY: all deps apt-deps kube-apiserver etcd build test vet unit e2e bench fuzz demo lint tidy-check clean clean-netns e2e-kind kind-cache kind-cache-state kind-conformance kind-clean
@@ -46,6 +49,7 @@ test: deps vet
 	@[ "$$(id -u)" = 0 ] || { echo "make test needs root (network namespaces, nftables)"; exit 1; }
 	@nft list ruleset > .root-ruleset.before; : > .test-names
 	NFTPOLICY_NAME_LOG=$(CURDIR)/.test-names $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	NFTPOLICY_CNI=bridge NFTPOLICY_NAME_LOG=$(CURDIR)/.test-names $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '$(BRIDGE_E2E)' ./test/e2e/
 	@$(MAKE) --no-print-directory clean-netns-check NAMES=.test-names
 	@nft list ruleset | diff -u .root-ruleset.before - \
 	  || { echo "the tests changed the root network namespace's nftables ruleset"; rm -f .root-ruleset.before; exit 1; }
@@ -57,6 +61,7 @@ unit:
 
 e2e: deps build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/e2e/...
+	NFTPOLICY_CNI=bridge $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v -run '$(BRIDGE_E2E)' ./test/e2e/
 
 ## bench: the performance figures of BENCHMARKS.md with ratios against baselines measured in the
 ## same run; BENCH_QUICK=1 for the short subset (about two minutes). Built as the product ships

@@ -23,6 +23,7 @@ type runConfig struct {
 	ResyncInterval   time.Duration
 	WorkloadPrefixes []string
 	AntiSpoofing     bool
+	Bridges          []string
 	MetricsAddr      string
 	HealthAddr       string
 	HealthSocket     string
@@ -66,7 +67,8 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
 	fs.DurationVar(&c.ResyncInterval, "resync-interval", 90*time.Second, "how often the nftables table is read back and drift repaired")
 	prefixes := fs.String("workload-iface-prefixes", "veth,cali,cni,lxc,eni,tap", "comma-separated prefixes of host interfaces that lead to pods")
-	fs.BoolVar(&c.AntiSpoofing, "anti-spoofing", true, "forward from a workload interface only its pod's source addresses, nothing before its endpoint is programmed; a prefix is checked once a local pod is seen behind it (one interface and host route per pod), so bridge CNIs are left alone")
+	fs.BoolVar(&c.AntiSpoofing, "anti-spoofing", true, "forward from a workload interface only its pod's source addresses, nothing before its endpoint is programmed; a prefix is checked once a local pod is seen behind it (its host route's interface, or its bridge port)")
+	bridges := fs.String("bridge", "", "comma-separated bridges whose ports lead to pods (flannel, the bridge plugin: cni0); empty: every bridge, found without configuration")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", ":9464", "address of the Prometheus /metrics endpoint; empty disables it")
 	fs.StringVar(&c.HealthAddr, "health-addr", "127.0.0.1:9465", "address of /healthz and /readyz (the kubelet probes the node's loopback); empty disables them")
 	fs.StringVar(&c.HealthSocket, "health-socket", "", "unix socket of this agent's own that also serves /healthz and /readyz, for `nftpolicy probe` (a file in the pod's own emptyDir: the health address is shared with a standing-by agent); empty disables it")
@@ -137,6 +139,11 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	}
 	if c.FailureThreshold < 1 {
 		return c, usageErrorf("--failure-threshold must be at least 1")
+	}
+	for _, b := range strings.Split(*bridges, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.Bridges = append(c.Bridges, b)
+		}
 	}
 	for _, p := range strings.Split(*prefixes, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -90,7 +90,7 @@ func runAgent(ctx context.Context, args []string, e env) error {
 	}
 	return agent.Run(ctx, agent.RunConfig{
 		Client: client, NodeName: cfg.NodeName, NetNSFD: -1, Table: cfg.Table,
-		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing,
+		ResyncInterval: cfg.ResyncInterval, WorkloadPrefixes: cfg.WorkloadPrefixes, AntiSpoofing: cfg.AntiSpoofing, Bridges: cfg.Bridges,
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, HealthSocket: cfg.HealthSocket, FailureThreshold: cfg.FailureThreshold,
 		CleanupOnExit: cfg.CleanupOnExit, LockFile: cfg.LockFile, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
 		CRDRecheck: cfg.CRDRecheck, CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,

@@ -36,6 +36,12 @@
 // report is only logged: the first commit replaces the table. The periodic resync stays, for what
 // no report covers.
 //
+// Bridge CNIs (bridgenf.go): pods on a bridge are policed in the inet table only while
+// br_netfilter passes bridged traffic to it (net.bridge.bridge-nf-call-iptables, -ip6tables, per
+// namespace). The agent never writes them; when the interface monitor reports pods behind bridge
+// ports it reads them, exports nftpolicy_bridge_netfilter{family} and logs an error for one that
+// is off. RunConfig.Bridges (--bridge) restricts the bridges the monitor looks behind.
+//
 // One agent per table (lock.go): Run takes an exclusive flock on RunConfig.LockFile (per table,
 // LockPath) before the loop may write. While another agent holds it the loop stands by
 // (Config.Programming): it feeds the graph and has the Programmer build the table from what the

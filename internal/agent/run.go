@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,10 +40,13 @@ type RunConfig struct {
 	WorkloadPrefixes []string
 	// AntiSpoofing makes the dataplane forward from a workload interface only its pod's source
 	// addresses, and nothing before the pod's endpoint is programmed (fail closed). A prefix is
-	// checked once a local pod has been seen behind an interface of it (a host route per pod, as
-	// Calico, kindnet and the test harness lay out); with a bridge CNI no pod is seen behind a
-	// workload interface and nothing is checked.
+	// checked once a local pod has been seen behind an interface of it: its host route's (Calico,
+	// kindnet, ptp) or its bridge port's (flannel, the bridge plugin: checked in the bridge
+	// companion table, internal/nft/kernel).
 	AntiSpoofing bool
+	// Bridges, when set, are the only bridges whose ports ifmon looks behind for pods; empty:
+	// every bridge of the namespace.
+	Bridges []string
 	// MetricsAddr and HealthAddr are listen addresses ("" disables); MetricsListener and
 	// HealthListener, when set, are used instead (tests listen inside a namespace).
 	MetricsAddr, HealthAddr         string
@@ -267,8 +271,12 @@ func startSources(ctx context.Context, cfg RunConfig, log *slog.Logger, dp *kern
 	if fd < 0 {
 		fd = 0
 	}
-	mon := ifmon.New(ifmon.Config{NetNS: fd, WorkloadPrefixes: cfg.WorkloadPrefixes,
-		Handler: ifmon.HandlerFunc(func(_ []ifmon.Event, us []model.Update) {
+	brnf := newBridgeNetfilter(cfg.NetNSFD, log, reg)
+	mon := ifmon.New(ifmon.Config{NetNS: fd, WorkloadPrefixes: cfg.WorkloadPrefixes, Bridges: cfg.Bridges,
+		Handler: ifmon.HandlerFunc(func(evs []ifmon.Event, us []model.Update) {
+			if slices.ContainsFunc(evs, func(e ifmon.Event) bool { _, ok := e.(ifmon.PortAddrSet); return ok }) {
+				brnf.check()
+			}
 			if len(us) == 0 {
 				return
 			}

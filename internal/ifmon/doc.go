@@ -6,7 +6,12 @@
 // host interface it leaves through) and model.HostAddrSet / HostAddrDeleted (addresses of the
 // node itself). The graph gives each local endpoint the interface of its host route, which is
 // how internal/nft knows the interface behind each pod (its sources sets) and fails closed on
-// workload interfaces whose pod it has not programmed, through prefix rules of its own.
+// workload interfaces whose pod it has not programmed, through prefix rules of its own. A pod on
+// a bridge has no host route: the monitor finds its addresses on the peer of the bridge's veth
+// port, in the pod's namespace (bridge.go), and reports them as RouteSet of the port too
+// (events PortAddrSet / PortAddrDeleted); a host route wins over a port for one address. A
+// bridge's own reports on its ports (link messages of family AF_BRIDGE) are not link changes and
+// are ignored.
 // WorkloadInterfaces and IsWorkload (interface names matching Config.WorkloadPrefixes, such as
 // "veth" or "cali") are not on that path.
 //
@@ -14,7 +19,8 @@
 // the link, IPv4/IPv6 address and IPv4/IPv6 route multicast groups (by group number with
 // JoinGroup); then a full dump (links, addresses, main-table unicast routes) is taken on a second
 // socket and reconciled against the state (Config.Synced is called once it has been handed over).
-// Events follow; there is no polling. Each received batch is applied to the state and the
+// Events follow; nothing is polled but a new bridge port (bridge.go: every 250 ms, at most 30 s,
+// as the pod's namespace sends no events). Each received batch is applied to the state and the
 // differences are delivered as one []Event to the Handler, in the goroutine running Run.
 //
 // Routes are kept by destination with the interface index they go out of; the interface name is

@@ -27,6 +27,9 @@ type Link struct {
 	Name  string
 	Up    bool   // administratively up and operationally up (or unknown, as dummy/loopback report)
 	Kind  string // rtnetlink IFLA_INFO_KIND ("veth", "dummy", …); empty when the kernel gives none
+	// Master is the index of the link this one is enslaved to (a bridge's port: the bridge), 0
+	// when none.
+	Master uint32
 }
 
 // AddrKey is one address assigned to one interface.
@@ -36,24 +39,30 @@ type AddrKey struct {
 }
 
 // State is what ifmon knows of the namespace. Routes holds main-table unicast host routes
-// (/32, /128) with the index of the interface they go out of.
+// (/32, /128) with the index of the interface they go out of; Behind the addresses (/32, /128)
+// of pods behind bridge ports with the port's index (bridge.go).
 type State struct {
 	Links  map[uint32]Link
 	Addrs  map[AddrKey]struct{}
 	Routes map[netip.Prefix]uint32
+	Behind map[netip.Prefix]uint32
 }
 
 func newState() State {
-	return State{Links: map[uint32]Link{}, Addrs: map[AddrKey]struct{}{}, Routes: map[netip.Prefix]uint32{}}
+	return State{Links: map[uint32]Link{}, Addrs: map[AddrKey]struct{}{}, Routes: map[netip.Prefix]uint32{},
+		Behind: map[netip.Prefix]uint32{}}
 }
 
 func (s State) clone() State {
-	return State{Links: maps.Clone(s.Links), Addrs: maps.Clone(s.Addrs), Routes: maps.Clone(s.Routes)}
+	return State{Links: maps.Clone(s.Links), Addrs: maps.Clone(s.Addrs), Routes: maps.Clone(s.Routes),
+		Behind: maps.Clone(s.Behind)}
 }
 
-// Equal reports whether two states hold the same links, addresses and routes.
+// Equal reports whether two states hold the same links, addresses, routes and bridge ports'
+// addresses.
 func (s State) Equal(o State) bool {
-	return maps.Equal(s.Links, o.Links) && maps.Equal(s.Addrs, o.Addrs) && maps.Equal(s.Routes, o.Routes)
+	return maps.Equal(s.Links, o.Links) && maps.Equal(s.Addrs, o.Addrs) && maps.Equal(s.Routes, o.Routes) &&
+		maps.Equal(s.Behind, o.Behind)
 }
 
 // InterfaceOf returns the name of the interface the host route to dst goes out of.
@@ -66,7 +75,8 @@ func (s State) InterfaceOf(dst netip.Prefix) (string, bool) {
 	return l.Name, ok
 }
 
-// Event is one change: LinkSet, LinkDeleted, AddrSet, AddrDeleted, RouteSet or RouteDeleted.
+// Event is one change: LinkSet, LinkDeleted, AddrSet, AddrDeleted, RouteSet, RouteDeleted,
+// PortAddrSet or PortAddrDeleted.
 type Event interface{ isEvent() }
 
 type LinkSet struct{ Link Link }
@@ -83,12 +93,22 @@ type RouteSet struct {
 }
 type RouteDeleted struct{ Dst netip.Prefix }
 
-func (LinkSet) isEvent()      {}
-func (LinkDeleted) isEvent()  {}
-func (AddrSet) isEvent()      {}
-func (AddrDeleted) isEvent()  {}
-func (RouteSet) isEvent()     {}
-func (RouteDeleted) isEvent() {}
+// PortAddrSet says a pod's address Dst is behind bridge port Index named Interface.
+type PortAddrSet struct {
+	Dst       netip.Prefix
+	Index     uint32
+	Interface string
+}
+type PortAddrDeleted struct{ Dst netip.Prefix }
+
+func (LinkSet) isEvent()         {}
+func (LinkDeleted) isEvent()     {}
+func (AddrSet) isEvent()         {}
+func (AddrDeleted) isEvent()     {}
+func (RouteSet) isEvent()        {}
+func (RouteDeleted) isEvent()    {}
+func (PortAddrSet) isEvent()     {}
+func (PortAddrDeleted) isEvent() {}
 
 // Handler receives each batch of changes, in the goroutine running Run, in order.
 type Handler interface {
@@ -110,6 +130,9 @@ type Config struct {
 	ReadBuffer int
 	// WorkloadPrefixes are interface name prefixes of workload interfaces ("veth", "cali").
 	WorkloadPrefixes []string
+	// Bridges, when not empty, are the only bridges whose ports are looked behind (bridge.go);
+	// empty: every bridge of the namespace.
+	Bridges []string
 	// Handler receives changes; nil means only the state is kept.
 	Handler Handler
 	// Synced, if set, is called once, after the first dump's changes were handed to Handler:
@@ -124,6 +147,10 @@ type Monitor struct {
 	mu    sync.Mutex
 	state State
 
+	// ports are the lookups behind each bridge port (bridge.go); owned by the goroutine running
+	// Run.
+	ports map[uint32]portLookups
+
 	events  atomic.Uint64
 	resyncs atomic.Uint64
 	enobufs atomic.Uint64
@@ -132,7 +159,7 @@ type Monitor struct {
 
 // New returns a Monitor; Run starts it.
 func New(cfg Config) *Monitor {
-	return &Monitor{cfg: cfg, state: newState()}
+	return &Monitor{cfg: cfg, state: newState(), ports: map[uint32]portLookups{}}
 }
 
 // Events is the number of change events delivered so far.
@@ -204,17 +231,33 @@ func (m *Monitor) Run(ctx context.Context) error {
 	}
 	stop := context.AfterFunc(ctx, closeConn)
 	defer stop()
+	q, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: m.cfg.NetNS, Strict: true})
+	if err != nil {
+		return fmt.Errorf("ifmon: dial rtnetlink for bridge ports: %w", err)
+	}
+	defer q.Close()
 
 	if err := m.resync(); err != nil {
 		return err
 	}
+	m.lookBehindPorts(q)
 	if m.cfg.Synced != nil {
 		m.cfg.Synced()
 	}
 	for {
+		if err := c.SetReadDeadline(m.nextLookup()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("ifmon: set read deadline: %w", err)
+		}
 		msgs, err := c.Receive()
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			m.lookBehindPorts(q)
+			continue
 		}
 		if errors.Is(err, unix.ENOBUFS) {
 			m.enobufs.Add(1)
@@ -236,6 +279,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 			if err := m.resync(); err != nil {
 				return err
 			}
+			m.lookBehindPorts(q)
 			continue
 		}
 		if err != nil {
@@ -257,6 +301,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 				return err
 			}
 		}
+		m.lookBehindPorts(q)
 	}
 }
 
@@ -288,6 +333,9 @@ func (m *Monitor) resync() error {
 	if err != nil {
 		return err
 	}
+	m.mu.Lock()
+	keepBehind(m.state, s)
+	m.mu.Unlock()
 	m.commit(s)
 	return nil
 }
@@ -353,6 +401,11 @@ func apply(s State, msg netlink.Message) bool {
 		if lm.UnmarshalBinary(msg.Data) != nil {
 			return false
 		}
+		if lm.Family == unix.AF_BRIDGE {
+			// a bridge's report on one of its ports (port state, a port leaving the bridge):
+			// partial, and an RTM_DELLINK of it does not delete the link
+			return false
+		}
 		if t == unix.RTM_NEWLINK {
 			prev, had := s.Links[lm.Index]
 			setLink(s, &lm)
@@ -366,6 +419,11 @@ func apply(s State, msg netlink.Message) bool {
 			return false
 		}
 		delete(s.Links, lm.Index)
+		for dst, idx := range s.Behind {
+			if idx == lm.Index {
+				delete(s.Behind, dst)
+			}
+		}
 		for k := range s.Addrs {
 			if k.Index == lm.Index {
 				delete(s.Addrs, k)
@@ -413,6 +471,9 @@ func setLink(s State, lm *rtnetlink.LinkMessage) {
 	l.Up = lm.Flags&unix.IFF_UP != 0 && (op == rtnetlink.OperStateUp || op == rtnetlink.OperStateUnknown)
 	if lm.Attributes.Info != nil {
 		l.Kind = lm.Attributes.Info.Kind
+	}
+	if lm.Attributes.Master != nil {
+		l.Master = *lm.Attributes.Master
 	}
 	s.Links[l.Index] = l
 }
@@ -502,10 +563,46 @@ func diff(prev, next State) ([]Event, []model.Update) {
 		pidx, had := prev.Routes[dst]
 		if !had || pidx != idx || prev.Links[pidx].Name != name {
 			ev = append(ev, RouteSet{Dst: dst, Index: idx, Interface: name})
+		}
+	}
+	for dst := range prev.Behind {
+		if _, ok := next.Behind[dst]; !ok {
+			ev = append(ev, PortAddrDeleted{Dst: dst})
+		}
+	}
+	for dst, idx := range next.Behind {
+		name := next.Links[idx].Name
+		pidx, had := prev.Behind[dst]
+		if !had || pidx != idx || prev.Links[pidx].Name != name {
+			ev = append(ev, PortAddrSet{Dst: dst, Index: idx, Interface: name})
+		}
+	}
+	// the graph learns a pod's interface from either: its host route, else its bridge port
+	pw, nw := podIfaces(prev), podIfaces(next)
+	for dst := range pw {
+		if _, ok := nw[dst]; !ok {
+			up = append(up, model.RouteDeleted{Dst: dst})
+		}
+	}
+	for dst, name := range nw {
+		if pname, had := pw[dst]; !had || pname != name {
 			up = append(up, model.RouteSet{Dst: dst, Interface: name})
 		}
 	}
 	return ev, up
+}
+
+// podIfaces names the interface behind each pod address: its host route's, else its bridge
+// port's.
+func podIfaces(s State) map[netip.Prefix]string {
+	out := make(map[netip.Prefix]string, len(s.Routes)+len(s.Behind))
+	for dst, idx := range s.Behind {
+		out[dst] = s.Links[idx].Name
+	}
+	for dst, idx := range s.Routes {
+		out[dst] = s.Links[idx].Name
+	}
+	return out
 }
 
 func hostAddrs(s State) map[netip.Addr]struct{} {

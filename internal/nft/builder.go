@@ -60,8 +60,9 @@ type Config struct {
 	// one of the local endpoint's that the interface leads to: a spoofed source, or any traffic
 	// of a workload interface whose endpoint is not programmed yet, is dropped (fail closed).
 	// A prefix is checked from the moment a local pod is seen behind an interface of it (the
-	// pod's host route leaves through it): with a bridge CNI pod traffic arrives on the bridge,
-	// no pod is ever seen behind a veth, and nothing is checked. Empty: no such check.
+	// pod's host route, or its bridge port, leads to it); on a bridge the inet hooks see the
+	// bridge, and internal/nft/kernel's bridge companion checks the ports by the same prefixes
+	// and sources. Empty: no such check.
 	WorkloadPrefixes []string
 	Logger           *slog.Logger
 	// CompileBudget bounds the work of one group's compile (DefaultCompileBudget when 0).

@@ -121,9 +121,11 @@
 // know yet receives nothing (deny_unprogrammed counts it), whatever its namespace's policy, until
 // its endpoint and its interface are both known — one API event and one route event, then one
 // apply. A pod without policy is reachable from then on. A prefix is checked from the first local
-// endpoint whose interface has it (its rules then stay): with a bridge CNI no endpoint is ever
-// behind a workload interface, and nothing is checked. Traffic from a pod to its own node (input)
-// is not checked: it carries IPv6 neighbour discovery from link-local addresses.
+// endpoint whose interface has it (its rules then stay). With a bridge CNI the interface is the
+// pod's bridge port, which the inet hooks never see (br_netfilter shows them the bridge): the
+// prefix rules here stay inert, and internal/nft/kernel's bridge companion table checks the ports
+// by CheckedPrefixes and the sources sets. Traffic from a pod to its own node (input) is not
+// checked here: it carries IPv6 neighbour discovery from link-local addresses.
 //
 // A pod's traffic to its own node is judged by its egress policy in input_host, as its traffic
 // to another node is in forward_egress, so a rule about node addresses (a ClusterNetworkPolicy

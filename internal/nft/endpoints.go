@@ -315,6 +315,20 @@ func (b *Builder) activatePrefix(ifname string) {
 	}
 }
 
+// CheckedPrefixes are the workload prefixes being checked, sorted; the anti-spoofing elements are
+// the sources sets' (SourcesV4, SourcesV6). internal/nft/kernel's bridge companion checks bridge
+// ports by both.
+func (b *Builder) CheckedPrefixes() []string {
+	return slices.Sorted(maps.Keys(b.layout.activePrefixes))
+}
+
+// The anti-spoofing sets of the table: interface . address of each local pod whose interface is
+// known, commented with the pod.
+const (
+	SourcesV4 = setSourcesV4
+	SourcesV6 = setSourcesV6
+)
+
 func sourcesSet(a netip.Addr) string {
 	if a.Is4() {
 		return setSourcesV4

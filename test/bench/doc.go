@@ -3,7 +3,8 @@
 // nftables dataplane and real traffic in network namespaces this package creates (named with
 // testenv.NetnsPrefix, removed at the end of each benchmark).
 //
-//   - P1 packet path (BenchmarkPacketPath): new TCP connections/s and p50 connect latency from 4
+//   - P1 packet path (BenchmarkPacketPath; BenchmarkPacketPathBridge the same with the pods on one
+//     bridge, at 1,000 and 10,000 policies): new TCP connections/s and p50 connect latency from 4
 //     client pods to a server pod through a node namespace, with 8, 100, 1,000 and 10,000 policies
 //     selecting the server (internal/scale.PacketPathPolicies), for nftpolicy's table and for the
 //     "chain per policy" table Felix and kube-router write, measured in the same run, each

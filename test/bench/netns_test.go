@@ -75,18 +75,52 @@ var gateway = netip.MustParseAddr("10.240.255.254")
 // node and a default route through gateway in the pod.
 func addPod(tb testing.TB, node *netnsHandle, tag string, addr netip.Addr) *pod {
 	tb.Helper()
-	p := &pod{netnsHandle: newNetns(tb, tag), addr: addr}
-	host := "v" + strings.TrimPrefix(p.name, testenv.NetnsPrefix)
-	if len(host) > 15 {
-		host = host[:15]
-	}
-	run(tb, "ip", "-n", node.name, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", p.name)
+	p, host := newPodVeth(tb, node, tag, addr)
 	run(tb, "ip", "-n", node.name, "addr", "add", gateway.String()+"/32", "dev", host)
 	run(tb, "ip", "-n", node.name, "link", "set", host, "up")
 	run(tb, "ip", "-n", node.name, "route", "add", addr.String()+"/32", "dev", host)
 	run(tb, "ip", "-n", p.name, "addr", "add", addr.String()+"/32", "dev", "eth0")
 	run(tb, "ip", "-n", p.name, "link", "set", "eth0", "up")
 	run(tb, "ip", "-n", p.name, "route", "add", gateway.String()+"/32", "dev", "eth0")
+	run(tb, "ip", "-n", p.name, "route", "add", "default", "via", gateway.String(), "dev", "eth0")
+	return p
+}
+
+// newPodVeth makes a pod namespace and a veth from the node into it (eth0 there); it returns the
+// pod and the node side's name.
+func newPodVeth(tb testing.TB, node *netnsHandle, tag string, addr netip.Addr) (*pod, string) {
+	tb.Helper()
+	p := &pod{netnsHandle: newNetns(tb, tag), addr: addr}
+	host := "v" + strings.TrimPrefix(p.name, testenv.NetnsPrefix)
+	if len(host) > 15 {
+		host = host[:15]
+	}
+	run(tb, "ip", "-n", node.name, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", p.name)
+	return p, host
+}
+
+// benchBridge is the node's pod bridge of P1's bridged topology, holding the gateway.
+const benchBridge = "bbr0"
+
+// addBridge makes the node's pod bridge with the gateway on 10.240.0.0/16, bridged traffic
+// passing the inet hooks (br_netfilter's sysctls, written in the node's namespace).
+func addBridge(tb testing.TB, node *netnsHandle) {
+	tb.Helper()
+	run(tb, "ip", "-n", node.name, "link", "add", benchBridge, "type", "bridge")
+	run(tb, "ip", "-n", node.name, "addr", "add", gateway.String()+"/16", "dev", benchBridge)
+	run(tb, "ip", "-n", node.name, "link", "set", benchBridge, "up")
+	run(tb, "ip", "netns", "exec", node.name, "sysctl", "-qw",
+		"net.bridge.bridge-nf-call-iptables=1", "net.bridge.bridge-nf-call-ip6tables=1")
+}
+
+// addBridgedPod is addPod with the pod's node-side veth a port of the node's bridge and the
+// pod's address a /16 on the bridge's subnet (no host route).
+func addBridgedPod(tb testing.TB, node *netnsHandle, tag string, addr netip.Addr) *pod {
+	tb.Helper()
+	p, host := newPodVeth(tb, node, tag, addr)
+	run(tb, "ip", "-n", node.name, "link", "set", host, "master", benchBridge, "up")
+	run(tb, "ip", "-n", p.name, "addr", "add", addr.String()+"/16", "dev", "eth0")
+	run(tb, "ip", "-n", p.name, "link", "set", "eth0", "up")
 	run(tb, "ip", "-n", p.name, "route", "add", "default", "via", gateway.String(), "dev", "eth0")
 	return p
 }

@@ -38,12 +38,21 @@ const (
 	felixTable  = "chainperpolicy"
 )
 
-func newPacketPath(b *testing.B) *packetPath {
+func newPacketPath(b *testing.B) *packetPath { return newPacketPathOn(b, false) }
+
+// newPacketPathOn is P1's topology with the pods routed (a veth and host route each) or, bridged,
+// on one bridge of the node (the server and clients then talk bridged, through br_netfilter).
+func newPacketPathOn(b *testing.B, bridged bool) *packetPath {
 	b.Helper()
 	pp := &packetPath{node: newNode(b)}
-	pp.server = addPod(b, pp.node, "bs", netip.MustParseAddr("10.240.0.1"))
+	attach := addPod
+	if bridged {
+		addBridge(b, pp.node)
+		attach = addBridgedPod
+	}
+	pp.server = attach(b, pp.node, "bs", netip.MustParseAddr("10.240.0.1"))
 	for i := range 4 {
-		pp.clients = append(pp.clients, addPod(b, pp.node, "bc", netip.AddrFrom4([4]byte{10, 240, 1, byte(i + 1)})))
+		pp.clients = append(pp.clients, attach(b, pp.node, "bc", netip.AddrFrom4([4]byte{10, 240, 1, byte(i + 1)})))
 	}
 	// The server's accept queue must outlast a pause of its accepting goroutines (this
 	// process's collector, or the clients holding both Ps): with Go's backlog (the root
@@ -470,6 +479,54 @@ func connectPercentiles(lats []time.Duration) string {
 // p50/p90/p99 connect latency of all rounds' connections, judged and not. (With a few long rounds,
 // or the server's accept queue at Go's default, the figure at 1,000 policies swings by a factor
 // of several between runs of the same code: see listenBacklog's caller.)
+// BenchmarkPacketPathBridge is P1 with the server and its clients on one bridge of the node:
+// nftpolicy's rows at 1,000 and 10,000 policies (1,000 with BENCH_QUICK), judged through
+// br_netfilter, beside the routed rows of BenchmarkPacketPath.
+func BenchmarkPacketPathBridge(b *testing.B) {
+	testenv.RequireRoot(b)
+	testenv.RequireCommand(b, "ip", "nft")
+	ns := []int{1000, 10000}
+	d, rounds := 300*time.Millisecond, 15
+	if quick {
+		ns = []int{1000}
+	}
+	pp := newPacketPathOn(b, true)
+	sh := &ourTable{pp: pp}
+	for _, n := range ns {
+		b.Run(fmt.Sprintf("nftpolicy-bridge/policies=%d", n), func(b *testing.B) {
+			setStage(fmt.Sprintf("P1 bridge, %d policies: programming", n))
+			sh.program(b, n)
+			setStage(fmt.Sprintf("P1 bridge, %d policies: measuring", n))
+			var on, off, ratios []float64
+			var onLats, offLats []time.Duration
+			for r := range rounds {
+				sh.judge(b, false)
+				if r == 0 {
+					pp.check(b, "nftpolicy-bridge", n, false)
+				}
+				base := pp.measureClean(b, d)
+				sh.judge(b, true)
+				if r == 0 {
+					pp.check(b, "nftpolicy-bridge", n, true)
+				}
+				judged := pp.measureClean(b, d)
+				on, off = append(on, judged.perSec), append(off, base.perSec)
+				ratios = append(ratios, judged.perSec/base.perSec)
+				onLats, offLats = append(onLats, judged.lats...), append(offLats, base.lats...)
+			}
+			ratio := ratioStats(ratios)
+			report.add(row{"P1", fmt.Sprintf("%5d policies select the server, server and clients on one bridge: conn/s ratio to N=0 [its ≥ 95 %% interval]", n),
+				fmt.Sprintf("%v (%.0f vs %.0f conn/s; rounds %.2f–%.2f×; connect p50/p90/p99 %s, N=0 %s)",
+					ratio, median(on), median(off), ratio.min, ratio.max, connectPercentiles(onLats), connectPercentiles(offLats)),
+				"≥ 0.95×", ratio.verdict(0.95)})
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(median(on), "conn/s")
+			b.ReportMetric(median(off), "conn/s-N=0")
+			b.ReportMetric(ratio.median, "ratio")
+		})
+	}
+}
+
 func BenchmarkPacketPath(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")

@@ -70,7 +70,7 @@ func TestCalico(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames()}), nsFD: map[string]int{}}
+	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames(), Layout: podLayout(t)}), nsFD: map[string]int{}}
 	t.Cleanup(fab.close)
 	enf := newEnforcer(t, s, fab.cl)
 	w := calicoWorld()

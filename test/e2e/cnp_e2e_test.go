@@ -46,7 +46,7 @@ func TestCNPConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := netns.NewForTest(t, netns.Config{Nodes: nodeNames()})
+	cl := netns.NewForTest(t, netns.Config{Nodes: nodeNames(), Layout: podLayout(t)})
 	fab := &netnsFabric{cl: cl, nsFD: map[string]int{}}
 	t.Cleanup(fab.close)
 	for _, n := range cl.Nodes() {

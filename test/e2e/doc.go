@@ -102,6 +102,12 @@
 // The runner tests fail (never skip) without the API server binaries; TestConformance and
 // TestCNPConformance also without root or without an Enforcer.
 //
+// The netns cluster's pod layout is NFTPOLICY_CNI's (podLayout): ptp, the default, gives each pod
+// a veth and host route; bridge puts each node's pods on one bridge, so that same-node traffic is
+// bridged and judged through br_netfilter, and anti-spoofing runs on the bridge ports (the
+// harness's ports are named nftp<n> in both layouts). `make e2e` and `make test` run
+// TestConformance and TestCNPConformance in both.
+//
 // # Running
 //
 //	go test -run 'CaseTable|Compare|Doc' ./test/e2e/  # the table on the evaluator (no root, no binaries)

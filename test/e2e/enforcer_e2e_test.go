@@ -39,7 +39,7 @@ func (e *agentProcesses) Start(ctx context.Context, node string) (func(), error)
 	}
 	p, err := agentproc.Start(agentproc.Config{Bin: e.bin, Node: node, NetNS: ns, Server: e.s, Dir: e.dir,
 		Args: []string{"--resync-interval", "1m", "--cleanup-on-exit", "--log-level", "warn",
-			"--anti-spoofing", "--workload-iface-prefixes", "nftp"}}) // the harness routes each pod through its own veth nftp<n>
+			"--anti-spoofing", "--workload-iface-prefixes", "nftp"}}) // each pod's node-side veth is nftp<n>, routed (ptp) or a bridge port
 	if err != nil {
 		return nil, err
 	}

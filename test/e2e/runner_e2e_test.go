@@ -34,7 +34,7 @@ type Enforcer interface {
 func TestConformance(t *testing.T) {
 	testenv.RequireRoot(t)
 	s := kube.Require(t, srv)
-	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames()}),
+	fab := &netnsFabric{cl: netns.NewForTest(t, netns.Config{Nodes: nodeNames(), Layout: podLayout(t)}),
 		nsFD: map[string]int{}}
 	t.Cleanup(fab.close)
 	enf := newEnforcer(t, s, fab.cl)

@@ -30,6 +30,7 @@ import (
 	policyclient "sigs.k8s.io/network-policy-api/pkg/client/clientset/versioned/typed/apis/v1beta1"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv/kube"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
 
 const (
@@ -47,6 +48,19 @@ const (
 
 // nodeNames are the harness's nodes.
 func nodeNames() []string { return []string{"a", "b"} }
+
+// podLayout is how the netns cluster attaches pods to their nodes: NFTPOLICY_CNI=ptp (the
+// default: a veth and host route per pod) or bridge (a node's pods on one bridge, as flannel
+// and the bridge plugin lay them out). The run's log names it.
+func podLayout(t *testing.T) netns.Layout {
+	t.Helper()
+	l, err := netns.LayoutFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod layout: %s (%s)", l, netns.LayoutEnv)
+	return l
+}
 
 // fabric is the network under the runner.
 type fabric interface {

@@ -41,6 +41,9 @@ type Applier struct {
 	tally        ruleset.Tally
 	committed    bool // the table has been written whole by this process and not failed since
 	transactions uint64
+	// bridge writes the bridge companion table (bridge.go) after each commit; nil without a
+	// kernel connection of Open.
+	bridge *bridgeCompanion
 }
 
 // Open opens the kernel connection to the network namespace netnsFD (< 0: the current one) and
@@ -52,12 +55,14 @@ func Open(netnsFD int, cfg nft.Config) (*Applier, error) {
 		return nil, fmt.Errorf("opening nftables connection: %w", err)
 	}
 	a := NewApplier(nft.NewBuilder(cfg), conn, cfg.Logger)
+	a.bridge = &bridgeCompanion{name: a.builder.Table().Name, netnsFD: -1}
 	if netnsFD >= 0 {
 		// a handle of our own: the counter reads may run after the caller closed its one
 		if a.netnsFD, err = unix.FcntlInt(uintptr(netnsFD), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 			_ = conn.Close()
 			return nil, fmt.Errorf("duplicating netns handle %d: %w", netnsFD, err)
 		}
+		a.bridge.netnsFD = a.netnsFD
 	}
 	return a, nil
 }
@@ -106,6 +111,19 @@ func (a *Applier) Apply(msgs []dataplane.Message) error {
 	}
 	a.transactions++
 	a.counted.Store(a.builder.Counted())
+	return a.syncBridge(false)
+}
+
+// syncBridge brings the bridge companion up to date with the committed table; on failure the
+// next Resync replaces both.
+func (a *Applier) syncBridge(force bool) error {
+	if a.bridge == nil {
+		return nil
+	}
+	if err := a.bridge.sync(a.builder, force); err != nil {
+		a.committed = false
+		return err
+	}
 	return nil
 }
 
@@ -131,7 +149,7 @@ func (a *Applier) replace() error {
 	a.transactions++
 	a.committed = true
 	a.counted.Store(a.builder.Counted())
-	return nil
+	return a.syncBridge(true)
 }
 
 // maxRefusals bounds the policies one replace rejects for objects the kernel refused.
@@ -179,11 +197,15 @@ func (a *Applier) Monitor(out chan<- ruleset.TableChange) (*ruleset.Monitor, err
 	return c.Monitor(a.builder.Table().Name, out)
 }
 
-// Cleanup removes the table from the kernel.
+// Cleanup removes the table, and its bridge companion, from the kernel.
 func (a *Applier) Cleanup() error {
 	a.committed = false
 	a.counted.Store(nil)
-	return a.conn.DeleteTable(a.builder.Table().Name)
+	err := a.conn.DeleteTable(a.builder.Table().Name)
+	if a.bridge != nil {
+		err = errors.Join(err, a.bridge.delete())
+	}
+	return err
 }
 
 // Close releases the netlink connection; the table stays in force.

@@ -7,7 +7,8 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
-// DeniedPackets reads the kernel's counters of the deny chains: packets dropped per reason. It
+// DeniedPackets reads the kernel's counters of the deny chains, and of the bridge companion's
+// drops (bridge.go): packets dropped per reason. It
 // may be called from any goroutine, during an apply too: it reads the table last committed, on a
 // netlink connection of its own. Nothing before the first commit.
 func (a *Applier) DeniedPackets() (map[string]uint64, error) {
@@ -19,7 +20,13 @@ func (a *Applier) DeniedPackets() (map[string]uint64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading counters: %w", err)
 	}
-	return c.Denied(counters), nil
+	denied := c.Denied(counters)
+	if a.bridge != nil {
+		if err := a.bridge.denied(denied); err != nil {
+			return nil, fmt.Errorf("reading the bridge table's counters: %w", err)
+		}
+	}
+	return denied, nil
 }
 
 // PolicyPackets reads the kernel's counters of the committed table — the deny chains' and, with

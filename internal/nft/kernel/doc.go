@@ -5,6 +5,13 @@
 // the kernel's counters. It imports internal/nft and internal/nft/ruleset; internal/nft never
 // imports it.
 //
+// After each commit that changed the checked workload prefixes or the sources sets, and after each
+// replace, the Applier writes the bridge companion (bridge.go): a stateless `bridge nftpolicy`
+// table that checks anti-spoofing and fail-closed ingress on bridge ports, which only the bridge
+// family sees; whole, in a transaction of its own, deleted with the inet table by Cleanup and
+// once no prefix is checked. Its drops are among DeniedPackets'. An Applier of NewApplier (a
+// fake Committer) has none.
+//
 // The Applier's methods Apply, Resync, Repair and Stats (through the agent's adapter) are what
 // the agent's loop drives; Monitor opens the kernel's reports of changes other processes make to
 // the table; DeniedPackets, PolicyPackets and DenyChain serve the metrics and the deny log from

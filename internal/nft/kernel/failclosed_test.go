@@ -2,7 +2,6 @@ package kernel_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,20 +56,7 @@ func TestIngressFailsClosed(t *testing.T) {
 	if err := dp.Apply(g.Flush()); err != nil {
 		t.Fatal(err)
 	}
-	unprogrammed := func() uint64 {
-		t.Helper()
-		denied, err := dp.DeniedPackets()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for reason, v := range denied {
-			if strings.Contains(reason, "not programmed yet") {
-				n += v
-			}
-		}
-		return n
-	}
+	unprogrammed := func() uint64 { t.Helper(); return deniedWith(t, dp, "not programmed yet") }
 	probe := func(step string, to *netns.Pod, port uint16, is6, want bool) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,47 @@ type Config struct {
 	// External adds one host namespace on the underlay (172.31.0.200, fd00:172:31::200) that is
 	// not a node and routes every pod CIDR via its node: a peer for ipBlock tests.
 	External bool
+	// Layout is how pods attach to their node: PTP (the zero value: one veth and host route per
+	// pod) or Bridge (every pod of a node on one Linux bridge, as flannel and the bridge plugin
+	// lay them out).
+	Layout Layout
+}
+
+// Layout is how a node's pods attach to it.
+type Layout uint8
+
+const (
+	// PTP gives each pod a veth whose node side carries the gateway 169.254.1.1/fe80::1 and a
+	// host route per pod address (ptp, kindnet, Calico).
+	PTP Layout = iota
+	// Bridge puts every pod's node-side veth on the node's bridge cni0, which holds the gateway
+	// 10.244.<i>.1/24 and fd00:10:244:<i>::1/64; pods get /24 and /64 addresses and no host
+	// route exists (flannel, the bridge plugin). The node's bridge-nf-call-iptables and
+	// -ip6tables are 1, as kube-proxy requires of such nodes.
+	Bridge
+)
+
+// String is the layout's name as LayoutFromEnv reads it.
+func (l Layout) String() string {
+	if l == Bridge {
+		return "bridge"
+	}
+	return "ptp"
+}
+
+// LayoutEnv names the environment variable LayoutFromEnv reads.
+const LayoutEnv = "NFTPOLICY_CNI"
+
+// LayoutFromEnv returns the layout NFTPOLICY_CNI names: "bridge" or "ptp" (also when unset).
+func LayoutFromEnv() (Layout, error) {
+	switch v := os.Getenv(LayoutEnv); v {
+	case "", "ptp":
+		return PTP, nil
+	case "bridge":
+		return Bridge, nil
+	default:
+		return PTP, fmt.Errorf("%s=%q: want ptp or bridge", LayoutEnv, v)
+	}
 }
 
 // Node is a node: a network namespace that routes for its pods.
@@ -98,6 +140,7 @@ type Cluster struct {
 const (
 	uplink         = "eth0"
 	bridge         = "br0"
+	podBridge      = "cni0" // the node's pod bridge in the Bridge layout
 	gateway4       = "169.254.1.1"
 	gateway6       = "fe80::1"
 	externalHostID = 200
@@ -230,6 +273,13 @@ func (c *Cluster) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.cfg.Layout == Bridge {
+		for _, n := range c.nodes {
+			if err := c.setupPodBridge(ctx, n); err != nil {
+				return err
+			}
+		}
+	}
 
 	// The underlay: a bridge with one port per host namespace, whose other end is that host's eth0.
 	ul := []string{
@@ -283,6 +333,37 @@ func (c *Cluster) setup(ctx context.Context) error {
 	return nil
 }
 
+// setupPodBridge makes the node's pod bridge with the gateway addresses and turns on the bridge's
+// netfilter calls (writing the values a new namespace already has on Linux ≥ 5.3, so the harness
+// does not depend on that default).
+func (c *Cluster) setupPodBridge(ctx context.Context, n *Node) error {
+	err := ipBatch(ctx, n.NetNS, false,
+		"link add "+podBridge+" type bridge",
+		fmt.Sprintf("addr add %s/24 dev %s", n.Gateway(false), podBridge),
+		fmt.Sprintf("addr add %s/64 dev %s nodad", n.Gateway(true), podBridge),
+		"link set "+podBridge+" up",
+	)
+	if err != nil {
+		return fmt.Errorf("making the pod bridge of node %s: %w", n.Name, err)
+	}
+	return sysctls(n.NetNS, bridgeSysctls...)
+}
+
+// Gateway is the pods' gateway address of the family in the Bridge layout: host number 1 of the
+// node's pod CIDR, on its bridge.
+func (n *Node) Gateway(is6 bool) netip.Addr {
+	if is6 {
+		return n.PodCIDRs[1].Addr().Next()
+	}
+	return n.PodCIDRs[0].Addr().Next()
+}
+
+// PodBridge is the name of each node's pod bridge in the Bridge layout.
+const PodBridge = podBridge
+
+// Layout is the cluster's pod layout.
+func (c *Cluster) Layout() Layout { return c.cfg.Layout }
+
 func hostLines(addrs []netip.Addr) []string {
 	return []string{
 		"link set lo up",
@@ -308,10 +389,12 @@ func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
 // External returns the external host, nil unless Config.External.
 func (c *Cluster) External() *Host { return c.external }
 
-// AddPod creates a pod namespace attached to the node the ptp way: eth0 holds the pod's /32 and
-// /128 (nodad), its default routes go via 169.254.1.1 (on-link) and fe80::1, which the node-side
-// veth carries; the node routes the pod's two addresses to that veth. It returns once both ends
-// of the veth are running.
+// AddPod creates a pod namespace attached to the node as the cluster's Layout says. PTP: eth0
+// holds the pod's /32 and /128 (nodad), its default routes go via 169.254.1.1 (on-link) and
+// fe80::1, which the node-side veth carries; the node routes the pod's two addresses to that
+// veth. Bridge: the node-side veth is a port of the node's bridge, eth0 holds the pod's /24 and
+// /64 (nodad) and its default routes go via the bridge's addresses. It returns once both ends of
+// the veth are running.
 func (c *Cluster) AddPod(node, namespace, name string) (*Pod, error) {
 	n := c.Node(node)
 	if n == nil {
@@ -376,6 +459,9 @@ func (c *Cluster) plumb(ctx context.Context, n *Node, p *Pod) error {
 	if err := sysctls(p.NetNS, baseSysctls...); err != nil {
 		return err
 	}
+	if c.cfg.Layout == Bridge {
+		return c.plumbBridged(ctx, n, p)
+	}
 	err := ipBatch(ctx, n.NetNS, false,
 		fmt.Sprintf("link add %s type veth peer name eth0 netns %s", p.HostIface, p.NetNS),
 		fmt.Sprintf("addr add %s/32 dev %s", gateway4, p.HostIface),
@@ -398,6 +484,34 @@ func (c *Cluster) plumb(ctx context.Context, n *Node, p *Pod) error {
 	if err != nil {
 		return err
 	}
+	return waitPodLinks(ctx, n, p)
+}
+
+func (c *Cluster) plumbBridged(ctx context.Context, n *Node, p *Pod) error {
+	err := ipBatch(ctx, n.NetNS, false,
+		fmt.Sprintf("link add %s type veth peer name eth0 netns %s", p.HostIface, p.NetNS),
+		fmt.Sprintf("link set %s master %s", p.HostIface, podBridge),
+		fmt.Sprintf("link set %s up", p.HostIface),
+	)
+	if err != nil {
+		return err
+	}
+	err = ipBatch(ctx, p.NetNS, false,
+		"link set lo up",
+		"link set eth0 up",
+		fmt.Sprintf("addr add %s/24 dev eth0", p.Addrs[0]),
+		fmt.Sprintf("addr add %s/64 dev eth0 nodad", p.Addrs[1]),
+		fmt.Sprintf("route add 0.0.0.0/0 via %s dev eth0", n.Gateway(false)),
+		fmt.Sprintf("route add ::/0 via %s dev eth0", n.Gateway(true)),
+	)
+	if err != nil {
+		return err
+	}
+	return waitPodLinks(ctx, n, p)
+}
+
+// waitPodLinks returns once both ends of the pod's veth are running.
+func waitPodLinks(ctx context.Context, n *Node, p *Pod) error {
 	if err := waitRunning(ctx, n.NetNS, p.HostIface); err != nil {
 		return err
 	}

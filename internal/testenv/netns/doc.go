@@ -23,6 +23,13 @@
 //	        │ eth0: 10.244.0.2/32, fd00:10:244::2/128 nodad
 //	  pod netns "nftp-p…": default via 169.254.1.1 dev eth0 onlink, default via fe80::1 dev eth0
 //
+// Config.Layout Bridge (NFTPOLICY_CNI=bridge through LayoutFromEnv) lays a node's pods out as
+// flannel and the bridge plugin do: the node holds a bridge cni0 with 10.244.<i>.1/24 and
+// fd00:10:244:<i>::1/64, each pod's node-side veth is a port of it (no address, no host route),
+// the pod's eth0 holds its /24 and /64 with default routes via the bridge's addresses, and the
+// node's net.bridge.bridge-nf-call-iptables and -ip6tables are 1. Traffic between two pods of one
+// node is bridged, never routed; cross-node traffic is routed over the underlay as above.
+//
 // # Addressing
 //
 // Node i (0-based, Config order) owns the pod CIDRs 10.244.<i>.0/24 and fd00:10:244:<i>::/64

@@ -126,6 +126,12 @@ var routerSysctls = [][2]string{
 	{"net.ipv6.conf.all.forwarding", "1"},
 }
 
+// bridgeSysctls make a node's bridged IPv4 and IPv6 traffic pass its inet hooks (br_netfilter).
+var bridgeSysctls = [][2]string{
+	{"net.bridge.bridge-nf-call-iptables", "1"},
+	{"net.bridge.bridge-nf-call-ip6tables", "1"},
+}
+
 // waitRunning polls until every named link of the namespace is running (operstate up): a new veth
 // passes no traffic before the kernel has finished bringing it up.
 func waitRunning(ctx context.Context, netnsName string, links ...string) error {
