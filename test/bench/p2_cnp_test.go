@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
@@ -23,7 +24,7 @@ func BenchmarkIncrementalClusterPolicies(b *testing.B) {
 	setStage("P2 incremental, ClusterNetworkPolicies")
 	f := fanout
 	f.Cluster = true
-	_, g, dp := programFanout(b, f, "bc", "table programmed for P2 with ClusterNetworkPolicies (first apply)")
+	_, g, dp := programFanout(b, f, f.Updates(), nft.Config{}, "bc", "table programmed for P2 with ClusterNetworkPolicies (first apply)")
 	samples := 600
 	if quick {
 		samples = 150
