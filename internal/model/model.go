@@ -300,6 +300,11 @@ type Policy struct {
 	// NamespaceSelector, when set, restricts the policy to endpoints whose namespace's labels
 	// it matches (a ClusterNetworkPolicy's subject); "" puts no restriction on the namespace.
 	NamespaceSelector string
+	// ServiceAccountSelector, when set, restricts the policy to endpoints whose service
+	// account's labels it matches (Calico's policy serviceAccountSelector, ANDed with
+	// Selector); an endpoint without a service account, or whose service account object is
+	// unknown, has no such labels. "" puts no restriction on the service account.
+	ServiceAccountSelector string
 	// Ingress/Egress say which directions the policy applies to (policyTypes).
 	ApplyIngress bool
 	ApplyEgress  bool
