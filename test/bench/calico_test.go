@@ -2,11 +2,8 @@ package bench_test
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
@@ -165,25 +162,6 @@ func BenchmarkIncrementalCalicoPolicies(b *testing.B) {
 	f := fanout
 	_, g, dp := programFanout(b, f, calicoFanoutUpdates(b, f), nft.Config{DenyLog: calicoDenyLog}, "bk",
 		"table programmed for P2 with Calico policies in 10 tiers (first apply)")
-	samples := 600
-	if quick {
-		samples = 150
-	}
-	b.Run("apply", func(b *testing.B) {
-		n := max(b.N, samples)
-		j := joinAndLeave(b, f, g, dp, n, func(k int) string { return strings.ToLower(calicoActions[k%4]) })
-		p50, p99 := percentile(j.total, 50), percentile(j.total, 99)
-		b.ReportMetric(0, "ns/op")
-		b.ReportMetric(us(p50), "p50-µs/apply")
-		b.ReportMetric(us(p99), "p99-µs/apply")
-		var parts []string
-		for _, c := range slices.Sorted(maps.Keys(j.byClass)) {
-			d := percentile(j.byClass[c], 50)
-			b.ReportMetric(us(d), "p50-µs/"+c)
-			parts = append(parts, fmt.Sprintf("%s %.0f µs", c, us(d)))
-		}
-		report.add(row{"P2", fmt.Sprintf("one pod joins/leaves one Calico rule selector (10 tiers, Allow/Deny/Pass/Log, --log-denied): graph flush + Applier.Apply, p50 / p99 (%d changes)", n),
-			fmt.Sprintf("%.0f µs / %.0f µs (p50 by the rule's action: %s)", us(p50), us(p99), strings.Join(parts, ", ")),
-			"≤ 500 µs", meets(p50 <= 500*time.Microsecond)})
-	})
+	joinsByAction(b, f, g, dp, func(k int) string { return strings.ToLower(calicoActions[k%4]) },
+		"one pod joins/leaves one Calico rule selector (10 tiers, Allow/Deny/Pass/Log, --log-denied)")
 }
