@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
@@ -210,6 +211,60 @@ func TestServiceAccountSelector(t *testing.T) {
 		}
 		if got := allowed("10.0.1.3"); got != s.c {
 			t.Errorf("%s: y/c → a allowed %v, want %v\n%s", s.name, got, s.c, st.Dump())
+		}
+	}
+}
+
+// A policy's service account selector (Calico's policy serviceAccountSelector) restricts the
+// endpoints it applies to, ANDed with its selector, and follows the accounts' labels: an
+// endpoint comes under the policy when its account is relabelled to match and leaves it when
+// the account no longer matches or is deleted; an endpoint without an account is never under it.
+func TestPolicyServiceAccountSelector(t *testing.T) {
+	account := func(ns, name string, labels map[string]string) model.Update {
+		return model.ServiceAccountSet{ServiceAccount: model.ServiceAccount{Namespace: ns, Name: name, Labels: labels}}
+	}
+	g, st := run(t,
+		nsU("x", nil), nsU("y", nil),
+		account("x", "web", lbl("role", "front")),
+		account("x", "db", lbl("role", "back")),
+		account("y", "web", lbl("role", "back")),
+		withAccount(pod("x", "a", node, "10.0.0.1", lbl("app", "a")), "web"),
+		withAccount(pod("x", "b", node, "10.0.0.2", lbl("app", "a")), "db"),
+		withAccount(pod("y", "c", node, "10.0.0.3", lbl("app", "a")), "web"),
+		pod("x", "d", node, "10.0.0.4", lbl("app", "a")),
+		withAccount(pod("x", "e", node, "10.0.0.5", lbl("app", "e")), "web"),
+		pod("y", "src", "node-b", "10.0.1.9", nil),
+		// deny-all for the endpoints of app a whose account is role front
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "front"}, Tier: model.TierNetworkPolicy,
+			Selector: "app == 'a'", ServiceAccountSelector: "role == 'front'", ApplyIngress: true}},
+	)
+	isolated := func(to string) bool {
+		return !st.Allowed(graphtest.Packet{Src: netip.MustParseAddr("10.0.1.9"), Dst: netip.MustParseAddr(to),
+			Proto: model.ProtocolTCP, SrcPort: 40000, DstPort: 80})
+	}
+	pods := []struct{ name, addr string }{{"x/a", "10.0.0.1"}, {"x/b", "10.0.0.2"}, {"y/c", "10.0.0.3"}, {"x/d", "10.0.0.4"}, {"x/e", "10.0.0.5"}}
+	steps := []struct {
+		name     string
+		update   model.Update
+		isolated []string
+	}{
+		{"x/web is front: x/a only (x/e is not app a, x/d has no account)", nil, []string{"x/a"}},
+		{"y/web turns front", account("y", "web", lbl("role", "front")), []string{"x/a", "y/c"}},
+		{"x/web turns back", account("x", "web", lbl("role", "back")), []string{"y/c"}},
+		{"y/web is deleted", model.ServiceAccountDeleted{Namespace: "y", Name: "web"}, nil},
+		{"the selector names the account", model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "front"},
+			Tier: model.TierNetworkPolicy, Selector: "app == 'a'", ServiceAccountSelector: "projectcalico.org/name == 'db'", ApplyIngress: true}},
+			[]string{"x/b"}},
+		{"x/b's account changes to web", withAccount(pod("x", "b", node, "10.0.0.2", lbl("app", "a")), "web"), nil},
+	}
+	for _, s := range steps {
+		if s.update != nil {
+			apply(t, g, st, s.update)
+		}
+		for _, p := range pods {
+			if got, want := isolated(p.addr), slices.Contains(s.isolated, p.name); got != want {
+				t.Errorf("%s: %s isolated %v, want %v\n%s", s.name, p.name, got, want, st.Dump())
+			}
 		}
 	}
 }

@@ -232,10 +232,14 @@ func portMatches(r *model.Rule, e *model.Endpoint, proto model.Protocol, port ui
 func (w *world) selects(pol *model.Policy, e *model.Endpoint) bool {
 	s, ok := sel(pol.Selector)
 	ns, nsOK := sel(pol.NamespaceSelector)
-	if !ok || !nsOK {
+	sa, saOK := sel(pol.ServiceAccountSelector)
+	if !ok || !nsOK || !saOK {
 		return false
 	}
 	if pol.Namespace != "" && e.Key.Namespace != pol.Namespace {
+		return false
+	}
+	if pol.ServiceAccountSelector != "" && !evaluates(sa, w.accountLabels(e.Key.Namespace, e.ServiceAccount)) {
 		return false
 	}
 	return pol.ApplyIngress && evaluates(s, w.endpointLabels(e)) && evaluates(ns, w.namespaceLabels(e.Key.Namespace))

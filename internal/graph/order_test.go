@@ -195,6 +195,9 @@ func genScenario(r *rand.Rand) scenario {
 			if ns == "" && r.IntN(2) == 0 { // a ClusterNetworkPolicy subject with a namespace selector
 				pol.NamespaceSelector = pick(nsSelPool)
 			}
+			if r.IntN(4) == 0 { // a Calico policy's serviceAccountSelector
+				pol.ServiceAccountSelector = pick(saSelPool)
+			}
 			seq = append(seq, model.PolicySet{Policy: pol})
 		}
 		sc.keys = append(sc.keys, seq)

@@ -352,10 +352,15 @@ func (p *policy) appliedTo() (sp spec, valid bool) {
 	if nsErr != nil {
 		p.problems = append(p.problems, Problem{Object: obj, Message: "invalid namespace selector " + quote(mp.NamespaceSelector) + ": " + nsErr.Error() + ": policy selects nothing"})
 	}
-	if err != nil || nsErr != nil {
+	saSel, saErr := parseOpt(mp.ServiceAccountSelector)
+	if saErr != nil {
+		p.problems = append(p.problems, Problem{Object: obj, Message: "invalid service account selector " + quote(mp.ServiceAccountSelector) + ": " + saErr.Error() + ": policy selects nothing"})
+	}
+	if err != nil || nsErr != nil || saErr != nil {
 		return spec{}, false
 	}
-	return spec{ep: normSel(sel), ns: nsSel, scope: mp.Namespace, hosts: mp.Hosts && mp.Namespace == "" && mp.NamespaceSelector == ""}, true
+	return spec{ep: normSel(sel), ns: nsSel, sa: saSel, scope: mp.Namespace,
+		hosts: mp.Hosts && mp.Namespace == "" && mp.NamespaceSelector == "" && mp.ServiceAccountSelector == ""}, true
 }
 
 // selectMatcher points p's selector at the matcher of newSpec (none unless valid). The local

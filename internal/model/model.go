@@ -323,6 +323,11 @@ type Policy struct {
 	// Hosts says that Selector also selects host endpoints (Calico's GlobalNetworkPolicy
 	// without a namespace selector); the Kubernetes APIs' policies apply to pods only.
 	Hosts bool
+	// ServiceAccountSelector, when set, restricts the policy to endpoints whose service
+	// account's labels it matches (Calico's policy serviceAccountSelector, ANDed with
+	// Selector); an endpoint without a service account, or whose service account object is
+	// unknown, has no such labels. "" puts no restriction on the service account.
+	ServiceAccountSelector string
 	// Ingress/Egress say which directions the policy applies to (policyTypes).
 	ApplyIngress bool
 	ApplyEgress  bool

@@ -138,10 +138,11 @@ func ConvertCalicoNetworkPolicy(p *CalicoNetworkPolicy) (model.Policy, []string,
 //     (last); equal orders go by the model's key, Kind/namespace/name.
 //   - Selection: spec.selector (empty: all()), in the policy's namespace for a NetworkPolicy;
 //     a GlobalNetworkPolicy's spec.namespaceSelector restricts it to the endpoints of the
-//     matching namespaces. spec.serviceAccountSelector cannot be expressed by the model and
-//     makes the policy invalid, as does a namespaceSelector of global() (host endpoints only),
-//     doNotTrack or preDNAT (host endpoints only): such a policy selects no pod in Calico
-//     either.
+//     matching namespaces, and spec.serviceAccountSelector of either kind to the endpoints
+//     whose service account's labels (projectcalico.org/name its name) it matches, ANDed as
+//     Calico ANDs it with the selector. A namespaceSelector of global() (host endpoints only),
+//     doNotTrack or preDNAT (host endpoints only) makes the policy invalid: such a policy
+//     selects no pod in Calico either.
 //   - types: explicit types apply the policy to those directions and ignore the other
 //     direction's rules. Unset: Ingress, plus Egress when there are egress rules; Egress alone
 //     when there are egress rules and no ingress rules.
@@ -176,8 +177,6 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 	switch {
 	case spec.DoNotTrack, spec.PreDNAT:
 		return model.Policy{}, nil, errors.New("spec: a doNotTrack or preDNAT policy applies to host endpoints only, which nftpolicy does not have")
-	case spec.ServiceAccountSelector != "":
-		return model.Policy{}, nil, errors.New("spec.serviceAccountSelector: not supported (the policy would apply to other pods than it names)")
 	case namespace != "" && (spec.NamespaceSelector != "" || spec.ApplyOnForward):
 		return model.Policy{}, nil, errors.New("spec: namespaceSelector and applyOnForward are fields of GlobalNetworkPolicy only")
 	}
@@ -200,6 +199,9 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 	}
 	if pol.NamespaceSelector, err = calicoSelector(spec.NamespaceSelector); err != nil {
 		return model.Policy{}, nil, fmt.Errorf("spec.namespaceSelector: %w", err)
+	}
+	if pol.ServiceAccountSelector, err = calicoSelector(spec.ServiceAccountSelector); err != nil {
+		return model.Policy{}, nil, fmt.Errorf("spec.serviceAccountSelector: %w", err)
 	}
 	if len(spec.Types) == 0 {
 		pol.ApplyEgress = len(spec.Egress) > 0

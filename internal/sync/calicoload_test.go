@@ -3,6 +3,8 @@ package sync_test
 import (
 	"math"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,3 +150,58 @@ func TestLoadDirCalico(t *testing.T) {
 }
 
 func withLabel(r model.Rule, label string) model.Rule { r.Label = label; return r }
+
+// TestLoadDirServiceAccounts: ServiceAccounts in manifests carry their labels to the model, for
+// Calico's service-account selectors; a pod's account that no manifest defines exists with no
+// label, as admission makes it exist in a cluster, and an account's namespace exists too.
+func TestLoadDirServiceAccounts(t *testing.T) {
+	dir := t.TempDir()
+	const manifests = `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: web, namespace: x, labels: {role: front}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: idle, namespace: "y"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: x}
+spec: {nodeName: n1, serviceAccountName: web, containers: [{name: c, image: pause}]}
+status: {phase: Running, podIP: 10.0.0.1, podIPs: [{ip: 10.0.0.1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: x}
+spec: {nodeName: n1, serviceAccountName: builder, containers: [{name: c, image: pause}]}
+status: {phase: Running, podIP: 10.0.0.2, podIPs: [{ip: 10.0.0.2}]}
+`
+	if err := os.WriteFile(filepath.Join(dir, "accounts.yaml"), []byte(manifests), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ups, errs := sync.LoadDir(dir)
+	if len(errs) > 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	var accounts []model.ServiceAccount
+	var namespaces []string
+	for _, u := range ups {
+		switch u := u.(type) {
+		case model.ServiceAccountSet:
+			accounts = append(accounts, u.ServiceAccount)
+		case model.NamespaceSet:
+			namespaces = append(namespaces, u.Namespace.Name)
+		}
+	}
+	want := []model.ServiceAccount{
+		{Namespace: "x", Name: "builder"},
+		{Namespace: "x", Name: "web", Labels: map[string]string{"role": "front"}},
+		{Namespace: "y", Name: "idle"},
+	}
+	if !reflect.DeepEqual(accounts, want) {
+		t.Errorf("service accounts %+v, want %+v", accounts, want)
+	}
+	if !reflect.DeepEqual(namespaces, []string{"x", "y"}) {
+		t.Errorf("namespaces %v, want [x y]", namespaces)
+	}
+}

@@ -96,6 +96,19 @@ func TestConvertCalicoPolicy(t *testing.T) {
 				p.Tier, p.Order, p.Selector, p.NamespaceSelector = "security", 10.5, sel("app == 'a'"), sel("team == 'x'")
 				p.Hosts = false // a namespace selector picks pods only
 			}), 0},
+		{"serviceAccountSelector: ANDed with the selector and the namespaceSelector",
+			gnpHead + "spec: {selector: \"app == 'a'\", namespaceSelector: \"team == 'x'\", serviceAccountSelector: \"role == 'trusted'\"}",
+			gnpModel(func(p *model.Policy) {
+				p.Selector, p.NamespaceSelector, p.ServiceAccountSelector = sel("app == 'a'"), sel("team == 'x'"), sel("role == 'trusted'")
+			}), 0},
+		{"serviceAccountSelector of a NetworkPolicy, by the account's name; the selector unset: all()",
+			npHead + "spec: {serviceAccountSelector: \"projectcalico.org/name in {'sa-a', 'sa-b'}\"}",
+			npModel(func(p *model.Policy) {
+				p.ServiceAccountSelector = sel("projectcalico.org/name in {'sa-a', 'sa-b'}")
+			}), 0},
+		{"serviceAccountSelector: all() is no restriction beyond the selector's",
+			gnpHead + "spec: {serviceAccountSelector: all()}",
+			gnpModel(func(p *model.Policy) { p.ServiceAccountSelector = "all()" }), 0},
 		{"Calico's built-in tiers by the model's names",
 			gnpHead + "spec: {tier: kube-admin, order: 1}", gnpModel(func(p *model.Policy) { p.Tier, p.Order = model.TierAdmin, 1 }), 0},
 		{"a user tier named like a model built-in",
@@ -272,7 +285,8 @@ func TestConvertCalicoPolicyInvalid(t *testing.T) {
 		{gnpHead + "spec: {ingress: [{action: Allow, source: {nets: [10.0.0.0/33]}}]}", "spec.ingress[0].source.nets[0]"},
 		{gnpHead + "spec: {ingress: [{action: Allow, source: {notSelector: \"a in\"}}]}", "spec.ingress[0].source.notSelector"},
 		{gnpHead + "spec: {egress: [{action: Allow, destination: {namespaceSelector: \"(\"}}]}", "spec.egress[0].destination.namespaceSelector"},
-		{gnpHead + "spec: {serviceAccountSelector: \"a == 'b'\"}", "spec.serviceAccountSelector"},
+		{gnpHead + "spec: {serviceAccountSelector: \"a ==\"}", "spec.serviceAccountSelector"},
+		{npHead + "spec: {serviceAccountSelector: \"has(\"}", "spec.serviceAccountSelector"},
 		{gnpHead + "spec: {doNotTrack: true, applyOnForward: true}", "spec"},
 		{gnpHead + "spec: {namespaceSelector: global()}", "spec.namespaceSelector"},
 		{npHead + "spec: {namespaceSelector: \"a == 'b'\"}", "spec"},

@@ -42,12 +42,14 @@ type sourced struct {
 // each holding one or more documents (YAML "---" separated; a v1 List is unpacked), and converts
 // the Namespaces, Pods (with their status), NetworkPolicies, ClusterNetworkPolicies, Nodes
 // (the addresses that node peers select) and Calico's Tiers, GlobalNetworkPolicies,
-// NetworkPolicies, GlobalNetworkSets, NetworkSets and HostEndpoints (projectcalico.org/v3) in them like the
-// API watcher does. Decoding is strict, as kubectl's: an unknown field, or a duplicate one (a
+// NetworkPolicies, GlobalNetworkSets, NetworkSets and HostEndpoints (projectcalico.org/v3) and the
+// ServiceAccounts (whose labels Calico's service-account selectors read) in them like the API
+// watcher does. Decoding is strict, as kubectl's: an unknown field, or a duplicate one (a
 // YAML key or a JSON field given twice), makes the object bad.
 // Objects without metadata.namespace (Pods, NetworkPolicies) are in "default". A namespace
 // that objects are in but that no manifest defines exists with only its
-// kubernetes.io/metadata.name label, as it would in a cluster.
+// kubernetes.io/metadata.name label, as it would in a cluster; a pod's service account that no
+// manifest defines exists with no label.
 //
 // Bad objects (undecodable, unsupported kind, duplicate, invalid for the converter) are skipped
 // and reported in the errors, each naming its file, document and object; policies enforced in
@@ -271,6 +273,7 @@ type objectSet struct {
 	namespaces map[string]model.Namespace
 	endpoints  map[model.EndpointKey]model.Endpoint
 	policies   map[model.PolicyKey]model.Policy
+	accounts   map[[2]string]model.ServiceAccount // by namespace and name
 	nodes      []*corev1.Node
 	cnps       []sourced // converted once every node is known
 	calico     *calicoObjects
@@ -283,6 +286,7 @@ func newObjectSet() *objectSet {
 	return &objectSet{
 		namespaces: map[string]model.Namespace{},
 		endpoints:  map[model.EndpointKey]model.Endpoint{},
+		accounts:   map[[2]string]model.ServiceAccount{},
 		policies:   map[model.PolicyKey]model.Policy{},
 		taken:      map[string]bool{},
 		calico:     newCalicoObjects(),
@@ -337,6 +341,14 @@ func (c *objectSet) add(it sourced) {
 			c.fail(it, err)
 		case ok:
 			c.endpoints[model.EndpointKey{Namespace: o.Namespace, Name: o.Name}] = ep
+		}
+	case *corev1.ServiceAccount:
+		if o = namespaced(o); c.take(it, o) {
+			sa := model.ServiceAccount{Namespace: o.Namespace, Name: o.Name}
+			if len(o.Labels) > 0 {
+				sa.Labels = o.Labels
+			}
+			c.accounts[[2]string{o.Namespace, o.Name}] = sa
 		}
 	case *networkingv1.NetworkPolicy:
 		if o = namespaced(o); !c.take(it, o) {
@@ -399,12 +411,21 @@ func (c *objectSet) convertCNPs() {
 	}
 }
 
-// updates lists the model: namespaces, endpoints, policies, each sorted, then in-sync. A pod or
-// policy cannot exist in the API without its namespace: a namespace the objects name but do not
-// define exists with only its kubernetes.io/metadata.name label.
+// updates lists the model: namespaces, service accounts, endpoints, policies, each sorted, then
+// in-sync. A pod or policy cannot exist in the API without its namespace, nor a pod without its
+// service account: a namespace the objects name but do not define exists with only its
+// kubernetes.io/metadata.name label, a service account with no label.
 func (c *objectSet) updates() []model.Update {
-	for k := range c.endpoints {
+	for k, e := range c.endpoints {
 		implicitNamespace(c.namespaces, k.Namespace)
+		if sa := [2]string{k.Namespace, e.ServiceAccount}; e.ServiceAccount != "" {
+			if _, ok := c.accounts[sa]; !ok {
+				c.accounts[sa] = model.ServiceAccount{Namespace: sa[0], Name: sa[1]}
+			}
+		}
+	}
+	for k := range c.accounts {
+		implicitNamespace(c.namespaces, k[0])
 	}
 	for k := range c.policies {
 		implicitNamespace(c.namespaces, k.Namespace)
@@ -415,6 +436,9 @@ func (c *objectSet) updates() []model.Update {
 		ups = append(ups, model.NamespaceSet{Namespace: c.namespaces[name]})
 	}
 	ups = append(ups, netsets...)
+	for _, k := range sortedKeys(c.accounts, func(a, b [2]string) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }) {
+		ups = append(ups, model.ServiceAccountSet{ServiceAccount: c.accounts[k]})
+	}
 	for _, k := range sortedKeys(c.endpoints, func(a, b model.EndpointKey) bool {
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	}) {
@@ -459,6 +483,8 @@ func objectName(obj runtime.Object) string {
 		kind, name = "Namespace", o.Name
 	case *corev1.Pod:
 		kind, ns, name = "Pod", o.Namespace, o.Name
+	case *corev1.ServiceAccount:
+		kind, ns, name = "ServiceAccount", o.Namespace, o.Name
 	case *networkingv1.NetworkPolicy:
 		kind, ns, name = KindNetworkPolicy, o.Namespace, o.Name
 	case *npav1beta1.ClusterNetworkPolicy:

@@ -8,13 +8,18 @@
 //     client pods to a server pod through a node namespace, with 8, 100, 1,000 and 10,000 policies
 //     selecting the server (internal/scale.PacketPathPolicies), for nftpolicy's table and for the
 //     "chain per policy" table Felix and kube-router write, measured in the same run, each
-//     relative to the same table with the server not judged (N = 0).
+//     relative to the same table with the server not judged (N = 0); at 1,000 and 10,000 also
+//     for ClusterNetworkPolicies (internal/scale.PacketPathClusterPolicies) and for Calico
+//     policies in 10 tiers, written as projectcalico.org/v3 objects and converted by
+//     internal/sync (calico_test.go).
 //     BenchmarkPacketPathCounters: the same at 10,000 policies with the opt-in allow-side counters
 //     and deny logging (nft.Config.CountAllowed, DenyLog) against without, the table rewritten
 //     between them each round.
 //   - P2 incremental (BenchmarkIncremental): one pod joining or leaving one selector with 2,000
 //     policies over 2,000 selectors of 100 members programmed (internal/scale.Fanout): graph flush
-//     and kernel.Applier.Apply per change, beside the same element change executed with `nft`.
+//     and kernel.Applier.Apply per change, beside the same element change executed with `nft`;
+//     BenchmarkIncrementalClusterPolicies and BenchmarkIncrementalCalicoPolicies the same with
+//     the policies written as ClusterNetworkPolicies or as Calico policies.
 //     BenchmarkAPIToKernel: the same cluster through a real kube-apiserver (internal/testenv/kube)
 //     and the agent in process; latency from a label patch to the element in `nft monitor`.
 //   - P3 (time) and P4 (memory): the cold start of 100,000 pods, 5,000 policies and 250 local pods

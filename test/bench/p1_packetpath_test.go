@@ -289,12 +289,20 @@ type shape interface {
 	judge(b *testing.B, on bool)
 }
 
-// ourTable is nftpolicy's table, built by the graph and the nft builder, for the NetworkPolicies
-// of scale.PacketPathPolicies or, with cnp, the ClusterNetworkPolicies of
-// scale.PacketPathClusterPolicies.
+// policyAPI is the API P1's policies are written in, for ourTable.
+type policyAPI int
+
+const (
+	apiNetworkPolicy policyAPI = iota // scale.PacketPathPolicies
+	apiClusterPolicy                  // scale.PacketPathClusterPolicies
+	apiCalico                         // calicoPacketPath: Calico policies in 10 tiers, through the converters
+)
+
+// ourTable is nftpolicy's table, built by the graph and the nft builder, for P1's policies
+// written in api.
 type ourTable struct {
 	pp     *packetPath
-	cnp    bool
+	api    policyAPI
 	g      *graph.Graph
 	dp     *kernel.Applier
 	server model.Endpoint
@@ -303,24 +311,33 @@ type ourTable struct {
 const benchNode = "node-bench"
 
 func (o *ourTable) name() string {
-	if o.cnp {
+	switch o.api {
+	case apiClusterPolicy:
 		return "nftpolicy-cnp"
+	case apiCalico:
+		return "nftpolicy-calico"
 	}
 	return "nftpolicy"
 }
 
 // program replaces the node's tables with nftpolicy's for n policies (graph + a fresh
 // applier: one transaction). A decoy local endpoint with the server's labels keeps the
-// policies active when the server is switched off.
+// policies active when the server is switched off. The Calico table has deny logging on
+// (calicoDenyLog), so that its Log rules are in it.
 func (o *ourTable) program(b *testing.B, n int) {
 	b.Helper()
 	o.pp.dropTable(b, felixTable)
 	server, clients := o.pp.endpoints(benchNode)
-	gen := scale.PacketPathPolicies
-	if o.cnp {
-		gen = scale.PacketPathClusterPolicies
+	var ups []model.Update
+	var cfg nft.Config
+	switch o.api {
+	case apiNetworkPolicy:
+		ups = scale.PacketPathPolicies(n, server, clients...).Updates
+	case apiClusterPolicy:
+		ups = scale.PacketPathClusterPolicies(n, server, clients...).Updates
+	case apiCalico:
+		ups, cfg.DenyLog = calicoPacketPath(b, n, server, clients...).Updates, calicoDenyLog
 	}
-	ups := gen(n, server, clients...).Updates
 	o.g = graph.New(graph.Config{NodeName: benchNode})
 	for _, u := range ups {
 		if e, ok := u.(model.EndpointSet); ok && e.Endpoint.Key.Name == server.Key.Name {
@@ -331,7 +348,7 @@ func (o *ourTable) program(b *testing.B, n int) {
 		}
 		o.g.OnUpdate(u)
 	}
-	dp, err := kernel.Open(o.pp.node.fd, nft.Config{})
+	dp, err := kernel.Open(o.pp.node.fd, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -342,7 +359,7 @@ func (o *ourTable) program(b *testing.B, n int) {
 	}
 	// up to 8 allow rules the server's group is listed (rules over shared sets), above the map
 	// shape: the benchmark measures both; Deny and Pass rules take the map shape
-	if listed, want := strings.Contains(dp.Render(), "@sel_"), n <= 8 && !o.cnp; listed != want {
+	if listed, want := strings.Contains(dp.Render(), "@sel_"), n <= 8 && o.api == apiNetworkPolicy; listed != want {
 		b.Fatalf("%d policies: the server's group listed = %v, want %v", n, listed, want)
 	}
 }
@@ -543,7 +560,7 @@ func BenchmarkPacketPath(b *testing.B) {
 		offLatency string // and not judged
 	}
 	results := map[string]map[int]result{}
-	shapes := []shape{&chainTable{pp: pp}, &ourTable{pp: pp}, &ourTable{pp: pp, cnp: true}}
+	shapes := []shape{&chainTable{pp: pp}, &ourTable{pp: pp}, &ourTable{pp: pp, api: apiClusterPolicy}, &ourTable{pp: pp, api: apiCalico}}
 	// addRow puts N's line in the summary as soon as a shape has been measured, so a run ended
 	// early (RSS watchdog) still shows what it measured; an N no shape measured (-bench filtered
 	// it out) has no line.
@@ -563,7 +580,16 @@ func BenchmarkPacketPath(b *testing.B) {
 			cnp, ratio := cell("nftpolicy-cnp")
 			report.add(row{"P1", fmt.Sprintf("%5d ClusterNetworkPolicies (admin and baseline, priorities 0–1000, Deny/Pass/Accept) select the server: conn/s ratio to N=0 [its ≥ 95 %% interval]", n),
 				cnp, "≥ 0.95×", ratio.verdict(0.95)})
-			return
+		}
+		if _, ok := results["nftpolicy-calico"][n]; ok {
+			calico, ratio := cell("nftpolicy-calico")
+			report.add(row{"P1", fmt.Sprintf("%5d Calico policies (GlobalNetworkPolicy and NetworkPolicy, 10 tiers, Allow/Deny/Pass/Log, --log-denied) select the server: conn/s ratio to N=0 [its ≥ 95 %% interval]", n),
+				calico, "≥ 0.95×", ratio.verdict(0.95)})
+		}
+		if _, ok := results["nftpolicy"][n]; !ok {
+			if _, ok := results["chain-per-policy"][n]; !ok {
+				return
+			}
 		}
 		ours, ratio := cell("nftpolicy")
 		theirs, _ := cell("chain-per-policy")
@@ -580,8 +606,8 @@ func BenchmarkPacketPath(b *testing.B) {
 	}
 	for _, n := range ns {
 		for _, sh := range shapes {
-			if o, ok := sh.(*ourTable); ok && o.cnp && n < 1000 {
-				continue // the ClusterNetworkPolicy rows: 1,000 and 10,000
+			if o, ok := sh.(*ourTable); ok && o.api != apiNetworkPolicy && n < 1000 {
+				continue // the ClusterNetworkPolicy and Calico rows: 1,000 and 10,000
 			}
 			b.Run(fmt.Sprintf("%s/policies=%d", sh.name(), n), func(b *testing.B) {
 				setStage(fmt.Sprintf("P1 %s, %d policies: programming", sh.name(), n))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
@@ -73,7 +74,7 @@ func BenchmarkIncremental(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")
 	setStage("P2 incremental")
-	node, g, dp := programFanout(b, fanout, "bi", "table programmed for P2 (first apply)")
+	node, g, dp := programFanout(b, fanout, fanout.Updates(), nft.Config{}, "bi", "table programmed for P2 (first apply)")
 
 	// Where does a joining spare land? One join and one leave, checked in the kernel too.
 	g.OnUpdate(fanout.Join(0, 0))
@@ -176,17 +177,18 @@ func BenchmarkIncremental(b *testing.B) {
 	})
 }
 
-// programFanout programs f's cluster into a new node namespace (named with tag) through a
-// graph and a fresh kernel.Applier, in one first apply, and reports the table's size and the apply's
-// time in the row named figure.
-func programFanout(b *testing.B, f scale.Fanout, tag, figure string) (*netnsHandle, *graph.Graph, *kernel.Applier) {
+// programFanout programs ups, f's cluster (f.Updates(), or its policies written in another API),
+// into a new node namespace (named with tag) through a graph and a fresh kernel.Applier with
+// cfg, in one first apply, and reports the table's size and the apply's time in the row named
+// figure.
+func programFanout(b *testing.B, f scale.Fanout, ups []model.Update, cfg nft.Config, tag, figure string) (*netnsHandle, *graph.Graph, *kernel.Applier) {
 	b.Helper()
 	node := newNetns(b, tag)
 	g := graph.New(graph.Config{NodeName: f.Node})
-	for _, u := range f.Updates() {
+	for _, u := range ups {
 		g.OnUpdate(u)
 	}
-	dp, err := kernel.Open(node.fd, nft.Config{})
+	dp, err := kernel.Open(node.fd, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

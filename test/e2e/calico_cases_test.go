@@ -553,6 +553,42 @@ spec:
 			})},
 		},
 		{
+			Name: "a policy's serviceAccountSelector",
+			// The GlobalNetworkPolicy applies to the pods running as a service account labelled
+			// role=trusted (the c pods, sa-c): they take ingress from the a pods only. The
+			// NetworkPolicy's selector picks x/a and x/b, its serviceAccountSelector only those
+			// running as sa-b: x/b takes nothing, x/a is not under it.
+			Manifests: `
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata:
+  name: trusted-from-a
+spec:
+  serviceAccountSelector: role == 'trusted'
+  types: [Ingress]
+  ingress:
+  - action: Allow
+    source:
+      selector: pod == 'a'
+---
+apiVersion: projectcalico.org/v3
+kind: NetworkPolicy
+metadata:
+  name: sa-b-isolated
+  namespace: x
+spec:
+  selector: pod in {'a', 'b'}
+  serviceAccountSelector: projectcalico.org/name == 'sa-b'
+  types: [Ingress]
+`,
+			Matrices: []calicoMatrix{tcp(80, func(r *Reachability) {
+				for _, c := range fromPodsNamed("c") {
+					onlyFrom(r, c, fromPodsNamed("a")...)
+				}
+				r.ExpectAllIngress("x/b", false)
+			})},
+		},
+		{
 			Name: "named ports",
 			// x/b takes TCP on its port named serve-81-tcp only.
 			Manifests: `
