@@ -189,13 +189,14 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 	}
 	pol.Selector = sel
 	// A GlobalNetworkPolicy without a namespace selector selects host endpoints too; it polices
-	// the node's own traffic through them, not the traffic it forwards.
-	pol.Hosts = namespace == "" && spec.NamespaceSelector == ""
+	// the node's own traffic through them, not the traffic it forwards. A host endpoint has no
+	// service account, so a service-account selector (even all()) leaves them out.
+	pol.Hosts = namespace == "" && spec.NamespaceSelector == "" && spec.ServiceAccountSelector == ""
 	if spec.ApplyOnForward && pol.Hosts {
 		c.ignored = append(c.ignored, "spec.applyOnForward: traffic forwarded through host endpoints is not policed")
 	}
 	if strings.TrimSpace(spec.NamespaceSelector) == "global()" {
-		return model.Policy{}, nil, errors.New("spec.namespaceSelector: global() selects host endpoints only, which nftpolicy does not have")
+		return model.Policy{}, nil, errors.New("spec.namespaceSelector: global() at policy level (host endpoints and network sets only) is not supported")
 	}
 	if pol.NamespaceSelector, err = calicoSelector(spec.NamespaceSelector); err != nil {
 		return model.Policy{}, nil, fmt.Errorf("spec.namespaceSelector: %w", err)

@@ -100,6 +100,7 @@ func TestConvertCalicoPolicy(t *testing.T) {
 			gnpHead + "spec: {selector: \"app == 'a'\", namespaceSelector: \"team == 'x'\", serviceAccountSelector: \"role == 'trusted'\"}",
 			gnpModel(func(p *model.Policy) {
 				p.Selector, p.NamespaceSelector, p.ServiceAccountSelector = sel("app == 'a'"), sel("team == 'x'"), sel("role == 'trusted'")
+				p.Hosts = false // a host endpoint has no service account
 			}), 0},
 		{"serviceAccountSelector of a NetworkPolicy, by the account's name; the selector unset: all()",
 			npHead + "spec: {serviceAccountSelector: \"projectcalico.org/name in {'sa-a', 'sa-b'}\"}",
@@ -108,7 +109,10 @@ func TestConvertCalicoPolicy(t *testing.T) {
 			}), 0},
 		{"serviceAccountSelector: all() is no restriction beyond the selector's",
 			gnpHead + "spec: {serviceAccountSelector: all()}",
-			gnpModel(func(p *model.Policy) { p.ServiceAccountSelector = "all()" }), 0},
+			gnpModel(func(p *model.Policy) {
+				p.ServiceAccountSelector = "all()"
+				p.Hosts = false // any serviceAccountSelector selects endpoints with an account
+			}), 0},
 		{"Calico's built-in tiers by the model's names",
 			gnpHead + "spec: {tier: kube-admin, order: 1}", gnpModel(func(p *model.Policy) { p.Tier, p.Order = model.TierAdmin, 1 }), 0},
 		{"a user tier named like a model built-in",
