@@ -176,7 +176,7 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 		Order: calicoOrder(spec.Order), Namespace: namespace}
 	switch {
 	case spec.DoNotTrack, spec.PreDNAT:
-		return model.Policy{}, nil, errors.New("spec: a doNotTrack or preDNAT policy applies to host endpoints only, which nftpolicy does not have")
+		return model.Policy{}, nil, errors.New("spec: doNotTrack and preDNAT policies (stateless and pre-DNAT policy of host endpoints) are not supported")
 	case namespace != "" && (spec.NamespaceSelector != "" || spec.ApplyOnForward):
 		return model.Policy{}, nil, errors.New("spec: namespaceSelector and applyOnForward are fields of GlobalNetworkPolicy only")
 	}
