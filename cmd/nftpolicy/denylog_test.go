@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -55,7 +52,10 @@ func TestAgentLogsDenied(t *testing.T) {
 		for prev := -1; len(got) != prev || float64(len(got)) != metric("nftpolicy_denied_logged_total"); {
 			prev = len(got)
 			time.Sleep(500 * time.Millisecond)
-			got = deniedLines(t, agent.LogPath)
+			var err error
+			if got, err = agent.LogLines("packet denied"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return got
 	}
@@ -86,7 +86,7 @@ func TestAgentLogsDenied(t *testing.T) {
 		if round == 10 {
 			t.Fatalf("%v denied packets counted after 10 rounds of sending", metric(denied)-before)
 		}
-		if err := netns.Do(client.NetNS, func() error { return sendUDP(netip.AddrPortFrom(server.IP(false), 9), flood) }); err != nil {
+		if err := netns.Do(client.NetNS, func() error { return netns.SendUDP(netip.AddrPortFrom(server.IP(false), 9), flood) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,37 +106,4 @@ func TestAgentLogsDenied(t *testing.T) {
 	if v, n := metric(tierDefault), metric(denied); v != n || v < flood {
 		t.Errorf("%s = %v, want the deny chain's %v (≥ %d)", tierDefault, v, n, flood)
 	}
-}
-
-// sendUDP sends n datagrams to dst from the calling thread's namespace.
-func sendUDP(dst netip.AddrPort, n int) error {
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	for range n {
-		if _, err := conn.Write([]byte("flood")); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// deniedLines are the agent's JSON log lines about denied packets.
-func deniedLines(t *testing.T, path string) []map[string]any {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "packet denied" {
-			out = append(out, m)
-		}
-	}
-	return out
 }

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +144,9 @@ func TestCalicoLogRule(t *testing.T) {
 		for prev := -1; len(got) != prev; {
 			prev = len(got)
 			time.Sleep(500 * time.Millisecond)
-			got = agentLines(t, agent.LogPath, "packet logged")
+			if got, err = agent.LogLines("packet logged"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return got
 	}
@@ -189,7 +188,7 @@ func TestCalicoLogRule(t *testing.T) {
 
 	// the flood: each datagram meets the Log rule and is dropped by the tier's default
 	const flood = 100000
-	if err := netns.Do(client.NetNS, func() error { return sendDatagrams(netip.AddrPortFrom(server.IP(false), 9), flood) }); err != nil {
+	if err := netns.Do(client.NetNS, func() error { return netns.SendUDP(netip.AddrPortFrom(server.IP(false), 9), flood) }); err != nil {
 		t.Fatal(err)
 	}
 	got = logged()
@@ -218,39 +217,4 @@ func TestCalicoLogRule(t *testing.T) {
 	if udp == 0 {
 		t.Error("no packet logged line for the UDP flood")
 	}
-}
-
-// sendDatagrams sends n UDP datagrams to dst from the calling thread's namespace.
-func sendDatagrams(dst netip.AddrPort, n int) error {
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	for range n {
-		if _, err := conn.Write([]byte("flood")); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// agentLines are the agent's JSON log lines of message msg.
-func agentLines(t *testing.T, path, msg string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
 }

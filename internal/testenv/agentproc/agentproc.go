@@ -1,8 +1,10 @@
 package agentproc
 
 import (
+	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -243,4 +245,27 @@ func (p *Process) Tail(n int) string {
 		return string(b)
 	}
 	return "…" + string(b[len(b)-n:])
+}
+
+// LogLines are the agent's JSON log lines whose message is msg, each decoded into a map; lines
+// that are not JSON are skipped.
+func (p *Process) LogLines(msg string) ([]map[string]any, error) {
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return nil, fmt.Errorf("agent log: %w", err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("agent log %s: %w", p.LogPath, err)
+	}
+	return out, nil
 }

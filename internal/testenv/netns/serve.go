@@ -453,3 +453,19 @@ func (c *Cluster) ProbeMatrix(ctx context.Context, pods []*Pod, proto Protocol, 
 	}
 	return out, nil
 }
+
+// SendUDP sends n datagrams to dst from the calling thread's network namespace (run it inside
+// Do), without waiting for an answer.
+func SendUDP(dst netip.AddrPort, n int) error {
+	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst))
+	if err != nil {
+		return fmt.Errorf("send UDP to %s: %w", dst, err)
+	}
+	defer conn.Close()
+	for range n {
+		if _, err := conn.Write([]byte("flood")); err != nil {
+			return fmt.Errorf("send UDP to %s: %w", dst, err)
+		}
+	}
+	return nil
+}
