@@ -37,6 +37,20 @@
 // the cost of one answer is O(records × labels) for matching, plus O(PerName + PerClient) per
 // eviction. The Cache is not safe for concurrent use: one goroutine owns it.
 //
+// Observation and the hold (hold.go, observe.go): the node's forward path logs DNS answers (UDP
+// from port 53) to an NFLOG group read whole (AnswerCopyRange); the Observer parses each, feeds
+// the Cache and writes its Changes (SetWriter: one batch per answer) before the answer reaches
+// the pod. There is no queue statement in this kernel, so the answer is held by dropping it
+// after the copy: while HoldSet holds its heartbeat element, an answer of at most HoldMaxLength
+// bytes is logged and dropped, and the Observer sends the copy on (Injector: a raw socket, the
+// UDP checksum computed afresh) once the elements are committed, or the write failed, or the
+// packet was no answer. The first connection after an answer therefore finds its address in
+// the set. Heartbeat refreshes the element every HeartbeatPeriod with HeartbeatTimeout, skips
+// while the Observer is stalled, and removes it when it stops: an agent that stops, dies or
+// hangs leaves answers held for at most HeartbeatTimeout (the pod's resolver retries), after
+// which they pass unheld and unseen — DNS never depends on the agent. A longer answer is
+// copied and passes at once, racing its commit. The packet mark is neither read nor written.
+//
 // A pattern learns only the answers observed while it exists: a pattern added by a new policy
 // starts empty and fills as pods resolve again.
 package fqdn

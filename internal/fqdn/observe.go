@@ -10,10 +10,10 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/nflog"
 )
 
-// AnswerCopyRange is the copy range the NFLOG group of DNS answers needs (nflog.OpenRange): an
-// IPv6 and a UDP header and a 4,096-byte DNS message (EDNS0's common buffer size). A longer
-// answer is cut, fails to parse and is counted as Malformed.
-const AnswerCopyRange = 40 + 8 + 4096
+// AnswerCopyRange is the copy range of the NFLOG group of DNS answers (nflog.OpenRange): every
+// UDP datagram whole, so that a held answer can be sent on as it came. The kernel copies what
+// a packet has, not the range.
+const AnswerCopyRange = 0xffff
 
 // Writer writes the Cache's changes to the kernel (SetWriter).
 type Writer interface {
@@ -23,8 +23,9 @@ type Writer interface {
 // Stats counts what an Observer has seen.
 type Stats struct {
 	// Answers were parsed and given to the Cache; Ignored were not A or AAAA answers;
-	// Malformed did not parse; WriteErrors failed to reach the kernel.
-	Answers, Ignored, Malformed, WriteErrors uint64
+	// Malformed did not parse; WriteErrors failed to reach the kernel; ReleaseErrors were held
+	// packets that could not be sent on.
+	Answers, Ignored, Malformed, WriteErrors, ReleaseErrors uint64
 }
 
 // Observer feeds the DNS answers the kernel logs (to the group of an nflog.Reader) to a Cache
@@ -34,16 +35,35 @@ type Observer struct {
 	Writer Writer
 	// Now is the clock, time.Now when nil.
 	Now func() time.Time
-	// Written, when not nil, is called after each answer's changes are committed, with the
-	// answer's client and the error of the write: the hook where a held answer is released.
-	Written                                  func(client netip.Addr, err error)
-	answers, ignored, malformed, writeErrors atomic.Uint64
+	// Release, when not nil, is given every held packet (one of at most HoldMaxLength bytes)
+	// whole once what its answer changes is committed — or failed, or it carried no answer: the
+	// hold rule dropped it after logging it, and Release sends it on (Injector.Inject).
+	Release                                                 func(raw []byte) error
+	answers, ignored, malformed, writeErrors, releaseErrors atomic.Uint64
+	// busySince is when the packet in hand arrived (UnixNano), 0 between packets.
+	busySince atomic.Int64
 }
 
 // Run reads the answers r receives until ctx ends (then it returns nil) or r fails. An answer
 // is the payload of a logged UDP packet; its destination is the client.
 func (o *Observer) Run(ctx context.Context, r *nflog.Reader) error {
-	return r.RunPayload(ctx, func(p nflog.Packet, payload []byte) { o.Observe(p.Dst, payload) })
+	return r.RunCopy(ctx, func(p nflog.Packet, c nflog.Copy) {
+		o.busySince.Store(time.Now().UnixNano())
+		defer o.busySince.Store(0)
+		o.Observe(p.Dst, c.UDPPayload)
+		if o.Release != nil && len(c.Raw) <= HoldMaxLength {
+			if err := o.Release(c.Raw); err != nil {
+				o.releaseErrors.Add(1)
+			}
+		}
+	})
+}
+
+// Stalled reports whether a packet has been in hand for longer than d: the Heartbeat stops then,
+// so that answers pass unheld rather than wait for an Observer that does not return.
+func (o *Observer) Stalled(d time.Duration) bool {
+	since := o.busySince.Load()
+	return since != 0 && time.Since(time.Unix(0, since)) > d
 }
 
 // Observe handles one DNS message sent to client.
@@ -62,16 +82,13 @@ func (o *Observer) Observe(client netip.Addr, msg []byte) {
 	if o.Now != nil {
 		now = o.Now
 	}
-	err = o.Writer.Write(o.Cache.Observe(client.Unmap(), a, now()))
-	if err != nil {
+	if err := o.Writer.Write(o.Cache.Observe(client.Unmap(), a, now())); err != nil {
 		o.writeErrors.Add(1)
-	}
-	if o.Written != nil {
-		o.Written(client, err)
 	}
 }
 
 // Stats returns the counts so far; any goroutine may call it.
 func (o *Observer) Stats() Stats {
-	return Stats{Answers: o.answers.Load(), Ignored: o.ignored.Load(), Malformed: o.malformed.Load(), WriteErrors: o.writeErrors.Load()}
+	return Stats{Answers: o.answers.Load(), Ignored: o.ignored.Load(), Malformed: o.malformed.Load(),
+		WriteErrors: o.writeErrors.Load(), ReleaseErrors: o.releaseErrors.Load()}
 }

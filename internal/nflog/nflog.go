@@ -127,13 +127,20 @@ func (r *Reader) Lost() uint64 { return r.lost.Load() }
 // Run calls handle for every logged packet, in the order the kernel sent them, until ctx ends
 // (then it returns nil) or the socket fails.
 func (r *Reader) Run(ctx context.Context, handle func(Packet)) error {
-	return r.RunPayload(ctx, func(p Packet, _ []byte) { handle(p) })
+	return r.RunCopy(ctx, func(p Packet, _ Copy) { handle(p) })
 }
 
-// RunPayload is Run with each UDP packet's payload: what follows its UDP header, as far as the
-// copy range reached (OpenRange); nil for other protocols. The payload shares the receive
-// buffer: it is valid during handle's call only.
-func (r *Reader) RunPayload(ctx context.Context, handle func(p Packet, udpPayload []byte)) error {
+// Copy is what the kernel copied of one packet, as far as the copy range reached (OpenRange). It
+// shares the receive buffer: valid during the handler's call only.
+type Copy struct {
+	// Raw is the packet from its network header.
+	Raw []byte
+	// UDPPayload is what follows the UDP header of a UDP packet; nil for other protocols.
+	UDPPayload []byte
+}
+
+// RunCopy is Run with what the kernel copied of each packet.
+func (r *Reader) RunCopy(ctx context.Context, handle func(Packet, Copy)) error {
 	stop := context.AfterFunc(ctx, func() { _ = r.conn.Close() })
 	defer stop()
 	for {
@@ -152,8 +159,8 @@ func (r *Reader) RunPayload(ctx context.Context, handle func(p Packet, udpPayloa
 			if m.Header.Type != netlink.HeaderType(subsysULOG<<8|msgPacket) || len(m.Data) < 4 {
 				continue
 			}
-			if p, payload, ok := decode(m.Data[4:]); ok {
-				handle(p, payload)
+			if p, c, ok := decode(m.Data[4:]); ok {
+				handle(p, c)
 			}
 		}
 	}
@@ -162,11 +169,11 @@ func (r *Reader) RunPayload(ctx context.Context, handle func(p Packet, udpPayloa
 // Close releases the socket (the kernel unbinds the group with it).
 func (r *Reader) Close() error { return r.conn.Close() }
 
-// decode reads a packet message's attributes, and the payload of a UDP packet.
-func decode(b []byte) (Packet, []byte, bool) {
+// decode reads a packet message's attributes and the packet's copy.
+func decode(b []byte) (Packet, Copy, bool) {
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {
-		return Packet{}, nil, false
+		return Packet{}, Copy{}, false
 	}
 	var p Packet
 	var payload []byte
@@ -183,10 +190,10 @@ func decode(b []byte) (Packet, []byte, bool) {
 		}
 	}
 	if ad.Err() != nil {
-		return Packet{}, nil, false
+		return Packet{}, Copy{}, false
 	}
 	udp, ok := decodeIP(payload, &p)
-	return p, udp, ok
+	return p, Copy{Raw: payload, UDPPayload: udp}, ok
 }
 
 func trimNUL(b []byte) []byte {
