@@ -168,23 +168,25 @@ func (c *Cache) Observe(client netip.Addr, a Answer, now time.Time) []Change {
 				continue
 			}
 			if e == nil {
-				changes = c.makeRoom(changes, s, client, now)
+				changes = c.roomInSet(changes, s, now)
+				changes = c.roomForClient(changes, client)
 				e = &element{}
 				s.elems[r.Addr] = e
-			} else {
+			} else if e.client != client {
 				c.unown(e.client, elemKey{s, r.Addr})
+				changes = c.roomForClient(changes, client)
 			}
 			e.expires, e.client = expires, client
-			c.own(client, elemKey{s, r.Addr})
+			c.own(client, elemKey{s, r.Addr}) // a no-op for an element client owned already
 			changes = append(changes, Change{Pattern: s.pattern.String(), Addr: r.Addr, Timeout: timeout})
 		}
 	}
 	return changes
 }
 
-// makeRoom evicts from s, and from client's elements, the element that expires first while
-// either is at its bound, so that one more fits in both.
-func (c *Cache) makeRoom(changes []Change, s *nameSet, client netip.Addr, now time.Time) []Change {
+// roomInSet evicts from s, while it is full, the element that expires first (after dropping the
+// expired ones), so that one more fits.
+func (c *Cache) roomInSet(changes []Change, s *nameSet, now time.Time) []Change {
 	if len(s.elems) >= c.limits.PerName {
 		for addr, e := range s.elems {
 			if !e.expires.After(now) {
@@ -197,6 +199,12 @@ func (c *Cache) makeRoom(changes []Change, s *nameSet, client netip.Addr, now ti
 		changes = c.evict(changes, s, firstToExpire(s))
 		c.evictions.PerName++
 	}
+	return changes
+}
+
+// roomForClient evicts, while client holds its bound, the element of client's that expires
+// first, so that it may own one more (its expired ones Observe has dropped).
+func (c *Cache) roomForClient(changes []Change, client netip.Addr) []Change {
 	for len(c.clients[client]) >= c.limits.PerClient {
 		var first elemKey
 		var at time.Time

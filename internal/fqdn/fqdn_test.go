@@ -269,3 +269,53 @@ func TestFloodBounded(t *testing.T) {
 		t.Errorf("no eviction counted: %+v", ev)
 	}
 }
+
+// TestClientBoundOnTakeOver: a client that extends another's element takes it over within its
+// own bound.
+func TestClientBoundOnTakeOver(t *testing.T) {
+	l := limits
+	l.PerClient = 2
+	c := fqdn.NewCache(l)
+	c.SetPatterns(patterns(t, "*.example.com"))
+	ans := func(ttl uint32, addrs ...string) fqdn.Answer {
+		var rrs []rr
+		for _, a := range addrs {
+			rrs = append(rrs, rr{name: "h.example.com.", ttl: ttl, a: a})
+		}
+		return answer(t, message(t, "h.example.com.", dnsmessage.TypeA, dnsmessage.RCodeSuccess, rrs...))
+	}
+	c.Observe(podA, ans(100, "192.0.2.1", "192.0.2.2"), t0)
+	c.Observe(podB, ans(200, "192.0.2.3", "192.0.2.4"), t0)
+	// podA takes over 192.0.2.3 with a longer TTL: it must give up its element expiring first
+	got := c.Observe(podA, ans(300, "192.0.2.3"), t0)
+	want := []fqdn.Change{{Pattern: "*.example.com", Addr: netip.MustParseAddr("192.0.2.1"), Delete: true},
+		{Pattern: "*.example.com", Addr: netip.MustParseAddr("192.0.2.3"), Timeout: 310 * time.Second}}
+	if !slices.Equal(got, want) {
+		t.Errorf("take-over: %v, want %v", got, want)
+	}
+	if ev := c.Evictions(); ev.PerClient != 1 || c.Len() != 3 {
+		t.Errorf("evictions %+v, Len %d", ev, c.Len())
+	}
+}
+
+// FuzzParseAnswer: any message parses or fails without panic, and every record's owner is a
+// name of the chain.
+func FuzzParseAnswer(f *testing.F) {
+	f.Add(message(f, "www.example.com.", dnsmessage.TypeA, dnsmessage.RCodeSuccess,
+		rr{name: "www.example.com.", ttl: 300, cname: "edge.cdn.net."}, rr{name: "edge.cdn.net.", ttl: 20, a: "192.0.2.1"}))
+	f.Add(message(f, "x.example.com.", dnsmessage.TypeAAAA, dnsmessage.RCodeSuccess, rr{name: "x.example.com.", ttl: 1, a: "2001:db8::1"}))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		a, err := fqdn.ParseAnswer(msg)
+		if err != nil {
+			return
+		}
+		if len(a.Chain) == 0 || len(a.Chain) > fqdn.MaxChain+1 {
+			t.Fatalf("chain %v", a.Chain)
+		}
+		for _, r := range a.Records {
+			if r.Owner < 0 || r.Owner >= len(a.Chain) || !r.Addr.IsValid() {
+				t.Fatalf("record %+v of chain %v", r, a.Chain)
+			}
+		}
+	})
+}
