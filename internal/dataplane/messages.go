@@ -78,6 +78,10 @@ type Match struct {
 	// NotPorts and NotNamedPortSets exclude ports the same way.
 	NotPorts         []model.Port
 	NotNamedPortSets []SetID
+	// DomainName, when set, is a domainNames pattern (model.Peer.DomainNames): the address must
+	// also be one that DNS answers gave for it, held at run time in the pattern's timed kernel
+	// sets, not in any set the graph sends. Empty: no such restriction.
+	DomainName string
 }
 
 // Rule is a policy rule with its selectors replaced by set references.
@@ -179,7 +183,8 @@ func (m *Match) Equal(n *Match) bool {
 	return slicesEqual(m.Sets, n.Sets, eq) && slicesEqual(m.NotSets, n.NotSets, eq) &&
 		slicesEqual(m.Nets, n.Nets, eq) && slicesEqual(m.NotNets, n.NotNets, eq) &&
 		slicesEqual(m.Ports, n.Ports, eq) && slicesEqual(m.NamedPortSets, n.NamedPortSets, eq) &&
-		slicesEqual(m.NotPorts, n.NotPorts, eq) && slicesEqual(m.NotNamedPortSets, n.NotNamedPortSets, eq)
+		slicesEqual(m.NotPorts, n.NotPorts, eq) && slicesEqual(m.NotNamedPortSets, n.NotNamedPortSets, eq) &&
+		m.DomainName == n.DomainName
 }
 
 func icmpEqual(a, b *model.ICMPMatch) bool {

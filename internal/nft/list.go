@@ -97,9 +97,13 @@ tiers:
 
 // neverMatches reports rules that match no packet of the family: another IP version; ICMP
 // type or code with a protocol other than the family's ICMP protocol (or with that protocol
-// excluded).
+// excluded); a domainNames match, whose addresses only the kernel's timed sets hold, for the
+// shapes compiled here (a rule of it matches nothing in them).
 func neverMatches(r *dataplane.Rule, is4 bool) bool {
 	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 {
+		return true
+	}
+	if r.Src.DomainName != "" || r.Dst.DomainName != "" {
 		return true
 	}
 	if ip := icmpProtocol(is4); (r.ICMP != nil || r.NotICMP != nil) &&
