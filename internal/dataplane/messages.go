@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/netip"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -210,4 +212,17 @@ func slicesEqual[T any](a, b []T, equal func(*T, *T) bool) bool {
 		}
 	}
 	return true
+}
+
+// DomainSetName is the name of the kernel set that holds the addresses of one family that DNS
+// answers gave a domainNames pattern (Match.DomainName): "fqdn4_" or "fqdn6_" and 16 hex digits
+// of the pattern's SHA-256, stable across restarts. The dataplane declares it (`flags timeout`)
+// while a rule uses the pattern; the agent's DNS observer (internal/fqdn) writes its elements.
+func DomainSetName(pattern string, is4 bool) string {
+	sum := sha256.Sum256([]byte(pattern))
+	prefix := "fqdn6_"
+	if is4 {
+		prefix = "fqdn4_"
+	}
+	return prefix + hex.EncodeToString(sum[:8])
 }

@@ -4,8 +4,10 @@
 // each stays valid, within fixed bounds.
 //
 // Place in the data flow: beside the dataplane, on the agent's side, like internal/nflog. The
-// agent hands it the answers it observes and writes the Changes it returns into the kernel's
-// per-pattern sets; the package imports nothing of the module and touches no kernel.
+// agent runs its Observer on the answers the kernel logs; the Observer writes the Changes of
+// its Cache into the per-pattern sets that internal/nft declares (dataplane.DomainSetName, the
+// names both sides agree on), and the hold's own table (Hold). It imports internal/nflog and
+// internal/dataplane only.
 //
 // Patterns (Pattern) are those of network-policy-api v0.3.0's DomainName: an exact name
 // ("kubernetes.io" matches only itself), or "*." and a name, where '*' stands for one or more

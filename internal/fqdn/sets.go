@@ -1,24 +1,17 @@
 package fqdn
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/google/nftables"
+
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 )
 
 // SetName is the name of the kernel set that holds pattern's addresses of one family: "fqdn4_"
 // or "fqdn6_" and 16 hex digits of the pattern's SHA-256, stable across restarts. The set is
 // `type ipv4_addr` (ipv6_addr) with `flags timeout`.
-func SetName(pattern string, is6 bool) string {
-	sum := sha256.Sum256([]byte(pattern))
-	prefix := "fqdn4_"
-	if is6 {
-		prefix = "fqdn6_"
-	}
-	return prefix + hex.EncodeToString(sum[:8])
-}
+func SetName(pattern string, is6 bool) string { return dataplane.DomainSetName(pattern, !is6) }
 
 // SetWriter writes Changes into the per-pattern sets (SetName) of one inet table, which its owner
 // declares; it adds and deletes elements only.

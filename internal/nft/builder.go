@@ -342,11 +342,14 @@ func (b *Builder) recomputeOnce() {
 	}
 }
 
-// compileResult is a group's compiled form: a rule list (listed shape) or a decision.
+// compileResult is a group's compiled form: a rule list (listed shape), a union or a decision;
+// domain, for a union or a decision, the accepting rules of its domain-name rules in front of
+// it (domainRules; a listed group's are its first rules).
 type compileResult struct {
-	list  *ruleList
-	union *union
-	cp    *compiled
+	list   *ruleList
+	union  *union
+	cp     *compiled
+	domain []listRule
 }
 
 // precompile compiles the stale groups among names on all processors: a compile only reads the

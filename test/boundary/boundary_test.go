@@ -36,7 +36,7 @@ var mayImport = map[string][]string{
 	"internal/nflog": nil,
 	"internal/trace": nil,
 	// fqdn keeps the addresses DNS answers give the domainNames patterns, beside the dataplane
-	"internal/fqdn": {"internal/nflog"},
+	"internal/fqdn": {"internal/nflog", "internal/dataplane"},
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
 		"internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog"},
 	// explain runs the stages offline for one flow, on top of them as the agent does
