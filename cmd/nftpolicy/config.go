@@ -43,6 +43,9 @@ type runConfig struct {
 	CompileBudget int64
 	// DenyLog, with --log-denied: the NFLOG group and rate of the deny chains' logs.
 	DenyLog *nft.DenyLog
+	// DNSGroup, --dns-answers-group: the NFLOG group of the DNS answers that domainNames peers
+	// learn their addresses from (0: such peers match nothing).
+	DNSGroup uint16
 	// CountAllowed: count what each policy allows too (nft.Config.CountAllowed).
 	CountAllowed bool
 }
@@ -81,6 +84,7 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	logBurst := fs.Uint("log-denied-burst", uint(def.Burst), "denied packets logged at once above --log-denied-rate")
 	fs.BoolVar(&c.CountAllowed, "count-allowed", false, "count the packets each policy allows too, in nftpolicy_policy_packets_total (denied ones are always counted)")
 	logGroup := fs.Uint("log-denied-group", 100, "NFLOG group the deny chains log to, which the agent reads (no other process of the node may bind it)")
+	dnsGroup := fs.Uint("dns-answers-group", 0, "enforce ClusterNetworkPolicy domainNames peers: NFLOG group the DNS answers to the node's pods are copied to and held in while the agent commits their addresses (no other process of the node may bind it); 0: domainNames peers match nothing")
 	if err := parseFlags(fs, args, helpOut); err != nil {
 		return c, err
 	}
@@ -98,6 +102,10 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 		limit.Burst = uint32(*logBurst)
 		c.DenyLog = &nft.DenyLog{Group: uint16(*logGroup), Limit: limit}
 	}
+	if *dnsGroup > 1<<16-1 {
+		return c, usageErrorf("--dns-answers-group must be 0-65535")
+	}
+	c.DNSGroup = uint16(*dnsGroup)
 	if c.NodeName == "" {
 		return c, usageErrorf("the node name is required: set NODE_NAME or --node-name")
 	}

@@ -94,6 +94,7 @@ func runAgent(ctx context.Context, args []string, e env) error {
 		MetricsAddr: cfg.MetricsAddr, HealthAddr: cfg.HealthAddr, HealthSocket: cfg.HealthSocket, FailureThreshold: cfg.FailureThreshold,
 		CleanupOnExit: cfg.CleanupOnExit, LockFile: cfg.LockFile, Logger: log, FirstCommit: endStartup, WatchStaleAfter: cfg.WatchStaleAfter,
 		CRDRecheck: cfg.CRDRecheck, CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,
+		DNSGroup: cfg.DNSGroup,
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,7 +30,8 @@ type Stats struct {
 }
 
 // Observer feeds the DNS answers the kernel logs (to the group of an nflog.Reader) to a Cache
-// and writes what changes. One goroutine runs it; Cache and Writer are its own while it runs.
+// and writes what changes. One goroutine runs it; Cache and Writer are its own while it runs,
+// and other goroutines reach the Cache through SetPatterns, Entries and Evictions only.
 type Observer struct {
 	Cache  *Cache
 	Writer Writer
@@ -42,6 +44,36 @@ type Observer struct {
 	answers, ignored, malformed, writeErrors, releaseErrors atomic.Uint64
 	// busySince is when the packet in hand arrived (UnixNano), 0 between packets.
 	busySince atomic.Int64
+	// mu guards Cache: an answer's observation and write, against the other goroutines' calls.
+	mu sync.Mutex
+}
+
+// SetPatterns gives the Cache the patterns whose sets the table declares (Cache.SetPatterns).
+func (o *Observer) SetPatterns(patterns []Pattern) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Cache.SetPatterns(patterns)
+}
+
+// Entries is the Cache's addresses of pattern with their expiry (Cache.Entries), now.
+func (o *Observer) Entries(pattern string) []Entry {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.Cache.Entries(pattern, o.now())
+}
+
+// Evictions is what the Cache's bounds evicted so far.
+func (o *Observer) Evictions() Evictions {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.Cache.Evictions()
+}
+
+func (o *Observer) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 // Run reads the answers r receives until ctx ends (then it returns nil) or r fails. An answer
@@ -78,11 +110,9 @@ func (o *Observer) Observe(client netip.Addr, msg []byte) {
 		return
 	}
 	o.answers.Add(1)
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
-	if err := o.Writer.Write(o.Cache.Observe(client.Unmap(), a, now())); err != nil {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.Writer.Write(o.Cache.Observe(client.Unmap(), a, o.now())); err != nil {
 		o.writeErrors.Add(1)
 	}
 }

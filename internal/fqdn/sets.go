@@ -23,15 +23,11 @@ type SetWriter struct {
 // NewSetWriter connects to nftables in the network namespace netnsFD (< 0: the current one) for
 // the inet table named table.
 func NewSetWriter(netnsFD int, table string) (*SetWriter, error) {
-	var opts []nftables.ConnOption
-	if netnsFD >= 0 {
-		opts = append(opts, nftables.WithNetNSFd(netnsFD))
-	}
-	conn, err := nftables.New(opts...)
+	c, err := conn(netnsFD)
 	if err != nil {
-		return nil, fmt.Errorf("fqdn: connecting to nftables: %w", err)
+		return nil, err
 	}
-	return &SetWriter{conn: conn, table: &nftables.Table{Name: table, Family: nftables.TableFamilyINet}}, nil
+	return &SetWriter{conn: c, table: &nftables.Table{Name: table, Family: nftables.TableFamilyINet}}, nil
 }
 
 // Write sends changes in one batch, so the kernel applies all of them or none: an Add sets the

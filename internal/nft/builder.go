@@ -107,6 +107,8 @@ type Builder struct {
 	// counted is the snapshot Counted returned last (nil before the first)
 	counted *Counted
 	inSync  bool
+	// domains maps the name of each domain set ever declared to its pattern (DomainNames)
+	domains map[string]string
 }
 
 // NewBuilder returns a builder of an empty table: its fixed part (base chains, dispatch maps).

@@ -2,6 +2,7 @@ package nft
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -73,4 +74,17 @@ func domainSet(pattern string, is4 bool) (string, func() *ruleset.Set) {
 	return name, func() *ruleset.Set {
 		return &ruleset.Set{Name: name, Key: addrKey(is4), Timeout: true, Comment: ruleset.Comment("addresses DNS answered for " + pattern)}
 	}
+}
+
+// DomainNames lists, sorted, the patterns whose sets the table declares: those the agent's DNS
+// observer is to fill (it writes both families of each).
+func (b *Builder) DomainNames() []string {
+	var out []string
+	for name, pattern := range b.domains {
+		if s := b.table.Sets[name]; s != nil && s.Timeout {
+			out = append(out, pattern)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -87,6 +87,13 @@ func (b *Builder) acceptRule(g *group, lr *listRule, builders map[string]func() 
 	if lr.domain != "" {
 		name, build := domainSet(lr.domain, g.is4)
 		use(name, addr, false, build)
+		// the other family's set too: the agent writes both families of a pattern
+		other, buildOther := domainSet(lr.domain, !g.is4)
+		builders[other] = buildOther
+		if b.domains == nil {
+			b.domains = map[string]string{}
+		}
+		b.domains[name], b.domains[other] = lr.domain, lr.domain
 	}
 	if lr.hasNets {
 		name, build := netsSet(lr.nets, g.is4)

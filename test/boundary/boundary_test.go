@@ -38,7 +38,7 @@ var mayImport = map[string][]string{
 	// fqdn keeps the addresses DNS answers give the domainNames patterns, beside the dataplane
 	"internal/fqdn": {"internal/nflog", "internal/dataplane"},
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog"},
+		"internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog", "internal/fqdn"},
 	// explain runs the stages offline for one flow, on top of them as the agent does
 	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
