@@ -32,7 +32,8 @@ import (
 // holdTableSuffix names the hold's table after the policy table's.
 const holdTableSuffix = "_dns"
 
-// domainNames is the running observer and the patterns it was last given.
+// domainNames is the running observer (nil: DNS answers are not observed) and the patterns it
+// was last given.
 type domainNames struct {
 	observer *fqdn.Observer
 	patterns []string
@@ -107,6 +108,12 @@ func (d *domainNames) sync(patterns []string) {
 		return
 	}
 	d.patterns = patterns
+	if d.observer == nil {
+		if len(patterns) > 0 {
+			d.log.Warn("domainNames peers match nothing: DNS answers are not observed (--dns-answers-group is 0)", "patterns", patterns)
+		}
+		return
+	}
 	ps := make([]fqdn.Pattern, 0, len(patterns))
 	for _, s := range patterns {
 		p, err := fqdn.ParsePattern(s)

@@ -139,7 +139,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
-	var domains *domainNames
+	domains := &domainNames{log: log.With("stage", "fqdn")}
 	if cfg.DNSGroup != 0 {
 		if domains, err = startDomainNames(ctx, cfg, log, reg, errs); err != nil {
 			return err
