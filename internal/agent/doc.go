@@ -36,6 +36,10 @@
 // report is only logged: the first commit replaces the table. The periodic resync stays, for what
 // no report covers.
 //
+// Domain names (domainnames.go): with RunConfig.DNSGroup the agent observes the DNS answers to
+// its node's pods (internal/fqdn: the hold's own table, the Observer, Heartbeat and Injector)
+// and, after each apply, hands the Observer the patterns whose sets the table declares.
+//
 // One agent per table (lock.go): Run takes an exclusive flock on RunConfig.LockFile (per table,
 // LockPath) before the loop may write. While another agent holds it the loop stands by
 // (Config.Programming): it feeds the graph and has the Programmer build the table from what the
