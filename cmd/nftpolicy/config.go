@@ -44,6 +44,9 @@ type runConfig struct {
 	CompileBudget int64
 	// DenyLog, with --log-denied: the NFLOG group and rate of the deny chains' logs.
 	DenyLog *nft.DenyLog
+	// DNSGroup, --dns-answers-group: the NFLOG group of the DNS answers that domainNames peers
+	// learn their addresses from (0: such peers match nothing).
+	DNSGroup uint16
 	// CountAllowed: count what each policy allows too (nft.Config.CountAllowed).
 	CountAllowed bool
 	// FailsafeIn and FailsafeOut: the ports no host endpoint's policy blocks.
@@ -90,6 +93,7 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	failsafeIn := fs.String("failsafe-inbound-host-ports", nft.DefaultFailsafeIn, "protocol:port pairs to this node that no host endpoint's policy blocks (Felix's form: tcp:22,udp:68; none for no port)")
 	failsafeOut := fs.String("failsafe-outbound-host-ports", nft.DefaultFailsafeOut, "protocol:port pairs from this node that no host endpoint's policy blocks (Felix's form; none for no port)")
 	fs.BoolVar(&c.AutoHostEndpoints, "auto-host-endpoints", false, "make every Node a host endpoint of all its interfaces, with its labels and Calico's projectcalico-default-allow profile (blocks nothing until a GlobalNetworkPolicy selects it); nothing is written to the API")
+	dnsGroup := fs.Uint("dns-answers-group", 0, "enforce ClusterNetworkPolicy domainNames peers: NFLOG group the DNS answers to the node's pods are copied to and held in while the agent commits their addresses (no other process of the node may bind it); 0: domainNames peers match nothing")
 	if err := parseFlags(fs, args, helpOut); err != nil {
 		return c, err
 	}
@@ -114,6 +118,10 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 		limit.Burst = uint32(*logBurst)
 		c.DenyLog = &nft.DenyLog{Group: uint16(*logGroup), Limit: limit}
 	}
+	if *dnsGroup > 1<<16-1 {
+		return c, usageErrorf("--dns-answers-group must be 0-65535")
+	}
+	c.DNSGroup = uint16(*dnsGroup)
 	if c.NodeName == "" {
 		return c, usageErrorf("the node name is required: set NODE_NAME or --node-name")
 	}

@@ -96,6 +96,7 @@ func runAgent(ctx context.Context, args []string, e env) error {
 		CRDRecheck: cfg.CRDRecheck, CompileBudget: cfg.CompileBudget, DenyLog: cfg.DenyLog, CountAllowed: cfg.CountAllowed,
 		Host:              nft.HostConfig{FailsafeIn: cfg.FailsafeIn, FailsafeOut: cfg.FailsafeOut, APIServers: apiServers(ctx, rc.Host, log)},
 		AutoHostEndpoints: cfg.AutoHostEndpoints,
+		DNSGroup:          cfg.DNSGroup,
 	})
 }
 

@@ -42,6 +42,10 @@
 // ports it reads them, exports nftpolicy_bridge_netfilter{family} and logs an error for one that
 // is off. RunConfig.Bridges (--bridge) restricts the bridges the monitor looks behind.
 //
+// Domain names (domainnames.go): with RunConfig.DNSGroup the agent observes the DNS answers to
+// its node's pods (internal/fqdn: the hold's own table, the Observer, Heartbeat and Injector)
+// and, after each apply, hands the Observer the patterns whose sets the table declares.
+//
 // One agent per table (lock.go): Run takes an exclusive flock on RunConfig.LockFile (per table,
 // LockPath) before the loop may write. While another agent holds it the loop stands by
 // (Config.Programming): it feeds the graph and has the Programmer build the table from what the

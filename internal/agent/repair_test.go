@@ -112,7 +112,7 @@ func TestRepairOfChangesByOthers(t *testing.T) {
 	testenv.Go(t, "table monitor", mon.Run)
 	testenv.Go(t, "loop", func(ctx context.Context) error {
 		return Loop(ctx, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: m, TableChanges: changes},
-			updates, graph.New(graph.Config{NodeName: "a"}), nftAdapter{dp})
+			updates, graph.New(graph.Config{NodeName: "a"}), nftAdapter{Applier: dp})
 	})
 
 	endpoint := func(p *netns.Pod, labels map[string]string) model.Update {

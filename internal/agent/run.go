@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/fqdn"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/ifmon"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -94,6 +96,13 @@ type RunConfig struct {
 	// AutoHostEndpoints makes each Node a "*" host endpoint with its labels and Calico's
 	// default-allow profile (sync.Config.AutoHostEndpoints).
 	AutoHostEndpoints bool
+	// DNSGroup, when not 0, enforces domainNames peers: the NFLOG group the DNS answers to the
+	// node's pods are copied to, which the agent reads (domainnames.go). 0: such peers match
+	// nothing.
+	DNSGroup uint16
+	// DNSLimits bound the addresses learnt from DNS answers and set their timeouts; nil:
+	// fqdn.DefaultLimits.
+	DNSLimits *fqdn.Limits
 }
 
 // Run runs the agent until ctx is done: sync → graph → nft, with ifmon beside. On return the
@@ -142,6 +151,12 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
+	domains := &domainNames{log: log.With("stage", "fqdn")}
+	if cfg.DNSGroup != 0 {
+		if domains, err = startDomainNames(ctx, cfg, log, reg, errs); err != nil {
+			return err
+		}
+	}
 	lock, programming, err := lockTable(ctx, cfg.LockFile, dp.Table().Name, log, metrics)
 	if err != nil {
 		return err
@@ -158,7 +173,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
 			FirstCommit: cfg.FirstCommit, Sources: 2, // the API watcher and the interface monitor
 			TableChanges: tableChanges, Programming: programming},
-			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp})
+			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp, domains})
 	}()
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
 	select {
@@ -341,8 +356,20 @@ func awaitLoop(loopErr <-chan error, cleanup bool, log *slog.Logger) (running bo
 // is running: the agent exits well within a second of SIGTERM.
 const shutdownGrace = 100 * time.Millisecond
 
-// nftAdapter gives the kernel applier the loop's Programmer interface.
-type nftAdapter struct{ *kernel.Applier }
+// nftAdapter gives the kernel applier the loop's Programmer interface; after each apply it
+// gives the DNS observer (nil: none) the patterns the table declares sets for.
+type nftAdapter struct {
+	*kernel.Applier
+	domains *domainNames
+}
+
+func (a nftAdapter) Apply(msgs []dataplane.Message) error {
+	err := a.Applier.Apply(msgs)
+	if a.domains != nil {
+		a.domains.sync(a.Applier.Builder().DomainNames())
+	}
+	return err
+}
 
 func (a nftAdapter) Stats() TableStats {
 	s, tx := a.Applier.Stats()

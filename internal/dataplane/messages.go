@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/netip"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -78,6 +80,10 @@ type Match struct {
 	// NotPorts and NotNamedPortSets exclude ports the same way.
 	NotPorts         []model.Port
 	NotNamedPortSets []SetID
+	// DomainName, when set, is a domainNames pattern (model.Peer.DomainNames): the address must
+	// also be one that DNS answers gave for it, held at run time in the pattern's timed kernel
+	// sets, not in any set the graph sends. Empty: no such restriction.
+	DomainName string
 }
 
 // Rule is a policy rule with its selectors replaced by set references.
@@ -184,7 +190,8 @@ func (m *Match) Equal(n *Match) bool {
 	return slicesEqual(m.Sets, n.Sets, eq) && slicesEqual(m.NotSets, n.NotSets, eq) &&
 		slicesEqual(m.Nets, n.Nets, eq) && slicesEqual(m.NotNets, n.NotNets, eq) &&
 		slicesEqual(m.Ports, n.Ports, eq) && slicesEqual(m.NamedPortSets, n.NamedPortSets, eq) &&
-		slicesEqual(m.NotPorts, n.NotPorts, eq) && slicesEqual(m.NotNamedPortSets, n.NotNamedPortSets, eq)
+		slicesEqual(m.NotPorts, n.NotPorts, eq) && slicesEqual(m.NotNamedPortSets, n.NotNamedPortSets, eq) &&
+		m.DomainName == n.DomainName
 }
 
 func icmpEqual(a, b *model.ICMPMatch) bool {
@@ -210,4 +217,17 @@ func slicesEqual[T any](a, b []T, equal func(*T, *T) bool) bool {
 		}
 	}
 	return true
+}
+
+// DomainSetName is the name of the kernel set that holds the addresses of one family that DNS
+// answers gave a domainNames pattern (Match.DomainName): "fqdn4_" or "fqdn6_" and 16 hex digits
+// of the pattern's SHA-256, stable across restarts. The dataplane declares it (`flags timeout`)
+// while a rule uses the pattern; the agent's DNS observer (internal/fqdn) writes its elements.
+func DomainSetName(pattern string, is4 bool) string {
+	sum := sha256.Sum256([]byte(pattern))
+	prefix := "fqdn6_"
+	if is4 {
+		prefix = "fqdn4_"
+	}
+	return prefix + hex.EncodeToString(sum[:8])
 }

@@ -408,6 +408,9 @@ func describePeer(p model.Peer, namespace string) string {
 	if len(p.NotNets) > 0 {
 		parts = append(parts, "except "+joinPrefixes(p.NotNets))
 	}
+	if len(p.DomainNames) > 0 {
+		parts = append(parts, "the addresses DNS answered for "+strings.Join(p.DomainNames, ", "))
+	}
 	if len(parts) == 0 {
 		return "any peer"
 	}

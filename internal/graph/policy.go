@@ -572,12 +572,30 @@ func (c *ruleCompiler) rule(out []dataplane.Rule, dir model.Direction, pr *prepa
 	}
 	srcs, ns := c.side(&r.Source, &pr.src, &srcPlan, dir == model.Egress, r)
 	dsts, nd := c.side(&r.Destination, &pr.dst, &dstPlan, dir == model.Ingress, r)
-	for _, src := range srcs[:ns] {
-		for _, dst := range dsts[:nd] {
+	for _, src := range byDomainName(srcs[:ns], r.Source.DomainNames) {
+		for _, dst := range byDomainName(dsts[:nd], r.Destination.DomainNames) {
 			alt := cr
 			alt.ICMP, alt.NotICMP = copyICMP(r.ICMP), copyICMP(r.NotICMP)
 			alt.Src, alt.Dst = src, dst
 			out = append(out, alt)
+		}
+	}
+	return out
+}
+
+// byDomainName is a side's alternatives for a peer's domainNames patterns: each alternative once
+// per pattern (sorted, without repeats), restricted to it, so that the side matches an address
+// of any pattern; alts as they are when there is none.
+func byDomainName(alts []dataplane.Match, patterns []string) []dataplane.Match {
+	if len(patterns) == 0 {
+		return alts
+	}
+	patterns = slices.Compact(slices.Sorted(slices.Values(patterns)))
+	out := make([]dataplane.Match, 0, len(alts)*len(patterns))
+	for _, a := range alts {
+		for _, p := range patterns {
+			a.DomainName = p
+			out = append(out, a)
 		}
 	}
 	return out

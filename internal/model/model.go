@@ -249,6 +249,11 @@ type Peer struct {
 	// Global says that the peer's namespace selector is Calico's global(): Selector picks
 	// cluster-scoped objects only (GlobalNetworkSets), no endpoint and no namespaced network set.
 	Global bool
+	// DomainNames restricts the peer to the addresses that DNS answers to the node's pods gave
+	// for one of these patterns (internal/fqdn's Pattern: an exact name or "*." and a name,
+	// lower case, no trailing dot). A peer with DomainNames matches only such addresses, never
+	// any address; the addresses are learnt at run time, not known to the compile.
+	DomainNames []string
 }
 
 // HasEndpointMatch reports whether the peer restricts by endpoint identity (any selector).

@@ -46,8 +46,8 @@ const (
 	readBufferBytes = 4 << 20
 )
 
-// CopyRange is how many bytes of each packet the kernel copies: an IPv6 header and the first
-// bytes of the transport header hold the addresses, protocol and ports.
+// CopyRange is how many bytes of each packet Open has the kernel copy: an IPv6 header and the
+// first bytes of the transport header hold the addresses, protocol and ports.
 const CopyRange = 128
 
 // Packet is one logged packet.
@@ -70,8 +70,12 @@ type Reader struct {
 	lost  atomic.Uint64
 }
 
-// Open binds NFLOG group in the network namespace netnsFD (< 0: the current one).
-func Open(netnsFD int, group uint16) (*Reader, error) {
+// Open binds NFLOG group in the network namespace netnsFD (< 0: the current one), each packet
+// copied up to CopyRange bytes.
+func Open(netnsFD int, group uint16) (*Reader, error) { return OpenRange(netnsFD, group, CopyRange) }
+
+// OpenRange is Open with each packet copied up to copyRange bytes.
+func OpenRange(netnsFD int, group uint16, copyRange uint32) (*Reader, error) {
 	cfg := &netlink.Config{}
 	if netnsFD >= 0 {
 		cfg.NetNS = netnsFD
@@ -86,7 +90,7 @@ func Open(netnsFD int, group uint16) (*Reader, error) {
 		return nil, fmt.Errorf("nflog: read buffer: %w", err)
 	}
 	mode := make([]byte, 6)
-	binary.BigEndian.PutUint32(mode, CopyRange)
+	binary.BigEndian.PutUint32(mode, copyRange)
 	mode[4] = copyPacket
 	for _, attrs := range [][]netlink.Attribute{
 		{{Type: attrCfgCmd, Data: []byte{cmdBind}}},
@@ -123,6 +127,20 @@ func (r *Reader) Lost() uint64 { return r.lost.Load() }
 // Run calls handle for every logged packet, in the order the kernel sent them, until ctx ends
 // (then it returns nil) or the socket fails.
 func (r *Reader) Run(ctx context.Context, handle func(Packet)) error {
+	return r.RunCopy(ctx, func(p Packet, _ Copy) { handle(p) })
+}
+
+// Copy is what the kernel copied of one packet, as far as the copy range reached (OpenRange). It
+// shares the receive buffer: valid during the handler's call only.
+type Copy struct {
+	// Raw is the packet from its network header.
+	Raw []byte
+	// UDPPayload is what follows the UDP header of a UDP packet; nil for other protocols.
+	UDPPayload []byte
+}
+
+// RunCopy is Run with what the kernel copied of each packet.
+func (r *Reader) RunCopy(ctx context.Context, handle func(Packet, Copy)) error {
 	stop := context.AfterFunc(ctx, func() { _ = r.conn.Close() })
 	defer stop()
 	for {
@@ -141,8 +159,8 @@ func (r *Reader) Run(ctx context.Context, handle func(Packet)) error {
 			if m.Header.Type != netlink.HeaderType(subsysULOG<<8|msgPacket) || len(m.Data) < 4 {
 				continue
 			}
-			if p, ok := decode(m.Data[4:]); ok {
-				handle(p)
+			if p, c, ok := decode(m.Data[4:]); ok {
+				handle(p, c)
 			}
 		}
 	}
@@ -151,11 +169,11 @@ func (r *Reader) Run(ctx context.Context, handle func(Packet)) error {
 // Close releases the socket (the kernel unbinds the group with it).
 func (r *Reader) Close() error { return r.conn.Close() }
 
-// decode reads a packet message's attributes.
-func decode(b []byte) (Packet, bool) {
+// decode reads a packet message's attributes and the packet's copy.
+func decode(b []byte) (Packet, Copy, bool) {
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {
-		return Packet{}, false
+		return Packet{}, Copy{}, false
 	}
 	var p Packet
 	var payload []byte
@@ -171,10 +189,11 @@ func decode(b []byte) (Packet, bool) {
 			p.OutIfindex = binary.BigEndian.Uint32(ad.Bytes())
 		}
 	}
-	if ad.Err() != nil || !decodeIP(payload, &p) {
-		return Packet{}, false
+	if ad.Err() != nil {
+		return Packet{}, Copy{}, false
 	}
-	return p, true
+	udp, ok := decodeIP(payload, &p)
+	return p, Copy{Raw: payload, UDPPayload: udp}, ok
 }
 
 func trimNUL(b []byte) []byte {
@@ -184,17 +203,18 @@ func trimNUL(b []byte) []byte {
 	return b
 }
 
-// decodeIP reads addresses, protocol and ports from a packet starting at its network header.
-func decodeIP(b []byte, p *Packet) bool {
+// decodeIP reads addresses, protocol and ports from a packet starting at its network header,
+// and returns a UDP packet's payload.
+func decodeIP(b []byte, p *Packet) (udpPayload []byte, ok bool) {
 	if len(b) < 1 {
-		return false
+		return nil, false
 	}
 	var l4 []byte
 	switch b[0] >> 4 {
 	case 4:
 		ihl := int(b[0]&0x0f) * 4
 		if len(b) < 20 || ihl < 20 {
-			return false
+			return nil, false
 		}
 		p.Proto = b[9]
 		p.Src, p.Dst = netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
@@ -203,19 +223,22 @@ func decodeIP(b []byte, p *Packet) bool {
 		}
 	case 6:
 		if len(b) < 40 {
-			return false
+			return nil, false
 		}
 		p.Proto = b[6]
 		p.Src, p.Dst = netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40]))
 		l4 = b[40:]
 	default:
-		return false
+		return nil, false
 	}
 	switch p.Proto {
 	case unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_SCTP:
 		if len(l4) >= 4 {
 			p.Sport, p.Dport = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
 		}
+		if p.Proto == unix.IPPROTO_UDP && len(l4) >= 8 {
+			udpPayload = l4[8:]
+		}
 	}
-	return true
+	return udpPayload, true
 }

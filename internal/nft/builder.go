@@ -111,6 +111,8 @@ type Builder struct {
 	// counted is the snapshot Counted returned last (nil before the first)
 	counted *Counted
 	inSync  bool
+	// domains maps the name of each domain set ever declared to its pattern (DomainNames)
+	domains map[string]string
 }
 
 // NewBuilder returns a builder of an empty table: its fixed part (base chains, dispatch maps).
@@ -349,11 +351,14 @@ func (b *Builder) recomputeOnce() {
 	}
 }
 
-// compileResult is a group's compiled form: a rule list (listed shape) or a decision.
+// compileResult is a group's compiled form: a rule list (listed shape), a union or a decision;
+// domain, for a union or a decision, the accepting rules of its domain-name rules in front of
+// it (domainRules; a listed group's are its first rules).
 type compileResult struct {
-	list  *ruleList
-	union *union
-	cp    *compiled
+	list   *ruleList
+	union  *union
+	cp     *compiled
+	domain []listRule
 }
 
 // precompile compiles the stale groups among names on all processors: a compile only reads the

@@ -86,6 +86,19 @@ func TestCompileSemantics(t *testing.T) {
 			},
 		},
 		{
+			// its addresses are the kernel's timed sets', learnt at run time: the compile
+			// knows none, and the peer must never stand for every address
+			name: "a peer of domain names alone matches no address in the compiled shapes",
+			policies: []dataplane.PolicyUpdated{pol("dns", "default", []dataplane.Rule{
+				{Action: model.ActionAllow, Src: dataplane.Match{DomainName: "kubernetes.io"}},
+				{Action: model.ActionAllow, Protocol: tcp, Src: dataplane.Match{DomainName: "*.example.com"}, Dst: dataplane.Match{Ports: port(80)}},
+			}, nil)},
+			tiers: []dataplane.TierPolicies{npTier("dns")},
+			probes: []probe{
+				{"10.0.1.1", tcp, 80, Deny}, {"93.184.215.14", tcp, 80, Deny}, {"8.8.8.8", udp, 53, Deny},
+			},
+		},
+		{
 			name: "ipBlock with except, overlapping CIDRs",
 			policies: []dataplane.PolicyUpdated{pol("cidr", "default", []dataplane.Rule{
 				{Action: model.ActionAllow, Src: dataplane.Match{Nets: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, NotNets: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}}},

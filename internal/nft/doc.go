@@ -39,6 +39,11 @@
 //     grants per peer, without a plan, into the same table as the plan's; kept per policy, and
 //     compiled again only in the policies that changed when its name's previous compile was a
 //     union.
+//   - domainRules (domain.go): a rule whose peer is a domainNames pattern matches nothing in the
+//     three shapes (its addresses are learnt at run time); its accepting lookup in the pattern's
+//     timed set heads the group's chain instead, where that is exact (every rule before it
+//     allows), and the pattern's sets (`fqdn4_`/`fqdn6_`, ruleset.Set.Timeout) are shared sets
+//     whose elements the agent writes.
 //   - Builder (builder.go): folds messages into the State, brings the table up to date on
 //     Apply (regroup the dirty endpoints, recompile the stale groups, again for the policies a
 //     compile rejected) and hands over the apply's changes. Its state is split by concern, each

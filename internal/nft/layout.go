@@ -181,11 +181,12 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 		b.putListGroup(g, pre.list)
 		return
 	case pre.union != nil:
-		b.putUnionGroup(g, pre.union)
+		b.putUnionGroup(g, pre.union, pre.domain)
 		return
 	}
 	cp := pre.cp
 	for cp.plan.over {
+		pre.domain = nil // a group with a policy rejected accepts no domain name early
 		detail := fmt.Sprintf("compiling the %s rules of %s for %d endpoints exceeds the compiler's budget of %d",
 			g.dir, g.describe(), len(g.members), b.state.compileBudget)
 		if !b.rejectCostliest(g, "too costly to compile", detail) {
@@ -217,11 +218,10 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 	}
 	use[dec.Classes[dec.Default].chain()]++
 	b.setClassUse(g, use, dec.Classes)
-	b.releaseShared(g, nil) // when the group was listed
+	chain := b.domainChain(g, pre.domain) // and the shared sets of the group when it was listed
 	g.listed = false
 
 	key, _ := peerKeys(g.dir, g.is4)
-	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	// the allow set and the peers map are kept while empty when sets are referenced: members
 	// may join any time
 	refs := len(cp.plan.refs) > 0
@@ -242,15 +242,17 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 // decision. It reads the State and writes nothing but the group's union.
 func (s *State) compileResult(g *group, union bool) *compileResult {
 	local := g.sample()
-	if rl, ok := s.compileList(g.dir, g.tiers, local, g.is4); ok {
+	domain := s.domainRules(g.dir, g.tiers, local, g.is4)
+	if rl, ok := s.compileList(g.dir, g.tiers, local, g.is4); ok && len(rl.rules)+len(domain) <= maxListRules {
+		rl.rules = append(domain, rl.rules...)
 		return &compileResult{list: rl}
 	}
 	if union {
 		if u, ok := s.compileUnion(g.dir, g.tiers, local, g.is4, g.facts, g.union); ok {
-			return &compileResult{union: u}
+			return &compileResult{union: u, domain: domain}
 		}
 	}
-	return &compileResult{cp: s.compile(g.dir, g.tiers, local, g.is4)}
+	return &compileResult{cp: s.compile(g.dir, g.tiers, local, g.is4), domain: domain}
 }
 
 // rejectCostliest rejects the policy of a group whose rules weigh the most (State.ruleCost; the

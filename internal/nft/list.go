@@ -33,6 +33,7 @@ type listRule struct {
 	proto         model.Protocol  // packet protocol (ProtocolAny: any)
 	ports         []portRange     // protocol . destination port in one of these (nil: any)
 	namedPorts    dataplane.SetID // egress: peer . protocol . port is a member ("": none)
+	domain        string          // peer address in the pattern's set (domainRules; "": none)
 	reason        string
 }
 
@@ -97,9 +98,13 @@ tiers:
 
 // neverMatches reports rules that match no packet of the family: another IP version; ICMP
 // type or code with a protocol other than the family's ICMP protocol (or with that protocol
-// excluded).
+// excluded); a domainNames match, whose addresses only the kernel's timed sets hold, for the
+// shapes compiled here (a rule of it matches nothing in them).
 func neverMatches(r *dataplane.Rule, is4 bool) bool {
 	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 {
+		return true
+	}
+	if r.Src.DomainName != "" || r.Dst.DomainName != "" {
 		return true
 	}
 	if ip := icmpProtocol(is4); (r.ICMP != nil || r.NotICMP != nil) &&
@@ -115,7 +120,7 @@ func hasSrcPorts(r *dataplane.Rule) bool {
 }
 
 func (lr *listRule) matchesAll() bool {
-	return len(lr.sets) == 0 && len(lr.notSets) == 0 && !lr.hasNets && lr.proto == model.ProtocolAny && lr.ports == nil && lr.namedPorts == ""
+	return len(lr.sets) == 0 && len(lr.notSets) == 0 && !lr.hasNets && lr.domain == "" && lr.proto == model.ProtocolAny && lr.ports == nil && lr.namedPorts == ""
 }
 
 // listRules turns one allow rule into list rules: one per alternative of its destination port
@@ -275,6 +280,9 @@ func (rl *ruleList) lookup(s *State, peer netip.Addr, proto model.Protocol, port
 }
 
 func (lr *listRule) matches(s *State, peer netip.Addr, proto model.Protocol, port uint16) bool {
+	if lr.domain != "" {
+		return false // the pattern's addresses are the agent's, none of the State's
+	}
 	for _, id := range lr.sets {
 		if !s.member(id, peer) {
 			return false

@@ -49,34 +49,10 @@ func namedPortSetKey(is4 bool) ruleset.Key {
 // outcome's class chain. It takes its references before releasing the previous compile's, so an
 // object both use is never dropped and re-added.
 func (b *Builder) putListGroup(g *group, rl *ruleList) {
-	addr, _ := peerKeys(g.dir, g.is4)
-	namedKey := namedPortSetKey(g.is4)
 	builders := map[string]func() *ruleset.Set{}
 	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	for _, lr := range rl.rules {
-		var ls []ruleset.Lookup
-		use := func(name string, key ruleset.Key, invert bool, build func() *ruleset.Set) {
-			builders[name] = build
-			ls = append(ls, ruleset.Lookup{Key: key, Set: name, Invert: invert})
-		}
-		for i, ids := range [][]dataplane.SetID{lr.sets, lr.notSets} {
-			for _, id := range ids {
-				use(selSetName(id, g.is4), addr, i == 1, func() *ruleset.Set { return b.selSet(id, g.is4) })
-			}
-		}
-		if lr.hasNets {
-			name, build := netsSet(lr.nets, g.is4)
-			use(name, addr, false, build)
-		}
-		if lr.ports != nil {
-			name, build := portsSet(lr.ports)
-			use(name, ruleset.KeyL4ProtoDport, false, build)
-		}
-		if id := lr.namedPorts; id != "" {
-			use(npSetName(id, g.is4), namedKey, false, func() *ruleset.Set { return b.namedPortSet(id, g.is4) })
-		}
-		chain.Rules = append(chain.Rules, ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Counter: b.opts.countAllowed,
-			Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: ruleset.Comment(lr.reason)})
+		chain.Rules = append(chain.Rules, b.acceptRule(g, &lr, builders))
 	}
 	final := &Class{Other: rl.final}
 	final.Key = classKey(final)
@@ -87,6 +63,56 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 	g.compiled, g.union = nil, nil
 	b.dropMapSets(g.name)
 	b.setClassUse(g, map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final})
+	b.useShared(g, builders)
+	g.listed = true
+	if old := b.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
+		b.putChain(chain)
+	}
+}
+
+// acceptRule is the accepting rule of one list rule of group g; the shared sets it looks up go
+// into builders, by name.
+func (b *Builder) acceptRule(g *group, lr *listRule, builders map[string]func() *ruleset.Set) ruleset.Rule {
+	addr, _ := peerKeys(g.dir, g.is4)
+	var ls []ruleset.Lookup
+	use := func(name string, key ruleset.Key, invert bool, build func() *ruleset.Set) {
+		builders[name] = build
+		ls = append(ls, ruleset.Lookup{Key: key, Set: name, Invert: invert})
+	}
+	for i, ids := range [][]dataplane.SetID{lr.sets, lr.notSets} {
+		for _, id := range ids {
+			use(selSetName(id, g.is4), addr, i == 1, func() *ruleset.Set { return b.selSet(id, g.is4) })
+		}
+	}
+	if lr.domain != "" {
+		name, build := domainSet(lr.domain, g.is4)
+		use(name, addr, false, build)
+		// the other family's set too: the agent writes both families of a pattern
+		other, buildOther := domainSet(lr.domain, !g.is4)
+		builders[other] = buildOther
+		if b.domains == nil {
+			b.domains = map[string]string{}
+		}
+		b.domains[name], b.domains[other] = lr.domain, lr.domain
+	}
+	if lr.hasNets {
+		name, build := netsSet(lr.nets, g.is4)
+		use(name, addr, false, build)
+	}
+	if lr.ports != nil {
+		name, build := portsSet(lr.ports)
+		use(name, ruleset.KeyL4ProtoDport, false, build)
+	}
+	if id := lr.namedPorts; id != "" {
+		use(npSetName(id, g.is4), namedPortSetKey(g.is4), false, func() *ruleset.Set { return b.namedPortSet(id, g.is4) })
+	}
+	return ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Counter: b.opts.countAllowed,
+		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: ruleset.Comment(lr.reason)}
+}
+
+// useShared makes the shared sets of builders the group's: it takes the references it lacks
+// before dropping those it no longer uses, so a set both use is never dropped and re-added.
+func (b *Builder) useShared(g *group, builders map[string]func() *ruleset.Set) {
 	shared := slices.Sorted(maps.Keys(builders))
 	for _, name := range shared {
 		if !slices.Contains(g.shared, name) {
@@ -94,10 +120,18 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 		}
 	}
 	b.releaseShared(g, shared)
-	g.listed = true
-	if old := b.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
-		b.putChain(chain)
+}
+
+// domainChain starts group g's chain (of a map or union shape) with the accepting rules of its
+// domain-name rules (domainRules) and makes their shared sets the group's.
+func (b *Builder) domainChain(g *group, domain []listRule) *ruleset.Chain {
+	builders := map[string]func() *ruleset.Set{}
+	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
+	for i := range domain {
+		chain.Rules = append(chain.Rules, b.acceptRule(g, &domain[i], builders))
 	}
+	b.useShared(g, builders)
+	return chain
 }
 
 // releaseShared drops the group's references to shared sets it no longer uses (keep).

@@ -484,15 +484,14 @@ func (u *union) grant(rs []*unionRule) ([]protoPort, bool) {
 // putUnionGroup lays a union out: the chain, the allow set (changed in place, by the peers
 // the compile changed, when the union is the one laid out before: an incremental compile), an
 // empty peers map, the default's class chain.
-func (b *Builder) putUnionGroup(g *group, u *union) {
+func (b *Builder) putUnionGroup(g *group, u *union, domain []listRule) {
 	inPlace := g.union == u
 	g.compiled, g.union = nil, u
 	b.setClassUse(g, map[string]int{u.def.chain(): 1}, map[string]*Class{u.def.Key: u.def})
-	b.releaseShared(g, nil) // when the group was listed
+	chain := b.domainChain(g, domain) // and the shared sets of the group when it was listed
 	g.listed = false
 
 	key, addrPort := peerKeys(g.dir, g.is4)
-	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
 	allow, peers := b.table.Sets[g.name+"_allow"], b.table.Sets[g.name+"_peers"]
 	switch {
 	case len(u.refCount) == 0:

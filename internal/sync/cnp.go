@@ -38,7 +38,7 @@ const (
 type cnpConversion struct {
 	policy    model.Policy
 	nodeRules []nodeRule
-	// ignored says what of the policy is not enforced as written and how (domainNames peers),
+	// ignored says what of the policy is not enforced as written and how (domainNames outside an Accept rule, peers of a newer API),
 	// one sentence each, for the log.
 	ignored []string
 }
@@ -73,7 +73,7 @@ func convertNode(n *corev1.Node) node {
 
 // ConvertClusterNetworkPolicy converts a ClusterNetworkPolicy (policy.networking.k8s.io
 // v1beta1; a v1alpha2 one goes through ClusterNetworkPolicyV1beta1 first) into the model, its node peers resolved against nodes (see convertCNP). ignored
-// says what is not enforced as written (domainNames peers), one sentence each; an error means
+// says what is not enforced as written (domainNames outside an Accept rule, peers of a newer API), one sentence each; an error means
 // the policy cannot be converted at all, and no policy is returned.
 func ConvertClusterNetworkPolicy(cnp *npav1beta1.ClusterNetworkPolicy, nodes []*corev1.Node) (p model.Policy, ignored []string, err error) {
 	c, err := convertCNP(cnp)
@@ -136,10 +136,11 @@ func clusterPolicyV1beta1(obj runtime.Object) (*npav1beta1.ClusterNetworkPolicy,
 //     rule's action, so the first of them to match decides as the rule would.
 //   - Peers: namespaces (every pod of the matching namespaces), pods (namespaceSelector AND
 //     podSelector), networks (CIDRs, matching pods' addresses too), nodes (the IP addresses in
-//     status.addresses of the matching nodes, resolved by resolve). domainNames peers are not
-//     enforced: in an Accept rule (the only action the API allows them in) such a peer matches
-//     nothing, so the rule allows less, never more; in a Deny or Pass rule the rule denies
-//     everything, as the API asks of a peer an implementation cannot read (fail closed). A peer
+//     status.addresses of the matching nodes, resolved by resolve), domainNames in an Accept rule
+//     (the only action the API allows them in) as the peer's DomainNames (canonical: lower
+//     case, no trailing dot; sorted, distinct), whose addresses the agent learns from DNS
+//     answers; in a Deny or Pass rule the rule denies everything, as the API asks of a peer an
+//     implementation cannot read (fail closed). A peer
 //     with no field set (a newer API's) is treated the same way.
 //   - protocols: none matches every protocol and port; tcp, udp and sctp match their
 //     destinationPort (a number or a start–end range; none: every port of the protocol);
@@ -192,7 +193,7 @@ func convertCNP(cnp *npav1beta1.ClusterNetworkPolicy) (*cnpConversion, error) {
 		peers := make([]cnpPeer, len(r.To))
 		for j := range r.To {
 			p := &r.To[j]
-			peers[j] = cnpPeer{namespaces: p.Namespaces, pods: p.Pods, nodes: p.Nodes, networks: p.Networks, domainNames: len(p.DomainNames)}
+			peers[j] = cnpPeer{namespaces: p.Namespaces, pods: p.Pods, nodes: p.Nodes, networks: p.Networks, domainNames: p.DomainNames}
 		}
 		if err := c.rule(model.Egress, i, r.Name, r.Action, peers, r.Protocols); err != nil {
 			return nil, fmt.Errorf("spec.egress[%d].%w", i, err)
@@ -228,14 +229,13 @@ func (c *cnpConversion) subject(s *npav1beta1.ClusterNetworkPolicySubject) error
 	return nil
 }
 
-// cnpPeer is an ingress or egress peer (ingress peers have namespaces and pods only);
-// domainNames counts its domain names.
+// cnpPeer is an ingress or egress peer (ingress peers have namespaces and pods only).
 type cnpPeer struct {
 	namespaces  *metav1.LabelSelector
 	pods        *npav1beta1.NamespacedPod
 	nodes       *metav1.LabelSelector
 	networks    []npav1beta1.CIDR
-	domainNames int
+	domainNames []npav1beta1.DomainName
 }
 
 // cnpProto is one protocol group of a rule: a protocol (ProtocolAny for named ports) and its
@@ -361,11 +361,11 @@ func (c *cnpConversion) failClosed(r *cnpRule, what string) {
 }
 
 // peer converts peer j of rule r. ok is false for a peer the model cannot express (no known
-// field, domainNames): it was recorded by failClosed and matches nothing.
+// field, domainNames outside an Accept rule): it was recorded by failClosed and matches nothing.
 func (c *cnpConversion) peer(r *cnpRule, j int, p *cnpPeer) (cp convertedPeer, ok bool, err error) {
 	field := r.field
 	set := 0
-	for _, isSet := range []bool{p.namespaces != nil, p.pods != nil, p.nodes != nil, len(p.networks) > 0, p.domainNames > 0} {
+	for _, isSet := range []bool{p.namespaces != nil, p.pods != nil, p.nodes != nil, len(p.networks) > 0, len(p.domainNames) > 0} {
 		if isSet {
 			set++
 		}
@@ -376,9 +376,15 @@ func (c *cnpConversion) peer(r *cnpRule, j int, p *cnpPeer) (cp convertedPeer, o
 	case set == 0:
 		c.failClosed(r, fmt.Sprintf("%s[%d]: a peer without a known field", field, j))
 		return cp, false, nil
-	case p.domainNames > 0:
+	case len(p.domainNames) > 0 && r.act != model.ActionAllow:
+		// The API allows domainNames in Accept rules only: what they name is learnt after the
+		// fact, so a Deny or Pass of them would not restrict from the first packet on.
 		c.failClosed(r, fmt.Sprintf("%s[%d].domainNames", field, j))
 		return cp, false, nil
+	case len(p.domainNames) > 0:
+		if cp.peer.DomainNames, err = cnpDomainNames(p.domainNames); err != nil {
+			return cp, false, fmt.Errorf("%s[%d].domainNames%w", field, j, err)
+		}
 	case p.namespaces != nil:
 		ns, err := convertSelector(p.namespaces)
 		if err != nil {
@@ -409,6 +415,25 @@ func (c *cnpConversion) peer(r *cnpRule, j int, p *cnpPeer) (cp convertedPeer, o
 		}
 	}
 	return cp, true, nil
+}
+
+// cnpDomainNames converts a domainNames peer to its patterns in canonical form (ASCII lower case,
+// no trailing dot), sorted and distinct; the CRD validates their shape, and internal/fqdn
+// parses them again where they are matched.
+func cnpDomainNames(names []npav1beta1.DomainName) ([]string, error) {
+	if len(names) > cnpMaxItems {
+		return nil, fmt.Errorf(": %d domain names, at most %d", len(names), cnpMaxItems)
+	}
+	out := make([]string, 0, len(names))
+	for k, n := range names {
+		p := strings.ToLower(strings.TrimSuffix(string(n), "."))
+		if p == "" || p == "*" || strings.ContainsAny(p, " /") {
+			return nil, fmt.Errorf("[%d]: %q is no domain name", k, n)
+		}
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // cnpNetworks converts a networks peer to canonical, distinct prefixes.

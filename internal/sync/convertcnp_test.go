@@ -209,20 +209,19 @@ func TestConvertClusterNetworkPolicy(t *testing.T) {
 				rule(in, model.ActionDeny, model.ProtocolUDP, ns("z"), []model.Port{{First: 53, Last: 54}}, l0),
 				rule(in, model.ActionAllow, 0, ns("y"), nil, l1)}, nil), nil},
 
-		// What is not enforced: never a wider allow.
-		{"domainNames in an Accept rule: that peer matches nothing, the rule's other peers stay",
-			cnp(nil, []api.ClusterNetworkPolicyEgressRule{to(accept, "dns", protos(tcpPort(443)), api.ClusterNetworkPolicyEgressPeer{DomainNames: []api.DomainName{"kubernetes.io"}},
+		{"domainNames in an Accept rule: a peer of its patterns, canonical, sorted, distinct; the rule's other peers stay",
+			cnp(nil, []api.ClusterNetworkPolicyEgressRule{to(accept, "dns", protos(tcpPort(443)), api.ClusterNetworkPolicyEgressPeer{DomainNames: []api.DomainName{"Kubernetes.IO.", "*.example.com", "kubernetes.io"}},
 				api.ClusterNetworkPolicyEgressPeer{Networks: []api.CIDR{"192.0.2.0/24"}})}),
-			cnpPolicy(nil, []model.Rule{rule(eg, model.ActionAllow, model.ProtocolTCP, model.Peer{Nets: prefixes("192.0.2.0/24")}, []model.Port{one(443)}, e0+" (dns)")}),
-			[]string{"egress rule 0 (dns): to[0].domainNames: not supported, matches nothing"}},
-		{"domainNames alone in an Accept rule: the rule matches nothing",
+			cnpPolicy(nil, []model.Rule{rule(eg, model.ActionAllow, model.ProtocolTCP, model.Peer{DomainNames: []string{"*.example.com", "kubernetes.io"}}, []model.Port{one(443)}, e0+" (dns)"),
+				rule(eg, model.ActionAllow, model.ProtocolTCP, model.Peer{Nets: prefixes("192.0.2.0/24")}, []model.Port{one(443)}, e0+" (dns)")}),
+			nil},
+		{"domainNames alone in an Accept rule: the rule allows the names' addresses only",
 			cnp(nil, []api.ClusterNetworkPolicyEgressRule{to(accept, "", nil, api.ClusterNetworkPolicyEgressPeer{DomainNames: []api.DomainName{"*.example.com"}}),
 				to(deny, "", nil, api.ClusterNetworkPolicyEgressPeer{Networks: []api.CIDR{"0.0.0.0/0"}})}),
-			func() model.Policy {
-				p := cnpPolicy(nil, []model.Rule{rule(eg, model.ActionDeny, 0, model.Peer{Nets: prefixes("0.0.0.0/0")}, nil, e1)})
-				return p
-			}(),
-			[]string{"to[0].domainNames: not supported, matches nothing"}},
+			cnpPolicy(nil, []model.Rule{rule(eg, model.ActionAllow, 0, model.Peer{DomainNames: []string{"*.example.com"}}, nil, e0),
+				rule(eg, model.ActionDeny, 0, model.Peer{Nets: prefixes("0.0.0.0/0")}, nil, e1)}),
+			nil},
+		// What is not enforced: never a wider allow.
 		{"domainNames in a Deny rule (which the API does not allow): the rule denies everything",
 			cnp(nil, []api.ClusterNetworkPolicyEgressRule{to(deny, "", protos(tcpPort(443)), api.ClusterNetworkPolicyEgressPeer{DomainNames: []api.DomainName{"kubernetes.io"}},
 				api.ClusterNetworkPolicyEgressPeer{Networks: []api.CIDR{"192.0.2.0/24"}})}),
@@ -538,20 +537,20 @@ spec: {tier: Developer, priority: 5, subject: {namespaces: {}}}
 	want := []model.Policy{{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "to-nodes"}, Tier: model.TierAdmin, Order: 5,
 		Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true, EgressRules: []model.Rule{
 			rule(model.Egress, model.ActionAllow, model.ProtocolTCP, model.Peer{Nets: prefixes("172.31.0.1/32")}, []model.Port{one(22)},
-				"admin priority 5 egress rule 0")}}}
+				"admin priority 5 egress rule 0"),
+			rule(model.Egress, model.ActionAllow, 0, model.Peer{DomainNames: []string{"kubernetes.io"}}, nil, "admin priority 5 egress rule 1")}}}
 	if !reflect.DeepEqual(pols, want) {
 		t.Errorf("policies %+v\nwant %+v", pols, want)
 	}
-	if len(errs) != 2 {
-		t.Fatalf("errors %v, want the partly enforced and the bad policy", errs)
+	if len(errs) != 1 {
+		t.Fatalf("errors %v, want the bad policy only (domainNames are enforced)", errs)
 	}
 	var partial *sync.PartlyEnforcedError
-	if !errors.As(errs[0], &partial) || !strings.Contains(errs[0].Error(), "ClusterNetworkPolicy to-nodes: not enforced as written") ||
-		!strings.Contains(errs[0].Error(), "domainNames") {
-		t.Errorf("first error %q, want to-nodes enforced in part", errs[0])
+	if errors.As(errs[0], &partial) {
+		t.Errorf("error %q: to-nodes reported as enforced in part", errs[0])
 	}
-	if !strings.Contains(errs[1].Error(), "(document 3): ClusterNetworkPolicy bad: spec.tier") {
-		t.Errorf("second error %q, want the bad policy skipped", errs[1])
+	if !strings.Contains(errs[0].Error(), "(document 3): ClusterNetworkPolicy bad: spec.tier") {
+		t.Errorf("error %q, want the bad policy skipped", errs[0])
 	}
 }
 

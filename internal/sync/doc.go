@@ -113,9 +113,9 @@
 // name; rules in order (first match decides), each expanded per peer and protocol group with a
 // Label naming the API rule (tier, priority, direction, index, name) for the ruleset's
 // comments; subjects as Selector plus NamespaceSelector; node peers as the nodes' addresses.
-// domainNames peers are not enforced — an Accept rule's such peer matches nothing, a Deny or
-// Pass rule with one denies everything (the API's fail-closed rule) — and a policy with one is
-// logged once per version ("policy not enforced as written", with an Accepted=False-style
+// domainNames peers of Accept rules become model.Peer.DomainNames; in a Deny or Pass rule (which
+// the API forbids) the rule denies everything (the API's fail-closed rule), and such a policy,
+// or one with a peer or protocol of a newer API, is logged once per version ("policy not enforced as written", with an Accepted=False-style
 // condition) and counted in nftpolicy_partly_enforced_objects_total{kind}. The output is at
 // most 25 rules × 25 peers × 4 protocol groups = 2,500 model rules per direction; larger
 // input (the API's limits) is invalid.

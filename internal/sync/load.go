@@ -509,7 +509,7 @@ func objectName(obj runtime.Object) string {
 }
 
 // PartlyEnforcedError reports a policy that is converted and enforced, but not all of it as
-// written (a ClusterNetworkPolicy's domainNames peers): Ignored says what and how.
+// written (a ClusterNetworkPolicy's peers or protocols of a newer API, domainNames outside an Accept rule): Ignored says what and how.
 type PartlyEnforcedError struct {
 	Object  string // file, document and object, as other errors name them
 	Ignored []string

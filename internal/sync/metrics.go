@@ -9,8 +9,8 @@ type Metrics struct {
 	// agent also counts here the policies its dataplane rejects (too costly to compile).
 	InvalidObjects *prometheus.CounterVec
 	// PartlyEnforced counts object versions enforced only in part, by kind: a
-	// ClusterNetworkPolicy's domainNames peers (and peers or protocols of a newer API) are
-	// not enforced. Each version is counted once, and logged with what is not enforced.
+	// ClusterNetworkPolicy's peers or protocols of a newer API, or domainNames in a Deny or Pass
+	// rule, are not enforced as written. Each version is counted once, and logged with what is not enforced.
 	PartlyEnforced *prometheus.CounterVec
 	// Updates counts the model updates the watcher emitted, by kind (endpoint, namespace,
 	// policy, sync).
@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"kind"}),
 		PartlyEnforced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftpolicy_partly_enforced_objects_total",
-			Help: "API objects enforced only in part (ClusterNetworkPolicy domainNames peers), each version counted once, by kind.",
+			Help: "API objects enforced only in part (ClusterNetworkPolicy peers of a newer API, domainNames outside Accept rules), each version counted once, by kind.",
 		}, []string{"kind"}),
 		Updates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nftpolicy_sync_updates_total",

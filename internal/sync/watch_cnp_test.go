@@ -112,12 +112,12 @@ func TestWatcherClusterNetworkPolicies(t *testing.T) {
 		to(deny, "", nil, api.ClusterNetworkPolicyEgressPeer{Networks: []api.CIDR{"0.0.0.0/0"}}),
 	})
 	create(dn)
-	expect("a domainNames peer is not enforced, the rest is", dn)
+	expect("a domainNames peer is enforced", dn)
 	if got := testutil.ToFloat64(m.InvalidObjects.WithLabelValues(sync.KindClusterNetworkPolicy)); got != 1 {
 		t.Errorf("nftpolicy_invalid_objects_total{kind=ClusterNetworkPolicy} = %v, want 1 (the bad policy)", got)
 	}
-	if got := testutil.ToFloat64(m.PartlyEnforced.WithLabelValues(sync.KindClusterNetworkPolicy)); got != 1 {
-		t.Errorf("nftpolicy_partly_enforced_objects_total{kind=ClusterNetworkPolicy} = %v, want 1 (dn)", got)
+	if got := testutil.ToFloat64(m.PartlyEnforced.WithLabelValues(sync.KindClusterNetworkPolicy)); got != 0 {
+		t.Errorf("nftpolicy_partly_enforced_objects_total{kind=ClusterNetworkPolicy} = %v, want 0 (dn's domainNames are enforced)", got)
 	}
 
 	// A policy whose new version is invalid is withdrawn, not left in force with its old rules;

@@ -35,8 +35,10 @@ var mayImport = map[string][]string{
 	// packets through the node's tables with the kernel's tracing, in a table of its own
 	"internal/nflog": nil,
 	"internal/trace": nil,
+	// fqdn keeps the addresses DNS answers give the domainNames patterns, beside the dataplane
+	"internal/fqdn": {"internal/nflog", "internal/dataplane"},
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog"},
+		"internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog", "internal/fqdn"},
 	// explain runs the stages offline for one flow, on top of them as the agent does
 	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
@@ -60,7 +62,7 @@ var mayImport = map[string][]string{
 // only sync (and what sits on top of it) knows Kubernetes.
 var noKubernetes = []string{"internal/model", "internal/selector", "internal/dataplane", "internal/graph",
 	"internal/nft", "internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog",
-	"internal/trace"}
+	"internal/trace", "internal/fqdn"}
 
 type listed struct {
 	ImportPath string

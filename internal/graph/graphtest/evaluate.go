@@ -132,6 +132,9 @@ func icmpMatch(im *model.ICMPMatch, f Flow) bool {
 func addrMatch(m Model, mt *dataplane.Match, a netip.Addr) bool {
 	member := func(id dataplane.SetID) bool { return m.Member(id, a) }
 	in := func(n netip.Prefix) bool { return n.Contains(a) }
+	if mt.DomainName != "" {
+		return false // the pattern's addresses are learnt by the agent at run time, none here
+	}
 	return !slices.ContainsFunc(mt.Sets, func(id dataplane.SetID) bool { return !member(id) }) &&
 		!slices.ContainsFunc(mt.NotSets, member) &&
 		(len(mt.Nets) == 0 || slices.ContainsFunc(mt.Nets, in)) &&

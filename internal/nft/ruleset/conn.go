@@ -60,6 +60,9 @@ type Conn struct {
 	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
 	// skips them); dial sets it, Monitors read it from their goroutines.
 	port atomic.Uint32
+	// timed names the timeout sets of the table last committed (Set.Timeout), whose element
+	// events by others a Monitor does not report: their elements are another owner's.
+	timed atomic.Pointer[map[string]bool]
 	monitorList
 }
 
@@ -287,6 +290,9 @@ type batch struct {
 	table   *nftables.Table
 	setID   uint32
 	sets    map[string]*nftables.Set
+	// carried are the elements of the timeout sets, as the kernel held them, that a Replace
+	// adds again with the time each had left (Conn.timedElements).
+	carried map[string][]nftables.SetElement
 }
 
 func newBatch(c *Conn, name string) *batch {
@@ -465,7 +471,12 @@ func (c *Conn) Replace(desired *Table) error {
 		return errors.New("replace: no table")
 	}
 	c.name = desired.Name
+	carried, err := c.timedElements(desired)
+	if err != nil {
+		return fmt.Errorf("replace table %s: %w", desired.Name, err)
+	}
 	b := newBatch(c, desired.Name)
+	b.carried = carried
 	c.wire().mark(Object{Kind: "table", Name: desired.Name})
 	c.enc.AddTable(b.table)
 	c.enc.DelTable(b.table)
@@ -479,6 +490,7 @@ func (c *Conn) Replace(desired *Table) error {
 	}
 	c.forget() // sets that stay get new journals from share
 	c.mirror = share(desired)
+	c.noteTimed(desired)
 	c.replaces++
 	return nil
 }
@@ -498,6 +510,9 @@ func (b *batch) replace(desired *Table) error {
 		}
 		// in map order: the kernel needs none, and sorting would cost O(n log n) per set
 		if err := b.elements(s, s.All(), s.Len(), false); err != nil {
+			return err
+		}
+		if err := b.timed(s, b.carried[s.Name]); err != nil {
 			return err
 		}
 	}
@@ -546,7 +561,22 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		return wrap(fmt.Errorf("netlink batch: %w", err))
 	}
 	m.advance(desired, chainNames, setNames)
+	c.noteTimed(desired)
 	return nil
+}
+
+// noteTimed records the timeout sets of the table just committed, for the Monitors.
+func (c *Conn) noteTimed(t *Table) {
+	timed := map[string]bool{}
+	for name, s := range t.Sets {
+		if s.Timeout {
+			timed[name] = true
+		}
+	}
+	if old := c.timed.Load(); old != nil && maps.Equal(*old, timed) {
+		return
+	}
+	c.timed.Store(&timed)
 }
 
 // addChains plans the chains named chainNames from the mirror m to desired. It reports false
@@ -606,6 +636,9 @@ func (p *commitPlan) empty() bool {
 // reports false when cur shares old's journal but not its storage.
 func diffElements(old, cur *Set) (setDiff, bool) {
 	d := setDiff{set: cur}
+	if cur.Timeout {
+		return d, true // its elements are another owner's
+	}
 	add := func(k ElementKey, v Value) { d.adds = append(d.adds, Element{k, v}) }
 	del := func(k ElementKey, v Value) { d.dels = append(d.dels, Element{k, v}) }
 	switch {
@@ -865,6 +898,9 @@ func (c *Conn) Verify() (bool, error) {
 		}
 	}
 	for _, ms := range m.Sets {
+		if ms.Timeout {
+			continue // its elements are another owner's, expiring on their own
+		}
 		got, err := c.readElements(m.Name, ms.Name)
 		if err != nil {
 			return false, fmt.Errorf("verify: %w", err)

@@ -39,6 +39,11 @@
 //     are queued as they are encoded (elements in chunks, so no encoded copy of a whole table is
 //     held besides the batch's bytes), and an error part-way abandons the batch with its
 //     connection.
+//   - A timeout set (Set.Timeout, `flags timeout`) is declared here, its elements are another
+//     owner's (the agent's DNS observer): the table holds none, Commit never adds, deletes or
+//     compares them, Verify does not read them, a Monitor does not report others' element events
+//     in them, and Replace reads them (each with the time it has left) and adds them again in
+//     its batch, so a repair keeps them (TestTimeoutSetElementsStayTheOwners).
 //
 // # Render
 //

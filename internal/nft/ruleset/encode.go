@@ -28,6 +28,8 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		return nil, fmt.Errorf("set %s: a size on an interval set", s.Name)
 	case s.Size > 0 && s.Len() > int(s.Size):
 		return nil, fmt.Errorf("set %s: %d elements, more than its size %d", s.Name, s.Len(), s.Size)
+	case s.Timeout && (s.Interval || s.Map || s.Len() > 0):
+		return nil, fmt.Errorf("set %s: a timeout set is a plain set whose elements are not the table's", s.Name)
 	}
 	ns := &nftables.Set{
 		Table:    t,
@@ -43,6 +45,7 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 		Size:          s.Size,
 		Comment:       Comment(s.Comment),
 		Counter:       s.Counter,
+		HasTimeout:    s.Timeout,
 	}
 	if s.Map {
 		ns.DataType = nftables.TypeVerdict

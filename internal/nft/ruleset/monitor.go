@@ -141,6 +141,8 @@ type Monitor struct {
 	sock  *netlink.Conn
 	table string
 	own   *atomic.Uint32 // the Conn's port: its batches' events are skipped
+	// timed names the Conn's timeout sets: others' element events in them are not reported
+	timed *atomic.Pointer[map[string]bool]
 	out   chan<- TableChange
 	// filtered is the port whose datagrams the socket's filter drops (filterOwn)
 	filtered uint32
@@ -174,7 +176,7 @@ func (c *Conn) Monitor(table string, out chan<- TableChange) (*Monitor, error) {
 		sock.Close()
 		return nil, fmt.Errorf("joining the nftables event group: %w", err)
 	}
-	m := &Monitor{sock: sock, table: table, own: &c.port, out: out, rbuf: monitorBuffer}
+	m := &Monitor{sock: sock, table: table, own: &c.port, timed: &c.timed, out: out, rbuf: monitorBuffer}
 	if err := m.filterOwn(); err != nil {
 		sock.Close()
 		return nil, err
@@ -401,6 +403,11 @@ func (m *Monitor) event(msg netlink.Message, pending map[uint32]*TableChange) *T
 	table, name, count := decodeObject(typ, msg.Data[4:])
 	if table != m.table {
 		return nil
+	}
+	if typ == unix.NFT_MSG_NEWSETELEM || typ == unix.NFT_MSG_DELSETELEM {
+		if timed := m.timed.Load(); timed != nil && (*timed)[name] {
+			return nil // an element of a timeout set: its owner's to write
+		}
 	}
 	op, kind := describe(typ)
 	c := pending[port]

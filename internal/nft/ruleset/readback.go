@@ -3,8 +3,10 @@ package ruleset
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/userdata"
@@ -214,4 +216,78 @@ func expectedElements(s *Set) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// timedElements reads, from the kernel's table of desired's name, the elements of each timeout
+// set that desired declares too, each with the time it has left (its timeout): what a Replace
+// carries into the new table, so that replacing the table does not forget what another owner
+// (the agent's DNS observer) wrote. A set the kernel lacks has none; an element about to expire
+// is left to expire.
+func (c *Conn) timedElements(desired *Table) (map[string][]nftables.SetElement, error) {
+	var out map[string][]nftables.SetElement
+	for name, s := range desired.Sets {
+		if !s.Timeout {
+			continue
+		}
+		var els []nftables.SetElement
+		err := dumpElements(c.dump, desired.Name, name, func(ad *netlink.AttributeDecoder) {
+			var e nftables.SetElement
+			for ad.Next() {
+				switch ad.Type() {
+				case unix.NFTA_SET_ELEM_KEY:
+					if d, err := netlink.NewAttributeDecoder(ad.Bytes()); err == nil {
+						for d.Next() {
+							if d.Type() == unix.NFTA_DATA_VALUE {
+								e.Key = d.Bytes()
+							}
+						}
+					}
+				case unix.NFTA_SET_ELEM_EXPIRATION:
+					e.Timeout = time.Duration(binary.BigEndian.Uint64(ad.Bytes())) * time.Millisecond
+				}
+			}
+			if len(e.Key) > 0 && e.Timeout >= time.Millisecond {
+				els = append(els, e)
+			}
+		})
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			continue // no such table or set yet
+		case err != nil:
+			if derr := c.dialDump(); derr != nil { // never reuse a socket a dump failed on
+				err = fmt.Errorf("%w (and reopening: %v)", err, derr)
+			}
+			return nil, fmt.Errorf("reading the elements of timeout set %s: %w", name, err)
+		}
+		if len(els) > 0 {
+			if out == nil {
+				out = map[string][]nftables.SetElement{}
+			}
+			out[name] = els
+		}
+	}
+	return out, nil
+}
+
+// timed queues adds of a timeout set's carried elements, with their timeouts, in chunks.
+func (b *batch) timed(s *Set, els []nftables.SetElement) error {
+	if len(els) == 0 {
+		return nil
+	}
+	if err := b.object("set", s.Name); err != nil {
+		return err
+	}
+	ns, err := b.nfSet(s)
+	if err != nil {
+		return err
+	}
+	for chunk := range slices.Chunk(els, chunkElements) {
+		if b.scratch, err = elementMessage(b.scratch, b.table.Name, ns, chunk); err != nil {
+			return err
+		}
+		if err := b.put(unix.NFT_MSG_NEWSETELEM, b.scratch); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -167,6 +167,9 @@ func renderSet(b *strings.Builder, s *Set) {
 	if s.Interval {
 		b.WriteString("\t\tflags interval\n")
 	}
+	if s.Timeout {
+		b.WriteString("\t\tflags timeout\n")
+	}
 	if s.Counter {
 		b.WriteString("\t\tcounter\n")
 	}
@@ -481,7 +484,7 @@ func equalPtr[T comparable](a, b *T) bool { return a == b || a != nil && b != ni
 // sameProps reports whether two sets have the same properties (everything but the elements).
 func (s *Set) sameProps(o *Set) bool {
 	return s.Name == o.Name && s.Key == o.Key && s.Map == o.Map && s.Interval == o.Interval &&
-		s.Size == o.Size && s.Counter == o.Counter && Comment(s.Comment) == Comment(o.Comment)
+		s.Size == o.Size && s.Counter == o.Counter && s.Timeout == o.Timeout && Comment(s.Comment) == Comment(o.Comment)
 }
 
 // sameProps reports whether two chains have the same name, comment and base.

@@ -213,6 +213,12 @@ type Set struct {
 	// set's declaration): a lookup that finds the element counts the packet there, at the cost
 	// of the element's counter memory. ReadCounts reads them.
 	Counter bool
+	// Timeout declares the set `flags timeout` and gives its elements to another owner (the
+	// agent's DNS observer, internal/fqdn), which adds them with timeouts the kernel expires:
+	// the set holds none here (Elements stays empty), and the Conn never adds, deletes, compares
+	// or verifies its elements. A Replace carries the kernel's elements, with the time each has
+	// left, into the new table, so a repair keeps them.
+	Timeout bool
 	// Elements maps each element's key to its value: the key is held once, not again in the
 	// value (≈ 112 bytes a map entry; a key in Value too would add ≈ 72).
 	Elements map[ElementKey]Value

@@ -276,8 +276,8 @@ func elementMessage(dst []byte, table string, s *nftables.Set, els []nftables.Se
 	b = appendAttrString(b, unix.NFTA_SET_ELEM_LIST_TABLE, table)
 	list := beginNest(&b, unix.NFTA_SET_ELEM_LIST_ELEMENTS)
 	for i, e := range els {
-		if e.Timeout != 0 || len(e.Val) > 0 {
-			return dst, fmt.Errorf("set %s: element timeouts and data values are not encoded", s.Name)
+		if len(e.Val) > 0 {
+			return dst, fmt.Errorf("set %s: element data values are not encoded", s.Name)
 		}
 		item := beginNest(&b, uint16(i+1))
 		if e.IntervalEnd {
@@ -286,6 +286,11 @@ func elementMessage(dst []byte, table string, s *nftables.Set, els []nftables.Se
 		key := beginNest(&b, unix.NFTA_SET_ELEM_KEY)
 		b = appendAttr(b, unix.NFTA_DATA_VALUE, e.Key)
 		endNest(b, key)
+		if e.Timeout > 0 { // a timeout set's element carried over by a Replace
+			b = binary.NativeEndian.AppendUint16(b, 12)
+			b = binary.NativeEndian.AppendUint16(b, unix.NFTA_SET_ELEM_TIMEOUT)
+			b = binary.BigEndian.AppendUint64(b, uint64(e.Timeout.Milliseconds()))
+		}
 		if len(e.KeyEnd) > 0 {
 			end := beginNest(&b, nftaSetElemKeyEnd)
 			b = appendAttr(b, unix.NFTA_DATA_VALUE, e.KeyEnd)

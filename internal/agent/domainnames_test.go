@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/dns/dnsmessage"
+	"golang.org/x/sys/unix"
+
+	"github.com/nftpolicy/nftpolicy/internal/fqdn"
+	"github.com/nftpolicy/nftpolicy/internal/graph"
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/testenv"
+	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
+)
+
+// TestDomainNamesEndToEnd runs the agent's loop with the real graph and dataplane and its DNS
+// observer, as Run wires them, on node a of a harness cluster with an external host that serves
+// DNS (www.example.test: the host's addresses, TTL 1 s) and TCP 8080. An admin
+// ClusterNetworkPolicy lets every pod query DNS and reach *.example.test on TCP 8080, a baseline
+// one denies all other egress. The pod cannot reach the host before it looks the name up, reaches
+// it once the answer arrives (the hold sends the answer on after the address is committed), and
+// cannot again once the element's timeout (TTL 1 s, floor 1 s, grace 1 s: 2 s) has passed; over
+// IPv4 and IPv6.
+func TestDomainNamesEndToEnd(t *testing.T) {
+	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a"}, External: true})
+	pod, err := c.AddPod("a", "x", "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := c.External()
+	if err := c.Serve(ext.NetNS, netns.TCP, 8080); err != nil {
+		t.Fatal(err)
+	}
+	serveName(t, ext.NetNS, "www.example.test.", ext.Addrs)
+	fd, err := c.Node("a").FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	dp, err := kernel.Open(fd, nft.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+
+	var logs logBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	errs := make(chan error, 4)
+	domains, err := startDomainNames(ctx, RunConfig{NetNSFD: fd, Table: nft.DefaultTable, DNSGroup: 9,
+		DNSLimits: &fqdn.Limits{PerName: 64, PerClient: 256, Floor: time.Second, MaxTTL: time.Hour, Grace: time.Second}},
+		log, prometheus.NewRegistry(), errs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(prometheus.NewRegistry())
+	updates := make(chan []model.Update, 16)
+	testenv.Go(t, "loop", func(ctx context.Context) error {
+		return Loop(ctx, Config{Logger: log, Metrics: m}, updates, graph.New(graph.Config{NodeName: "a"}), nftAdapter{dp, domains})
+	})
+	cnp := func(name, tier string, rules ...model.Rule) model.Update {
+		return model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: name}, Tier: tier, Order: 1,
+			Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true, EgressRules: rules}}
+	}
+	updates <- []model.Update{
+		model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"kubernetes.io/metadata.name": "x"}}},
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "client"}, Node: "a", Addrs: pod.Addrs, Running: true}},
+		cnp("example", model.TierAdmin,
+			model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolUDP, Destination: model.Peer{Ports: []model.Port{{First: 53, Last: 53}}}},
+			model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+				Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}}}}),
+		cnp("deny", model.TierBaseline, model.Rule{Action: model.ActionDeny}),
+		model.SyncStatusUpdate{Status: model.InSync},
+	}
+	waitFor(t, 10*time.Second, "the first commit", func() bool { return testutil.ToFloat64(m.Transactions) >= 1 })
+
+	reach := func(addr netip.Addr) bool {
+		ok, err := netns.Probe(context.Background(), pod.NetNS, addr, netns.TCP, 8080, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for i, family := range []string{"v4", "v6"} {
+		t.Run(family, func(t *testing.T) {
+			dst := ext.Addrs[i]
+			if reach(dst) {
+				t.Fatalf("%s reached before any lookup", dst)
+			}
+			got := query(t, pod.NetNS, dst, "www.example.test.", i == 1)
+			if len(got) != 1 || got[0] != dst {
+				t.Fatalf("answer %v, want %s", got, dst)
+			}
+			answered := time.Now()
+			if !reach(dst) {
+				t.Fatalf("%s not reached at once after the answer (the hold sends it on after the commit); cached: %v",
+					dst, domains.observer.Entries("*.example.test"))
+			}
+			waitFor(t, 6*time.Second, "denied again after the timeout", func() bool { return !reach(dst) })
+			if e := time.Since(answered); e < 2*time.Second {
+				t.Errorf("denied again %v after the answer, before its 2 s timeout", e)
+			}
+		})
+	}
+	select {
+	case err := <-errs:
+		t.Errorf("observer: %v", err)
+	default:
+	}
+}
+
+// serveName answers A and AAAA queries for name with addrs (TTL 1 s) on UDP port 53 of each
+// of addrs in the namespace, until the test ends.
+func serveName(t *testing.T, netnsName, name string, addrs []netip.Addr) {
+	for _, a := range addrs {
+		var pc net.PacketConn
+		if err := netns.Do(netnsName, func() (err error) {
+			pc, err = net.ListenPacket("udp", netip.AddrPortFrom(a, 53).String())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				if resp, err := answer(buf[:n], name, addrs); err == nil {
+					pc.WriteTo(resp, from)
+				}
+			}
+		}()
+	}
+}
+
+// answer is the response to query: the addresses of the query's family for name, none for
+// another name.
+func answer(query []byte, name string, addrs []netip.Addr) ([]byte, error) {
+	var p dnsmessage.Parser
+	h, err := p.Start(query)
+	if err != nil {
+		return nil, err
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil, err
+	}
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
+	if err := b.StartQuestions(); err != nil {
+		return nil, err
+	}
+	if err := b.Question(q); err != nil {
+		return nil, err
+	}
+	if err := b.StartAnswers(); err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1}
+		switch {
+		case q.Name.String() != name:
+		case a.Is4() && q.Type == dnsmessage.TypeA:
+			err = b.AResource(rh, dnsmessage.AResource{A: a.As4()})
+		case a.Is6() && q.Type == dnsmessage.TypeAAAA:
+			err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b.Finish()
+}
+
+// query asks server for name's addresses of the family from the namespace.
+func query(t *testing.T, netnsName string, server netip.Addr, name string, is6 bool) []netip.Addr {
+	t.Helper()
+	qtype := dnsmessage.TypeA
+	if is6 {
+		qtype = dnsmessage.TypeAAAA
+	}
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
+	if err := b.StartQuestions(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: qtype, Class: dnsmessage.ClassINET}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp []byte
+	if err := netns.Do(netnsName, func() error {
+		conn, err := net.Dial("udp", netip.AddrPortFrom(server, 53).String())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := conn.Write(q); err != nil {
+			return err
+		}
+		buf := make([]byte, 1500)
+		n, err := conn.Read(buf)
+		resp = buf[:n]
+		return err
+	}); err != nil {
+		t.Fatalf("looking up %s: %v", name, err)
+	}
+	a, err := fqdn.ParseAnswer(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []netip.Addr
+	for _, r := range a.Records {
+		out = append(out, r.Addr)
+	}
+	return out
+}
