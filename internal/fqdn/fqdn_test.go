@@ -49,11 +49,10 @@ func TestPatternMatch(t *testing.T) {
 
 // rr is one answer record for message.
 type rr struct {
-	name   string
-	ttl    uint32
-	cname  string
-	a      string
-	ignore bool
+	name  string
+	ttl   uint32
+	cname string
+	a     string
 }
 
 func message(t testing.TB, qname string, qtype dnsmessage.Type, rcode dnsmessage.RCode, rrs ...rr) []byte {
