@@ -207,22 +207,8 @@ func query(t *testing.T, netnsName string, server netip.Addr, name string, is6 b
 	if err != nil {
 		t.Fatal(err)
 	}
-	var resp []byte
-	if err := netns.Do(netnsName, func() error {
-		conn, err := net.Dial("udp", netip.AddrPortFrom(server, 53).String())
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(3 * time.Second))
-		if _, err := conn.Write(q); err != nil {
-			return err
-		}
-		buf := make([]byte, 1500)
-		n, err := conn.Read(buf)
-		resp = buf[:n]
-		return err
-	}); err != nil {
+	resp, err := netns.ExchangeUDP(netnsName, netip.AddrPortFrom(server, 53), q, 3*time.Second)
+	if err != nil {
 		t.Fatalf("looking up %s: %v", name, err)
 	}
 	a, err := fqdn.ParseAnswer(resp)

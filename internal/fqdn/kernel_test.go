@@ -122,22 +122,7 @@ func lookup(t *testing.T, netnsName string, server netip.Addr, name string, is6 
 	must(t, b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name + "."), Type: qtype, Class: dnsmessage.ClassINET}))
 	query, err := b.Finish()
 	must(t, err)
-	var resp []byte
-	err = netns.Do(netnsName, func() error {
-		conn, err := net.Dial("udp", netip.AddrPortFrom(server, 53).String())
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := conn.Write(query); err != nil {
-			return err
-		}
-		buf := make([]byte, 4096)
-		n, err := conn.Read(buf)
-		resp = buf[:n]
-		return err
-	})
+	resp, err := netns.ExchangeUDP(netnsName, netip.AddrPortFrom(server, 53), query, 2*time.Second)
 	if err != nil {
 		t.Fatalf("looking up %s: %v", name, err)
 	}

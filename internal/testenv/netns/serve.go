@@ -469,3 +469,30 @@ func SendUDP(dst netip.AddrPort, n int) error {
 	}
 	return nil
 }
+
+// ExchangeUDP sends req to dst from network namespace netnsName and returns the first datagram
+// that answers it, waiting at most timeout.
+func ExchangeUDP(netnsName string, dst netip.AddrPort, req []byte, timeout time.Duration) ([]byte, error) {
+	var resp []byte
+	err := Do(netnsName, func() error {
+		conn, err := net.Dial("udp", dst.String())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+			return err
+		}
+		if _, err := conn.Write(req); err != nil {
+			return err
+		}
+		buf := make([]byte, 1<<16)
+		n, err := conn.Read(buf)
+		resp = buf[:n]
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("UDP exchange with %s from %s: %w", dst, netnsName, err)
+	}
+	return resp, nil
+}
