@@ -3,17 +3,16 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/fqdn"
+	"github.com/nftpolicy/nftpolicy/internal/fqdn/fqdntest"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
@@ -40,7 +39,7 @@ func TestDomainNamesEndToEnd(t *testing.T) {
 	if err := c.Serve(ext.NetNS, netns.TCP, 8080); err != nil {
 		t.Fatal(err)
 	}
-	serveName(t, ext.NetNS, "www.example.test.", ext.Addrs)
+	fqdntest.Serve(t, ext.NetNS, &fqdntest.Zone{TTL: 1, Addrs: map[string][]netip.Addr{"www.example.test": ext.Addrs}}, ext.Addrs...)
 	fd, err := c.Node("a").FD()
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +101,7 @@ func TestDomainNamesEndToEnd(t *testing.T) {
 			if reach(dst) {
 				t.Fatalf("%s reached before any lookup", dst)
 			}
-			got := query(t, pod.NetNS, dst, "www.example.test.", i == 1)
+			got := fqdntest.Lookup(t, pod.NetNS, dst, "www.example.test", i == 1)
 			if len(got) != 1 || got[0] != dst {
 				t.Fatalf("answer %v, want %s", got, dst)
 			}
@@ -122,102 +121,4 @@ func TestDomainNamesEndToEnd(t *testing.T) {
 		t.Errorf("observer: %v", err)
 	default:
 	}
-}
-
-// serveName answers A and AAAA queries for name with addrs (TTL 1 s) on UDP port 53 of each
-// of addrs in the namespace, until the test ends.
-func serveName(t *testing.T, netnsName, name string, addrs []netip.Addr) {
-	for _, a := range addrs {
-		var pc net.PacketConn
-		if err := netns.Do(netnsName, func() (err error) {
-			pc, err = net.ListenPacket("udp", netip.AddrPortFrom(a, 53).String())
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 1500)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				if resp, err := answer(buf[:n], name, addrs); err == nil {
-					pc.WriteTo(resp, from)
-				}
-			}
-		}()
-	}
-}
-
-// answer is the response to query: the addresses of the query's family for name, none for
-// another name.
-func answer(query []byte, name string, addrs []netip.Addr) ([]byte, error) {
-	var p dnsmessage.Parser
-	h, err := p.Start(query)
-	if err != nil {
-		return nil, err
-	}
-	q, err := p.Question()
-	if err != nil {
-		return nil, err
-	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
-	if err := b.StartQuestions(); err != nil {
-		return nil, err
-	}
-	if err := b.Question(q); err != nil {
-		return nil, err
-	}
-	if err := b.StartAnswers(); err != nil {
-		return nil, err
-	}
-	for _, a := range addrs {
-		rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1}
-		switch {
-		case q.Name.String() != name:
-		case a.Is4() && q.Type == dnsmessage.TypeA:
-			err = b.AResource(rh, dnsmessage.AResource{A: a.As4()})
-		case a.Is6() && q.Type == dnsmessage.TypeAAAA:
-			err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return b.Finish()
-}
-
-// query asks server for name's addresses of the family from the namespace.
-func query(t *testing.T, netnsName string, server netip.Addr, name string, is6 bool) []netip.Addr {
-	t.Helper()
-	qtype := dnsmessage.TypeA
-	if is6 {
-		qtype = dnsmessage.TypeAAAA
-	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 7, RecursionDesired: true})
-	if err := b.StartQuestions(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: qtype, Class: dnsmessage.ClassINET}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := b.Finish()
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := netns.ExchangeUDP(netnsName, netip.AddrPortFrom(server, 53), q, 3*time.Second)
-	if err != nil {
-		t.Fatalf("looking up %s: %v", name, err)
-	}
-	a, err := fqdn.ParseAnswer(resp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []netip.Addr
-	for _, r := range a.Records {
-		out = append(out, r.Addr)
-	}
-	return out
 }

@@ -3,11 +3,9 @@ package fqdn_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,128 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/fqdn"
+	"github.com/nftpolicy/nftpolicy/internal/fqdn/fqdntest"
 	"github.com/nftpolicy/nftpolicy/internal/nflog"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
-
-// zone is the test's DNS server's data: for each name, its CNAME target or its addresses.
-type zone struct {
-	ttl   uint32
-	cname map[string]string
-	addrs map[string][]netip.Addr
-}
-
-// respond answers one query from z, following CNAMEs; names under "flood" get n addresses of
-// 198.18.0.0/15 from the query's ID, so that every query answers new ones.
-func (z *zone) respond(query []byte) ([]byte, error) {
-	var p dnsmessage.Parser
-	h, err := p.Start(query)
-	if err != nil {
-		return nil, err
-	}
-	q, err := p.Question()
-	if err != nil {
-		return nil, err
-	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
-	b.EnableCompression()
-	if err := b.StartQuestions(); err != nil {
-		return nil, err
-	}
-	if err := b.Question(q); err != nil {
-		return nil, err
-	}
-	if err := b.StartAnswers(); err != nil {
-		return nil, err
-	}
-	name := q.Name
-	for range 8 {
-		target, ok := z.cname[fqdn.Canonical(name.String())]
-		if !ok {
-			break
-		}
-		next := dnsmessage.MustNewName(target + ".")
-		if err := b.CNAMEResource(dnsmessage.ResourceHeader{Name: name, Class: dnsmessage.ClassINET, TTL: z.ttl}, dnsmessage.CNAMEResource{CNAME: next}); err != nil {
-			return nil, err
-		}
-		name = next
-	}
-	addrs := z.addrs[fqdn.Canonical(name.String())]
-	if strings.HasPrefix(name.String(), "flood") {
-		for i := range 100 {
-			addrs = append(addrs, netip.AddrFrom4([4]byte{198, 18, byte(h.ID), byte(i)}))
-		}
-	}
-	for _, a := range addrs {
-		rh := dnsmessage.ResourceHeader{Name: name, Class: dnsmessage.ClassINET, TTL: z.ttl}
-		switch {
-		case a.Is4() && q.Type == dnsmessage.TypeA:
-			err = b.AResource(rh, dnsmessage.AResource{A: a.As4()})
-		case a.Is6() && q.Type == dnsmessage.TypeAAAA:
-			err = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return b.Finish()
-}
-
-// serveDNS answers queries on UDP port 53 of addrs in the namespace until the test ends.
-func serveDNS(t *testing.T, netnsName string, z *zone, addrs ...netip.Addr) {
-	for _, a := range addrs {
-		var pc net.PacketConn
-		err := netns.Do(netnsName, func() (err error) {
-			pc, err = net.ListenPacket("udp", netip.AddrPortFrom(a, 53).String())
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pc.Close() })
-		go func() {
-			buf := make([]byte, 1500)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				if resp, err := z.respond(buf[:n]); err == nil {
-					pc.WriteTo(resp, from)
-				}
-			}
-		}()
-	}
-}
-
-// lookup asks server for name's addresses of the family from the namespace and returns them as
-// the answer arrives.
-func lookup(t *testing.T, netnsName string, server netip.Addr, name string, is6 bool) []netip.Addr {
-	t.Helper()
-	qtype := dnsmessage.TypeA
-	if is6 {
-		qtype = dnsmessage.TypeAAAA
-	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: uint16(queryID.Add(1)), RecursionDesired: true})
-	must(t, b.StartQuestions())
-	must(t, b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name + "."), Type: qtype, Class: dnsmessage.ClassINET}))
-	query, err := b.Finish()
-	must(t, err)
-	resp, err := netns.ExchangeUDP(netnsName, netip.AddrPortFrom(server, 53), query, 2*time.Second)
-	if err != nil {
-		t.Fatalf("looking up %s: %v", name, err)
-	}
-	a, err := fqdn.ParseAnswer(resp)
-	must(t, err)
-	var addrs []netip.Addr
-	for _, r := range a.Records {
-		addrs = append(addrs, r.Addr)
-	}
-	return addrs
-}
-
-// queryID numbers the test's queries: the flood's answers differ by it.
-var queryID atomic.Uint32
 
 const (
 	logGroup  = 9
@@ -166,13 +46,13 @@ const (
 	copyOnly
 )
 
-func newFQDNNode(t *testing.T, m mode, limits fqdn.Limits, z *zone, patternNames ...string) *fqdnNode {
+func newFQDNNode(t *testing.T, m mode, limits fqdn.Limits, z *fqdntest.Zone, patternNames ...string) *fqdnNode {
 	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a"}, External: true})
 	pod, err := c.AddPod("a", "ns", "client")
 	must(t, err)
 	ext := c.External()
 	must(t, c.Serve(ext.NetNS, netns.TCP, port))
-	serveDNS(t, ext.NetNS, z, ext.Addrs...)
+	fqdntest.Serve(t, ext.NetNS, z, ext.Addrs...)
 	node := c.Node("a")
 	var rules strings.Builder
 	fmt.Fprintf(&rules, "add table inet %s\n", testTable)
@@ -264,11 +144,11 @@ func (n *fqdnNode) list(t *testing.T, set string) string {
 // answer for a name of an allowed pattern (through a CNAME chain, among several addresses) and
 // only until the answer's timeout ends, over IPv4 and IPv6.
 func TestKernelAllowsAnsweredAddresses(t *testing.T) {
-	z := &zone{ttl: 1, cname: map[string]string{"www.example.test": "edge.cdn.test", "edge.cdn.test": "pool.cdn.test"}}
+	z := &fqdntest.Zone{TTL: 1, CNAME: map[string]string{"www.example.test": "edge.cdn.test", "edge.cdn.test": "pool.cdn.test"}}
 	limits := fqdn.Limits{PerName: 64, PerClient: 256, Floor: time.Second, MaxTTL: time.Hour, Grace: time.Second}
 	n := newFQDNNode(t, hold, limits, z, "*.example.test", "api.example.test")
 	ext4, ext6 := n.external.Addrs[0], n.external.Addrs[1]
-	z.addrs = map[string][]netip.Addr{"pool.cdn.test": {netip.MustParseAddr("192.0.2.10"), ext4, netip.MustParseAddr("2001:db8::10"), ext6}}
+	z.Addrs = map[string][]netip.Addr{"pool.cdn.test": {netip.MustParseAddr("192.0.2.10"), ext4, netip.MustParseAddr("2001:db8::10"), ext6}}
 	for _, is6 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "v4", true: "v6"}[is6], func(t *testing.T) {
 			dst, server := ext4, ext4
@@ -278,7 +158,7 @@ func TestKernelAllowsAnsweredAddresses(t *testing.T) {
 			if n.reach(t, dst, 300*time.Millisecond) {
 				t.Fatalf("%s reached before any lookup", dst)
 			}
-			got := lookup(t, n.pod.NetNS, server, "www.example.test", is6)
+			got := fqdntest.Lookup(t, n.pod.NetNS, server, "www.example.test", is6)
 			if len(got) != 2 {
 				t.Fatalf("answer %v, want two addresses", got)
 			}
@@ -305,11 +185,11 @@ func TestKernelAllowsAnsweredAddresses(t *testing.T) {
 // TestKernelFloodBounded: answers of 100 new addresses each, many times over, leave at most
 // PerName elements in the kernel's set, and the evictions are counted.
 func TestKernelFloodBounded(t *testing.T) {
-	z := &zone{ttl: 300}
+	z := &fqdntest.Zone{TTL: 300, Flood: 100}
 	limits := fqdn.Limits{PerName: 64, PerClient: 1024, Floor: time.Second, MaxTTL: time.Hour, Grace: time.Second}
 	n := newFQDNNode(t, hold, limits, z, "*.flood.test")
 	for i := range 20 {
-		if got := lookup(t, n.pod.NetNS, n.external.Addrs[0], fmt.Sprintf("flood%d.flood.test", i), false); len(got) != 100 {
+		if got := fqdntest.Lookup(t, n.pod.NetNS, n.external.Addrs[0], fmt.Sprintf("flood%d.flood.test", i), false); len(got) != 100 {
 			t.Fatalf("answer of %d addresses, want 100", len(got))
 		}
 	}
@@ -347,10 +227,10 @@ func TestKernelFirstConnection(t *testing.T) {
 	const rounds = 10
 	limits := fqdn.Limits{PerName: 64, PerClient: 256, Floor: time.Minute, MaxTTL: time.Hour, Grace: time.Second}
 	for _, m := range []mode{hold, copyOnly} {
-		z := &zone{ttl: 60}
+		z := &fqdntest.Zone{TTL: 60}
 		n := newFQDNNode(t, m, limits, z, "race.example.test")
 		ext4, ext6 := n.external.Addrs[0], n.external.Addrs[1]
-		z.addrs = map[string][]netip.Addr{"race.example.test": {ext4, ext6}}
+		z.Addrs = map[string][]netip.Addr{"race.example.test": {ext4, ext6}}
 		node := n.cluster.Node("a").NetNS
 		lost := 0
 		var waited time.Duration
@@ -365,7 +245,7 @@ func TestKernelFirstConnection(t *testing.T) {
 			netns.Nft(t, node, "", "flush", "set", "inet", testTable, fqdn.SetName("race.example.test", is6))
 			time.Sleep(10 * time.Millisecond) // a later answer extends the Cache's expiry
 			asked := time.Now()
-			lookup(t, n.pod.NetNS, dst, "race.example.test", is6)
+			fqdntest.Lookup(t, n.pod.NetNS, dst, "race.example.test", is6)
 			waited += time.Since(asked)
 			if !n.reach(t, dst, 500*time.Millisecond) {
 				lost++
@@ -387,14 +267,14 @@ func TestKernelFirstConnection(t *testing.T) {
 // TestKernelAgentDown: answers pass unheld once the agent stops (Heartbeat ends the hold), and
 // within HeartbeatTimeout when it dies without a word (its last beat times out).
 func TestKernelAgentDown(t *testing.T) {
-	z := &zone{ttl: 60}
+	z := &fqdntest.Zone{TTL: 60}
 	limits := fqdn.Limits{PerName: 64, PerClient: 256, Floor: time.Second, MaxTTL: time.Hour, Grace: time.Second}
 	n := newFQDNNode(t, hold, limits, z, "down.example.test")
 	ext4 := n.external.Addrs[0]
-	z.addrs = map[string][]netip.Addr{"down.example.test": {ext4}}
-	lookup(t, n.pod.NetNS, ext4, "down.example.test", false)
+	z.Addrs = map[string][]netip.Addr{"down.example.test": {ext4}}
+	fqdntest.Lookup(t, n.pod.NetNS, ext4, "down.example.test", false)
 	n.stop()
-	if got := lookup(t, n.pod.NetNS, ext4, "down.example.test", false); len(got) != 1 {
+	if got := fqdntest.Lookup(t, n.pod.NetNS, ext4, "down.example.test", false); len(got) != 1 {
 		t.Errorf("after a stop: answer %v", got)
 	}
 	// a death: the last beat stays until it times out, no one reads the group
@@ -417,21 +297,10 @@ func TestKernelAgentDown(t *testing.T) {
 
 // tryLookup reports whether an A query for name is answered within timeout.
 func tryLookup(netnsName string, server netip.Addr, name string, timeout time.Duration) bool {
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: uint16(queryID.Add(1))})
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 1})
 	b.StartQuestions()
 	b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name + "."), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
 	query, _ := b.Finish()
-	return netns.Do(netnsName, func() error {
-		conn, err := net.Dial("udp", netip.AddrPortFrom(server, 53).String())
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(timeout))
-		if _, err := conn.Write(query); err != nil {
-			return err
-		}
-		_, err = conn.Read(make([]byte, 4096))
-		return err
-	}) == nil
+	_, err := netns.ExchangeUDP(netnsName, netip.AddrPortFrom(server, 53), query, timeout)
+	return err == nil
 }

@@ -37,6 +37,8 @@ var mayImport = map[string][]string{
 	"internal/trace": nil,
 	// fqdn keeps the addresses DNS answers give the domainNames patterns, beside the dataplane
 	"internal/fqdn": {"internal/nflog", "internal/dataplane"},
+	// the DNS server and client the tests of fqdn and agent share
+	"internal/fqdn/fqdntest": {"internal/nflog", "internal/dataplane", "internal/fqdn", "internal/testenv", "internal/testenv/netns"},
 	"internal/agent": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
 		"internal/nft/kernel", "internal/nft/ruleset", "internal/ifmon", "internal/nflog", "internal/fqdn"},
 	// explain runs the stages offline for one flow, on top of them as the agent does
