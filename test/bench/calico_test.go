@@ -12,8 +12,8 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 )
 
-// The Calico rows (P1 and P2) write their policies as projectcalico.org/v3 objects and convert
-// them with internal/sync's converters, the agent's path for them, into the graph's input.
+// The Calico benchmarks write their policies as projectcalico.org/v3 objects and convert them
+// with internal/sync's converters, the agent's path for them, into the graph's input.
 
 // calicoTiers is how many tiers the Calico rows spread their policies over: tier t is
 // "bench-<t>" at order 100·(t+1), its default Pass but the last's, which is Deny.

@@ -496,9 +496,10 @@ func connectPercentiles(lats []time.Duration) string {
 // p50/p90/p99 connect latency of all rounds' connections, judged and not. (With a few long rounds,
 // or the server's accept queue at Go's default, the figure at 1,000 policies swings by a factor
 // of several between runs of the same code: see listenBacklog's caller.)
-// BenchmarkPacketPathBridge is P1 with the server and its clients on one bridge of the node:
-// nftpolicy's rows at 1,000 and 10,000 policies (1,000 with BENCH_QUICK), judged through
-// br_netfilter, beside the routed rows of BenchmarkPacketPath.
+// BenchmarkPacketPathBridge measures the packet path as BenchmarkPacketPath does, with the server
+// and its clients on one bridge of the node, so every connection is bridged and judged in the
+// inet table through br_netfilter: nftpolicy's table at 1,000 and 10,000 policies (1,000 with
+// BENCH_QUICK) against the same table with the server not judged.
 func BenchmarkPacketPathBridge(b *testing.B) {
 	testenv.RequireRoot(b)
 	testenv.RequireCommand(b, "ip", "nft")

@@ -31,10 +31,9 @@ func BenchmarkIncrementalClusterPolicies(b *testing.B) {
 		"one pod joins/leaves one ClusterNetworkPolicy peer selector")
 }
 
-// joinsByAction is the "apply" part of the P2 rows by policy API: 600 joins and leaves (150
-// with BENCH_QUICK) of f's spares, programmed in g and dp, each timed from the graph's update
-// to the dataplane's commit, also by action(k), the action of the rule of selector k; the row
-// is named by what.
+// joinsByAction times 600 joins and leaves (150 with BENCH_QUICK) of f's spares, programmed in
+// g and dp, each from the graph's update to the dataplane's commit, in all and by action(k), the
+// action of the rule of selector k; the figures are named by what.
 func joinsByAction(b *testing.B, f scale.Fanout, g *graph.Graph, dp *kernel.Applier, action func(k int) string, what string) {
 	samples := 600
 	if quick {
