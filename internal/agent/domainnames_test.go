@@ -9,14 +9,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/fqdn"
 	"github.com/nftpolicy/nftpolicy/internal/fqdn/fqdntest"
 	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
-	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
 	"github.com/nftpolicy/nftpolicy/internal/testenv/netns"
 )
@@ -40,16 +38,7 @@ func TestDomainNamesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	fqdntest.Serve(t, ext.NetNS, &fqdntest.Zone{TTL: 1, Addrs: map[string][]netip.Addr{"www.example.test": ext.Addrs}}, ext.Addrs...)
-	fd, err := c.Node("a").FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	dp, err := kernel.Open(fd, nft.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dp.Close() })
+	dp, fd := openApplier(t, c.Node("a"))
 
 	var logs logBuffer
 	t.Cleanup(func() {

@@ -85,16 +85,7 @@ func TestRepairOfChangesByOthers(t *testing.T) {
 		}
 	}
 	node := c.Node("a")
-	fd, err := node.FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	dp, err := kernel.Open(fd, nft.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dp.Close() })
+	dp, fd := openApplier(t, node)
 	changes := make(chan ruleset.TableChange, 16)
 	mon, err := dp.Monitor(changes)
 	if err != nil {
@@ -277,4 +268,21 @@ func TestLoopAnswersTableChanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openApplier opens a kernel Applier on node's network namespace and returns it with the
+// namespace's descriptor; both are closed when t ends.
+func openApplier(t *testing.T, node *netns.Node) (*kernel.Applier, int) {
+	t.Helper()
+	fd, err := node.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	dp, err := kernel.Open(fd, nft.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	return dp, fd
 }
