@@ -8,7 +8,7 @@ import (
 )
 
 // TestDomainNamesPeer: a peer's domainNames patterns reach the dataplane as one alternative per
-// pattern (sorted, distinct), each restricted to its pattern and with no set or net of its own;
+// pattern, in the peer's order, each restricted to its pattern and with no set or net of its own;
 // such a peer never becomes one that matches any address.
 func TestDomainNamesPeer(t *testing.T) {
 	key := model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "dns"}
@@ -18,7 +18,7 @@ func TestDomainNamesPeer(t *testing.T) {
 			Labels: model.LabelsOf(lbl("app", "web")), Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Running: true}},
 		model.PolicySet{Policy: model.Policy{Key: key, Tier: model.TierAdmin, Order: 1, Selector: "all()", NamespaceSelector: "all()",
 			ApplyEgress: true, EgressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
-				Destination: model.Peer{DomainNames: []string{"kubernetes.io", "*.example.com", "kubernetes.io"}, Ports: []model.Port{{First: 443}}}}}}},
+				Destination: model.Peer{DomainNames: []string{"*.example.com", "kubernetes.io"}, Ports: []model.Port{{First: 443}}}}}}},
 	)
 	p, ok := st.Policies[key]
 	if !ok || len(p.Egress) != 2 {

@@ -583,14 +583,13 @@ func (c *ruleCompiler) rule(out []dataplane.Rule, dir model.Direction, pr *prepa
 	return out
 }
 
-// byDomainName is a side's alternatives for a peer's domainNames patterns: each alternative once
-// per pattern (sorted, without repeats), restricted to it, so that the side matches an address
-// of any pattern; alts as they are when there is none.
+// byDomainName is a side's alternatives for a peer's domainNames patterns (sorted and distinct,
+// as model.Peer.DomainNames holds them): each alternative once per pattern, restricted to it,
+// so that the side matches an address of any pattern; alts as they are when there is none.
 func byDomainName(alts []dataplane.Match, patterns []string) []dataplane.Match {
 	if len(patterns) == 0 {
 		return alts
 	}
-	patterns = slices.Compact(slices.Sorted(slices.Values(patterns)))
 	out := make([]dataplane.Match, 0, len(alts)*len(patterns))
 	for _, a := range alts {
 		for _, p := range patterns {

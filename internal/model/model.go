@@ -251,8 +251,9 @@ type Peer struct {
 	Global bool
 	// DomainNames restricts the peer to the addresses that DNS answers to the node's pods gave
 	// for one of these patterns (internal/fqdn's Pattern: an exact name or "*." and a name,
-	// lower case, no trailing dot). A peer with DomainNames matches only such addresses, never
-	// any address; the addresses are learnt at run time, not known to the compile.
+	// lower case, no trailing dot), sorted and distinct. A peer with DomainNames matches only
+	// such addresses, never any address; the addresses are learnt at run time, not known to the
+	// compile.
 	DomainNames []string
 }
 
