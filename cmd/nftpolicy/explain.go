@@ -18,11 +18,12 @@ import (
 // (--kubeconfig, else in-cluster), through the agent's own graph and compiler (internal/explain).
 func explainFlow(ctx context.Context, args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy explain", flag.ContinueOnError)
-	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes; Calico's Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets, NetworkSets) instead of the live cluster")
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes; Calico's Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets, NetworkSets, HostEndpoints) instead of the live cluster")
 	kubeconfig := fs.String("kubeconfig", e.getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
-	from := fs.String("from", "", "source pod, NAMESPACE/POD")
-	to := fs.String("to", "", "destination pod NAMESPACE/POD, or an IP address")
-	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp)")
+	from := fs.String("from", "", "source: pod NAMESPACE/POD, node/NODE (the node itself, through its host endpoints) or an IP address")
+	to := fs.String("to", "", "destination: pod NAMESPACE/POD, node/NODE[:PORT] or an IP address")
+	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp); with --to node/NODE:PORT, the protocol alone or nothing (tcp)")
+	iface := fs.String("interface", "", "the interface of a node end the packet passes (default: that of the node's host endpoint, else any interface no host endpoint names)")
 	sport := fs.Uint("sport", 0, "source port of a TCP, UDP or SCTP flow (0: any port no rule names)")
 	icmpType := fs.Uint("icmp-type", 8, "ICMP or ICMPv6 type of an icmp or icmpv6 flow (8: echo request; ICMPv6's is 128)")
 	icmpCode := fs.Uint("icmp-code", 0, "ICMP or ICMPv6 code of an icmp or icmpv6 flow")
@@ -35,8 +36,17 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *from == "" || *to == "" || *port == "" {
-		return usageErrorf("explain needs --from NAMESPACE/POD, --to NAMESPACE/POD|IP and --port PORT/PROTOCOL")
+	dst, nodePort, err := nodeWithPort(*to)
+	if err != nil {
+		return err
+	}
+	if nodePort != "" {
+		if *port, err = withPort(*port, nodePort); err != nil {
+			return err
+		}
+	}
+	if *from == "" || dst == "" || *port == "" {
+		return usageErrorf("explain needs --from NAMESPACE/POD|node/NODE|IP, --to NAMESPACE/POD|node/NODE[:PORT]|IP and --port PORT/PROTOCOL")
 	}
 	if *output != "text" && *output != "json" {
 		return usageErrorf("-o %q: want text or json", *output)
@@ -70,7 +80,7 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
-	q := explain.Query{From: *from, To: *to, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
+	q := explain.Query{From: *from, To: dst, Interface: *iface, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
 		ICMPType: uint8(*icmpType), ICMPCode: uint8(*icmpCode)}
 	if proto == model.ProtocolICMPv6 && !explicit(fs, "icmp-type") {
 		q.ICMPType = 128 // ICMPv6's echo request
@@ -88,6 +98,34 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 		return enc.Encode(r)
 	}
 	return r.WriteText(e.stdout)
+}
+
+// nodeWithPort splits --to node/NODE:PORT into node/NODE and PORT ("" for any other --to).
+func nodeWithPort(to string) (string, string, error) {
+	name, ok := strings.CutPrefix(to, "node/")
+	if !ok {
+		return to, "", nil
+	}
+	node, port, found := strings.Cut(name, ":")
+	if !found {
+		return to, "", nil
+	}
+	if node == "" || port == "" {
+		return "", "", usageErrorf("--to %q: want node/NODE:PORT", to)
+	}
+	return "node/" + node, port, nil
+}
+
+// withPort is --port for --to node/NODE:PORT: the port, with --port's protocol when it gives one
+// alone (tcp when empty).
+func withPort(flagPort, port string) (string, error) {
+	switch {
+	case flagPort == "":
+		return port + "/tcp", nil
+	case !strings.ContainsAny(flagPort, "/0123456789"):
+		return port + "/" + flagPort, nil
+	}
+	return "", usageErrorf("--to node/NODE:%s and --port %q: give the port once", port, flagPort)
 }
 
 // parsePort reads PORT/PROTOCOL (the protocol defaults to TCP) or a protocol without ports.
