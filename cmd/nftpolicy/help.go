@@ -36,7 +36,7 @@ func commands() []command {
 		{"explain", "nftpolicy explain [-f DIR] --from NS/POD|node/NODE|IP --to NS/POD|node/NODE[:PORT]|IP --port PORT/PROTO [-6] [-o json]",
 			"explain one flow's verdict and what decided it",
 			explainFlow},
-		{"trace", "nftpolicy trace [--from IP] [--to IP] [--port PORT/PROTO] [--packets N] [--timeout D] [-o json]",
+		{"trace", "nftpolicy trace [--from IP|node/NODE] [--to IP|node/NODE[:PORT]] [--port PORT/PROTO] [--packets N] [--timeout D] [-o json]",
 			"trace real packets of one flow through this node's nftables tables",
 			traceFlow},
 		{"cleanup", "nftpolicy cleanup [--table NAME]",
