@@ -133,8 +133,8 @@ func (c *Cluster) through(node string, a netip.Addr, iface string) end {
 	var named []*model.Endpoint
 	for k := range c.endpoints {
 		h := c.endpoints[k]
-		if h.Host == nil || h.Node != node || !slices.Contains(h.Addrs, a) {
-			continue
+		if h.Host == nil || h.Node != node || !slices.Contains(h.Addrs, a) || h.Host.Interface == "" {
+			continue // one without interfaceName needs the node's interfaces: never dispatched here
 		}
 		switch {
 		case h.Host.Interface == model.HostInterfaceAll:

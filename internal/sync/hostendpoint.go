@@ -22,8 +22,8 @@ const CalicoDefaultAllowProfile = "projectcalico-default-allow"
 // part, as Felix reads one:
 //
 //   - spec.node is required; spec.interfaceName names one interface of the node, or "*" for
-//     all of them. An endpoint without interfaceName (Calico then looks for the interface
-//     holding the expected IPs) is not supported: invalid.
+//     all of them. Without it, the endpoint applies to the interface holding its expected IPs
+//     (the node's graph resolves it), which it then needs.
 //   - spec.expectedIPs (addresses) are what rule selectors picking the endpoint match.
 //   - spec.profiles: projectcalico-default-allow makes traffic no policy decides allowed;
 //     other profiles are not applied (reported in ignored), so such traffic is denied.
@@ -37,8 +37,8 @@ func ConvertHostEndpoint(h *HostEndpoint) (model.Endpoint, []string, error) {
 		return model.Endpoint{}, nil, errors.New("spec.node is empty")
 	}
 	switch ifc := spec.InterfaceName; {
-	case ifc == "":
-		return model.Endpoint{}, nil, errors.New("spec.interfaceName is empty: name the interface, or * for all")
+	case ifc == "" && len(spec.ExpectedIPs) == 0:
+		return model.Endpoint{}, nil, errors.New("spec.interfaceName is empty and there are no spec.expectedIPs: name the interface, * for all, or the addresses of the interface")
 	case ifc != model.HostInterfaceAll && (len(ifc) >= 16 || strings.ContainsAny(ifc, "/ *\x00")):
 		return model.Endpoint{}, nil, fmt.Errorf("spec.interfaceName: %q is not an interface name", ifc)
 	}
@@ -77,10 +77,17 @@ func ConvertHostEndpoint(h *HostEndpoint) (model.Endpoint, []string, error) {
 	return ep, ignored, nil
 }
 
-// hostSlot is what two host endpoints may not share: a node's interface.
-type hostSlot struct{ node, ifname string }
+// hostSlot is what two host endpoints may not share: a node's interface. An endpoint without
+// interfaceName has a slot of its own (name): the node's graph gives it an interface no other
+// endpoint takes.
+type hostSlot struct{ node, ifname, name string }
 
-func slotOf(ep *model.Endpoint) hostSlot { return hostSlot{ep.Node, ep.Host.Interface} }
+func slotOf(ep *model.Endpoint) hostSlot {
+	if ep.Host.Interface == "" {
+		return hostSlot{node: ep.Node, name: ep.Key.Name}
+	}
+	return hostSlot{node: ep.Node, ifname: ep.Host.Interface}
+}
 
 // hostClaims decides which host endpoint holds each node's interface when several claim it:
 // the one with the smallest name, whatever the order they came in; the others are not
