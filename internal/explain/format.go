@@ -89,7 +89,11 @@ func writeSide(b *strings.Builder, s Side) {
 	if len(s.Tiers) > 0 {
 		b.WriteString("  tiers, in order:\n")
 		for _, t := range s.Tiers {
-			fmt.Fprintf(b, "    %-8s %-11s (default %s): %s\n", t.Tier, t.Outcome, t.DefaultAction, strings.Join(t.Policies, ", "))
+			policies := strings.Join(t.Policies, ", ")
+			if policies == "" {
+				policies = "no policy" // the host endpoint default tier
+			}
+			fmt.Fprintf(b, "    %-8s %-11s (default %s): %s\n", t.Tier, t.Outcome, t.DefaultAction, policies)
 		}
 	}
 	fmt.Fprintf(b, "  nftables on node %s:\n", s.Node)
