@@ -36,14 +36,9 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	dst, nodePort, err := nodeWithPort(*to)
+	dst, err := nodePort(*to, port)
 	if err != nil {
 		return err
-	}
-	if nodePort != "" {
-		if *port, err = withPort(*port, nodePort); err != nil {
-			return err
-		}
 	}
 	if *from == "" || dst == "" || *port == "" {
 		return usageErrorf("explain needs --from NAMESPACE/POD|node/NODE|IP, --to NAMESPACE/POD|node/NODE[:PORT]|IP and --port PORT/PROTOCOL")
@@ -100,32 +95,24 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	return r.WriteText(e.stdout)
 }
 
-// nodeWithPort splits --to node/NODE:PORT into node/NODE and PORT ("" for any other --to).
-func nodeWithPort(to string) (string, string, error) {
+// nodePort reads --to node/NODE:PORT as node/NODE, and PORT into *port (with --port's protocol
+// when it gives one alone; tcp when empty); any other --to is returned as it is.
+func nodePort(to string, port *string) (string, error) {
 	name, ok := strings.CutPrefix(to, "node/")
-	if !ok {
-		return to, "", nil
-	}
-	node, port, found := strings.Cut(name, ":")
-	if !found {
-		return to, "", nil
-	}
-	if node == "" || port == "" {
-		return "", "", usageErrorf("--to %q: want node/NODE:PORT", to)
-	}
-	return "node/" + node, port, nil
-}
-
-// withPort is --port for --to node/NODE:PORT: the port, with --port's protocol when it gives one
-// alone (tcp when empty).
-func withPort(flagPort, port string) (string, error) {
+	node, num, found := strings.Cut(name, ":")
 	switch {
-	case flagPort == "":
-		return port + "/tcp", nil
-	case !strings.ContainsAny(flagPort, "/0123456789"):
-		return port + "/" + flagPort, nil
+	case !ok || !found:
+		return to, nil
+	case node == "" || num == "":
+		return "", usageErrorf("--to %q: want node/NODE:PORT", to)
+	case *port == "":
+		*port = num + "/tcp"
+	case !strings.ContainsAny(*port, "/0123456789"):
+		*port = num + "/" + *port
+	default:
+		return "", usageErrorf("--to node/NODE:%s and --port %q: give the port once", num, *port)
 	}
-	return "", usageErrorf("--to node/NODE:%s and --port %q: give the port once", port, flagPort)
+	return "node/" + node, nil
 }
 
 // parsePort reads PORT/PROTOCOL (the protocol defaults to TCP) or a protocol without ports.

@@ -37,14 +37,9 @@ func traceFlow(ctx context.Context, args []string, e env) error {
 		return trace.Remove(-1)
 	}
 	var f trace.Flow
-	dst, nodePort, err := nodeWithPort(*to)
+	dst, err := nodePort(*to, port)
 	if err != nil {
 		return err
-	}
-	if nodePort != "" {
-		if *port, err = withPort(*port, nodePort); err != nil {
-			return err
-		}
 	}
 	for _, a := range []struct {
 		flag, value string

@@ -1,7 +1,6 @@
 package explain
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -77,34 +76,8 @@ func TestExplainNodes(t *testing.T) {
 			err: "addresses of two families"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := c.Explain(tc.q)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("Explain: %v; want an error with %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var text bytes.Buffer
-			if err := r.WriteText(&text); err != nil {
-				t.Fatal(err)
-			}
-			if r.Allowed != tc.allowed {
-				t.Errorf("allowed %v, want %v", r.Allowed, tc.allowed)
-			}
-			if got := summary(r.Egress); got != tc.egress {
-				t.Errorf("egress\n got %s\nwant %s", got, tc.egress)
-			}
-			if got := summary(r.Ingress); got != tc.ingress {
-				t.Errorf("ingress\n got %s\nwant %s", got, tc.ingress)
-			}
-			if !strings.Contains(text.String(), tc.text) {
+			if r, text := explained(t, c, tc.q, tc.err, tc.allowed, tc.egress, tc.ingress); r != nil && !strings.Contains(text, tc.text) {
 				t.Errorf("the text has no %q", tc.text)
-			}
-			if t.Failed() {
-				t.Logf("explanation:\n%s", text.String())
 			}
 		})
 	}
