@@ -76,11 +76,11 @@ func (c *Cluster) end(key string, is6 bool, iface string) (end, error) {
 	return end{pod: p, node: p.Node, addr: a}, nil
 }
 
-// addrEnd is the end holding address a: a node whose host endpoints hold it, else a pod, else
-// neither.
+// addrEnd is the end holding address a: a node whose host endpoints hold it (the smallest
+// name), else a pod, else neither.
 func (c *Cluster) addrEnd(a netip.Addr, iface string) end {
-	for _, node := range c.nodesHolding(a) {
-		return c.through(node, a, iface)
+	if nodes := c.nodesHolding(a); len(nodes) > 0 {
+		return c.through(nodes[0], a, iface)
 	}
 	if p := c.holder(a); p != nil {
 		return end{pod: p, node: p.Node, addr: a}
@@ -172,7 +172,7 @@ func (c *Cluster) hostSide(dir model.Direction, e end, peer netip.Addr, q Query,
 		s.NFTables = nftSteps(steps)
 		return s, nil
 	}
-	if e.hep == nil || pkt.Iifname == loopback || pkt.Oifname == loopback {
+	if e.hep == nil {
 		if v.Kind != ruleset.Accept {
 			return s, fmt.Errorf("node %s, %s: no host endpoint covers interface %q but the table's walk ends in %s", e.node, dir, e.iface, v)
 		}
