@@ -18,11 +18,12 @@ import (
 // (--kubeconfig, else in-cluster), through the agent's own graph and compiler (internal/explain).
 func explainFlow(ctx context.Context, args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy explain", flag.ContinueOnError)
-	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes; Calico's Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets, NetworkSets) instead of the live cluster")
+	dir := fs.String("f", "", "directory of YAML manifests (Namespaces, Pods with status, NetworkPolicies, ClusterNetworkPolicies, Nodes; Calico's Tiers, GlobalNetworkPolicies, NetworkPolicies, GlobalNetworkSets, NetworkSets, HostEndpoints) instead of the live cluster")
 	kubeconfig := fs.String("kubeconfig", e.getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
-	from := fs.String("from", "", "source pod, NAMESPACE/POD")
-	to := fs.String("to", "", "destination pod NAMESPACE/POD, or an IP address")
-	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp)")
+	from := fs.String("from", "", "source: pod NAMESPACE/POD, node/NODE (the node itself, through its host endpoints) or an IP address")
+	to := fs.String("to", "", "destination: pod NAMESPACE/POD, node/NODE[:PORT] or an IP address")
+	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp); with --to node/NODE:PORT, the protocol alone or nothing (tcp)")
+	iface := fs.String("interface", "", "the interface of a node end the packet passes (default: that of the node's host endpoint, else any interface no host endpoint names)")
 	sport := fs.Uint("sport", 0, "source port of a TCP, UDP or SCTP flow (0: any port no rule names)")
 	icmpType := fs.Uint("icmp-type", 8, "ICMP or ICMPv6 type of an icmp or icmpv6 flow (8: echo request; ICMPv6's is 128)")
 	icmpCode := fs.Uint("icmp-code", 0, "ICMP or ICMPv6 code of an icmp or icmpv6 flow")
@@ -35,8 +36,12 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *from == "" || *to == "" || *port == "" {
-		return usageErrorf("explain needs --from NAMESPACE/POD, --to NAMESPACE/POD|IP and --port PORT/PROTOCOL")
+	dst, err := nodePort(*to, port)
+	if err != nil {
+		return err
+	}
+	if *from == "" || dst == "" || *port == "" {
+		return usageErrorf("explain needs --from NAMESPACE/POD|node/NODE|IP, --to NAMESPACE/POD|node/NODE[:PORT]|IP and --port PORT/PROTOCOL")
 	}
 	if *output != "text" && *output != "json" {
 		return usageErrorf("-o %q: want text or json", *output)
@@ -70,7 +75,7 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
-	q := explain.Query{From: *from, To: *to, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
+	q := explain.Query{From: *from, To: dst, Interface: *iface, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
 		ICMPType: uint8(*icmpType), ICMPCode: uint8(*icmpCode)}
 	if proto == model.ProtocolICMPv6 && !explicit(fs, "icmp-type") {
 		q.ICMPType = 128 // ICMPv6's echo request
@@ -88,6 +93,26 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 		return enc.Encode(r)
 	}
 	return r.WriteText(e.stdout)
+}
+
+// nodePort reads --to node/NODE:PORT as node/NODE, and PORT into *port (with --port's protocol
+// when it gives one alone; tcp when empty); any other --to is returned as it is.
+func nodePort(to string, port *string) (string, error) {
+	name, ok := strings.CutPrefix(to, "node/")
+	node, num, found := strings.Cut(name, ":")
+	switch {
+	case !ok || !found:
+		return to, nil
+	case node == "" || num == "":
+		return "", usageErrorf("--to %q: want node/NODE:PORT", to)
+	case *port == "":
+		*port = num + "/tcp"
+	case !strings.ContainsAny(*port, "/0123456789"):
+		*port = num + "/" + *port
+	default:
+		return "", usageErrorf("--to node/NODE:%s and --port %q: give the port once", num, *port)
+	}
+	return "node/" + node, nil
 }
 
 // parsePort reads PORT/PROTOCOL (the protocol defaults to TCP) or a protocol without ports.

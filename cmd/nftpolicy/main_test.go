@@ -107,6 +107,43 @@ func TestExplainCommand(t *testing.T) {
 	}
 }
 
+// TestExplainNodeCommand: `nftpolicy explain` takes a node as either end, --to node/NODE:PORT
+// as the port too, and --interface.
+func TestExplainNodeCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string // in the output
+	}{
+		{[]string{"--from", "172.31.0.200", "--to", "node/node-a:8080"},
+			[]string{"172.31.0.200 → node node-a (172.31.0.1, interface eth0) tcp/8080: ALLOWED",
+				"ingress of host endpoint node-a-eth0 (interface eth0), on node node-a: allow",
+				`in host_in_if_v4 (node address → its host endpoint's decision chain): "eth0" . 172.31.0.1 comment "host endpoint node-a-eth0 (eth0)"`}},
+		{[]string{"--from", "172.31.0.200", "--to", "node/node-a:53", "--port", "udp"},
+			[]string{"172.31.0.200 → node node-a (172.31.0.1, interface eth0) udp/53: DENIED"}},
+		{[]string{"--from", "node/node-a", "--to", "10.9.9.9", "--port", "443", "-o", "json"},
+			[]string{`"allowed": false`, `"host_endpoint": "node-a-eth0"`, `"tier": "host-endpoint-default"`}},
+		{[]string{"--from", "172.31.0.200", "--to", "node/node-a", "--port", "8080", "--interface", "eth1"},
+			[]string{"no host endpoint of node node-a covers its interface: not policed"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"explain", "-f", "../../internal/explain/testdata/hosts"}, tc.args...)
+		if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+			t.Fatalf("%v: exit code %d: %s", args, code, stderr.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", args, w, stdout.String())
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"explain", "-f", "../../internal/explain/testdata/hosts", "--from", "x/a", "--to", "node/node-a:80", "--port", "80/tcp"}
+	if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "give the port once") {
+		t.Errorf("%v: exit code %d, stderr %q; want a usage error", args, code, stderr.String())
+	}
+}
+
 // TestOperatingDocExplain: every `nftpolicy explain -f …` example in docs/operating.md shows the
 // output the command prints today, byte for byte.
 func TestOperatingDocExplain(t *testing.T) {

@@ -20,9 +20,9 @@ import (
 // --packets packets, at --timeout, or at SIGINT or SIGTERM.
 func traceFlow(ctx context.Context, args []string, e env) error {
 	fs := flag.NewFlagSet("nftpolicy trace", flag.ContinueOnError)
-	from := fs.String("from", "", "source address (a pod's IP); empty: any")
-	to := fs.String("to", "", "destination address; empty: any")
-	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp) or a protocol without port (icmp); empty: any")
+	from := fs.String("from", "", "source address (a pod's IP), or node/NODE: this node's own traffic out; empty: any")
+	to := fs.String("to", "", "destination address, or node/NODE[:PORT]: traffic to this node itself; empty: any")
+	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp) or a protocol without port (icmp); with --to node/NODE:PORT, the protocol alone or nothing (tcp); empty: any")
 	packets := fs.Int("packets", 10, "packets to trace")
 	timeout := fs.Duration("timeout", time.Minute, "how long to trace at most")
 	output := fs.String("o", "text", "output: text, or json (one object per packet)")
@@ -37,10 +37,23 @@ func traceFlow(ctx context.Context, args []string, e env) error {
 		return trace.Remove(-1)
 	}
 	var f trace.Flow
+	dst, err := nodePort(*to, port)
+	if err != nil {
+		return err
+	}
 	for _, a := range []struct {
 		flag, value string
 		to          *netip.Addr
-	}{{"--from", *from, &f.Src}, {"--to", *to, &f.Dst}} {
+		node        *bool
+	}{{"--from", *from, &f.Src, &f.FromNode}, {"--to", dst, &f.Dst, &f.ToNode}} {
+		if name, ok := strings.CutPrefix(a.value, "node/"); ok && name != "" {
+			// the node the trace runs on, as NODE_NAME names it where it is set
+			if here := e.getenv("NODE_NAME"); here != "" && here != name {
+				return usageErrorf("%s %s: this is node %s (NODE_NAME); trace runs on the node it traces", a.flag, a.value, here)
+			}
+			*a.node = true
+			continue
+		}
 		if a.value == "" {
 			continue
 		}

@@ -25,6 +25,9 @@ type Metrics struct {
 	SourceVersion     *prometheus.GaugeVec
 	LockHeld          prometheus.Gauge
 	LockWait          prometheus.Gauge
+	// HostEndpointProblems counts the problems of this node's host endpoints, each once when
+	// it appears (graph.Config.ReportHost).
+	HostEndpointProblems prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -69,6 +72,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_lock_held", Help: "1 while this agent holds its table's lock (--lock-file) and programs the table; 0 while it stands by for another agent's."}),
 		LockWait: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nftpolicy_lock_wait_seconds", Help: "How long this agent waited for its table's lock before it took it (0: it was free)."}),
+		HostEndpointProblems: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nftpolicy_host_endpoint_problems_total", Help: "Problems of this node's host endpoints, each counted when it appears: " +
+				"an expected IP that is not the node's, an interface that does not exist yet, no interface (or several) holding the expected IPs of one without interfaceName."}),
 	}
 	m.SourceVersion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nftpolicy_source_resource_version",
@@ -78,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, trigger := range []string{TriggerEvent, TriggerPeriodic, TriggerRetry} {
 		m.DriftRepairs.WithLabelValues(trigger)
 	}
-	reg.MustRegister(m.SourceVersion, m.LockHeld, m.LockWait)
+	reg.MustRegister(m.SourceVersion, m.LockHeld, m.LockWait, m.HostEndpointProblems)
 	reg.MustRegister(m.ApplyDuration, m.ApplyErrors, m.EventToCommit, m.InSync, m.Resyncs, m.DriftRepairs,
 		m.ForeignChanges, m.TableEventsLost, m.Sets, m.SetElements, m.Chains, m.Rules, m.Transactions, m.GraphUpdates, m.DataplaneMessages)
 	return m

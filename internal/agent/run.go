@@ -173,7 +173,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		loopErr <- Loop(ctx, Config{ResyncInterval: cfg.ResyncInterval, Logger: log, Metrics: metrics, Health: health,
 			FirstCommit: cfg.FirstCommit, Sources: 2, // the API watcher and the interface monitor
 			TableChanges: tableChanges, Programming: programming},
-			updates, graph.New(graph.Config{NodeName: cfg.NodeName}), nftAdapter{dp, domains})
+			updates, graph.New(graph.Config{NodeName: cfg.NodeName, ReportHost: hostProblemReporter(log, metrics)}), nftAdapter{dp, domains})
 	}()
 	log.Info("agent started", "node", cfg.NodeName, "table", cfg.Table)
 	select {
@@ -398,5 +398,15 @@ func (c *denyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, n := range denied {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), reason)
+	}
+}
+
+// hostProblemReporter logs and counts a host endpoint's problem (graph.Config.ReportHost): an
+// expected IP that is not the node's, an interface that does not exist yet, none or several
+// interfaces holding the expected IPs of an endpoint without interfaceName.
+func hostProblemReporter(log *slog.Logger, metrics *Metrics) func(graph.Problem) {
+	return func(p graph.Problem) {
+		log.Warn("host endpoint: "+p.Message, "object", p.Object)
+		metrics.HostEndpointProblems.Inc()
 	}
 }

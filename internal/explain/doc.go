@@ -1,8 +1,9 @@
 // Package explain answers "why is this connection allowed or denied?" for one flow between two
-// pods (or a pod and an address), as the agents of their nodes decide it: the verdict of the
-// egress side (judged on the source pod's node) and of the ingress side (on the destination
-// pod's node), each with the ordered tiers and policies that applied, the rule or tier default
-// that decided, and the nftables objects on that node that implement it.
+// ends — pods, nodes (their own traffic, through their host endpoints) or addresses — as the
+// agents of their nodes decide it: the verdict of the egress side (judged on the source's node)
+// and of the ingress side (on the destination's node), each with the ordered tiers and policies
+// that applied, the rule or tier default that decided, and the nftables objects on that node
+// that implement it.
 //
 // Place in the data flow: it runs the agent's own stages offline, on top of them —
 // internal/sync (a live cluster through a Watcher until in-sync, or a directory of manifests
@@ -17,13 +18,25 @@
 //     element, the group chain, the set or map element that decided, the class and deny chains,
 //     each with its comment. Decide and the walk must agree; Explain fails if they do not.
 //
+// A node's own traffic (node.go) is walked from input_host or output_host: an exception of the
+// chain (loopback, the node's pods, ICMPv6, a failsafe port) accepts it before any policy and
+// is the answer; otherwise Builder.DecideHost, the decision of the host endpoint the dispatch
+// maps pick (the node's interface's, else its "*" one), must agree with the walk as a pod's
+// does. A node's address is the smallest of its host endpoints' expectedIPs of the family; its
+// interface the one of its named host endpoint, unless the query names one. Between a node and
+// its own pods the dataplane's exceptions decide: a pod's traffic to its node is judged by the
+// pod's egress alone, the node's traffic to its pods by nothing. The tables carry the agent's
+// default failsafe ports; its API server exception, which needs the agent's kubeconfig, is
+// left out.
+//
 // The table explain computes is the one the node's agent programs, but for what needs the host:
 // without the nodes' interfaces it leaves out anti-spoofing and fail-closed ingress (their
 // sets hold interface names), which judge spoofed sources and pods not yet programmed, never a
 // policy. A side is judged only where a pod of the cluster holds its address: an address
 // outside the cluster's pods has no ingress policy, and as a source no egress one.
 //
-// Tests: TestExplain (explain_test.go) on manifests, every side and origin kind; test/e2e's
+// Tests: TestExplain (explain_test.go) on manifests, every side and origin kind; TestExplainNodes
+// (node_test.go) for nodes as either end, their exceptions and host endpoint defaults; test/e2e's
 // TestConformance compares explain's verdicts, on the live API server, with the traffic every
 // upstream NetworkPolicy case lets through, over IPv4 and IPv6.
 package explain

@@ -99,24 +99,29 @@ func (c *Cluster) table(node string) *nft.Builder {
 	for _, u := range c.updates {
 		g.OnUpdate(u)
 	}
-	b := nft.NewBuilder(nft.Config{})
+	b := nft.NewBuilder(nft.Config{Host: hostConfig()})
 	b.Apply(g.Flush())
 	c.Problems = g.Problems()
 	c.tables[node] = b
 	return b
 }
 
-// Query is one flow to explain: the first packet of a connection from pod From ("ns/name") to
-// To (a pod "ns/name" or an address) on Proto and, for TCP, UDP and SCTP, Port (the destination
-// port) and SrcPort; for ICMP and ICMPv6, ICMPType and ICMPCode.
+// Query is one flow to explain: the first packet of a connection from From (a pod "ns/name", a
+// node "node/NAME" or an address) to To (a pod, a node or an address) on Proto and, for TCP, UDP and SCTP,
+// Port (the destination port) and SrcPort; for ICMP and ICMPv6, ICMPType and ICMPCode. A key
+// "node/NAME" is a pod when namespace "node" holds one of that name.
 type Query struct {
 	From, To           string
 	Proto              model.Protocol
 	Port               uint16
 	SrcPort            uint16
 	ICMPType, ICMPCode uint8
-	// IPv6 picks the pods' IPv6 addresses (when To is an address, its family decides).
+	// IPv6 picks the pods' and nodes' IPv6 addresses (when To is an address, its family decides).
 	IPv6 bool
+	// Interface is the interface of a node end the packet passes ("": the interface of the
+	// node's host endpoint with the smallest interface name holding the node's address, else
+	// any interface no host endpoint names).
+	Interface string
 }
 
 // ICMP is an ICMP or ICMPv6 packet's type and code.
@@ -125,11 +130,16 @@ type ICMP struct {
 	Code uint8 `json:"code"`
 }
 
-// End is one end of the flow.
+// End is one end of the flow: a pod, a node (its own traffic, through Interface) or an
+// address.
 type End struct {
 	Pod  string     `json:"pod,omitempty"`
 	Addr netip.Addr `json:"address"`
 	Node string     `json:"node,omitempty"`
+	// Host is true for the node itself; Interface is the node's interface the packet passes
+	// ("" for any one no host endpoint names).
+	Host      bool   `json:"host,omitempty"`
+	Interface string `json:"interface,omitempty"`
 }
 
 // Result is the explanation of a flow: allowed when both sides allow it.
@@ -150,10 +160,13 @@ type Result struct {
 type Side struct {
 	Direction string `json:"direction"`
 	// Judged is false for an end that is no pod of the cluster: no node judges its side.
-	Judged  bool   `json:"judged"`
-	Node    string `json:"node,omitempty"`
-	Pod     string `json:"pod,omitempty"`
-	Verdict string `json:"verdict"` // allow or deny
+	Judged bool   `json:"judged"`
+	Node   string `json:"node,omitempty"`
+	Pod    string `json:"pod,omitempty"`
+	// HostEndpoint is the host endpoint that judged the node's own traffic through Interface.
+	HostEndpoint string `json:"host_endpoint,omitempty"`
+	Interface    string `json:"interface,omitempty"`
+	Verdict      string `json:"verdict"` // allow or deny
 	// Reason is the compiler's reason for the verdict, as the deciding element's comment says it.
 	Reason    string     `json:"reason"`
 	DecidedBy DecidedBy  `json:"decided_by"`
@@ -164,7 +177,9 @@ type Side struct {
 // DecidedBy is what decided a side.
 type DecidedBy struct {
 	// Kind: "rule", "tier default", "no policy", "no tier decided", "rejected policy", "unknown",
-	// or "not judged".
+	// "not judged", "exception" (the node's traffic accepted before its host endpoints:
+	// loopback, its pods, ICMPv6, a failsafe port) or "no host endpoint" (none covers the
+	// node's interface).
 	Kind   string `json:"kind"`
 	Tier   string `json:"tier,omitempty"`
 	Policy string `json:"policy,omitempty"` // Kind/namespace/name
@@ -206,10 +221,6 @@ type Lookup struct {
 
 // Explain explains one flow.
 func (c *Cluster) Explain(q Query) (*Result, error) {
-	from, err := c.pod(q.From)
-	if err != nil {
-		return nil, fmt.Errorf("--from: %w", err)
-	}
 	r := &Result{Protocol: q.Proto.String(), Port: q.Port, SrcPort: q.SrcPort}
 	if !hasPorts(q.Proto) {
 		r.Port, r.SrcPort = 0, 0
@@ -218,80 +229,141 @@ func (c *Cluster) Explain(q Query) (*Result, error) {
 		r.ICMP = &ICMP{Type: q.ICMPType, Code: q.ICMPCode}
 	}
 	is6 := q.IPv6
-	var to *model.Endpoint
-	if a, err := netip.ParseAddr(q.To); err == nil {
-		a = a.Unmap()
-		is6 = a.Is6()
-		r.To.Addr = a
-		to = c.holder(a)
-	} else {
-		if to, err = c.pod(q.To); err != nil {
-			return nil, fmt.Errorf("--to: %w", err)
-		}
-		if r.To.Addr, err = addrOf(to, is6); err != nil {
-			return nil, fmt.Errorf("--to: %w", err)
-		}
+	toAddr, err := netip.ParseAddr(q.To)
+	if err == nil {
+		toAddr = toAddr.Unmap()
+		is6 = toAddr.Is6()
 	}
-	if r.From.Addr, err = addrOf(from, is6); err != nil {
+	var from end
+	if a, err := netip.ParseAddr(q.From); err == nil {
+		if a = a.Unmap(); toAddr.IsValid() && a.Is6() != is6 {
+			return nil, fmt.Errorf("--from %s and --to %s: addresses of two families", a, toAddr)
+		}
+		is6 = a.Is6()
+		from = c.addrEnd(a, q.Interface)
+	} else if from, err = c.end(q.From, is6, q.Interface); err != nil {
 		return nil, fmt.Errorf("--from: %w", err)
 	}
-	r.From.Pod, r.From.Node = from.Key.String(), from.Node
-	if to != nil {
-		r.To.Pod, r.To.Node = to.Key.String(), to.Node
+	var to end
+	if toAddr.IsValid() {
+		to = c.addrEnd(toAddr, q.Interface)
+	} else if to, err = c.end(q.To, is6, q.Interface); err != nil {
+		return nil, fmt.Errorf("--to: %w", err)
 	}
-	pkt := ruleset.Packet{Src: r.From.Addr, Dst: r.To.Addr, Proto: uint8(q.Proto), Dport: r.Port, Sport: r.SrcPort}
+	r.From, r.To = from.public(), to.public()
+	pkt := ruleset.Packet{Src: from.addr, Dst: to.addr, Proto: uint8(q.Proto), Dport: r.Port, Sport: r.SrcPort}
 	if r.ICMP != nil {
 		pkt.ICMPType, pkt.ICMPCode = r.ICMP.Type, r.ICMP.Code
 	}
-	if r.Egress, err = c.side(model.Egress, from.Node, r.From.Addr, r.To.Addr, q, pkt); err != nil {
+	if r.Egress, err = c.egress(from, to, q, pkt); err != nil {
 		return nil, err
 	}
-	if to == nil {
-		r.Ingress = Side{Direction: model.Ingress.String(), Verdict: nft.Allow.String(),
-			Reason:    "no pod of the cluster holds " + r.To.Addr.String() + ": no ingress policy applies",
-			DecidedBy: DecidedBy{Kind: "not judged"}}
-	} else if r.Ingress, err = c.side(model.Ingress, to.Node, r.To.Addr, r.From.Addr, q, pkt); err != nil {
+	if r.Ingress, err = c.ingress(from, to, q, pkt); err != nil {
 		return nil, err
 	}
 	r.Allowed = r.Egress.Verdict == nft.Allow.String() && r.Ingress.Verdict == nft.Allow.String()
 	return r, nil
 }
 
-// side explains one direction on node, where local is the pod's address and peer the other end's.
-func (c *Cluster) side(dir model.Direction, node string, local, peer netip.Addr, q Query, pkt ruleset.Packet) (Side, error) {
+// egress explains the source's side: a pod's egress policy in the forward hook (in the input
+// hook when it sends to its own node), a node's host endpoint in the output hook.
+func (c *Cluster) egress(from, to end, q Query, pkt ruleset.Packet) (Side, error) {
+	if from.pod == nil && !from.host {
+		return Side{Direction: model.Egress.String(), Verdict: nft.Allow.String(), DecidedBy: DecidedBy{Kind: "not judged"},
+			Reason: "no pod of the cluster holds " + from.addr.String() + ": no egress policy applies"}, nil
+	}
+	if from.host {
+		pkt.Oifname = from.iface
+		switch {
+		case to.host && to.node == from.node:
+			pkt.Oifname = loopback
+		case to.pod != nil && to.node == from.node:
+			pkt.Oifname = workloadIfname
+		}
+		return c.hostSide(model.Egress, from, to.addr, q, pkt, nft.ChainOutputHost)
+	}
+	chain := nft.ChainForwardEgress
+	if to.host && to.node == from.node {
+		chain, pkt.Iifname = nft.ChainInputHost, workloadIfname
+	}
+	return c.side(model.Egress, from.node, from.addr, to.addr, q, pkt, chain)
+}
+
+// ingress explains the destination's side: a pod's ingress policy in the forward hook, a
+// node's host endpoint in the input hook; an address outside the cluster's pods and nodes, a
+// pod its own node sends to (the output hook only) and a node its own pod sends to (the pod's
+// egress alone) are not judged.
+func (c *Cluster) ingress(from, to end, q Query, pkt ruleset.Packet) (Side, error) {
+	notJudged := func(reason string) (Side, error) {
+		return Side{Direction: model.Ingress.String(), Verdict: nft.Allow.String(), Reason: reason,
+			DecidedBy: DecidedBy{Kind: "not judged"}}, nil
+	}
+	switch {
+	case to.pod == nil && !to.host:
+		return notJudged("no pod of the cluster holds " + to.addr.String() + ": no ingress policy applies")
+	case to.pod != nil && from.host && from.node == to.node:
+		return notJudged("from its own node: the node's traffic to its pods takes the output hook only and is not policed")
+	case to.host && from.pod != nil && from.node == to.node:
+		return notJudged("from a pod of the node: judged by the pod's egress policy alone")
+	case to.host:
+		pkt.Iifname = to.iface
+		if from.host && from.node == to.node {
+			pkt.Iifname = loopback
+		}
+		return c.hostSide(model.Ingress, to, from.addr, q, pkt, nft.ChainInputHost)
+	}
+	return c.side(model.Ingress, to.node, to.addr, from.addr, q, pkt, nft.ChainForwardIngress)
+}
+
+// side explains one direction of a pod on node, where local is the pod's address and peer the
+// other end's, walking the node's table from chain.
+func (c *Cluster) side(dir model.Direction, node string, local, peer netip.Addr, q Query, pkt ruleset.Packet, chain string) (Side, error) {
 	s := Side{Direction: dir.String(), Judged: true, Node: node}
 	builder := c.table(node)
-	port := pkt.Dport
-	if isICMP(q.Proto) {
-		port = nft.ICMPKey(pkt.ICMPType, pkt.ICMPCode)
-	}
-	d, ok := builder.Decide(dir, local, peer, q.Proto, pkt.Sport, port)
+	d, ok := builder.Decide(dir, local, peer, q.Proto, pkt.Sport, decidedPort(q, pkt))
 	if !ok {
 		return s, fmt.Errorf("node %s holds no endpoint with address %s", node, local)
 	}
-	s.Pod, s.Verdict, s.Reason = d.Endpoint.String(), d.Outcome.Verdict.String(), d.Outcome.Reason
+	s.Pod = d.Endpoint.String()
+	return s, c.decided(&s, builder, d, chain, pkt)
+}
+
+// decided fills s with decision d and the walk of the node's table from chain, and fails when
+// the two disagree.
+func (c *Cluster) decided(s *Side, builder *nft.Builder, d nft.Decided, chain string, pkt ruleset.Packet) error {
+	s.Verdict, s.Reason = d.Outcome.Verdict.String(), d.Outcome.Reason
 	s.DecidedBy = c.decidedBy(d.Origin)
 	s.Tiers = tierPaths(d)
-	chain := nft.ChainForwardIngress
-	if dir == model.Egress {
-		chain = nft.ChainForwardEgress
-	}
 	steps, v, err := builder.Table().Walk(chain, pkt)
 	if err != nil {
-		return s, fmt.Errorf("walking the table of node %s: %w", node, err)
+		return fmt.Errorf("walking the table of node %s: %w", s.Node, err)
 	}
 	if (v.Kind == ruleset.Accept) != (d.Outcome.Verdict == nft.Allow) {
-		return s, fmt.Errorf("node %s, %s of %s: the compiled decision says %s (%s) but the table's walk ends in %s",
-			node, dir, d.Endpoint, d.Outcome.Verdict, d.Outcome.Reason, v)
+		return fmt.Errorf("node %s, %s of %s: the compiled decision says %s (%s) but the table's walk ends in %s",
+			s.Node, s.Direction, d.Endpoint, d.Outcome.Verdict, d.Outcome.Reason, v)
 	}
+	s.NFTables = nftSteps(steps)
+	return nil
+}
+
+// decidedPort is the port Decide takes: the destination port, or ICMP's type and code.
+func decidedPort(q Query, pkt ruleset.Packet) uint16 {
+	if isICMP(q.Proto) {
+		return nft.ICMPKey(pkt.ICMPType, pkt.ICMPCode)
+	}
+	return pkt.Dport
+}
+
+func nftSteps(steps []ruleset.Step) []Step {
+	var out []Step
 	for _, st := range steps {
 		step := Step{Chain: st.Chain, ChainComment: st.ChainComment, Rule: st.Rule, Statement: st.Text, Verdict: st.Verdict.String()}
 		for _, f := range st.Found {
 			step.Lookups = append(step.Lookups, Lookup{Set: f.Set, SetComment: f.SetComment, Element: f.ElementText})
 		}
-		s.NFTables = append(s.NFTables, step)
+		out = append(out, step)
 	}
-	return s, nil
+	return out
 }
 
 // decidedBy describes an origin, with what its rule matches.
@@ -360,7 +432,7 @@ func (c *Cluster) pod(key string) (*model.Endpoint, error) {
 func (c *Cluster) holder(a netip.Addr) *model.Endpoint {
 	var found *model.Endpoint
 	for _, e := range c.endpoints {
-		if slices.Contains(e.Addrs, a) && (found == nil || e.Running && !found.Running ||
+		if e.Host == nil && slices.Contains(e.Addrs, a) && (found == nil || e.Running && !found.Running ||
 			e.Running == found.Running && e.Key.String() < found.Key.String()) {
 			found = &e
 		}

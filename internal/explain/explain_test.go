@@ -133,37 +133,51 @@ func TestExplain(t *testing.T) {
 			err: "pod y/a has no IPv6 address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := tc.c.Explain(tc.q)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("Explain: %v; want an error with %q", err, tc.err)
-				}
+			r, _ := explained(t, tc.c, tc.q, tc.err, tc.allowed, tc.egress, tc.ingress)
+			if r == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var text bytes.Buffer
-			if err := r.WriteText(&text); err != nil {
-				t.Fatal(err)
-			}
-			if r.Allowed != tc.allowed {
-				t.Errorf("allowed %v, want %v", r.Allowed, tc.allowed)
-			}
-			if got := summary(r.Egress); got != tc.egress {
-				t.Errorf("egress\n got %s\nwant %s", got, tc.egress)
-			}
-			if got := summary(r.Ingress); got != tc.ingress {
-				t.Errorf("ingress\n got %s\nwant %s", got, tc.ingress)
 			}
 			if d := r.Ingress.DecidedBy; d.Peer != tc.peer || d.Ports != tc.ports {
 				t.Errorf("ingress rule matches %q, %q; want %q, %q", d.Peer, d.Ports, tc.peer, tc.ports)
 			}
-			if t.Failed() {
-				t.Logf("explanation:\n%s", text.String())
-			}
 		})
 	}
+}
+
+// explained explains q on c and checks the verdict and each side's summary, or, with wantErr,
+// that Explain fails with it (then the result is nil). The explanation's text is logged if the
+// test fails.
+func explained(t *testing.T, c *Cluster, q Query, wantErr string, allowed bool, egress, ingress string) (*Result, string) {
+	t.Helper()
+	r, err := c.Explain(q)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("Explain: %v; want an error with %q", err, wantErr)
+		}
+		return nil, ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("explanation:\n%s", text.String())
+		}
+	})
+	if r.Allowed != allowed {
+		t.Errorf("allowed %v, want %v", r.Allowed, allowed)
+	}
+	if got := summary(r.Egress); got != egress {
+		t.Errorf("egress\n got %s\nwant %s", got, egress)
+	}
+	if got := summary(r.Ingress); got != ingress {
+		t.Errorf("ingress\n got %s\nwant %s", got, ingress)
+	}
+	return r, text.String()
 }
 
 // tieredCluster is x/a and y/a, y/b (IPv4 only) on one node, an admin-tier policy that passes

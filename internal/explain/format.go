@@ -34,10 +34,33 @@ func (r *Result) WriteText(w io.Writer) error {
 }
 
 func endName(e End) string {
-	if e.Pod == "" {
+	switch {
+	case e.Host:
+		return fmt.Sprintf("node %s (%s, %s)", e.Node, e.Addr, ifaceName(e.Interface))
+	case e.Pod == "":
 		return e.Addr.String()
 	}
 	return fmt.Sprintf("%s (%s)", e.Pod, e.Addr)
+}
+
+// ifaceName names a node's interface as a query's end has it.
+func ifaceName(ifname string) string {
+	if ifname == "" {
+		return "an interface no host endpoint names"
+	}
+	return "interface " + ifname
+}
+
+// subject is what a judged side judges: a pod, or the node's traffic through an interface
+// and its host endpoint.
+func subject(s Side) string {
+	switch {
+	case s.Pod != "":
+		return s.Pod
+	case s.HostEndpoint != "":
+		return fmt.Sprintf("host endpoint %s (%s)", s.HostEndpoint, ifaceName(s.Interface))
+	}
+	return "the node's own traffic (" + ifaceName(s.Interface) + ")"
 }
 
 func writeSide(b *strings.Builder, s Side) {
@@ -45,7 +68,7 @@ func writeSide(b *strings.Builder, s Side) {
 		fmt.Fprintf(b, "%s: %s — %s\n", s.Direction, s.Verdict, s.Reason)
 		return
 	}
-	fmt.Fprintf(b, "%s of %s, on node %s: %s\n", s.Direction, s.Pod, s.Node, s.Verdict)
+	fmt.Fprintf(b, "%s of %s, on node %s: %s\n", s.Direction, subject(s), s.Node, s.Verdict)
 	d := s.DecidedBy
 	switch d.Kind {
 	case "rule":
@@ -56,7 +79,9 @@ func writeSide(b *strings.Builder, s Side) {
 	case "tier default":
 		fmt.Fprintf(b, "  decided by the default of tier %s (%s): no rule of its policies matched\n", d.Tier, d.Action)
 	case "no policy":
-		fmt.Fprintf(b, "  no policy selects %s for %s\n", s.Pod, s.Direction)
+		fmt.Fprintf(b, "  no policy selects %s for %s\n", subject(s), s.Direction)
+	case "exception":
+		b.WriteString("  accepted before any host endpoint's policy\n")
 	default:
 		fmt.Fprintf(b, "  decided by: %s\n", d.Kind)
 	}
@@ -64,12 +89,20 @@ func writeSide(b *strings.Builder, s Side) {
 	if len(s.Tiers) > 0 {
 		b.WriteString("  tiers, in order:\n")
 		for _, t := range s.Tiers {
-			fmt.Fprintf(b, "    %-8s %-11s (default %s): %s\n", t.Tier, t.Outcome, t.DefaultAction, strings.Join(t.Policies, ", "))
+			policies := strings.Join(t.Policies, ", ")
+			if policies == "" {
+				policies = "no policy" // the host endpoint default tier
+			}
+			fmt.Fprintf(b, "    %-8s %-11s (default %s): %s\n", t.Tier, t.Outcome, t.DefaultAction, policies)
 		}
 	}
 	fmt.Fprintf(b, "  nftables on node %s:\n", s.Node)
 	if len(s.NFTables) == 0 {
-		fmt.Fprintf(b, "    no rule of forward_%s matches (no dispatch element for %s): the chain's policy accepts\n", s.Direction, s.Pod)
+		if s.Pod != "" {
+			fmt.Fprintf(b, "    no rule of forward_%s matches (no dispatch element for %s): the chain's policy accepts\n", s.Direction, s.Pod)
+		} else {
+			fmt.Fprintf(b, "    no rule matches (no dispatch element for %s): the chain's policy accepts\n", subject(s))
+		}
 	}
 	for _, st := range s.NFTables {
 		fmt.Fprintf(b, "    chain %s, rule %d: %s\n", st.Chain, st.Rule, st.Statement)

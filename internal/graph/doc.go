@@ -116,7 +116,13 @@
 //     A host endpoint (model.Endpoint.Host; namespace "", matched only by specs with hosts,
 //     spec.go) claims no address: its message lists the node's addresses and its expected IPs,
 //     its interface, and, without a default-allow profile, ends both tier lists with the
-//     policy-less model.TierHostDefault, which denies.
+//     policy-less model.TierHostDefault, which denies. One without interfaceName takes the
+//     interface holding its expected IPs (host.go: HostAddrSet names the interface of each
+//     node address) that no named endpoint takes, the smaller name first; while there is none
+//     its message has no address, so nothing dispatches to it. Its problems (an expected IP
+//     that is not the node's, an interface that does not exist yet, none or several holding
+//     its expected IPs) are listed by Problems and given to Config.ReportHost once each, when
+//     they appear.
 //  5. Event sequencer (sequencer: flush.go). The stages tell it which objects changed
 //     (changes); it keeps, per kind of object, one pending (the keys touched since the last
 //     flush, sorted by the kind's order, and what was last sent). Flush asks each stage for

@@ -11,6 +11,9 @@ import (
 type Config struct {
 	// NodeName is this node: endpoints with Endpoint.Node == NodeName are local.
 	NodeName string
+	// ReportHost, if set, is called from Flush with each problem of a local host endpoint
+	// (Problems lists them) when the endpoint first has it: once, not at every flush.
+	ReportHost func(Problem)
 }
 
 // Problem is a diagnostic about bad input (an unparseable selector, an unknown tier, …). The
@@ -53,6 +56,7 @@ func New(cfg Config) *Graph {
 	sets := newSetCalculator(index, seq)
 	policies := newActivePolicies(index, sets, seq)
 	res := newResolver(policies, seq)
+	res.report = cfg.ReportHost
 	index.wire(policies, policies)
 	policies.wire(sets, res)
 	sets.wire(res)
@@ -95,9 +99,9 @@ func (g *Graph) OnUpdate(u model.Update) {
 	case model.RouteDeleted:
 		g.resolver.setRoute(u.Dst, "", false)
 	case model.HostAddrSet:
-		g.resolver.setHostAddr(u.Addr, true)
+		g.resolver.setHostAddr(u, true)
 	case model.HostAddrDeleted:
-		g.resolver.setHostAddr(u.Addr, false)
+		g.resolver.setHostAddr(model.HostAddrSet(u), false)
 	case model.SyncStatusUpdate:
 		if u.Status == model.InSync {
 			g.seq.inSync = true

@@ -1,6 +1,8 @@
 package graph_test
 
 import (
+	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -33,7 +35,8 @@ func TestHostEndpoints(t *testing.T) {
 		hep("n1-all", model.HostInterfaceAll, true),
 		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "p"}, Node: "n1",
 			Labels: model.LabelsOf(lbl("role", "node")), Addrs: []netip.Addr{addr("10.1.0.2")}, Running: true}},
-		model.HostAddrSet{Addr: addr("10.0.0.1")}, model.HostAddrSet{Addr: addr("192.168.0.1")}, model.HostAddrSet{Addr: addr("127.0.0.1")},
+		model.HostAddrSet{Addr: addr("10.0.0.1"), Interface: "eth0"}, model.HostAddrSet{Addr: addr("192.168.0.1"), Interface: "eth1"},
+		model.HostAddrSet{Addr: addr("127.0.0.1"), Interface: "lo"},
 		model.PolicySet{Policy: gnp}, model.PolicySet{Policy: k8s},
 		model.SyncStatusUpdate{Status: model.InSync},
 	} {
@@ -79,6 +82,62 @@ func TestHostEndpoints(t *testing.T) {
 	slices.SortFunc(peers, netip.Addr.Compare)
 	if want := []netip.Addr{addr("10.0.0.1"), addr("10.1.0.2")}; !slices.Equal(peers, want) {
 		t.Errorf("the rule's set holds %v, want the host endpoint's expected IP and the pod's %v", peers, want)
+	}
+}
+
+// TestHostEndpointInterfaces: an endpoint without interfaceName applies to the interface
+// holding its expected IPs — none yet: no address, so no dispatch; picked up when ifmon
+// reports the address; an interface a named endpoint takes is not its own, and of two
+// endpoints expecting one interface's address the smaller name gets it. Each problem (an
+// expected IP that is not the node's, a named interface that does not exist yet, no interface
+// or several) is reported once, when it appears, however often the endpoint resolves again.
+func TestHostEndpointInterfaces(t *testing.T) {
+	addr := netip.MustParseAddr
+	hep := func(name, ifname string, ips ...netip.Addr) model.Update {
+		return model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: name}, Node: "n1",
+			Labels: model.LabelsOf(lbl("role", "node")), Addrs: ips, Running: true, Host: &model.HostEndpoint{Interface: ifname}}}
+	}
+	var reported []string
+	got := map[string]string{} // the last message of each host endpoint
+	g := graph.New(graph.Config{NodeName: "n1", ReportHost: func(p graph.Problem) { reported = append(reported, p.String()) }})
+	step := func(what string, ups []model.Update, want map[string]string, wantReported ...string) {
+		t.Helper()
+		for _, u := range ups {
+			g.OnUpdate(u)
+		}
+		for _, m := range g.Flush() {
+			if m, ok := m.(dataplane.EndpointUpdated); ok && m.Host {
+				got[m.Key.Name] = fmt.Sprintf("%s %v", m.Interface, m.Addrs)
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: messages %v, want %v", what, got, want)
+		}
+		if !slices.Equal(reported, wantReported) {
+			t.Errorf("%s: reported %q, want %q", what, reported, wantReported)
+		}
+		reported = nil
+	}
+	step("before the node's addresses", []model.Update{hep("by-ip", "", addr("10.0.0.1")), model.SyncStatusUpdate{Status: model.InSync}},
+		map[string]string{"by-ip": " []"})
+	step("an address on another interface", []model.Update{model.HostAddrSet{Addr: addr("10.0.0.2"), Interface: "eth1"}},
+		map[string]string{"by-ip": " []"},
+		"HostEndpoint/by-ip: expected IP 10.0.0.1 is not an address of this node: it matches the endpoint as a peer only",
+		"HostEndpoint/by-ip: no interface of this node that no other host endpoint takes holds its expected IPs: not enforced until one does")
+	step("the interface appears", []model.Update{model.HostAddrSet{Addr: addr("10.0.0.1"), Interface: "eth0"}},
+		map[string]string{"by-ip": "eth0 [10.0.0.1 10.0.0.2]"})
+	step("a second endpoint expecting it, and a named one of a missing interface",
+		[]model.Update{hep("by-ip-2", "", addr("10.0.0.1")), hep("tun", "tun0")},
+		map[string]string{"by-ip": "eth0 [10.0.0.1 10.0.0.2]", "by-ip-2": " []", "tun": "tun0 [10.0.0.1 10.0.0.2]"},
+		"HostEndpoint/by-ip-2: no interface of this node that no other host endpoint takes holds its expected IPs: not enforced until one does",
+		"HostEndpoint/tun: interface tun0 holds no address of this node: it does not exist yet; its traffic is policed by name from its first packet")
+	step("resolved again: nothing reported again", []model.Update{model.HostAddrSet{Addr: addr("10.0.0.3"), Interface: "eth1"}},
+		map[string]string{"by-ip": "eth0 [10.0.0.1 10.0.0.2 10.0.0.3]", "by-ip-2": " []", "tun": "tun0 [10.0.0.1 10.0.0.2 10.0.0.3]"})
+	step("a named endpoint takes eth0", []model.Update{hep("eth0", "eth0")},
+		map[string]string{"by-ip": " []", "by-ip-2": " []", "tun": "tun0 [10.0.0.1 10.0.0.2 10.0.0.3]", "eth0": "eth0 [10.0.0.1 10.0.0.2 10.0.0.3]"},
+		"HostEndpoint/by-ip: no interface of this node that no other host endpoint takes holds its expected IPs: not enforced until one does")
+	if ps := g.Problems(); len(ps) != 3 {
+		t.Errorf("Problems() %v, want the three standing ones", ps)
 	}
 }
 

@@ -2,7 +2,6 @@ package graph
 
 import (
 	"cmp"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -25,9 +24,12 @@ type resolver struct {
 	owners addrOwners
 	// hosts holds the host endpoints' own part, of the local ones; they claim no address.
 	hosts map[model.EndpointKey]*model.HostEndpoint
-	// hostAddrs are the node's own addresses (HostAddrSet): every local host endpoint's
-	// message lists them.
-	hostAddrs map[netip.Addr]struct{}
+	// hostAddrs are the node's own addresses, each with the interface holding it
+	// (HostAddrSet): every local host endpoint's message lists them (host.go).
+	hostAddrs map[model.HostAddrSet]struct{}
+	// report and reported: the host endpoints' problems, each reported once (host.go)
+	report   func(Problem)
+	reported map[model.EndpointKey][]Problem
 	// order is resolve's scratch list for sorting an endpoint's policies
 	order []ordered
 }
@@ -47,7 +49,8 @@ type resolverPolicies interface {
 func newResolver(policies resolverPolicies, changes changes) *resolver {
 	return &resolver{policies: policies, changes: changes,
 		local: map[model.EndpointKey]*endpoint{}, routes: map[netip.Addr]string{},
-		owners: newAddrOwners(), hosts: map[model.EndpointKey]*model.HostEndpoint{}, hostAddrs: map[netip.Addr]struct{}{}}
+		owners: newAddrOwners(), hosts: map[model.EndpointKey]*model.HostEndpoint{}, hostAddrs: map[model.HostAddrSet]struct{}{},
+		reported: map[model.EndpointKey][]Problem{}}
 }
 
 // onEndpoint keeps the local endpoints and their address claims: a local endpoint's change
@@ -64,10 +67,12 @@ func (r *resolver) onEndpoint(e *endpoint, ch endpointChange) {
 		if ch.removed {
 			delete(r.local, k)
 			delete(r.hosts, k)
+			delete(r.reported, k)
 		} else {
 			r.local[k] = e
 			r.hosts[k] = ch.host
 		}
+		r.hostsChanged() // the interfaces of those without interfaceName may move
 		return
 	}
 	switch {
@@ -108,17 +113,6 @@ func (r *resolver) setRoute(dst netip.Prefix, iface string, present bool) {
 	r.dirtyHolders(a)
 }
 
-func (r *resolver) setHostAddr(a netip.Addr, present bool) {
-	if present {
-		r.hostAddrs[a.Unmap()] = struct{}{}
-	} else {
-		delete(r.hostAddrs, a.Unmap())
-	}
-	for k := range r.hosts {
-		r.changes.endpointChanged(k)
-	}
-}
-
 // message is the local endpoint's EndpointUpdated; exists is false when it is gone.
 func (r *resolver) message(k model.EndpointKey, _ bool) (*dataplane.EndpointUpdated, bool) {
 	e := r.local[k]
@@ -147,31 +141,6 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 		}
 	}
 	msg.Ingress, msg.Egress = r.tierLists(e)
-	return msg
-}
-
-// resolveHost is a host endpoint's message: its interface, the node's addresses (its
-// expected IPs and those ifmon reports), and its tier lists ended, unless a default-allow
-// profile allows what they leave undecided, by TierHostDefault, which denies it (Calico's
-// default for host endpoints, with or without policy).
-func (r *resolver) resolveHost(e *endpoint, h *model.HostEndpoint) *dataplane.EndpointUpdated {
-	msg := &dataplane.EndpointUpdated{Key: e.key(), Interface: h.Interface, Host: true}
-	seen := map[netip.Addr]struct{}{}
-	for a := range e.net.addrs() {
-		seen[a] = struct{}{}
-	}
-	for a := range r.hostAddrs {
-		if !a.IsLoopback() {
-			seen[a] = struct{}{}
-		}
-	}
-	msg.Addrs = slices.SortedFunc(maps.Keys(seen), netip.Addr.Compare)
-	msg.Ingress, msg.Egress = r.tierLists(e)
-	if !h.DefaultAllow {
-		deny := dataplane.TierPolicies{Tier: model.TierHostDefault, DefaultAction: model.ActionDeny}
-		msg.Ingress = append(msg.Ingress, deny)
-		msg.Egress = append(msg.Egress, deny)
-	}
 	return msg
 }
 
@@ -227,23 +196,4 @@ func (r *resolver) tierLists(e *endpoint) (ingress, egress []dataplane.TierPolic
 // namespace, then kind (calico-semantics.md: felix/calc's policy sorter).
 func comparePolicyOrder(a, b model.PolicyKey) int {
 	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind))
-}
-
-// hostProblems are the local host endpoints' expected IPs that are not the node's addresses,
-// once the node's addresses are known (ifmon): such an address still makes the endpoint a
-// peer, and its traffic is dispatched by the node's addresses.
-func (r *resolver) hostProblems() []Problem {
-	if len(r.hostAddrs) == 0 {
-		return nil
-	}
-	var out []Problem
-	for k := range r.hosts {
-		for a := range r.local[k].net.addrs() {
-			if _, ok := r.hostAddrs[a]; !ok {
-				out = append(out, Problem{Object: "HostEndpoint/" + k.Name,
-					Message: "expected IP " + a.String() + " is not an address of this node: it matches the endpoint as a peer only"})
-			}
-		}
-	}
-	return out
 }

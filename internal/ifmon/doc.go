@@ -4,7 +4,8 @@
 // Place in the data flow (docs/design.md §2): beside internal/graph. Its events translate
 // (ToUpdates) into model.RouteSet / RouteDeleted (a local pod's host route /32 or /128 and the
 // host interface it leaves through) and model.HostAddrSet / HostAddrDeleted (addresses of the
-// node itself). The graph gives each local endpoint the interface of its host route, which is
+// node itself, each with the interface holding it: host endpoints without interfaceName apply to
+// the interfaces holding their expected IPs). The graph gives each local endpoint the interface of its host route, which is
 // how internal/nft knows the interface behind each pod (its sources sets) and fails closed on
 // workload interfaces whose pod it has not programmed, through prefix rules of its own. A pod on
 // a bridge has no host route: the monitor finds its addresses on the peer of the bridge's veth

@@ -544,12 +544,12 @@ func diff(prev, next State) ([]Event, []model.Update) {
 	pa, na := hostAddrs(prev), hostAddrs(next)
 	for a := range pa {
 		if _, ok := na[a]; !ok {
-			up = append(up, model.HostAddrDeleted{Addr: a})
+			up = append(up, model.HostAddrDeleted(a))
 		}
 	}
 	for a := range na {
 		if _, ok := pa[a]; !ok {
-			up = append(up, model.HostAddrSet{Addr: a})
+			up = append(up, a)
 		}
 	}
 	for dst := range prev.Routes {
@@ -605,10 +605,12 @@ func podIfaces(s State) map[netip.Prefix]string {
 	return out
 }
 
-func hostAddrs(s State) map[netip.Addr]struct{} {
-	out := make(map[netip.Addr]struct{}, len(s.Addrs))
+// hostAddrs are the node's addresses with the name of the interface holding each (a renamed
+// interface's addresses are deleted and set again under its new name).
+func hostAddrs(s State) map[model.HostAddrSet]struct{} {
+	out := make(map[model.HostAddrSet]struct{}, len(s.Addrs))
 	for k := range s.Addrs {
-		out[k.Prefix.Addr()] = struct{}{}
+		out[model.HostAddrSet{Addr: k.Prefix.Addr(), Interface: s.Links[k.Index].Name}] = struct{}{}
 	}
 	return out
 }

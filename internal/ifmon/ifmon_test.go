@@ -173,14 +173,26 @@ func TestEvents(t *testing.T) {
 	assertEqualsDump(t, m, fd)
 	rec.mu.Lock()
 	var sawRoute bool
+	// the node's addresses with the interface holding each: a rename moves them
+	hostAddrs := map[model.Update]bool{model.HostAddrSet{Addr: netip.MustParseAddr("10.9.0.1"), Interface: "va"}: false,
+		model.HostAddrDeleted{Addr: netip.MustParseAddr("fd00:9::1"), Interface: "va"}: false,
+		model.HostAddrSet{Addr: netip.MustParseAddr("fd00:9::1"), Interface: "vc"}:     false}
 	for _, u := range rec.updates {
 		if u == (model.RouteSet{Dst: netip.MustParsePrefix("10.9.1.5/32"), Interface: "vc"}) {
 			sawRoute = true
+		}
+		if _, ok := hostAddrs[u]; ok {
+			hostAddrs[u] = true
 		}
 	}
 	rec.mu.Unlock()
 	if !sawRoute {
 		t.Errorf("no model.RouteSet with the renamed interface among updates")
+	}
+	for u, saw := range hostAddrs {
+		if !saw {
+			t.Errorf("no %#v among updates", u)
+		}
 	}
 }
 

@@ -29,9 +29,16 @@ type RouteSet struct {
 }
 type RouteDeleted struct{ Dst netip.Prefix }
 
-// HostAddrSet / HostAddrDeleted: an address assigned to the host (node) itself.
-type HostAddrSet struct{ Addr netip.Addr }
-type HostAddrDeleted struct{ Addr netip.Addr }
+// HostAddrSet / HostAddrDeleted: an address assigned to the host (node) itself, on its
+// interface Interface (one update per interface holding it).
+type HostAddrSet struct {
+	Addr      netip.Addr
+	Interface string
+}
+type HostAddrDeleted struct {
+	Addr      netip.Addr
+	Interface string
+}
 
 // SourceVersion says that a source has delivered every change of one resource up to its
 // ResourceVersion (the API server's list/watch position: etcd's revision). It changes no state;

@@ -35,6 +35,10 @@ const (
 const (
 	ChainForwardEgress  = "forward_egress"
 	ChainForwardIngress = "forward_ingress"
+	// ChainInputHost and ChainOutputHost are the base chains of the node's own traffic, to
+	// it (input hook) and from it (output hook): where host endpoints are judged (host.go).
+	ChainInputHost  = chainInput
+	ChainOutputHost = chainOutput
 )
 
 // Names of the other fixed objects of the table.

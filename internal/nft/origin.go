@@ -2,6 +2,7 @@ package nft
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -127,8 +128,28 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 	if !ok || e == nil {
 		return Decided{}, false
 	}
+	return b.decide(key, e, dispatchKey{dir: dir, addr: local}, peer, proto, sport, port), true
+}
+
+// DecideHost is Decide for host endpoint key and the node's address local, whose dispatch
+// element is keyed by the endpoint's interface (host.go) as well: several host endpoints hold
+// each node address, one per interface. It reports false when key is no local host endpoint
+// holding local.
+func (b *Builder) DecideHost(dir model.Direction, key model.EndpointKey, local, peer netip.Addr, proto model.Protocol, sport, port uint16) (Decided, bool) {
+	local, peer = local.Unmap(), peer.Unmap()
+	e := b.layout.endpoints[key]
+	if e == nil || !e.msg.Host || !slices.Contains(e.msg.Addrs, local) {
+		return Decided{}, false
+	}
+	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface}, peer, proto, sport, port), true
+}
+
+// decide is the decision of endpoint e's group at dispatch element dk for a packet from or to
+// peer.
+func (b *Builder) decide(key model.EndpointKey, e *endpoint, dk dispatchKey, peer netip.Addr, proto model.Protocol, sport, port uint16) Decided {
+	dir := dk.dir
 	out := Decided{Endpoint: key, Tiers: e.tiers(dir)}
-	g := b.layout.groups[e.groups[dispatchKey{dir: dir, addr: local}]]
+	g := b.layout.groups[e.groups[dk]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:
 		out.Outcome = Outcome{Verdict: Allow, Reason: "no policy applies"}
@@ -141,5 +162,5 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 		out.Group, out.Outcome = g.name, g.compiled.Lookup(peer, proto, sport, port)
 	}
 	out.Origin = b.state.origin(dir, out.Tiers, out.Outcome.Reason)
-	return out, true
+	return out
 }

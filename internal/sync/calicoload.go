@@ -87,7 +87,7 @@ func (c *objectSet) addCalico(it sourced) bool {
 			return true
 		}
 		partly(ignored)
-		c.calico.hosts.all[o.Name] = ep
+		c.calico.hosts.put(ep)
 	default:
 		return false
 	}
@@ -118,7 +118,8 @@ func (c *objectSet) checkCalicoTiers() {
 }
 
 // checkHostEndpoints makes the host endpoints endpoints, one per node's interface: of several
-// claiming one, the first by name; each other is reported and left out.
+// claiming one, the first by name; each other is reported and left out. One pass over the
+// endpoints, each slot's holder found among its own claimants.
 func (c *objectSet) checkHostEndpoints() {
 	for _, name := range sortedKeys(c.calico.hosts.all, func(a, b string) bool { return a < b }) {
 		ep := c.calico.hosts.all[name]

@@ -69,9 +69,11 @@ func calicoWatchedResources() []string {
 // service accounts, and the policies it found without their tier. Guarded by Watcher.mu.
 type calicoState struct {
 	tiers map[string]model.Tier // by Calico name; built-in tiers are not emitted
-	// hosts: every valid host endpoint; emittedHosts those emitted, one per node's interface
+	// hosts: every valid host endpoint; emittedHosts those emitted, one per node's interface;
+	// losing the names of those not enforced for another holding their interface (logged)
 	hosts           hostClaims
-	emittedHosts    map[string]model.Endpoint
+	emittedHosts    map[hostSlot]model.Endpoint
+	losing          map[string]struct{}
 	netsets         map[model.NetworkSetKey]model.NetworkSet
 	serviceAccounts map[[2]string]model.ServiceAccount
 	// policyTiers: the model tier of each Calico policy in force; missingTier: those whose tier
@@ -83,7 +85,8 @@ type calicoState struct {
 }
 
 func newCalicoState() calicoState {
-	return calicoState{tiers: map[string]model.Tier{}, hosts: newHostClaims(), emittedHosts: map[string]model.Endpoint{}, netsets: map[model.NetworkSetKey]model.NetworkSet{},
+	return calicoState{tiers: map[string]model.Tier{}, hosts: newHostClaims(), emittedHosts: map[hostSlot]model.Endpoint{},
+		losing: map[string]struct{}{}, netsets: map[model.NetworkSetKey]model.NetworkSet{},
 		serviceAccounts: map[[2]string]model.ServiceAccount{}, policyTiers: map[model.PolicyKey]string{},
 		missingTier: map[model.PolicyKey]string{}}
 }
@@ -474,7 +477,7 @@ func (w *Watcher) deleteServiceAccount(obj any) {
 }
 
 // hostEndpointChanged converts a HostEndpoint and emits what changes of the host endpoints of
-// its node's interface (settleHostsLocked).
+// its node's interface (setHostLocked).
 func (w *Watcher) hostEndpointChanged(_, obj any) {
 	h, ok := obj.(*HostEndpoint)
 	if !ok {
@@ -486,16 +489,11 @@ func (w *Watcher) hostEndpointChanged(_, obj any) {
 	defer w.mu.Unlock()
 	w.checkedLocked(k, h.ResourceVersion, err)
 	w.notePartialLocked(k, h.ResourceVersion, err, ignored)
-	var slots []hostSlot
-	if old, had := w.calico.hosts.all[h.Name]; had {
-		slots = append(slots, slotOf(&old))
-		delete(w.calico.hosts.all, h.Name)
+	if err != nil {
+		w.setHostLocked(h.Name, nil)
+		return
 	}
-	if err == nil {
-		w.calico.hosts.all[h.Name] = ep
-		slots = append(slots, slotOf(&ep))
-	}
-	w.settleHostsLocked(slots...)
+	w.setHostLocked(h.Name, &ep)
 }
 
 func (w *Watcher) hostEndpointDeleted(obj any) {
@@ -507,45 +505,5 @@ func (w *Watcher) hostEndpointDeleted(obj any) {
 	defer w.mu.Unlock()
 	delete(w.invalid, objectKey{calicoKindHostEndpoint, "", name})
 	delete(w.partial, objectKey{calicoKindHostEndpoint, "", name})
-	if old, had := w.calico.hosts.all[name]; had {
-		delete(w.calico.hosts.all, name)
-		w.settleHostsLocked(slotOf(&old))
-	}
-}
-
-// settleHostsLocked emits, for each node's interface of slots, the host endpoint holding it
-// (hostClaims.holder) and withdraws the others: one claiming an interface another holds is
-// logged and counted as invalid, and enforced once the holder is gone.
-func (w *Watcher) settleHostsLocked(slots ...hostSlot) {
-	for _, s := range slots {
-		holder := w.calico.hosts.holder(s)
-		for name, ep := range w.calico.emittedHosts {
-			if slotOf(&ep) == s && name != holder {
-				delete(w.calico.emittedHosts, name)
-				w.pushLocked(model.EndpointDeleted{Key: ep.Key})
-			}
-		}
-		for name, ep := range w.calico.hosts.all {
-			if slotOf(&ep) != s || name == holder {
-				continue
-			}
-			w.log.Warn("host endpoint claims an interface another holds; not enforced", "name", name, "node", s.node,
-				"interface", s.ifname, "holder", holder)
-			if w.cfg.Metrics != nil {
-				w.cfg.Metrics.InvalidObjects.WithLabelValues(calicoKindHostEndpoint).Inc()
-			}
-		}
-		if holder == "" {
-			continue
-		}
-		ep := w.calico.hosts.all[holder]
-		if old, had := w.calico.emittedHosts[holder]; had && reflect.DeepEqual(old, ep) {
-			continue
-		}
-		if old, had := w.calico.emittedHosts[holder]; had && slotOf(&old) != s {
-			continue // emitted for its other slot, which settles it
-		}
-		w.calico.emittedHosts[holder] = ep
-		w.pushLocked(model.EndpointSet{Endpoint: ep})
-	}
+	w.setHostLocked(name, nil)
 }

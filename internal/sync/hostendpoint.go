@@ -22,8 +22,8 @@ const CalicoDefaultAllowProfile = "projectcalico-default-allow"
 // part, as Felix reads one:
 //
 //   - spec.node is required; spec.interfaceName names one interface of the node, or "*" for
-//     all of them. An endpoint without interfaceName (Calico then looks for the interface
-//     holding the expected IPs) is not supported: invalid.
+//     all of them. Without it, the endpoint applies to the interface holding its expected IPs
+//     (the node's graph resolves it), which it then needs.
 //   - spec.expectedIPs (addresses) are what rule selectors picking the endpoint match.
 //   - spec.profiles: projectcalico-default-allow makes traffic no policy decides allowed;
 //     other profiles are not applied (reported in ignored), so such traffic is denied.
@@ -37,8 +37,8 @@ func ConvertHostEndpoint(h *HostEndpoint) (model.Endpoint, []string, error) {
 		return model.Endpoint{}, nil, errors.New("spec.node is empty")
 	}
 	switch ifc := spec.InterfaceName; {
-	case ifc == "":
-		return model.Endpoint{}, nil, errors.New("spec.interfaceName is empty: name the interface, or * for all")
+	case ifc == "" && len(spec.ExpectedIPs) == 0:
+		return model.Endpoint{}, nil, errors.New("spec.interfaceName is empty and there are no spec.expectedIPs: name the interface, * for all, or the addresses of the interface")
 	case ifc != model.HostInterfaceAll && (len(ifc) >= 16 || strings.ContainsAny(ifc, "/ *\x00")):
 		return model.Endpoint{}, nil, fmt.Errorf("spec.interfaceName: %q is not an interface name", ifc)
 	}
@@ -77,25 +77,60 @@ func ConvertHostEndpoint(h *HostEndpoint) (model.Endpoint, []string, error) {
 	return ep, ignored, nil
 }
 
-// hostSlot is what two host endpoints may not share: a node's interface.
-type hostSlot struct{ node, ifname string }
+// hostSlot is what two host endpoints may not share: a node's interface. An endpoint without
+// interfaceName has a slot of its own (name): the node's graph gives it an interface no other
+// endpoint takes.
+type hostSlot struct{ node, ifname, name string }
 
-func slotOf(ep *model.Endpoint) hostSlot { return hostSlot{ep.Node, ep.Host.Interface} }
+func slotOf(ep *model.Endpoint) hostSlot {
+	if ep.Host.Interface == "" {
+		return hostSlot{node: ep.Node, name: ep.Key.Name}
+	}
+	return hostSlot{node: ep.Node, ifname: ep.Host.Interface}
+}
 
 // hostClaims decides which host endpoint holds each node's interface when several claim it:
 // the one with the smallest name, whatever the order they came in; the others are not
 // enforced until it is gone.
 type hostClaims struct {
-	all map[string]model.Endpoint // every valid host endpoint, by name
+	all    map[string]model.Endpoint        // every valid host endpoint, by name
+	bySlot map[hostSlot]map[string]struct{} // the names claiming each slot
 }
 
-func newHostClaims() hostClaims { return hostClaims{all: map[string]model.Endpoint{}} }
+func newHostClaims() hostClaims {
+	return hostClaims{all: map[string]model.Endpoint{}, bySlot: map[hostSlot]map[string]struct{}{}}
+}
 
-// holder is the name of the endpoint holding slot s ("" for none).
+// put adds or replaces the endpoint of its name, and returns the one it replaced.
+func (hc *hostClaims) put(ep model.Endpoint) (model.Endpoint, bool) {
+	old, had := hc.remove(ep.Key.Name)
+	hc.all[ep.Key.Name] = ep
+	s := slotOf(&ep)
+	if hc.bySlot[s] == nil {
+		hc.bySlot[s] = map[string]struct{}{}
+	}
+	hc.bySlot[s][ep.Key.Name] = struct{}{}
+	return old, had
+}
+
+// remove drops the endpoint of name, and returns it.
+func (hc *hostClaims) remove(name string) (model.Endpoint, bool) {
+	old, had := hc.all[name]
+	if had {
+		delete(hc.all, name)
+		s := slotOf(&old)
+		if delete(hc.bySlot[s], name); len(hc.bySlot[s]) == 0 {
+			delete(hc.bySlot, s)
+		}
+	}
+	return old, had
+}
+
+// holder is the name of the endpoint holding slot s ("" for none): O(claimants of s).
 func (hc *hostClaims) holder(s hostSlot) string {
 	best := ""
-	for name, ep := range hc.all {
-		if slotOf(&ep) == s && (best == "" || name < best) {
+	for name := range hc.bySlot[s] {
+		if best == "" || name < best {
 			best = name
 		}
 	}
@@ -118,21 +153,69 @@ func AutoHostEndpoint(n *corev1.Node) model.Endpoint {
 // autoHostEndpointLocked follows a node's automatic host endpoint (newObj nil: the node is
 // deleted), through the same claims as HostEndpoint objects.
 func (w *Watcher) autoHostEndpointLocked(node string, newObj any) {
-	name := AutoHostEndpointName(node)
-	old, had := w.calico.hosts.all[name]
-	var slots []hostSlot
-	if had {
-		slots = append(slots, slotOf(&old))
-		delete(w.calico.hosts.all, name)
+	n, ok := newObj.(*corev1.Node)
+	if !ok {
+		w.setHostLocked(AutoHostEndpointName(node), nil)
+		return
 	}
-	if n, ok := newObj.(*corev1.Node); ok {
-		ep := AutoHostEndpoint(n)
-		if had && reflect.DeepEqual(old, ep) {
-			w.calico.hosts.all[name] = old
-			return
+	ep := AutoHostEndpoint(n)
+	w.setHostLocked(ep.Key.Name, &ep)
+}
+
+// setHostLocked makes ep the host endpoint of name (nil: there is none) and settles the
+// node's interfaces it leaves and claims (settleHostsLocked). An unchanged endpoint changes
+// nothing.
+func (w *Watcher) setHostLocked(name string, ep *model.Endpoint) {
+	hosts := &w.calico.hosts
+	if ep == nil {
+		if old, had := hosts.remove(name); had {
+			delete(w.calico.losing, name)
+			w.settleHostsLocked(slotOf(&old))
 		}
-		w.calico.hosts.all[name] = ep
-		slots = append(slots, slotOf(&ep))
+		return
 	}
-	w.settleHostsLocked(slots...)
+	if old, had := hosts.all[name]; had && reflect.DeepEqual(old, *ep) {
+		return
+	}
+	var slots []hostSlot
+	if old, had := hosts.put(*ep); had && slotOf(&old) != slotOf(ep) {
+		slots = append(slots, slotOf(&old)) // first: its withdrawal comes before its claim elsewhere
+	}
+	w.settleHostsLocked(append(slots, slotOf(ep))...)
+}
+
+// settleHostsLocked emits, for each node's interface of slots, the host endpoint holding it
+// (hostClaims.holder) and withdraws the one emitted before if another holds it now: an
+// endpoint claiming an interface another holds is logged and counted as invalid once, when it
+// starts losing, and enforced once the holder is gone.
+func (w *Watcher) settleHostsLocked(slots ...hostSlot) {
+	for _, s := range slots {
+		holder := w.calico.hosts.holder(s)
+		cur, had := w.calico.emittedHosts[s]
+		if had && cur.Key.Name != holder {
+			delete(w.calico.emittedHosts, s)
+			w.pushLocked(model.EndpointDeleted{Key: cur.Key})
+		}
+		for name := range w.calico.hosts.bySlot[s] {
+			if _, lost := w.calico.losing[name]; name == holder || lost {
+				continue
+			}
+			w.calico.losing[name] = struct{}{}
+			w.log.Warn("host endpoint claims an interface another holds; not enforced", "name", name, "node", s.node,
+				"interface", s.ifname, "holder", holder)
+			if w.cfg.Metrics != nil {
+				w.cfg.Metrics.InvalidObjects.WithLabelValues(calicoKindHostEndpoint).Inc()
+			}
+		}
+		if holder == "" {
+			continue
+		}
+		delete(w.calico.losing, holder)
+		ep := w.calico.hosts.all[holder]
+		if had && cur.Key.Name == holder && reflect.DeepEqual(cur, ep) {
+			continue
+		}
+		w.calico.emittedHosts[s] = ep
+		w.pushLocked(model.EndpointSet{Endpoint: ep})
+	}
 }

@@ -39,7 +39,7 @@ func TestConvertHostEndpoint(t *testing.T) {
 		field string
 	}{
 		"no node":         {func(s *sync.HostEndpointSpec) { s.Node = "" }, "spec.node"},
-		"no interface":    {func(s *sync.HostEndpointSpec) { s.InterfaceName = "" }, "spec.interfaceName"},
+		"no interface":    {func(s *sync.HostEndpointSpec) { s.InterfaceName = ""; s.ExpectedIPs = nil }, "spec.interfaceName"},
 		"bad interface":   {func(s *sync.HostEndpointSpec) { s.InterfaceName = "eth*" }, "spec.interfaceName"},
 		"bad expected IP": {func(s *sync.HostEndpointSpec) { s.ExpectedIPs = []string{"10.0.0.0/8"} }, "spec.expectedIPs[0]"},
 		"bad port": {func(s *sync.HostEndpointSpec) {
@@ -55,6 +55,10 @@ func TestConvertHostEndpoint(t *testing.T) {
 		if _, _, err := sync.ConvertHostEndpoint(hep(c.edit)); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: err %v, want one naming %s", name, err, c.field)
 		}
+	}
+	byIP, _, err := sync.ConvertHostEndpoint(hep(func(s *sync.HostEndpointSpec) { s.InterfaceName = "" }))
+	if err != nil || byIP.Host.Interface != "" || len(byIP.Addrs) != 2 {
+		t.Errorf("no interfaceName: %+v %v, want the interface holding its expected IPs", byIP, err)
 	}
 	all, _, err := sync.ConvertHostEndpoint(hep(func(s *sync.HostEndpointSpec) { s.InterfaceName = "*"; s.ExpectedIPs = nil }))
 	if err != nil || all.Host.Interface != model.HostInterfaceAll || all.Host.DefaultAllow {

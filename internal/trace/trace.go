@@ -2,10 +2,11 @@
 // kernel's own tracing: `nftpolicy trace` on a node.
 //
 // How: a table of its own (inet nftpolicy_trace, never the agent's: the agent repairs any change
-// to its table within milliseconds) holds one base chain on the forward hook at priority -350,
-// before every standard priority (raw is -300) and so before the agent's chains (filter + 7 and
-// + 8), with policy accept and one rule that matches the flow and sets `meta nftrace set 1`, no
-// verdict: it never changes what happens to a packet. The kernel then reports every rule a
+// to its table within milliseconds) holds base chains on the forward, input and output hooks
+// (for the node's own traffic, Flow.FromNode or ToNode, only the output or input one) at
+// priority -350, before every standard priority (raw is -300) and so before the agent's chains
+// (filter + 7 and + 8), each with policy accept and one rule that matches the flow and sets
+// `meta nftrace set 1`, no verdict: it never changes what happens to a packet. The kernel then reports every rule a
 // traced packet matches, in every table and chain it goes through on that hook and the later
 // ones, as NFT_MSG_TRACE messages to the NFNLGRP_NFTRACE netlink group, which a socket of this
 // package joins before the rule exists. The messages' NFTA_TRACE_* attributes are decoded here
@@ -44,7 +45,7 @@ import (
 // Table is the name of the trace's own table.
 const Table = "nftpolicy_trace"
 
-// Priority of the trace's forward chain: before every standard priority (raw, -300).
+// Priority of the trace's chains: before every standard priority (raw, -300).
 const Priority = -350
 
 // Quiet is how long a packet's events must stop before it counts as complete.
@@ -55,16 +56,25 @@ type Flow struct {
 	Src, Dst netip.Addr // of one family when both are set
 	Proto    uint8      // 0: any
 	Dport    uint16     // 0: any; TCP, UDP and SCTP only
+	// FromNode and ToNode select the node's own traffic: from it (its output hook) and to it
+	// (its input hook), where its host endpoints are judged. Neither: every packet the node
+	// forwards, receives or sends.
+	FromNode, ToNode bool
 }
 
 func (f Flow) String() string {
-	any := func(a netip.Addr) string {
-		if a.IsValid() {
+	any := func(a netip.Addr, node bool) string {
+		switch {
+		case node && a.IsValid():
+			return "this node (" + a.String() + ")"
+		case node:
+			return "this node"
+		case a.IsValid():
 			return a.String()
 		}
 		return "any"
 	}
-	s := any(f.Src) + " → " + any(f.Dst)
+	s := any(f.Src, f.FromNode) + " → " + any(f.Dst, f.ToNode)
 	if f.Proto != 0 {
 		s += " " + protoName(f.Proto)
 	}
@@ -165,14 +175,39 @@ func arm(c *nftables.Conn, f Flow) error {
 	c.AddTable(t)
 	prio := nftables.ChainPriority(Priority)
 	policy := nftables.ChainPolicyAccept
-	ch := c.AddChain(&nftables.Chain{Table: t, Name: "trace_forward", Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookForward, Priority: &prio, Policy: &policy})
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: flowExprs(f),
-		UserData: userdata.AppendString(nil, userdata.TypeComment, "nftpolicy trace of "+f.String())})
+	for _, h := range f.hooks() {
+		ch := c.AddChain(&nftables.Chain{Table: t, Name: h.chain, Type: nftables.ChainTypeFilter,
+			Hooknum: h.hook, Priority: &prio, Policy: &policy})
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: flowExprs(f),
+			UserData: userdata.AppendString(nil, userdata.TypeComment, "nftpolicy trace of "+f.String())})
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("trace: adding table %s: %w", Table, err)
 	}
 	return nil
+}
+
+// traceHook is one base chain of the trace's table: its name and hook.
+type traceHook struct {
+	chain string
+	hook  *nftables.ChainHook
+}
+
+// hooks are the hooks where f's packets are marked: forward, input and output, or for the
+// node's own traffic only the hook of its direction (both for its traffic to itself).
+func (f Flow) hooks() []traceHook {
+	forward := traceHook{"trace_forward", nftables.ChainHookForward}
+	input := traceHook{"trace_input", nftables.ChainHookInput}
+	output := traceHook{"trace_output", nftables.ChainHookOutput}
+	switch {
+	case f.FromNode && f.ToNode:
+		return []traceHook{input, output}
+	case f.FromNode:
+		return []traceHook{output}
+	case f.ToNode:
+		return []traceHook{input}
+	}
+	return []traceHook{forward, input, output}
 }
 
 // flowExprs match the flow, then set nftrace (`meta nftrace set 1`), with no verdict.

@@ -242,3 +242,98 @@ func TestFlowOnly(t *testing.T) {
 		t.Errorf("Flow.String() = %q", f)
 	}
 }
+
+// TestTraceNode traces the node's own traffic (Flow.ToNode) through a host endpoint on node a's
+// eth0 that admits TCP 8080 from the external client only: 9090 from the client goes through
+// input_host's dispatch to the tier default's drop, the failsafe port 22 is accepted by its
+// rule, each named by its comment; forwarded traffic is not marked.
+func TestTraceNode(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip", "nft")
+	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a"}, External: true})
+	a, ext := c.Node("a"), c.External()
+	for _, port := range []uint16{22, 9090} {
+		if err := c.Serve(a.NetNS, netns.TCP, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := a.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.NewFile(uintptr(fd), "netns").Close() })
+	failIn, _ := nft.ParseFailsafes(nft.DefaultFailsafeIn)
+	dp, err := kernel.Open(fd, nft.Config{Host: nft.HostConfig{FailsafeIn: failIn, WorkloadPrefixes: []string{"nftp"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	g := graph.New(graph.Config{NodeName: "a"})
+	for _, u := range []model.Update{
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: "a-eth0"}, Node: "a",
+			Labels: model.LabelsOf(map[string]string{"role": "node"}), Addrs: a.Underlay, Running: true,
+			Host: &model.HostEndpoint{Interface: "eth0"}}},
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "admit-8080"},
+			Tier: model.TierNetworkPolicy, Selector: "role == 'node'", Hosts: true, ApplyIngress: true,
+			IngressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+				Source:      model.Peer{Nets: []netip.Prefix{netip.PrefixFrom(ext.Addrs[0], 32)}},
+				Destination: model.Peer{Ports: []model.Port{{First: 8080, Last: 8080}}}}}}},
+		model.SyncStatusUpdate{Status: model.InSync},
+	} {
+		g.OnUpdate(u)
+	}
+	if err := dp.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	listing := func() string {
+		out, err := netns.Exec(context.Background(), a.NetNS, "nft", "list", "tables")
+		if err != nil {
+			t.Fatalf("nft list tables: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	for _, tc := range []struct {
+		port     uint16
+		allowed  bool
+		path     string
+		decision string
+	}{
+		{9090, false, "input:rule:goto in:rule:goto c:rule:goto deny:rule:drop",
+			"tier default default deny: no rule of GlobalNetworkPolicy/admit-8080 matched"},
+		{22, true, "input:rule:accept", "failsafe port: never blocked by a host endpoint's policy"},
+	} {
+		var got []Packet
+		done := make(chan error, 1)
+		go func() {
+			_, err := Run(context.Background(), Config{NetNSFD: fd, MaxPackets: 1, Timeout: 20 * time.Second,
+				Flow: Flow{Src: ext.Addrs[0], ToNode: true, Proto: 6, Dport: tc.port}}, func(p Packet) { got = append(got, p) })
+			done <- err
+		}()
+		for !strings.Contains(listing(), "table inet "+Table) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		ok, err := netns.Probe(context.Background(), ext.NetNS, a.Underlay[0], netns.TCP, tc.port, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != tc.allowed {
+			t.Errorf("port %d: connected %v, want %v", tc.port, ok, tc.allowed)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("port %d: %d packets traced, want 1", tc.port, len(got))
+		}
+		p := got[0]
+		if pp := path(p); pp != tc.path {
+			t.Errorf("port %d: path\n got %s\nwant %s\n%s", tc.port, pp, tc.path, p)
+		}
+		if last := p.Steps[len(p.Steps)-1]; last.Comment != tc.decision {
+			t.Errorf("port %d: deciding rule's comment %q, want %q\n%s", tc.port, last.Comment, tc.decision, p)
+		}
+	}
+	if f := (Flow{Dst: a.Underlay[0], ToNode: true}).String(); f != "any → this node (172.31.0.1)" {
+		t.Errorf("Flow.String() = %q", f)
+	}
+}
