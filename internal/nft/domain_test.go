@@ -12,8 +12,8 @@ import (
 
 // TestDomainNameRules: an admin policy's allow to a domain name, in front of a baseline deny,
 // becomes an accepting lookup in the pattern's timed sets at the head of the group's chain,
-// the sets declared `flags timeout` without elements; behind a Deny that comes first it stays
-// matching nothing (never a wider allow), and so does it in a group its policies make a map.
+// the sets declared `flags timeout` without elements; behind a Deny the prefix keeps the order in
+// a chain of its own; behind a Pass it matches nothing (never a wider allow).
 func TestDomainNameRules(t *testing.T) {
 	v4, v6 := dataplane.DomainSetName("*.example.com", true), dataplane.DomainSetName("*.example.com", false)
 	admin := func(rules ...model.Rule) model.Policy {
@@ -52,9 +52,28 @@ func TestDomainNameRules(t *testing.T) {
 		}
 	}
 
-	// a Deny before it may decide first: accepting early would allow more than written
+	// a Deny before it decides first: the prefix, in a chain of its own, returns what the Deny
+	// matches to the shape before the domain rule can accept it
 	got = render(admin(denyTCP, toDomain), baseline)
-	if strings.Contains(got, "@"+v4) || strings.Contains(got, "set "+v4) {
-		t.Errorf("the domain rule behind a Deny is compiled:\n%s", got)
+	for _, want := range []string{
+		"_fqdn comment \"domain-name rules in order, then the rest\"",
+		"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (deny)\"\n" +
+			"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+
+	// a Pass before it cannot be evaluated in the prefix: the domain rule matches nothing
+	pass := model.Rule{Action: model.ActionPass, Protocol: model.ProtocolTCP}
+	got = render(admin(pass, toDomain), baseline)
+	if strings.Contains(got, "@"+v4) || strings.Contains(got, "set "+v4) || strings.Contains(got, "_fqdn") {
+		t.Errorf("the domain rule behind a Pass is compiled:\n%s", got)
+	}
+
+	// without a Deny in front, no chain of its own: the accepting rules head the group chain
+	if got = render(admin(toDomain), baseline); strings.Contains(got, "_fqdn") {
+		t.Errorf("a prefix without a Deny has a chain of its own:\n%s", got)
 	}
 }
