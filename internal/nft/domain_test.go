@@ -1,10 +1,12 @@
 package nft_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
@@ -75,5 +77,33 @@ func TestDomainNameRules(t *testing.T) {
 	// without a Deny in front, no chain of its own: the accepting rules head the group chain
 	if got = render(admin(toDomain), baseline); strings.Contains(got, "_fqdn") {
 		t.Errorf("a prefix without a Deny has a chain of its own:\n%s", got)
+	}
+}
+
+// TestDomainNamesPruned: Builder.DomainNames lists a pattern while a rule uses it, and none once
+// the policy naming it is gone.
+func TestDomainNamesPruned(t *testing.T) {
+	dns := model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "dns"}, Tier: model.TierAdmin, Order: 1,
+		Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true,
+		EgressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{DomainNames: []string{"*.example.com"}, Ports: []model.Port{nfttest.TCP(443)}}}}}
+	deny := model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "deny"}, Tier: model.TierBaseline, Order: 1,
+		Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true, EgressRules: []model.Rule{{Action: model.ActionDeny}}}
+	g := graph.New(graph.Config{NodeName: "a"})
+	for _, u := range nfttest.ModelUpdates(nfttest.FixedAddrs(), []model.Policy{dns, deny}) {
+		g.OnUpdate(u)
+	}
+	b := nft.NewBuilder(nft.Config{})
+	b.Apply(g.Flush())
+	if got := b.DomainNames(); !slices.Equal(got, []string{"*.example.com"}) {
+		t.Fatalf("DomainNames %v while the policy names *.example.com", got)
+	}
+	g.OnUpdate(model.PolicyDeleted{Key: dns.Key})
+	b.Apply(g.Flush())
+	if got := b.DomainNames(); len(got) != 0 {
+		t.Errorf("DomainNames %v once no policy names a domain", got)
+	}
+	if strings.Contains(b.Render(), "fqdn") {
+		t.Errorf("the table keeps a domain set:\n%s", b.Render())
 	}
 }
