@@ -28,14 +28,63 @@ import (
 // cannot again once the element's timeout (TTL 1 s, floor 1 s, grace 1 s: 2 s) has passed; over
 // IPv4 and IPv6.
 func TestDomainNamesEndToEnd(t *testing.T) {
+	n := startDomainNode(t, []uint16{8080},
+		model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}}}})
+	pod, ext, domains, reach := n.pod, n.ext, n.domains, n.reach
+	for i, family := range []string{"v4", "v6"} {
+		t.Run(family, func(t *testing.T) {
+			dst := ext.Addrs[i]
+			if reach(dst, 8080) {
+				t.Fatalf("%s reached before any lookup", dst)
+			}
+			got := fqdntest.Lookup(t, pod.NetNS, dst, "www.example.test", i == 1)
+			if len(got) != 1 || got[0] != dst {
+				t.Fatalf("answer %v, want %s", got, dst)
+			}
+			answered := time.Now()
+			if !reach(dst, 8080) {
+				t.Fatalf("%s not reached at once after the answer (the hold sends it on after the commit); cached: %v",
+					dst, domains.observer.Entries("*.example.test"))
+			}
+			waitFor(t, 6*time.Second, "denied again after the timeout", func() bool { return !reach(dst, 8080) })
+			if e := time.Since(answered); e < 2*time.Second {
+				t.Errorf("denied again %v after the answer, before its 2 s timeout", e)
+			}
+		})
+	}
+	select {
+	case err := <-n.errs:
+		t.Errorf("observer: %v", err)
+	default:
+	}
+}
+
+// domainNode is node a of a harness cluster running the agent's loop and DNS observer, with an
+// external host serving DNS (www.example.test: the host's addresses, TTL 1 s) and TCP.
+type domainNode struct {
+	pod     *netns.Pod
+	ext     *netns.Host
+	domains *domainNames
+	reach   func(addr netip.Addr, port uint16) bool
+	errs    chan error
+}
+
+// startDomainNode starts a domainNode whose external host serves TCP on ports, under an admin
+// ClusterNetworkPolicy that lets every pod query DNS and then has rules, and a baseline one
+// that denies all other egress.
+func startDomainNode(t *testing.T, ports []uint16, rules ...model.Rule) *domainNode {
+	t.Helper()
 	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a"}, External: true})
 	pod, err := c.AddPod("a", "x", "client")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ext := c.External()
-	if err := c.Serve(ext.NetNS, netns.TCP, 8080); err != nil {
-		t.Fatal(err)
+	for _, port := range ports {
+		if err := c.Serve(ext.NetNS, netns.TCP, port); err != nil {
+			t.Fatal(err)
+		}
 	}
 	fqdntest.Serve(t, ext.NetNS, &fqdntest.Zone{TTL: 1, Addrs: map[string][]netip.Addr{"www.example.test": ext.Addrs}}, ext.Addrs...)
 	dp, fd := openApplier(t, c.Node("a"))
@@ -65,48 +114,54 @@ func TestDomainNamesEndToEnd(t *testing.T) {
 		return model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: name}, Tier: tier, Order: 1,
 			Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true, EgressRules: rules}}
 	}
+	dns := model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolUDP, Destination: model.Peer{Ports: []model.Port{{First: 53, Last: 53}}}}
 	updates <- []model.Update{
 		model.NamespaceSet{Namespace: model.Namespace{Name: "x", Labels: map[string]string{"kubernetes.io/metadata.name": "x"}}},
 		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "client"}, Node: "a", Addrs: pod.Addrs, Running: true}},
-		cnp("example", model.TierAdmin,
-			model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolUDP, Destination: model.Peer{Ports: []model.Port{{First: 53, Last: 53}}}},
-			model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
-				Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}}}}),
+		cnp("example", model.TierAdmin, append([]model.Rule{dns}, rules...)...),
 		cnp("deny", model.TierBaseline, model.Rule{Action: model.ActionDeny}),
 		model.SyncStatusUpdate{Status: model.InSync},
 	}
 	waitFor(t, 10*time.Second, "the first commit", func() bool { return testutil.ToFloat64(m.Transactions) >= 1 })
 
-	reach := func(addr netip.Addr) bool {
-		ok, err := netns.Probe(context.Background(), pod.NetNS, addr, netns.TCP, 8080, 300*time.Millisecond)
+	reach := func(addr netip.Addr, port uint16) bool {
+		ok, err := netns.Probe(context.Background(), pod.NetNS, addr, netns.TCP, port, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
+	return &domainNode{pod: pod, ext: ext, domains: domains, reach: reach, errs: errs}
+}
+
+// TestDomainNamesInOrder: a domain-name rule behind a Deny follows the policy's order. The
+// admin policy denies TCP 9090 to any peer, then allows *.example.test on TCP 8080 and 9090;
+// the baseline denies the rest. After the lookup the pod reaches the host on 8080, never on
+// 9090 (the Deny decides first), and neither before the lookup; over IPv4 and IPv6.
+func TestDomainNamesInOrder(t *testing.T) {
+	n := startDomainNode(t, []uint16{8080, 9090},
+		model.Rule{Action: model.ActionDeny, Protocol: model.ProtocolTCP, Destination: model.Peer{Ports: []model.Port{{First: 9090, Last: 9090}}}},
+		model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}, {First: 9090, Last: 9090}}}})
 	for i, family := range []string{"v4", "v6"} {
 		t.Run(family, func(t *testing.T) {
-			dst := ext.Addrs[i]
-			if reach(dst) {
+			dst := n.ext.Addrs[i]
+			if n.reach(dst, 8080) {
 				t.Fatalf("%s reached before any lookup", dst)
 			}
-			got := fqdntest.Lookup(t, pod.NetNS, dst, "www.example.test", i == 1)
-			if len(got) != 1 || got[0] != dst {
+			if got := fqdntest.Lookup(t, n.pod.NetNS, dst, "www.example.test", i == 1); len(got) != 1 || got[0] != dst {
 				t.Fatalf("answer %v, want %s", got, dst)
 			}
-			answered := time.Now()
-			if !reach(dst) {
-				t.Fatalf("%s not reached at once after the answer (the hold sends it on after the commit); cached: %v",
-					dst, domains.observer.Entries("*.example.test"))
+			if !n.reach(dst, 8080) {
+				t.Fatalf("%s:8080 not reached after the answer; cached: %v", dst, n.domains.observer.Entries("*.example.test"))
 			}
-			waitFor(t, 6*time.Second, "denied again after the timeout", func() bool { return !reach(dst) })
-			if e := time.Since(answered); e < 2*time.Second {
-				t.Errorf("denied again %v after the answer, before its 2 s timeout", e)
+			if n.reach(dst, 9090) {
+				t.Errorf("%s:9090 reached: the domain rule accepted what the Deny before it denies", dst)
 			}
 		})
 	}
 	select {
-	case err := <-errs:
+	case err := <-n.errs:
 		t.Errorf("observer: %v", err)
 	default:
 	}

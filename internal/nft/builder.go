@@ -115,7 +115,8 @@ type Builder struct {
 	// counted is the snapshot Counted returned last (nil before the first)
 	counted *Counted
 	inSync  bool
-	// domains maps the name of each domain set ever declared to its pattern (DomainNames)
+	// domains maps the name of each domain set the table declares to its pattern (DomainNames);
+	// a set's entry goes when its last reference does, so it holds 2 × the patterns in use
 	domains map[string]string
 }
 

@@ -57,6 +57,8 @@ type State struct {
 	// logs says that Log rules log (to the deny log's group): they are compiled into outcomes'
 	// Logs; without, they are left out (they change no verdict).
 	logs bool
+	// domainPolicies counts the held policies with a domain-name rule (domainRules: none, no walk).
+	domainPolicies int
 }
 
 // Set is a graph set: addresses, or address.proto.port members for named ports. It is indexed
@@ -187,10 +189,12 @@ func (s *State) Apply(m dataplane.Message) {
 		delete(s.Sets, m.ID)
 	case dataplane.PolicyUpdated:
 		p := m
+		s.countDomains(s.Policies[m.Key], &p)
 		s.Policies[m.Key] = &p
 		delete(s.rejected, m.Key)
 		clear(s.localSide)
 	case dataplane.PolicyRemoved:
+		s.countDomains(s.Policies[m.Key], nil)
 		delete(s.Policies, m.Key)
 		delete(s.rejected, m.Key)
 		clear(s.localSide)

@@ -40,9 +40,10 @@
 //     compiled again only in the policies that changed when its name's previous compile was a
 //     union.
 //   - domainRules (domain.go): a rule whose peer is a domainNames pattern matches nothing in the
-//     three shapes (its addresses are learnt at run time); its accepting lookup in the pattern's
-//     timed set heads the group's chain instead, where that is exact (every rule before it
-//     allows), and the pattern's sets (`fqdn4_`/`fqdn6_`, ruleset.Set.Timeout) are shared sets
+//     three shapes (its addresses are learnt at run time); the group's chain evaluates it in
+//     front of the shape instead, in the policy's order (a lookup in the pattern's timed set; the
+//     Allow and Deny rules between, in a chain of the group's own once a Deny comes), up to the
+//     first rule it cannot evaluate there; the pattern's sets (`fqdn4_`/`fqdn6_`, ruleset.Set.Timeout) are shared sets
 //     whose elements the agent writes.
 //   - Builder (builder.go): folds messages into the State, brings the table up to date on
 //     Apply (regroup the dirty endpoints, recompile the stale groups, again for the policies a

@@ -13,59 +13,101 @@ import (
 // matches the addresses DNS answers gave the pattern, which the agent writes at run time into
 // the pattern's two sets (dataplane.DomainSetName: `flags timeout`, elements the agent's): the
 // compile knows none of them, so the shapes compiled here take such a rule as matching nothing
-// (neverMatches), and the group's chain gets it as an accepting rule of its own in front of the
-// shape — a lookup in the pattern's set of the family, with the rule's protocol and ports as a
-// listed group's rules have them. Accepting there first is exact only while every rule before
-// it in evaluation order allows (or matches nothing here) and no tier before it ends in a
-// default: then a packet it accepts is one that the order would allow anyway, by it or by an
-// earlier allow. domainRules takes the domain-name rules up to the first rule or tier default
-// that could decide otherwise; a later one stays matching nothing, so a domain-name rule never
-// allows more than written. The API allows domainNames in Accept rules only, and admins put
-// them before the Deny that closes the rest: that is the case this serves.
+// (neverMatches), and the group's chain evaluates the domain-name rules in front of the shape,
+// in the policy's order, as a prefix of list rules (domainRules):
+//
+//   - an Allow with a domain name accepts its pattern's addresses of the family, with the
+//     rule's protocol and ports as a listed group's rules have them;
+//   - an Allow or a Deny without one, once a Deny has come before, is written out too: the
+//     Allow accepts; the Deny returns, leaving the packet to the shape, which denies it as
+//     its rule is the first that matches it there too. Allows before the first Deny are left
+//     out: a packet they match the shape accepts anyway.
+//
+// A packet the prefix accepts is one the order allows: every rule before the accepting one
+// that matched it would have decided first in the prefix as well. A packet the prefix leaves
+// to the shape matched no domain-name rule before the rule that decides it (or none at all), so
+// the shape, in which domain-name rules match nothing, decides it as written. With no Deny in
+// front the prefix is only accepting rules, in the group chain itself; with one, the prefix is
+// the chain <group>_fqdn, which the group chain jumps to first (a return goes on to the shape).
+//
+// The prefix ends before the first rule it cannot evaluate in order: a Pass, a Log rule that
+// logs, a rule that is no list rule (a negated port or protocol, ICMP type or code, source
+// ports), a tier's default, or once it holds maxDomainPrefix rules; a domain-name rule after
+// that end matches nothing, so it never allows more than written. The API allows domainNames in
+// Accept rules only; a domain name on the local side is never sent by the graph.
 
-// domainRules are the accepting rules of a group's domain-name rules that are exact in front of
-// its shape (see above), in evaluation order; local is an endpoint of the group.
+// maxDomainPrefix bounds a group's domain-name prefix, hence the rules a first packet meets in
+// front of the shape.
+const maxDomainPrefix = 2 * maxListRules
+
+// domainRules is the prefix of a group's domain-name rules (see above), in evaluation order;
+// local is an endpoint of the group. A rule with returns set is a Deny's: it returns from the
+// prefix's chain. Without a held policy naming a domain it walks nothing.
 func (s *State) domainRules(dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, is4 bool) []listRule {
+	if s.domainPolicies == 0 {
+		return nil
+	}
 	var out []listRule
+	denied := false // a Deny is in the prefix: later rules are written out, Allow or not
+	last := 0       // the prefix up to the last domain-name rule
 	for _, t := range tiers {
 		for r := range s.tierRules(dir, t) {
-			peer := &r.Src
-			if dir == model.Egress {
-				peer = &r.Dst
+			peer, localSide := r.Dst, r.Src
+			if dir == model.Ingress {
+				peer, localSide = r.Src, r.Dst
 			}
-			if r.Src.DomainName != "" && peer != &r.Src || r.Dst.DomainName != "" && peer != &r.Dst {
-				return out // a domain name on the local side: never sent, and never exact here
+			switch {
+			case localSide.DomainName != "" || offFamily(r.Rule, is4) || r.Action == model.ActionLog && !s.logs:
+				continue // matches nothing here
+			case peer.DomainName != "" && r.Action != model.ActionAllow:
+				continue // not in the API: matches nothing (neverMatches)
+			case r.Action == model.ActionDeny && peer.DomainName == "":
+				denied = true
+			case r.Action != model.ActionAllow:
+				return out[:last] // a Pass or a Log rule: the prefix cannot evaluate it in order
+			case peer.DomainName == "" && !denied:
+				continue // the shape accepts what it matches anyway
 			}
-			if peer.DomainName == "" {
-				if !neverMatches(r.Rule, is4) && r.Action != model.ActionAllow && (r.Action != model.ActionLog || s.logs) {
-					return out // it may decide (or log) before the rules after it
-				}
-				continue
-			}
-			if r.Action != model.ActionAllow || neverMatches(&dataplane.Rule{IPVersion: r.IPVersion, Protocol: r.Protocol,
-				NotProtocol: r.NotProtocol, ICMP: r.ICMP, NotICMP: r.NotICMP}, is4) {
-				continue
-			}
-			rule := *r.Rule
-			if dir == model.Egress {
-				rule.Dst.DomainName = ""
-			} else {
-				rule.Src.DomainName = ""
-			}
-			lrs, ok := s.listRules(dir, &rule, local, is4, r.reason()+" (allow)")
-			if !ok {
-				return out // a negated port or protocol: the map shape's, not a list's
+			lrs, ok := s.listRules(dir, r.Rule, local, is4, r.reason()+" ("+r.Action.String()+")")
+			if !ok || len(out)+len(lrs) > maxDomainPrefix {
+				return out[:last]
 			}
 			for _, lr := range lrs {
 				lr.domain = peer.DomainName
+				lr.returns = r.Action == model.ActionDeny
 				out = append(out, lr)
+			}
+			if peer.DomainName != "" {
+				last = len(out)
 			}
 		}
 		if o := tierDefault(t); o.Verdict != 0 {
-			return out
+			break
 		}
 	}
-	return out
+	return out[:last]
+}
+
+// namesDomain reports whether a policy has a rule with a domain name.
+func namesDomain(p *dataplane.PolicyUpdated) bool {
+	for _, rules := range [][]dataplane.Rule{p.Ingress, p.Egress} {
+		for i := range rules {
+			if rules[i].Src.DomainName != "" || rules[i].Dst.DomainName != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// countDomains keeps State.domainPolicies as policy old (nil: none) becomes new (nil: removed).
+func (s *State) countDomains(old, new *dataplane.PolicyUpdated) {
+	if old != nil && namesDomain(old) {
+		s.domainPolicies--
+	}
+	if new != nil && namesDomain(new) {
+		s.domainPolicies++
+	}
 }
 
 // domainSet is the set of a pattern's addresses of one family; its elements are the agent's.

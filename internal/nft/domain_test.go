@@ -1,10 +1,12 @@
 package nft_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/graph"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/nfttest"
@@ -12,8 +14,8 @@ import (
 
 // TestDomainNameRules: an admin policy's allow to a domain name, in front of a baseline deny,
 // becomes an accepting lookup in the pattern's timed sets at the head of the group's chain,
-// the sets declared `flags timeout` without elements; behind a Deny that comes first it stays
-// matching nothing (never a wider allow), and so does it in a group its policies make a map.
+// the sets declared `flags timeout` without elements; behind a Deny the prefix keeps the order in
+// a chain of its own; behind a Pass it matches nothing (never a wider allow).
 func TestDomainNameRules(t *testing.T) {
 	v4, v6 := dataplane.DomainSetName("*.example.com", true), dataplane.DomainSetName("*.example.com", false)
 	admin := func(rules ...model.Rule) model.Policy {
@@ -52,9 +54,56 @@ func TestDomainNameRules(t *testing.T) {
 		}
 	}
 
-	// a Deny before it may decide first: accepting early would allow more than written
+	// a Deny before it decides first: the prefix, in a chain of its own, returns what the Deny
+	// matches to the shape before the domain rule can accept it
 	got = render(admin(denyTCP, toDomain), baseline)
-	if strings.Contains(got, "@"+v4) || strings.Contains(got, "set "+v4) {
-		t.Errorf("the domain rule behind a Deny is compiled:\n%s", got)
+	for _, want := range []string{
+		"_fqdn comment \"domain-name rules in order, then the rest\"",
+		"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (deny)\"\n" +
+			"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+
+	// a Pass before it cannot be evaluated in the prefix: the domain rule matches nothing
+	pass := model.Rule{Action: model.ActionPass, Protocol: model.ProtocolTCP}
+	got = render(admin(pass, toDomain), baseline)
+	if strings.Contains(got, "@"+v4) || strings.Contains(got, "set "+v4) || strings.Contains(got, "_fqdn") {
+		t.Errorf("the domain rule behind a Pass is compiled:\n%s", got)
+	}
+
+	// without a Deny in front, no chain of its own: the accepting rules head the group chain
+	if got = render(admin(toDomain), baseline); strings.Contains(got, "_fqdn") {
+		t.Errorf("a prefix without a Deny has a chain of its own:\n%s", got)
+	}
+}
+
+// TestDomainNamesPruned: Builder.DomainNames lists a pattern while a rule uses it, and none once
+// the policy naming it is gone.
+func TestDomainNamesPruned(t *testing.T) {
+	dns := model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "dns"}, Tier: model.TierAdmin, Order: 1,
+		Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true,
+		EgressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{DomainNames: []string{"*.example.com"}, Ports: []model.Port{nfttest.TCP(443)}}}}}
+	deny := model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "deny"}, Tier: model.TierBaseline, Order: 1,
+		Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true, EgressRules: []model.Rule{{Action: model.ActionDeny}}}
+	g := graph.New(graph.Config{NodeName: "a"})
+	for _, u := range nfttest.ModelUpdates(nfttest.FixedAddrs(), []model.Policy{dns, deny}) {
+		g.OnUpdate(u)
+	}
+	b := nft.NewBuilder(nft.Config{})
+	b.Apply(g.Flush())
+	if got := b.DomainNames(); !slices.Equal(got, []string{"*.example.com"}) {
+		t.Fatalf("DomainNames %v while the policy names *.example.com", got)
+	}
+	g.OnUpdate(model.PolicyDeleted{Key: dns.Key})
+	b.Apply(g.Flush())
+	if got := b.DomainNames(); len(got) != 0 {
+		t.Errorf("DomainNames %v once no policy names a domain", got)
+	}
+	if strings.Contains(b.Render(), "fqdn") {
+		t.Errorf("the table keeps a domain set:\n%s", b.Render())
 	}
 }

@@ -362,17 +362,20 @@ func (b *Builder) dropPlacement(p placement) {
 	for _, name := range p.shared {
 		if b.objects.shared.release(name) {
 			b.dropSet(name)
+			delete(b.domains, name)
 		}
 	}
 	b.dropChain(p.name)
 	b.dropMapSets(p.name)
 }
 
-// dropMapSets drops the sets of a group's map shape (layout.go) that the table holds.
+// dropMapSets drops the sets of a group's map shape (layout.go) that the table holds, and the
+// chain of its domain-name prefix.
 func (b *Builder) dropMapSets(name string) {
 	for _, suffix := range []string{"_allow", "_peers", "_nets"} {
 		b.dropSet(name + suffix)
 	}
+	b.dropDomainChain(name)
 }
 
 func dispatchMap(dk dispatchKey) string {

@@ -34,6 +34,7 @@ type listRule struct {
 	ports         []portRange     // protocol . destination port in one of these (nil: any)
 	namedPorts    dataplane.SetID // egress: peer . protocol . port is a member ("": none)
 	domain        string          // peer address in the pattern's set (domainRules; "": none)
+	returns       bool            // a Deny's rule of a domain-name prefix: return, not accept
 	reason        string
 }
 
@@ -101,10 +102,12 @@ tiers:
 // excluded); a domainNames match, whose addresses only the kernel's timed sets hold, for the
 // shapes compiled here (a rule of it matches nothing in them).
 func neverMatches(r *dataplane.Rule, is4 bool) bool {
+	return r.Src.DomainName != "" || r.Dst.DomainName != "" || offFamily(r, is4)
+}
+
+// offFamily reports rules that match no packet of the family by their IP version or ICMP match.
+func offFamily(r *dataplane.Rule, is4 bool) bool {
 	if r.IPVersion == 4 && !is4 || r.IPVersion == 6 && is4 {
-		return true
-	}
-	if r.Src.DomainName != "" || r.Dst.DomainName != "" {
 		return true
 	}
 	if ip := icmpProtocol(is4); (r.ICMP != nil || r.NotICMP != nil) &&

@@ -106,6 +106,10 @@ func (b *Builder) acceptRule(g *group, lr *listRule, builders map[string]func() 
 	if id := lr.namedPorts; id != "" {
 		use(npSetName(id, g.is4), namedPortSetKey(g.is4), false, func() *ruleset.Set { return b.namedPortSet(id, g.is4) })
 	}
+	if lr.returns {
+		return ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Verdict: ruleset.Verdict{Kind: ruleset.Return},
+			Comment: ruleset.Comment(lr.reason)}
+	}
 	return ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Counter: b.opts.countAllowed,
 		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: ruleset.Comment(lr.reason)}
 }
@@ -122,16 +126,40 @@ func (b *Builder) useShared(g *group, builders map[string]func() *ruleset.Set) {
 	b.releaseShared(g, shared)
 }
 
-// domainChain starts group g's chain (of a map or union shape) with the accepting rules of its
-// domain-name rules (domainRules) and makes their shared sets the group's.
+// domainChain starts group g's chain (of a map or union shape) with the prefix of its
+// domain-name rules (domainRules) and makes their shared sets the group's: the accepting rules
+// themselves, or, when a Deny's rule returns among them, a jump to the chain <group>_fqdn that
+// holds them.
 func (b *Builder) domainChain(g *group, domain []listRule) *ruleset.Chain {
 	builders := map[string]func() *ruleset.Set{}
 	chain := &ruleset.Chain{Name: g.name, Comment: g.comment()}
+	prefix := chain
+	if slices.ContainsFunc(domain, func(lr listRule) bool { return lr.returns }) {
+		prefix = &ruleset.Chain{Name: domainChainName(g.name), Comment: "domain-name rules in order: " + chain.Comment}
+		prefix.Comment = ruleset.Comment(prefix.Comment)
+		chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Jump, Chain: prefix.Name},
+			Comment: "domain-name rules in order, then the rest"})
+	}
 	for i := range domain {
-		chain.Rules = append(chain.Rules, b.acceptRule(g, &domain[i], builders))
+		prefix.Rules = append(prefix.Rules, b.acceptRule(g, &domain[i], builders))
 	}
 	b.useShared(g, builders)
+	if prefix == chain {
+		b.dropDomainChain(g.name)
+	} else if old := b.table.Chains[prefix.Name]; old == nil || !sameChain(old, prefix) {
+		b.putChain(prefix)
+	}
 	return chain
+}
+
+// domainChainName names the chain of group name's domain-name prefix.
+func domainChainName(name string) string { return name + "_fqdn" }
+
+// dropDomainChain removes the chain of group name's domain-name prefix, if the table holds it.
+func (b *Builder) dropDomainChain(name string) {
+	if _, ok := b.table.Chains[domainChainName(name)]; ok {
+		b.dropChain(domainChainName(name))
+	}
 }
 
 // releaseShared drops the group's references to shared sets it no longer uses (keep).
@@ -142,6 +170,7 @@ func (b *Builder) releaseShared(g *group, keep []string) {
 		}
 		if b.objects.shared.release(name) {
 			b.dropSet(name)
+			delete(b.domains, name)
 		}
 	}
 	g.shared = keep
