@@ -50,6 +50,7 @@ conformance="${KIND_CONFORMANCE:-1}"
 start=$(date +%s)
 phase() { echo "== $(( $(date +%s) - start )) s: $*"; }
 mkdir -p "$report"
+rm -f "$report"/nftpolicy-*.log "$report"/denied-*.txt
 
 if [ -n "${KIND_NODE_IMAGE:-}" ]; then
   # ---- online path ----
@@ -242,6 +243,20 @@ kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 in_netns kind load docker-image "$image" --name "$cluster"
 kubectl kustomize test/kind/agent | sed "s#ghcr.io/nftpolicy/nftpolicy:latest#$image#" | kubectl apply -f -
 kubectl -n kube-system rollout status ds/nftpolicy --timeout=180s
+# follow_agents follows the log of each agent pod not followed yet into nftpolicy-<pod>.log until
+# the pod ends, so that the logs (and the denied packets they name) of the agents a rollout
+# replaces are kept too.
+follow_agents() {
+  local pod f
+  for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
+    f="$report/nftpolicy-${pod#pod/}.log"
+    [ -e "$f" ] && continue
+    kubectl -n kube-system logs -f "$pod" > "$f" 2>&1 &
+    echo $! >> "$KIND_RUN/log-followers"
+  done
+}
+rm -f "$KIND_RUN/log-followers"
+follow_agents
 
 rc=0
 phase "node lockdown: GlobalNetworkPolicy node-lockdown over the automatic host endpoints"
@@ -261,6 +276,7 @@ restart_agents() {
     kubectl -n kube-system rollout restart ds/nftpolicy
     if kubectl -n kube-system rollout status ds/nftpolicy --timeout=300s; then
       echo "rollout $i: done in $(( $(date +%s) - t0 )) s"
+      follow_agents
     else
       echo "rollout $i: FAILED"
     fi
@@ -293,13 +309,18 @@ if [ "$conformance" != 0 ]; then
 else
   phase "conformance suite left out (KIND_CONFORMANCE=0)"
 fi
+while read -r pid; do kill "$pid" 2>/dev/null || true; done < "$KIND_RUN/log-followers"
 for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
   kubectl -n kube-system logs "$pod" > "$report/nftpolicy-${pod#pod/}.log" 2>&1 || true
 done
-# What the node lockdown denied through the whole run, per node: the deny counters of the node's
-# agent (its /metrics on the node's loopback), kept in denied-<node>.txt; the node-lockdown
-# lines are printed (the check's own probes among them). The agents' logs beside them hold
-# each denied packet (--log-denied) logged since their last rollout.
+# What the node lockdown denied: the packets the agents logged as denied by node-lockdown
+# (--log-denied, within its rate per reason) through the whole run, every agent of every rollout,
+# by source, destination and port (the check's own probes among them: TCP 18081, and 10250 from
+# a worker), then the deny counters of the agents running at the end (since their rollout),
+# kept in denied-<node>.txt.
+echo "node lockdown: packets logged as denied by GlobalNetworkPolicy/node-lockdown (count, source -> destination protocol port):"
+cat "$report"/nftpolicy-*.log | grep '^{' | jq -r 'select(.msg == "packet denied" and (.reason | contains("GlobalNetworkPolicy/node-lockdown")))
+  | "\(.src) -> \(.dst) \(.protocol) \(.port // "")"' 2>/dev/null | sort | uniq -c | sort -rn | sed 's/^/  /' || true
 echo "node lockdown: nftpolicy_denied_packets_total of node-lockdown at the end"
 for n in $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}'); do
   docker exec "$n" bash -c "exec 3<>/dev/tcp/127.0.0.1/9464; printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3; cat <&3" 2>/dev/null |
