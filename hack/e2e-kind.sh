@@ -2,7 +2,10 @@
 # make e2e-kind: nftpolicy in a real Kubernetes cluster (kind: 1 control plane, 2 workers,
 # dual-stack, kube-proxy in nftables mode, a CNI that does not enforce NetworkPolicy), deployed
 # from deploy/, then test/kind/service-check.sh, upstream's `e2e.test --ginkgo.focus=Netpol` and
-# network-policy-api's conformance suite (test/kind/conformance.sh).
+# network-policy-api's conformance suite (test/kind/conformance.sh). Offline, the agents run with
+# automatic host endpoints (test/kind/agent/) and every node is locked down by one
+# GlobalNetworkPolicy (test/kind/node-lockdown.yaml, checked by test/kind/node-lockdown-check.sh)
+# before the Service check, upstream's cases and the suite, which run under it.
 #
 # Two paths in one script:
 #  - offline (the default; what runs on this project's machines, which reach no container
@@ -47,6 +50,7 @@ conformance="${KIND_CONFORMANCE:-1}"
 start=$(date +%s)
 phase() { echo "== $(( $(date +%s) - start )) s: $*"; }
 mkdir -p "$report"
+rm -f "$report"/nftpolicy-*.log "$report"/denied-*.txt "$report"/node-lockdown-denied.txt
 
 if [ -n "${KIND_NODE_IMAGE:-}" ]; then
   # ---- online path ----
@@ -133,7 +137,7 @@ finish() {
 trap finish EXIT
 
 phase "build (cached in $NFTPOLICY_CACHE)"
-for p in conntrack nft:nftables debootstrap dockerd:docker.io; do
+for p in conntrack nft:nftables debootstrap dockerd:docker.io jq:jq; do
   command -v "${p%%:*}" >/dev/null || apt_install "${p##*:}"
 done
 nice -n 15 bash hack/kind/build-rootfs.sh
@@ -179,6 +183,11 @@ kubeadmConfigPatches:
 KIND
 kind delete cluster --name "$cluster" >/dev/null 2>&1 || true   # a kept one (KIND_KEEP=1)
 in_netns kind create cluster --name "$cluster" --config "$KIND_RUN/kind.yaml" --image "$node_img" --retain=false
+# The cluster's pod subnets (kubeadm's podSubnet, one per family): flannel's networks, and the
+# pods the node lockdown policy admits to the conformance suite's host-network servers.
+pod_subnet=$(kubectl -n kube-system get cm kubeadm-config -o jsonpath='{.data.ClusterConfiguration}' | awk '$1 == "podSubnet:" {print $2}')
+net4=${pod_subnet%%,*} net6=${pod_subnet##*,}
+case "$net4,$net6" in *:*,*:*|*.*,*.*|,*|*,) echo "pod subnets: \"$pod_subnet\": not one of each family" >&2; exit 1 ;; esac
 if [ "$cni" = ptp ]; then
   phase "CNI: ptp + host-local on every node, a route to every other node's pod CIDRs"
   nodes_list=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
@@ -221,9 +230,6 @@ CNI
 else
   phase "CNI: flannel $FLANNEL_VERSION (kube subnet manager, VXLAN, dual-stack), bridge + host-local"
   # flannel's networks are the cluster's pod subnets, which contain every node's podCIDRs.
-  pod_subnet=$(kubectl -n kube-system get cm kubeadm-config -o jsonpath='{.data.ClusterConfiguration}' | awk '$1 == "podSubnet:" {print $2}')
-  net4=${pod_subnet%%,*} net6=${pod_subnet##*,}
-  case "$net4,$net6" in *:*,*:*|*.*,*.*|,*|*,) echo "pod subnets: \"$pod_subnet\": not one of each family" >&2; exit 1 ;; esac
   in_netns kind load docker-image "$(flannel_image)" --name "$cluster"
   sed -e "s#FLANNEL_IMAGE#$(flannel_image)#" -e "s#POD_NETWORK_V4#$net4#" -e "s#POD_NETWORK_V6#$net6#" hack/kind/flannel.yaml | kubectl apply -f -
   kubectl -n kube-flannel rollout status ds/kube-flannel-ds --timeout=300s
@@ -231,14 +237,31 @@ fi
 kubectl wait --for=condition=Ready node --all --timeout=180s
 kubectl -n kube-system rollout status deploy/coredns --timeout=180s
 
-phase "nftpolicy DaemonSet (deploy/, image $image)"
+phase "Calico's CRDs (deploy/crds/calico/), nftpolicy DaemonSet (test/kind/agent/: deploy/ with --auto-host-endpoints --log-denied, image $image)"
+kubectl apply --server-side -f deploy/crds/calico/ >/dev/null
+kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 in_netns kind load docker-image "$image" --name "$cluster"
-kubectl apply -f deploy/rbac.yaml
-sed "s#ghcr.io/nftpolicy/nftpolicy:latest#$image#" deploy/daemonset.yaml | kubectl apply -f -
+kubectl kustomize test/kind/agent | sed "s#ghcr.io/nftpolicy/nftpolicy:latest#$image#" | kubectl apply -f -
 kubectl -n kube-system rollout status ds/nftpolicy --timeout=180s
+# follow_agents follows the log of each agent pod not followed yet into nftpolicy-<pod>.log until
+# the pod ends, so that the logs (and the denied packets they name) of the agents a rollout
+# replaces are kept too.
+follow_agents() {
+  local pod f
+  for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
+    f="$report/nftpolicy-${pod#pod/}.log"
+    [ -e "$f" ] && continue
+    kubectl -n kube-system logs -f "$pod" > "$f" 2>&1 &
+    echo $! >> "$KIND_RUN/log-followers"
+  done
+}
+rm -f "$KIND_RUN/log-followers"
+follow_agents
 
-phase "service check"
 rc=0
+phase "node lockdown: GlobalNetworkPolicy node-lockdown over the automatic host endpoints"
+POD_NETWORK_V4=$net4 POD_NETWORK_V6=$net6 in_netns bash test/kind/node-lockdown-check.sh || rc=1
+phase "service check"
 masq=0; [ "$cni" = ptp ] || masq=1   # flanneld --ip-masq: pods reach a NodePort as their node
 CNI_MASQUERADES_TO_NODES=$masq in_netns bash test/kind/service-check.sh || rc=1
 phase "upstream e2e.test --ginkgo.focus=$focus --ginkgo.skip=$skip ($nodes parallel nodes)"
@@ -253,6 +276,7 @@ restart_agents() {
     kubectl -n kube-system rollout restart ds/nftpolicy
     if kubectl -n kube-system rollout status ds/nftpolicy --timeout=300s; then
       echo "rollout $i: done in $(( $(date +%s) - t0 )) s"
+      follow_agents
     else
       echo "rollout $i: FAILED"
     fi
@@ -285,8 +309,34 @@ if [ "$conformance" != 0 ]; then
 else
   phase "conformance suite left out (KIND_CONFORMANCE=0)"
 fi
+while read -r pid; do kill "$pid" 2>/dev/null || true; done < <(cat "$KIND_RUN/log-followers" 2>/dev/null)
 for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
   kubectl -n kube-system logs "$pod" > "$report/nftpolicy-${pod#pod/}.log" 2>&1 || true
+done
+# What the node lockdown denied: the packets the agents logged as denied by node-lockdown
+# (--log-denied, within its rate per reason) through the whole run, every agent of every rollout,
+# by source, destination and port, then the deny counters of the agents running at the end
+# (since their rollout), kept in denied-<node>.txt. The check's own probes (TCP 18081, and the
+# kubelet's 10250 from a worker) are the only packets the cluster sends that the policy may
+# deny: any other port means the cluster needed something the policy does not allow, and fails
+# the run; 10250 from the control plane, which the policy allows, is reported as a warning.
+echo "node lockdown: packets logged as denied by GlobalNetworkPolicy/node-lockdown (count, source -> destination protocol port):"
+cat "$report"/nftpolicy-*.log | grep '^{' | jq -r 'select(.msg == "packet denied" and (.reason | contains("GlobalNetworkPolicy/node-lockdown")))
+  | "\(.src) -> \(.dst) \(.protocol) \(.port // "")"' 2>/dev/null | sort | uniq -c | sort -rn > "$report/node-lockdown-denied.txt" || true
+sed 's/^/  /' "$report/node-lockdown-denied.txt"
+if grep -Ev ' tcp (18081|10250)$' "$report/node-lockdown-denied.txt" > /dev/null; then
+  echo "node lockdown: FAILED: the policy denied what the cluster sent (above, not TCP 18081 or 10250: the check's probes)"; rc=1
+fi
+for a in $(kubectl get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{range .items[*].status.addresses[?(@.type=="InternalIP")]}{.address}{" "}{end}'); do
+  if grep -F " $a -> " "$report/node-lockdown-denied.txt" | grep -q ' tcp 10250$'; then
+    echo "node lockdown: WARNING: packets from the control plane ($a) to a kubelet (10250), which the policy allows, were denied (above)"
+  fi
+done
+echo "node lockdown: nftpolicy_denied_packets_total of node-lockdown at the end"
+for n in $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}'); do
+  docker exec "$n" bash -c "exec 3<>/dev/tcp/127.0.0.1/9464; printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3; cat <&3" 2>/dev/null |
+    grep '^nftpolicy_denied_packets_total' > "$report/denied-$n.txt" || true
+  grep 'node-lockdown' "$report/denied-$n.txt" | sed "s/^/  $n: /" || true
 done
 if [ "$cni" = flannel ]; then
   for pod in $(kubectl -n kube-flannel get pods -l app=flannel -o name); do
