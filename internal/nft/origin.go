@@ -127,7 +127,7 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 	if !ok || e == nil {
 		return Decided{}, false
 	}
-	out := Decided{Endpoint: key, Tiers: e.tiers(dir)}
+	out := Decided{Endpoint: key, Tiers: e.msg.Tiers(dataplane.StageLocal, dir)}
 	g := b.layout.groups[e.groups[dispatchKey{dir: dir, addr: local}]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:
