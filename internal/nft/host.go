@@ -202,7 +202,7 @@ func (b *Builder) putInput() {
 		rules = append(rules, b.unpoliced(false, "from a local pod: judged by its egress policy alone")...)
 		rules = append(rules,
 			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeIn, "failsafe port: never blocked by a host endpoint's policy"))
-		rules = append(rules, b.markedAccept()...)
+		rules = append(rules, b.markedAccept(false)...)
 		rules = append(rules, hostDispatch(model.Ingress)...)
 	}
 	b.putChain(&ruleset.Chain{Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
@@ -223,7 +223,7 @@ func (b *Builder) putOutput() {
 			acceptIn(ruleset.KeyIPDaddrL4ProtoDport, setAgentAPIv4, "the agent's API server: never blocked (IPv4)"),
 			acceptIn(ruleset.KeyIP6DaddrL4ProtoDport, setAgentAPIv6, "the agent's API server: never blocked (IPv6)"),
 			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeOut, "failsafe port: never blocked by a host endpoint's policy"))
-		rules = append(rules, b.markedAccept()...)
+		rules = append(rules, b.markedAccept(true)...)
 		rules = append(rules, hostDispatch(model.Egress)...)
 	}
 	b.putChain(&ruleset.Chain{Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},

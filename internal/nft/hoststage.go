@@ -34,14 +34,17 @@ import (
 //	                                       bit; dispatch; clear the bit
 //	raw_out   output raw (-300)            the same for egress, the agent's API server too
 //	notrack_in, notrack_out   raw + 10     meta mark & bit == bit notrack
-//	prednat   prerouting dstnat - 10       marked accept; established accept; lo, workload
-//	                                       interfaces, failsafe ports accept; set; dispatch; clear
+//	prednat   prerouting dstnat - 10       marked accept (clear the bit without raw_in);
+//	                                       established accept; lo, workload interfaces, failsafe
+//	                                       ports accept; set the bit; dispatch; clear the bit
 //	fwd_in    forward filter + 5           marked accept; established accept; from workload
 //	                                       interfaces accept; dispatch by iifname
 //	fwd_out   forward filter + 6           established accept; to workload interfaces accept;
 //	                                       dispatch by oifname
 //
-// and input_host and output_host accept marked packets before the node's own dispatch.
+// and input_host (output_host) accepts marked packets before the node's own dispatch. Only a
+// chain after one that clears the bit accepts on it: a mark another program set never skips
+// a policy.
 
 // markAccepted is the packet mark bit that carries an untracked or pre-DNAT allow to the later
 // stages.
@@ -137,8 +140,6 @@ func (b *Builder) activateStage(st dataplane.Stage) {
 		b.layout.marking = true
 		b.putChain(&ruleset.Chain{Name: chainUndecided, Comment: undecidedComment, Rules: []ruleset.Rule{
 			{MarkClear: markAccepted, Verdict: ruleset.Verdict{Kind: ruleset.Accept}}}})
-		b.putInput()
-		b.putOutput()
 	}
 	if st == dataplane.StageUntracked {
 		for _, c := range []struct {
@@ -150,8 +151,16 @@ func (b *Builder) activateStage(st dataplane.Stage) {
 					{MarkIs: markAccepted, Notrack: true}}})
 		}
 	}
-	for _, dir := range dirs {
-		b.putStageChain(st, dir)
+	// the chains that accept on the mark do so only where a chain before them clears it
+	b.putInput()
+	b.putOutput()
+	for _, other := range dataplane.Stages {
+		if b.layout.stages[other] {
+			b.putStageChain(other, model.Ingress)
+			if other != dataplane.StagePreDNAT {
+				b.putStageChain(other, model.Egress)
+			}
+		}
 	}
 	b.opts.log.Info("host endpoints: policing a further stage", "stage", st.String())
 }
@@ -202,8 +211,7 @@ func (b *Builder) putNamedIfs() {
 
 // putStageChain writes a stage's base chain of a direction.
 func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
-	accept := ruleset.Verdict{Kind: ruleset.Accept}
-	marked := ruleset.Rule{MarkIs: markAccepted, Verdict: accept, Comment: "allowed by a host endpoint's untracked or pre-DNAT policy"}
+	clear := ruleset.Rule{MarkClear: markAccepted, Comment: "the mark bit is this table's"}
 	var rules []ruleset.Rule
 	var base ruleset.Base
 	comment := ""
@@ -211,7 +219,7 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 	case dataplane.StageUntracked:
 		base = ruleset.Base{Hook: ruleset.HookPrerouting, Priority: priorityRaw}
 		comment = "host endpoints' doNotTrack policy, before conntrack"
-		rules = append(rules, ruleset.Rule{MarkClear: markAccepted, Comment: "the mark bit is this table's"})
+		rules = append(rules, clear)
 		rules = append(rules, b.unpoliced(dir == model.Egress, "a local pod's traffic: not a host endpoint's")...)
 		rules = append(rules, icmpv6())
 		in, out := setFailsafeIn, setFailsafeOut
@@ -227,7 +235,12 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 	case dataplane.StagePreDNAT:
 		base = ruleset.Base{Hook: ruleset.HookPrerouting, Priority: priorityPreDNAT}
 		comment = "host endpoints' preDNAT policy, before DNAT"
-		rules = append(rules, marked, established())
+		if b.layout.stages[dataplane.StageUntracked] {
+			rules = append(rules, b.markedAccept(false)...) // raw_in cleared and set the bit
+		} else {
+			rules = append(rules, clear)
+		}
+		rules = append(rules, established())
 		rules = append(rules, b.unpoliced(false, "a local pod's traffic: not a host endpoint's")...)
 		rules = append(rules, icmpv6(), acceptIn(ruleset.KeyL4ProtoDport, setFailsafeIn, "failsafe port: never blocked by a host endpoint's policy"))
 	default:
@@ -237,7 +250,7 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 			base.Priority = priorityFwdOut
 			comment = "forwarded through a host endpoint's interface: its applyOnForward egress policy"
 		} else {
-			rules = append(rules, marked)
+			rules = append(rules, b.markedAccept(false)...)
 		}
 		rules = append(rules, established())
 		rules = append(rules, b.unpoliced(dir == model.Egress, "a local pod's side: its own policy")...)
@@ -303,10 +316,11 @@ func icmpv6() ruleset.Rule {
 		Comment: "ICMPv6 (neighbour discovery) is not policed"}
 }
 
-// markedAccept is the rule of input_host and output_host that accepts what an untracked or
-// pre-DNAT policy allowed, once such a stage is in the table.
-func (b *Builder) markedAccept() []ruleset.Rule {
-	if !b.layout.marking {
+// markedAccept is the rule that accepts what an untracked or pre-DNAT policy allowed, once a
+// chain before it clears and sets the mark: on prerouting (in) once such a stage is in the
+// table, on output (out) once the untracked stage is.
+func (b *Builder) markedAccept(out bool) []ruleset.Rule {
+	if !b.layout.marking || out && !b.layout.stages[dataplane.StageUntracked] {
 		return nil
 	}
 	return []ruleset.Rule{{MarkIs: markAccepted, Verdict: ruleset.Verdict{Kind: ruleset.Accept},
