@@ -222,16 +222,15 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 		rules = append(rules, clear)
 		rules = append(rules, b.unpoliced(dir == model.Egress, "a local pod's traffic: not a host endpoint's")...)
 		rules = append(rules, icmpv6())
-		in, out := setFailsafeIn, setFailsafeOut
-		if dir == model.Egress {
+		in := dir == model.Ingress
+		if !in {
 			base.Hook = ruleset.HookOutput
-			in, out = out, in
 			rules = append(rules,
 				acceptIn(ruleset.KeyIPDaddrL4ProtoDport, setAgentAPIv4, "the agent's API server: never blocked (IPv4)"),
 				acceptIn(ruleset.KeyIP6DaddrL4ProtoDport, setAgentAPIv6, "the agent's API server: never blocked (IPv6)"))
 		}
-		rules = append(rules, acceptIn(ruleset.KeyL4ProtoDport, in, "failsafe port: never blocked by a host endpoint's policy"),
-			acceptIn(ruleset.KeyL4ProtoSport, out, "replies of the other direction's failsafe ports (no conntrack here)"))
+		rules = append(rules, b.failsafes(in, false)...)
+		rules = append(rules, b.failsafes(!in, true)...)
 	case dataplane.StagePreDNAT:
 		base = ruleset.Base{Hook: ruleset.HookPrerouting, Priority: priorityPreDNAT}
 		comment = "host endpoints' preDNAT policy, before DNAT"
@@ -242,7 +241,8 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 		}
 		rules = append(rules, established())
 		rules = append(rules, b.unpoliced(false, "a local pod's traffic: not a host endpoint's")...)
-		rules = append(rules, icmpv6(), acceptIn(ruleset.KeyL4ProtoDport, setFailsafeIn, "failsafe port: never blocked by a host endpoint's policy"))
+		rules = append(rules, icmpv6())
+		rules = append(rules, b.failsafes(true, false)...)
 	default:
 		base = ruleset.Base{Hook: ruleset.HookForward, Priority: priorityFwdIn}
 		comment = "forwarded through a host endpoint's interface: its applyOnForward ingress policy"

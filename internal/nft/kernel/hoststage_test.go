@@ -18,7 +18,8 @@ import (
 )
 
 // stageEnv is node a of a two-node cluster with an external client, a pod web on a serving
-// TCP 80 and 81, and node a serving TCP 22, 8080 and 9090 and UDP 5353.
+// TCP 80 and 81, node a serving TCP 22, 8080 and 9090 and UDP 5353, node b and the external
+// client TCP 8080.
 type stageEnv struct {
 	c           *netns.Cluster
 	a, b        *netns.Node
@@ -39,7 +40,7 @@ func newStageEnv(t *testing.T) *stageEnv {
 		netns string
 		proto netns.Protocol
 		ports []uint16
-	}{{e.a.NetNS, "TCP", []uint16{22, 8080, 9090}}, {e.a.NetNS, "UDP", []uint16{5353}}, {e.ext.NetNS, "TCP", []uint16{8080}},
+	}{{e.a.NetNS, "TCP", []uint16{22, 8080, 9090}}, {e.a.NetNS, "UDP", []uint16{5353}}, {e.ext.NetNS, "TCP", []uint16{8080}}, {e.b.NetNS, "TCP", []uint16{8080}},
 		{e.pod.NetNS, "TCP", []uint16{80, 81}}} {
 		for _, port := range s.ports {
 			if err := c.Serve(s.netns, s.proto, port); err != nil {
@@ -82,6 +83,23 @@ func (e *stageEnv) enforce(t *testing.T, ps ...model.Policy) *kernel.Applier {
 		t.Fatal(err)
 	}
 	return dp
+}
+
+// checkRendered lists node a's table and checks that the table dp renders offline loads with
+// nft -f and lists the same; it returns the listing.
+func (e *stageEnv) checkRendered(t *testing.T, dp *kernel.Applier) string {
+	t.Helper()
+	listed := nftIn(t, e.a.NetNS, "list", "table", "inet", nft.DefaultTable)
+	ns2, _ := bareNetns(t)
+	file := filepath.Join(t.TempDir(), "ruleset.nft")
+	if err := os.WriteFile(file, []byte(dp.Render()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nftIn(t, ns2, "-f", file)
+	if again := nftIn(t, ns2, "list", "table", "inet", nft.DefaultTable); again != listed {
+		t.Errorf("rendered table loaded with nft -f lists differently:\n--- committed\n%s\n--- rendered\n%s", listed, again)
+	}
+	return listed
 }
 
 // stageProbe is one connection attempt and whether it must connect.
@@ -141,7 +159,9 @@ func tcpPorts(ports ...uint16) []model.Port {
 //     address; a pre-DNAT allow of a node port skips the node's own policy; pod traffic and
 //     the failsafe ports are untouched;
 //   - doNotTrack: an untracked ingress and egress allow answer UDP without a conntrack
-//     entry; without the egress allow the replies are dropped.
+//     entry; without the egress allow the replies are dropped;
+//   - cidr failsafes: under deny-everything policy, tracked and untracked, a failsafe port
+//     open to the external client's addresses only.
 func TestHostEndpointStages(t *testing.T) {
 	e := newStageEnv(t)
 	a, b, ext, pod := e.a, e.b, e.ext, e.pod
@@ -251,17 +271,38 @@ func TestHostEndpointStages(t *testing.T) {
 	// The three stages at once: the kernel lists the table as the golden file holds it, and
 	// the table rendered offline loads with nft -f and lists the same.
 	t.Run("golden", func(t *testing.T) {
-		dp := e.enforce(t, fwd, pre, both)
-		listed := nftIn(t, a.NetNS, "list", "table", "inet", nft.DefaultTable)
+		listed := e.checkRendered(t, e.enforce(t, fwd, pre, both))
 		checkGolden(t, filepath.Join("..", "testdata", "golden", "host-stages.nft"), listed)
-		ns2, _ := bareNetns(t)
-		file := filepath.Join(t.TempDir(), "ruleset.nft")
-		if err := os.WriteFile(file, []byte(dp.Render()), 0o644); err != nil {
+	})
+
+	t.Run("cidr failsafes", func(t *testing.T) {
+		defIn, defOut := e.failIn, e.out
+		t.Cleanup(func() { e.failIn, e.out = defIn, defOut })
+		var err error
+		cidr := fmt.Sprintf("tcp:%s/32:9090,tcp:[%s/128]:9090", ext.Addrs[0], ext.Addrs[1])
+		if e.failIn, err = nft.ParseFailsafes(nft.DefaultFailsafeIn + "," + cidr); err != nil {
 			t.Fatal(err)
 		}
-		nftIn(t, ns2, "-f", file)
-		if again := nftIn(t, ns2, "list", "table", "inet", nft.DefaultTable); again != listed {
-			t.Errorf("rendered table loaded with nft -f lists differently:\n--- committed\n%s\n--- rendered\n%s", listed, again)
+		if e.out, err = nft.ParseFailsafes(nft.DefaultFailsafeOut + "," + strings.ReplaceAll(cidr, "9090", "8080")); err != nil {
+			t.Fatal(err)
+		}
+		denyAll := func(name string, edit func(p *model.Policy)) model.Policy {
+			return nodePolicy(name, func(p *model.Policy) {
+				p.ApplyEgress = true
+				p.IngressRules, p.EgressRules = []model.Rule{{Action: model.ActionDeny}}, []model.Rule{{Action: model.ActionDeny}}
+				edit(p)
+			})
+		}
+		e.checkRendered(t, e.enforce(t, denyAll("deny-all", func(*model.Policy) {}),
+			denyAll("deny-all-untracked", func(p *model.Policy) { p.ApplyOnForward, p.DoNotTrack = true, true })))
+		for i := range 2 {
+			checkProbes(t, []stageProbe{
+				{"external → a:9090 (failsafe for the external client)", ext.NetNS, "TCP", a.Underlay[i], 9090, true},
+				{"b → a:9090 (not b's failsafe)", b.NetNS, "TCP", a.Underlay[i], 9090, false},
+				{"a → external:8080 (outbound failsafe to the external client)", a.NetNS, "TCP", ext.Addrs[i], 8080, true},
+				{"a → b:8080 (not to b)", a.NetNS, "TCP", b.Underlay[i], 8080, false},
+				{"b → a:22 (failsafe for all)", b.NetNS, "TCP", a.Underlay[i], 22, true},
+			})
 		}
 	})
 }
