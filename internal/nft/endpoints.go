@@ -176,8 +176,11 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 			if st == dataplane.StageLocal || len(tiers) == 0 {
 				continue
 			}
-			for _, is4 := range []bool{true, false} {
-				a := stageAll(is4)
+			addrs := []netip.Addr{stageAll(true), stageAll(false)}
+			if st != dataplane.StageForward {
+				addrs = append(addrs, e.msg.Addrs...) // the node's own traffic before DNAT or conntrack
+			}
+			for _, a := range addrs {
 				key, facts := b.state.groupKey(dir, tiers, a)
 				want[dispatchKey{dir: dir, addr: a, ifname: ifname, stage: st}] = groupID{key, facts}
 			}

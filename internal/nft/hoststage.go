@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -14,13 +15,17 @@ import (
 // conntrack, preDNAT policy before DNAT, applyOnForward policy on forwarded traffic. A stage's
 // objects enter the table with the first group of that stage and stay.
 //
-// A stage's group is dispatched by the endpoint's interface alone (its element key is the
-// interface, in the per-family maps host_<stage>_in_v4 … keyed by iifname, or oifname for
-// egress); the "*" endpoint's group is the goto of a rule after the map, for the interfaces no
-// named endpoint claims (host_named_if). Lookups are hash lookups: the cost does not grow with
-// the endpoints. The group compiles against the unspecified address of its family as its
-// local side (the packet's other address is not the node's): a rule's local-side selectors,
-// named ports and nets other than a /0 match nothing there.
+// Before DNAT and conntrack, a packet to (from) a node address is dispatched as on the input
+// (output) hook, by interface and address (host_<stage>_in_if_addr_v4 …) and by address for
+// the "*" endpoint on the interfaces no named endpoint claims (host_<stage>_in_addr_v4 …,
+// behind `iifname != @host_named_if`); its group compiles against that node address, as the
+// node's own traffic does. Every other packet — and every forwarded one — is dispatched by
+// the endpoint's interface alone (the per-family maps host_<stage>_in_v4 … keyed by iifname,
+// or oifname for egress; the "*" endpoint's group is the goto of a rule after them, for the
+// interfaces no named endpoint claims): its group compiles against the unspecified address of
+// its family as the local side (the packet's other address is neither the node's nor known),
+// so a rule's local-side selectors, named ports and nets other than a /0 match nothing there.
+// Lookups are hash lookups: the cost does not grow with the endpoints.
 //
 // An allow before conntrack or DNAT sets markAccepted; the later stages of the packet accept
 // what carries it before their host endpoint dispatch (an untracked allow skips pre-DNAT and
@@ -83,6 +88,32 @@ func stageMap(st dataplane.Stage, dir model.Direction, is4 bool) string {
 	return name + "_v6"
 }
 
+// stageAddrMap is the dispatch map of a stage's element of a node address: by interface and
+// address for a named interface, by address for the "*" endpoint.
+func stageAddrMap(st dataplane.Stage, dir model.Direction, named, is4 bool) string {
+	name := strings.TrimSuffix(stageMap(st, dir, is4), map[bool]string{true: "_v4", false: "_v6"}[is4])
+	if named {
+		name += "_if"
+	}
+	if is4 {
+		return name + "_addr_v4"
+	}
+	return name + "_addr_v6"
+}
+
+// stageAddrKeys are the keys of a direction's node address maps: interface . address, address.
+func stageAddrKeys(dir model.Direction, is4 bool) (named, all ruleset.Key) {
+	switch {
+	case dir == model.Ingress && is4:
+		return ruleset.KeyIifnameIPDaddr, ruleset.KeyIPDaddr
+	case dir == model.Ingress:
+		return ruleset.KeyIifnameIP6Daddr, ruleset.KeyIP6Daddr
+	case is4:
+		return ruleset.KeyOifnameIPSaddr, ruleset.KeyIPSaddr
+	}
+	return ruleset.KeyOifnameIP6Saddr, ruleset.KeyIP6Saddr
+}
+
 // stageChain is the base chain that dispatches a stage's direction.
 func stageChain(st dataplane.Stage, dir model.Direction) string {
 	switch {
@@ -130,6 +161,13 @@ func (b *Builder) activateStage(st dataplane.Stage) {
 		for _, is4 := range []bool{true, false} {
 			b.putSet(&ruleset.Set{Name: stageMap(st, dir, is4), Key: stageKey(dir), Map: true,
 				Comment: "interface → its host endpoint's " + st.String() + " decision chain", Elements: map[ruleset.ElementKey]ruleset.Value{}})
+			if st == dataplane.StageForward {
+				continue
+			}
+			named, all := stageAddrKeys(dir, is4)
+			c := "node address → its host endpoint's " + st.String() + " decision chain"
+			b.putSet(&ruleset.Set{Name: stageAddrMap(st, dir, true, is4), Key: named, Map: true, Comment: c, Elements: map[ruleset.ElementKey]ruleset.Value{}})
+			b.putSet(&ruleset.Set{Name: stageAddrMap(st, dir, false, is4), Key: all, Map: true, Comment: c, Elements: map[ruleset.ElementKey]ruleset.Value{}})
 		}
 	}
 	if _, ok := b.table.Sets[setHostNamedIf]; !ok {
@@ -259,6 +297,16 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 	if mark {
 		rules = append(rules, ruleset.Rule{MarkSet: markAccepted, Comment: "allowed unless the dispatch below decides otherwise"})
 	}
+	notNamed := ruleset.Lookup{Key: stageKey(dir), Set: setHostNamedIf, Invert: true}
+	for _, is4 := range []bool{true, false} {
+		if !mark {
+			break
+		}
+		named, all := stageAddrKeys(dir, is4)
+		rules = append(rules, lookup(named, stageAddrMap(st, dir, true, is4), "a node address through an interface with a host endpoint"),
+			ruleset.Rule{Lookups: []ruleset.Lookup{notNamed, {Key: all, Set: stageAddrMap(st, dir, false, is4), Map: true}},
+				Comment: "a node address through any other interface: its * host endpoint"})
+	}
 	for _, is4 := range []bool{true, false} {
 		fam := uint8(unix.NFPROTO_IPV6)
 		if is4 {
@@ -277,8 +325,7 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 		if is4 {
 			fam = unix.NFPROTO_IPV4
 		}
-		rules = append(rules, ruleset.Rule{Nfproto: fam,
-			Lookups: []ruleset.Lookup{{Key: stageKey(dir), Set: setHostNamedIf, Invert: true}},
+		rules = append(rules, ruleset.Rule{Nfproto: fam, Lookups: []ruleset.Lookup{notNamed},
 			Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chain}, Comment: "any other interface: its * host endpoint"})
 	}
 	if mark {
@@ -291,6 +338,12 @@ func (b *Builder) putStageChain(st dataplane.Stage, dir model.Direction) {
 // in its map, the "*" endpoint's in its base chain.
 func (b *Builder) setStageDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
 	b.activateStage(dk.stage)
+	if !dk.addr.IsUnspecified() {
+		b.table.Sets[stageAddrMap(dk.stage, dk.dir, dk.ifname != model.HostInterfaceAll, dk.addr.Is4())].Put(ruleset.Element{
+			ElementKey: dk.elementKey(), Value: ruleset.Value{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: chain},
+				Comment: ruleset.Comment(hostComment(k, dk.ifname))}})
+		return
+	}
 	if dk.ifname == model.HostInterfaceAll {
 		b.layout.stageAll[dk] = chain
 		b.putStageChain(dk.stage, dk.dir)
@@ -302,6 +355,10 @@ func (b *Builder) setStageDispatch(dk dispatchKey, chain string, k model.Endpoin
 
 // deleteStageDispatch removes a stage's element.
 func (b *Builder) deleteStageDispatch(dk dispatchKey) {
+	if !dk.addr.IsUnspecified() {
+		b.table.Sets[stageAddrMap(dk.stage, dk.dir, dk.ifname != model.HostInterfaceAll, dk.addr.Is4())].Delete(dk.elementKey())
+		return
+	}
 	if dk.ifname == model.HostInterfaceAll {
 		delete(b.layout.stageAll, dk)
 		b.putStageChain(dk.stage, dk.dir)

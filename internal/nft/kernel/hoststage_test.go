@@ -156,8 +156,9 @@ func tcpPorts(ports ...uint16) []model.Port {
 //     client admitted, node b refused) and still the node's own; the pod's policy applies
 //     as well; forwarded egress without such policy stays allowed;
 //   - preDNAT: a NodePort (a DNAT rule of the test's own in node a) restricted by client
-//     address; a pre-DNAT allow of a node port skips the node's own policy; pod traffic and
-//     the failsafe ports are untouched;
+//     address; a pre-DNAT allow of a node port skips the node's own policy, also by a rule
+//     naming the node's address as destination; pod traffic and the failsafe ports are
+//     untouched;
 //   - doNotTrack: an untracked ingress and egress allow answer UDP without a conntrack
 //     entry; without the egress allow the replies are dropped;
 //   - cidr failsafes: under deny-everything policy, tracked and untracked, a failsafe port
@@ -204,6 +205,7 @@ func TestHostEndpointStages(t *testing.T) {
 			{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: model.Peer{Nets: hostNets(ext.Addrs...)},
 				Destination: model.Peer{Ports: tcpPorts(30080, 9090)}},
 			{Action: model.ActionDeny, Protocol: model.ProtocolTCP, Destination: model.Peer{Ports: tcpPorts(30080)}},
+			{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Destination: model.Peer{Nets: hostNets(a.Underlay...), Ports: tcpPorts(8080)}},
 		}
 	})
 	t.Run("preDNAT restricts a NodePort by client", func(t *testing.T) {
@@ -216,6 +218,7 @@ func TestHostEndpointStages(t *testing.T) {
 				{"b → pod:80 (pod traffic untouched)", b.NetNS, "TCP", pod.IP(is6), 80, true},
 				{"external → a:9090 (pre-DNAT allow skips the node's own policy)", ext.NetNS, "TCP", a.Underlay[i], 9090, true},
 				{"b → a:9090 (undecided: the node's default deny)", b.NetNS, "TCP", a.Underlay[i], 9090, false},
+				{"b → a:8080 (a rule naming the node's address)", b.NetNS, "TCP", a.Underlay[i], 8080, true},
 				{"b → a:22 (failsafe)", b.NetNS, "TCP", a.Underlay[i], 22, true},
 			})
 		}
