@@ -116,7 +116,11 @@
 //     A host endpoint (model.Endpoint.Host; namespace "", matched only by specs with hosts,
 //     spec.go) claims no address: its message lists the node's addresses and its expected IPs,
 //     its interface, and, without a default-allow profile, ends both tier lists with the
-//     policy-less model.TierHostDefault, which denies.
+//     policy-less model.TierHostDefault, which denies. Its lists of the other stages
+//     (dataplane.Stage) hold the policies of that stage: applyOnForward ones (neither preDNAT
+//     nor doNotTrack) for forwarded traffic, preDNAT ones (ingress) and doNotTrack ones, the
+//     last two passing at each tier's end and ended by model.TierHostUndecided. A pod's lists
+//     hold no preDNAT or doNotTrack policy.
 //  5. Event sequencer (sequencer: flush.go). The stages tell it which objects changed
 //     (changes); it keeps, per kind of object, one pending (the keys touched since the last
 //     flush, sorted by the kind's order, and what was last sent). Flush asks each stage for
