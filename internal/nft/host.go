@@ -356,6 +356,16 @@ func (b *Builder) failsafes(in, reply bool) []ruleset.Rule {
 	return rules
 }
 
+// hostKeys are the keys of a direction's node address dispatch: interface . address (IPv4,
+// IPv6), then address (IPv4, IPv6); the address is the destination of ingress, the source of
+// egress.
+func hostKeys(dir model.Direction) [4]ruleset.Key {
+	if dir == model.Egress {
+		return [4]ruleset.Key{ruleset.KeyOifnameIPSaddr, ruleset.KeyOifnameIP6Saddr, ruleset.KeyIPSaddr, ruleset.KeyIP6Saddr}
+	}
+	return [4]ruleset.Key{ruleset.KeyIifnameIPDaddr, ruleset.KeyIifnameIP6Daddr, ruleset.KeyIPDaddr, ruleset.KeyIP6Daddr}
+}
+
 // acceptIn accepts what is in a set: KEY @set accept.
 func acceptIn(key ruleset.Key, set, c string) ruleset.Rule {
 	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: set}}, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: c}
@@ -364,10 +374,9 @@ func acceptIn(key ruleset.Key, set, c string) ruleset.Rule {
 // hostDispatch is a direction's host dispatch: by interface and node address, then by node
 // address for the * endpoint, per family (the maps of hostDispatchMap).
 func hostDispatch(dir model.Direction) []ruleset.Rule {
-	keys := [4]ruleset.Key{ruleset.KeyIifnameIPDaddr, ruleset.KeyIifnameIP6Daddr, ruleset.KeyIPDaddr, ruleset.KeyIP6Daddr}
+	keys := hostKeys(dir)
 	what := "to this node through "
 	if dir == model.Egress {
-		keys = [4]ruleset.Key{ruleset.KeyOifnameIPSaddr, ruleset.KeyOifnameIP6Saddr, ruleset.KeyIPSaddr, ruleset.KeyIP6Saddr}
 		what = "from this node through "
 	}
 	var rules []ruleset.Rule

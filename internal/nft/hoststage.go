@@ -103,15 +103,11 @@ func stageAddrMap(st dataplane.Stage, dir model.Direction, named, is4 bool) stri
 
 // stageAddrKeys are the keys of a direction's node address maps: interface . address, address.
 func stageAddrKeys(dir model.Direction, is4 bool) (named, all ruleset.Key) {
-	switch {
-	case dir == model.Ingress && is4:
-		return ruleset.KeyIifnameIPDaddr, ruleset.KeyIPDaddr
-	case dir == model.Ingress:
-		return ruleset.KeyIifnameIP6Daddr, ruleset.KeyIP6Daddr
-	case is4:
-		return ruleset.KeyOifnameIPSaddr, ruleset.KeyIPSaddr
+	k := hostKeys(dir)
+	if is4 {
+		return k[0], k[2]
 	}
-	return ruleset.KeyOifnameIP6Saddr, ruleset.KeyIP6Saddr
+	return k[1], k[3]
 }
 
 // stageChain is the base chain that dispatches a stage's direction.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -90,15 +89,7 @@ func (e *stageEnv) enforce(t *testing.T, ps ...model.Policy) *kernel.Applier {
 func (e *stageEnv) checkRendered(t *testing.T, dp *kernel.Applier) string {
 	t.Helper()
 	listed := nftIn(t, e.a.NetNS, "list", "table", "inet", nft.DefaultTable)
-	ns2, _ := bareNetns(t)
-	file := filepath.Join(t.TempDir(), "ruleset.nft")
-	if err := os.WriteFile(file, []byte(dp.Render()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	nftIn(t, ns2, "-f", file)
-	if again := nftIn(t, ns2, "list", "table", "inet", nft.DefaultTable); again != listed {
-		t.Errorf("rendered table loaded with nft -f lists differently:\n--- committed\n%s\n--- rendered\n%s", listed, again)
-	}
+	checkRenderLoads(t, dp, listed)
 	return listed
 }
 
