@@ -53,15 +53,15 @@ func newStageEnv(t *testing.T) *stageEnv {
 	return e
 }
 
-// enforce programs node a with its eth0 host endpoint (role=node, no default-allow profile),
-// pod web and the policies.
-func (e *stageEnv) enforce(t *testing.T, ps ...model.Policy) *kernel.Applier {
+// enforce programs node a with its host endpoint of interface ifname (role=node, no
+// default-allow profile), pod web and the policies.
+func (e *stageEnv) enforce(t *testing.T, ifname string, ps ...model.Policy) *kernel.Applier {
 	t.Helper()
 	g := graph.New(graph.Config{NodeName: "a"})
 	us := []model.Update{
 		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: "a-eth0"}, Node: "a",
 			Labels: model.LabelsOf(map[string]string{"role": "node"}), Addrs: e.a.Underlay, Running: true,
-			Host: &model.HostEndpoint{Interface: "eth0"}}},
+			Host: &model.HostEndpoint{Interface: ifname}}},
 		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "web"}, Node: "a",
 			Labels: model.LabelsOf(map[string]string{"app": "web"}), Addrs: e.pod.Addrs, Running: true}},
 		model.HostAddrSet{Addr: e.a.Underlay[0]}, model.HostAddrSet{Addr: e.a.Underlay[1]},
@@ -152,6 +152,7 @@ func tcpPorts(ports ...uint16) []model.Port {
 //     untouched;
 //   - doNotTrack: an untracked ingress and egress allow answer UDP without a conntrack
 //     entry; without the egress allow the replies are dropped;
+//   - the "*" endpoint: the NodePort restriction and the forward policy alike;
 //   - cidr failsafes: under deny-everything policy, tracked and untracked, a failsafe port
 //     open to the external client's addresses only.
 func TestHostEndpointStages(t *testing.T) {
@@ -166,7 +167,7 @@ func TestHostEndpointStages(t *testing.T) {
 		web := model.Policy{Key: model.PolicyKey{Kind: "NetworkPolicy", Namespace: "x", Name: "web-80"}, Tier: model.TierNetworkPolicy,
 			Namespace: "x", Selector: "app == 'web'", ApplyIngress: true,
 			IngressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Destination: model.Peer{Ports: tcpPorts(80)}}}}
-		e.enforce(t, fwd, web)
+		e.enforce(t, "eth0", fwd, web)
 		for i := range 2 {
 			is6 := i == 1
 			checkProbes(t, []stageProbe{
@@ -200,17 +201,28 @@ func TestHostEndpointStages(t *testing.T) {
 		}
 	})
 	t.Run("preDNAT restricts a NodePort by client", func(t *testing.T) {
-		e.enforce(t, pre)
+		for _, ifname := range []string{"eth0", model.HostInterfaceAll} {
+			e.enforce(t, ifname, pre)
+			for i := range 2 {
+				is6 := i == 1
+				checkProbes(t, []stageProbe{
+					{"external → a:30080 (NodePort, admitted) on " + ifname, ext.NetNS, "TCP", a.Underlay[i], 30080, true},
+					{"b → a:30080 (NodePort, refused)", b.NetNS, "TCP", a.Underlay[i], 30080, false},
+					{"b → pod:80 (pod traffic untouched)", b.NetNS, "TCP", pod.IP(is6), 80, true},
+					{"external → a:9090 (pre-DNAT allow skips the node's own policy)", ext.NetNS, "TCP", a.Underlay[i], 9090, true},
+					{"b → a:9090 (undecided: the node's default deny)", b.NetNS, "TCP", a.Underlay[i], 9090, false},
+					{"b → a:8080 (a rule naming the node's address)", b.NetNS, "TCP", a.Underlay[i], 8080, true},
+					{"b → a:22 (failsafe)", b.NetNS, "TCP", a.Underlay[i], 22, true},
+				})
+			}
+		}
+	})
+	t.Run("applyOnForward on the * endpoint", func(t *testing.T) {
+		e.enforce(t, model.HostInterfaceAll, fwd)
 		for i := range 2 {
-			is6 := i == 1
 			checkProbes(t, []stageProbe{
-				{"external → a:30080 (NodePort, admitted)", ext.NetNS, "TCP", a.Underlay[i], 30080, true},
-				{"b → a:30080 (NodePort, refused)", b.NetNS, "TCP", a.Underlay[i], 30080, false},
-				{"b → pod:80 (pod traffic untouched)", b.NetNS, "TCP", pod.IP(is6), 80, true},
-				{"external → a:9090 (pre-DNAT allow skips the node's own policy)", ext.NetNS, "TCP", a.Underlay[i], 9090, true},
-				{"b → a:9090 (undecided: the node's default deny)", b.NetNS, "TCP", a.Underlay[i], 9090, false},
-				{"b → a:8080 (a rule naming the node's address)", b.NetNS, "TCP", a.Underlay[i], 8080, true},
-				{"b → a:22 (failsafe)", b.NetNS, "TCP", a.Underlay[i], 22, true},
+				{"external → pod:80 (forwarded, admitted)", ext.NetNS, "TCP", pod.IP(i == 1), 80, true},
+				{"b → pod:80 (forwarded, refused)", b.NetNS, "TCP", pod.IP(i == 1), 80, false},
 			})
 		}
 	})
@@ -224,7 +236,7 @@ func TestHostEndpointStages(t *testing.T) {
 		p.IngressRules, p.EgressRules = []model.Rule{in}, []model.Rule{out}
 	})
 	t.Run("doNotTrack both ways", func(t *testing.T) {
-		e.enforce(t, both)
+		e.enforce(t, "eth0", both)
 		flush := func() {
 			if out, err := netns.Exec(context.Background(), a.NetNS, "conntrack", "-F"); err != nil {
 				t.Fatalf("conntrack -F: %v: %s", err, out)
@@ -253,7 +265,7 @@ func TestHostEndpointStages(t *testing.T) {
 			p.ApplyOnForward, p.DoNotTrack = true, true
 			p.IngressRules = []model.Rule{in}
 		})
-		e.enforce(t, ingressOnly)
+		e.enforce(t, "eth0", ingressOnly)
 		flush()
 		for i := range 2 {
 			checkProbes(t, []stageProbe{
@@ -265,7 +277,7 @@ func TestHostEndpointStages(t *testing.T) {
 	// The three stages at once: the kernel lists the table as the golden file holds it, and
 	// the table rendered offline loads with nft -f and lists the same.
 	t.Run("golden", func(t *testing.T) {
-		listed := e.checkRendered(t, e.enforce(t, fwd, pre, both))
+		listed := e.checkRendered(t, e.enforce(t, "eth0", fwd, pre, both))
 		checkGolden(t, filepath.Join("..", "testdata", "golden", "host-stages.nft"), listed)
 	})
 
@@ -287,7 +299,7 @@ func TestHostEndpointStages(t *testing.T) {
 				edit(p)
 			})
 		}
-		e.checkRendered(t, e.enforce(t, denyAll("deny-all", func(*model.Policy) {}),
+		e.checkRendered(t, e.enforce(t, "eth0", denyAll("deny-all", func(*model.Policy) {}),
 			denyAll("deny-all-untracked", func(p *model.Policy) { p.ApplyOnForward, p.DoNotTrack = true, true })))
 		for i := range 2 {
 			checkProbes(t, []stageProbe{
