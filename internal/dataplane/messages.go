@@ -140,6 +140,62 @@ type EndpointUpdated struct {
 	Host    bool
 	Ingress []TierPolicies
 	Egress  []TierPolicies
+	// Forward, PreDNAT and Untracked are a host endpoint's lists for the other stages (empty
+	// for a pod): the traffic forwarded through its interface (applyOnForward policies; empty:
+	// allowed), every packet arriving through it before DNAT (preDNAT policies, ingress only)
+	// and every packet through it before conntrack (doNotTrack policies). The PreDNAT and
+	// Untracked lists end with model.TierHostUndecided: what no policy decides goes on to the
+	// next stage.
+	Forward, PreDNAT, Untracked Lists
+}
+
+// Lists are one stage's tier lists, per direction.
+type Lists struct{ Ingress, Egress []TierPolicies }
+
+// Stage is where in the packet's path an endpoint's tier list judges it.
+type Stage uint8
+
+// The stages. StageLocal, the zero value, is the Ingress and Egress lists: pods' policy on
+// the forward hook, host endpoints' on the node's own traffic (input and output hooks).
+const (
+	StageLocal Stage = iota
+	// StageUntracked: host endpoints' doNotTrack policy, before conntrack (raw priority).
+	StageUntracked
+	// StagePreDNAT: host endpoints' preDNAT policy, before DNAT.
+	StagePreDNAT
+	// StageForward: host endpoints' applyOnForward policy, on forwarded traffic.
+	StageForward
+)
+
+// Stages are the stages in the order a packet arriving through a host endpoint meets them.
+var Stages = [...]Stage{StageUntracked, StagePreDNAT, StageForward, StageLocal}
+
+// String names the stage in chain and map names.
+func (s Stage) String() string {
+	return [...]string{"local", "raw", "prednat", "fwd"}[s]
+}
+
+// AllTiers are the endpoint's tier lists of every stage and direction.
+func (e *EndpointUpdated) AllTiers() [8][]TierPolicies {
+	return [8][]TierPolicies{e.Ingress, e.Egress, e.Untracked.Ingress, e.Untracked.Egress,
+		e.PreDNAT.Ingress, e.PreDNAT.Egress, e.Forward.Ingress, e.Forward.Egress}
+}
+
+// Tiers is the endpoint's tier list for a stage and direction.
+func (e *EndpointUpdated) Tiers(s Stage, dir model.Direction) []TierPolicies {
+	l := Lists{e.Ingress, e.Egress}
+	switch s {
+	case StageUntracked:
+		l = e.Untracked
+	case StagePreDNAT:
+		l = e.PreDNAT
+	case StageForward:
+		l = e.Forward
+	}
+	if dir == model.Egress {
+		return l.Egress
+	}
+	return l.Ingress
 }
 
 // EndpointRemoved deletes a local endpoint.
@@ -169,7 +225,13 @@ func (p *PolicyUpdated) Equal(q *PolicyUpdated) bool {
 // reflect.DeepEqual).
 func (e *EndpointUpdated) Equal(f *EndpointUpdated) bool {
 	return e.Key == f.Key && e.Interface == f.Interface && e.Host == f.Host && slicesEqual(e.Addrs, f.Addrs, eq) &&
-		slicesEqual(e.Ingress, f.Ingress, (*TierPolicies).Equal) && slicesEqual(e.Egress, f.Egress, (*TierPolicies).Equal)
+		slicesEqual(e.Ingress, f.Ingress, (*TierPolicies).Equal) && slicesEqual(e.Egress, f.Egress, (*TierPolicies).Equal) &&
+		e.Forward.Equal(&f.Forward) && e.PreDNAT.Equal(&f.PreDNAT) && e.Untracked.Equal(&f.Untracked)
+}
+
+// Equal reports whether l and m are the same lists (nil and empty slices differ).
+func (l *Lists) Equal(m *Lists) bool {
+	return slicesEqual(l.Ingress, m.Ingress, (*TierPolicies).Equal) && slicesEqual(l.Egress, m.Egress, (*TierPolicies).Equal)
 }
 
 // Equal reports whether t and u are the same (nil and empty slices differ).

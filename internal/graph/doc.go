@@ -123,6 +123,11 @@
 //     that is not the node's, an interface that does not exist yet, none or several holding
 //     its expected IPs) are listed by Problems and given to Config.ReportHost once each, when
 //     they appear.
+//     Its lists of the other stages
+//     (dataplane.Stage) hold the policies of that stage: applyOnForward ones (neither preDNAT
+//     nor doNotTrack) for forwarded traffic, preDNAT ones (ingress) and doNotTrack ones, the
+//     last two passing at each tier's end and ended by model.TierHostUndecided. A pod's lists
+//     hold no preDNAT or doNotTrack policy.
 //  5. Event sequencer (sequencer: flush.go). The stages tell it which objects changed
 //     (changes); it keeps, per kind of object, one pending (the keys touched since the last
 //     flush, sorted by the kind's order, and what was last sent). Flush asks each stage for

@@ -35,9 +35,11 @@ func (r *resolver) hostsChanged() {
 
 // resolveHost is a host endpoint's message: its interface (for one without interfaceName,
 // hostInterface's; none yet: no address, so no dispatch), the node's addresses (its expected IPs
-// and those ifmon reports, loopback's aside), and its tier lists ended, unless a default-allow
+// and those ifmon reports, loopback's aside), its tier lists ended, unless a default-allow
 // profile allows what they leave undecided, by TierHostDefault, which denies it (Calico's
-// default for host endpoints, with or without policy).
+// default for host endpoints, with or without policy), and the lists of the other stages
+// (forwarded, pre-DNAT and untracked traffic; the last two leave what they do not decide to
+// the next stage: undecided).
 func (r *resolver) resolveHost(e *endpoint, h *model.HostEndpoint) *dataplane.EndpointUpdated {
 	k := e.key()
 	msg := &dataplane.EndpointUpdated{Key: k, Interface: h.Interface, Host: true}
@@ -54,11 +56,20 @@ func (r *resolver) resolveHost(e *endpoint, h *model.HostEndpoint) *dataplane.En
 		slices.SortFunc(msg.Addrs, netip.Addr.Compare)
 		msg.Addrs = slices.Compact(msg.Addrs)
 	}
-	msg.Ingress, msg.Egress = r.tierLists(e)
+	l := r.tierLists(e, localOnly)
+	msg.Ingress, msg.Egress = l.Ingress, l.Egress
 	if !h.DefaultAllow {
 		deny := dataplane.TierPolicies{Tier: model.TierHostDefault, DefaultAction: model.ActionDeny}
 		msg.Ingress = append(msg.Ingress, deny)
 		msg.Egress = append(msg.Egress, deny)
+	}
+	msg.Forward = r.tierLists(e, forwarded)
+	msg.PreDNAT = r.tierLists(e, preDNAT)
+	msg.PreDNAT.Egress = nil
+	msg.Untracked = r.tierLists(e, untracked)
+	for _, l := range []*dataplane.Lists{&msg.PreDNAT, &msg.Untracked} {
+		undecided(&l.Ingress)
+		undecided(&l.Egress)
 	}
 	r.reportHost(k)
 	return msg

@@ -152,3 +152,63 @@ func tierText(ts []dataplane.TierPolicies) []string {
 	}
 	return out
 }
+
+// TestHostEndpointStages: a host endpoint's lists per stage — applyOnForward policies judge
+// its forwarded traffic as well as the node's own; preDNAT and doNotTrack policies only their
+// stage, whose lists pass at each tier's end and end in the undecided tier; a pod gets neither
+// of the latter.
+func TestHostEndpointStages(t *testing.T) {
+	pol := func(name string, edit func(p *model.Policy)) model.Policy {
+		p := model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: name}, Tier: model.TierNetworkPolicy,
+			Selector: "role == 'node'", Hosts: true, ApplyIngress: true}
+		edit(&p)
+		return p
+	}
+	fwd := pol("fwd", func(p *model.Policy) { p.ApplyOnForward = true })
+	pre := pol("pre", func(p *model.Policy) { p.ApplyOnForward, p.PreDNAT = true, true })
+	raw := pol("raw", func(p *model.Policy) { p.ApplyOnForward, p.DoNotTrack, p.ApplyEgress = true, true, true })
+	g := graph.New(graph.Config{NodeName: "n1"})
+	for _, u := range []model.Update{
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: "n1-eth0"}, Node: "n1",
+			Labels: model.LabelsOf(lbl("role", "node")), Running: true, Host: &model.HostEndpoint{Interface: "eth0"}}},
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "p"}, Node: "n1",
+			Labels: model.LabelsOf(lbl("role", "node")), Addrs: []netip.Addr{netip.MustParseAddr("10.1.0.2")}, Running: true}},
+		model.HostAddrSet{Addr: netip.MustParseAddr("10.0.0.1")},
+		model.PolicySet{Policy: fwd}, model.PolicySet{Policy: pre}, model.PolicySet{Policy: raw},
+		model.SyncStatusUpdate{Status: model.InSync},
+	} {
+		g.OnUpdate(u)
+	}
+	eps := map[string]dataplane.EndpointUpdated{}
+	for _, m := range g.Flush() {
+		if m, ok := m.(dataplane.EndpointUpdated); ok {
+			eps[m.Key.String()] = m
+		}
+	}
+	tier := model.TierNetworkPolicy + ":"
+	undecided := model.TierHostUndecided + ":"
+	h := eps["/n1-eth0"]
+	for _, c := range []struct {
+		what string
+		got  []dataplane.TierPolicies
+		want []string
+	}{
+		{"ingress", h.Ingress, []string{tier + fwd.Key.String(), model.TierHostDefault + ":"}},
+		{"forward ingress", h.Forward.Ingress, []string{tier + fwd.Key.String()}},
+		{"forward egress", h.Forward.Egress, nil},
+		{"pre-DNAT ingress", h.PreDNAT.Ingress, []string{tier + pre.Key.String(), undecided}},
+		{"untracked ingress", h.Untracked.Ingress, []string{tier + raw.Key.String(), undecided}},
+		{"untracked egress", h.Untracked.Egress, []string{tier + raw.Key.String(), undecided}},
+	} {
+		if got := tierText(c.got); !slices.Equal(got, c.want) {
+			t.Errorf("n1-eth0 %s: %v, want %v", c.what, got, c.want)
+		}
+	}
+	if d := h.PreDNAT.Ingress[0].DefaultAction; d != model.ActionPass {
+		t.Errorf("pre-DNAT tier default %v, want pass (no default deny before DNAT)", d)
+	}
+	p := eps["x/p"]
+	if got := tierText(p.Ingress); !slices.Equal(got, []string{tier + fwd.Key.String()}) || len(p.Egress) != 0 {
+		t.Errorf("pod x/p: ingress %v egress %v, want the applyOnForward policy alone", got, tierText(p.Egress))
+	}
+}

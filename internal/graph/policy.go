@@ -325,7 +325,8 @@ func (ap *activePolicies) setPolicy(mp model.Policy) {
 	old := p.m
 	p.m = mp
 	p.problems = nil
-	endpointsChanged := old.Tier != mp.Tier || old.Order != mp.Order || old.ApplyIngress != mp.ApplyIngress || old.ApplyEgress != mp.ApplyEgress
+	endpointsChanged := old.Tier != mp.Tier || old.Order != mp.Order || old.ApplyIngress != mp.ApplyIngress || old.ApplyEgress != mp.ApplyEgress ||
+		old.ApplyOnForward != mp.ApplyOnForward || old.PreDNAT != mp.PreDNAT || old.DoNotTrack != mp.DoNotTrack
 	sp, valid := p.appliedTo()
 	ap.selectMatcher(p, sp, valid, endpointsChanged)
 	p.prepare()

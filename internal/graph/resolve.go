@@ -140,16 +140,39 @@ func (r *resolver) resolve(e *endpoint) *dataplane.EndpointUpdated {
 			break
 		}
 	}
-	msg.Ingress, msg.Egress = r.tierLists(e)
+	l := r.tierLists(e, localOnly)
+	msg.Ingress, msg.Egress = l.Ingress, l.Egress
 	return msg
 }
 
+// The policies of each stage's lists (dataplane.EndpointUpdated): a pod's and the node's own
+// traffic by the policies that are neither preDNAT nor doNotTrack, forwarded traffic by those
+// of them with applyOnForward, and the preDNAT and doNotTrack stages by theirs.
+func localOnly(m *model.Policy) bool { return !m.PreDNAT && !m.DoNotTrack }
+func forwarded(m *model.Policy) bool { return m.ApplyOnForward && localOnly(m) }
+func preDNAT(m *model.Policy) bool   { return m.PreDNAT && !m.DoNotTrack }
+func untracked(m *model.Policy) bool { return m.DoNotTrack }
+
+// undecided makes a pre-DNAT or untracked list leave to the later stages what it does not
+// decide: its tiers pass at their end, and TierHostUndecided ends it (Felix drops at a tier's
+// end only in the normal and forward stages).
+func undecided(tiers *[]dataplane.TierPolicies) {
+	if len(*tiers) == 0 {
+		return
+	}
+	for i := range *tiers {
+		(*tiers)[i].DefaultAction = model.ActionPass
+	}
+	*tiers = append(*tiers, dataplane.TierPolicies{Tier: model.TierHostUndecided, DefaultAction: model.ActionDeny})
+}
+
 // tierLists are the endpoint's tiers in order, per direction, with the active policies that
-// select it in (Order, Key) order.
-func (r *resolver) tierLists(e *endpoint) (ingress, egress []dataplane.TierPolicies) {
+// select it and that stage keeps, in (Order, Key) order.
+func (r *resolver) tierLists(e *endpoint, stage func(*model.Policy) bool) dataplane.Lists {
 	ps := r.policies.appendSelecting(nil, e)
+	ps = slices.DeleteFunc(ps, func(p *policy) bool { return !stage(&p.m) })
 	if len(ps) == 0 {
-		return nil, nil
+		return dataplane.Lists{}
 	}
 	tierOf := func(p *policy) model.Tier { t, _ := r.policies.tier(p.m.Tier); return t }
 	// Each policy's tier is looked up once, not per comparison: O(n log n) comparisons of
@@ -189,7 +212,8 @@ func (r *resolver) tierLists(e *endpoint) (ingress, egress []dataplane.TierPolic
 		}
 		return out
 	}
-	return build(func(p *policy) bool { return p.m.ApplyIngress }), build(func(p *policy) bool { return p.m.ApplyEgress })
+	return dataplane.Lists{Ingress: build(func(p *policy) bool { return p.m.ApplyIngress }),
+		Egress: build(func(p *policy) bool { return p.m.ApplyEgress })}
 }
 
 // comparePolicyOrder orders policies of one tier and order as Felix does: by name, then

@@ -329,6 +329,14 @@ type Policy struct {
 	// Hosts says that Selector also selects host endpoints (Calico's GlobalNetworkPolicy
 	// without a namespace selector); the Kubernetes APIs' policies apply to pods only.
 	Hosts bool
+	// ApplyOnForward, PreDNAT and DoNotTrack say which of a host endpoint's traffic the policy
+	// judges besides, or instead of, the node's own (Calico's fields of the same names; only
+	// with Hosts): ApplyOnForward also the traffic the node forwards through the endpoint's
+	// interface; PreDNAT (ingress only, with ApplyOnForward) every packet arriving through it,
+	// before DNAT, instead of the node's own; DoNotTrack (with ApplyOnForward) every packet
+	// through it, before conntrack and statelessly, instead of the node's own. A PreDNAT or
+	// DoNotTrack policy selects no pod.
+	ApplyOnForward, PreDNAT, DoNotTrack bool
 	// ServiceAccountSelector, when set, restricts the policy to endpoints whose service
 	// account's labels it matches (Calico's policy serviceAccountSelector, ANDed with
 	// Selector); an endpoint without a service account, or whose service account object is
@@ -350,6 +358,10 @@ const (
 	// profile: it holds no policy and denies what the tiers before it left undecided (Calico's
 	// default deny for host endpoints). Only internal/graph emits it.
 	TierHostDefault = "host-endpoint-default"
+	// TierHostUndecided is the last tier of a host endpoint's pre-DNAT and untracked lists: it
+	// holds no policy and leaves what the tiers before it left undecided to the later stages
+	// (no default deny before DNAT or conntrack, as in Felix). Only internal/graph emits it.
+	TierHostUndecided = "host-endpoint-undecided"
 )
 
 // Tier groups policies. If policies of a tier apply to an endpoint and none decides, the tier's

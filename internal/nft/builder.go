@@ -234,6 +234,7 @@ func (b *Builder) fold(m dataplane.Message) {
 	case dataplane.EndpointRemoved:
 		if e := b.layout.endpoints[m.Key]; e != nil {
 			b.index.endpoint(m.Key, &e.msg, nil)
+			b.layout.nameInterface(m.Key, nil)
 			e.msg = dataplane.EndpointUpdated{} // removed(): regroup releases its groups
 			b.pending.endpoints[m.Key] = struct{}{}
 		}
@@ -259,6 +260,7 @@ func (b *Builder) endpointUpdated(m dataplane.EndpointUpdated) {
 		e.msg.Addrs[i] = a.Unmap()
 	}
 	b.index.endpoint(m.Key, old, &e.msg)
+	b.layout.nameInterface(m.Key, &e.msg)
 	b.pending.endpoints[m.Key] = struct{}{}
 }
 

@@ -650,6 +650,9 @@ func tierDefault(t dataplane.TierPolicies) Outcome {
 	default:
 		return Outcome{}
 	}
+	if t.Tier == model.TierHostUndecided && len(t.Policies) == 0 {
+		return Outcome{Verdict: v, Reason: reasonUndecided}
+	}
 	if t.Tier == model.TierHostDefault && len(t.Policies) == 0 {
 		return Outcome{Verdict: v, Reason: "host endpoint default " + v.String() + ": no policy decided"}
 	}

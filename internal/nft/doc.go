@@ -85,6 +85,10 @@
 //	  with host endpoints, the node's own traffic after these (host.go): loopback, workload
 //	  interfaces, failsafe ports and the API server pass; then iifname . ip daddr vmap
 //	  @host_in_if_v4, ip daddr vmap @host_in_v4 (oifname . ip saddr, ip saddr on output)
+//	  with host endpoint stages (hoststage.go), each from its first policy on: raw_in, raw_out
+//	  (doNotTrack, priority raw), notrack_in, notrack_out (raw + 10), prednat (preDNAT,
+//	  dstnat - 10), fwd_in, fwd_out (applyOnForward, forward filter + 5, + 6), an allow before
+//	  conntrack or DNAT carried to the later chains by mark bit 0x00800000
 //	  chain in_<hash> / eg_<hash>                   one per endpoint group, direction and family
 //	    listed shape (list.go):
 //	      [meta l4proto P] <peer> @sel_<set>_v4 [<peer> != @sel_…] [<peer> @nets_<hash>_v4]

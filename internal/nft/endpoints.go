@@ -27,11 +27,22 @@ type layout struct {
 	// hostsActive: a host endpoint has had a dispatch element; the host objects are in the
 	// table from then on (host.go)
 	hostsActive bool
+	// stages are the host endpoint stages whose objects are in the table, marking whether one
+	// of them sets markAccepted; stageAll is the group chain of each "*" endpoint's stage
+	// element (hoststage.go).
+	stages   map[dataplane.Stage]bool
+	marking  bool
+	stageAll map[dispatchKey]string
+	// namedIfs are the interfaces of the named host endpoints, namedIfsChanged whether they
+	// changed since host_named_if was written.
+	namedIfs        map[model.EndpointKey]string
+	namedIfsChanged bool
 }
 
 func newLayout() layout {
 	return layout{endpoints: map[model.EndpointKey]*endpoint{}, groups: map[string]*group{},
-		byKey: map[keyID]*group{}, activePrefixes: map[string]bool{}}
+		byKey: map[keyID]*group{}, activePrefixes: map[string]bool{}, stages: map[dataplane.Stage]bool{}, stageAll: map[dispatchKey]string{},
+		namedIfs: map[model.EndpointKey]string{}}
 }
 
 type endpoint struct {
@@ -40,21 +51,26 @@ type endpoint struct {
 	sources []ruleset.ElementKey   // its interface . address elements (anti-spoofing)
 }
 
-// dispatchKey is one local address in one direction: one element of a dispatch map. For a
-// host endpoint, ifname is its interface (model.HostInterfaceAll for all): its elements are
-// in the host dispatch maps (host.go); a pod's ifname is "".
+// dispatchKey is one local address in one direction and stage: one element of a dispatch map.
+// For a host endpoint, ifname is its interface (model.HostInterfaceAll for all): its elements
+// are in the host dispatch maps (host.go), those of the other stages (hoststage.go) with the
+// unspecified address of their family; a pod's ifname is "".
 type dispatchKey struct {
 	dir    model.Direction
 	addr   netip.Addr
 	ifname string
+	stage  dataplane.Stage
 }
 
-// less orders dispatch keys by address, then interface.
+// less orders dispatch keys by address, then interface, then stage.
 func (dk dispatchKey) less(o dispatchKey) bool {
 	if dk.addr != o.addr {
 		return dk.addr.Less(o.addr)
 	}
-	return dk.ifname < o.ifname
+	if dk.ifname != o.ifname {
+		return dk.ifname < o.ifname
+	}
+	return dk.stage < o.stage
 }
 
 // keyID identifies a group by the SHA-256 of its direction and key (GroupKey): a key spells out
@@ -127,6 +143,9 @@ func (b *Builder) regroup(keys []model.EndpointKey) {
 		}
 	}
 	b.place(touched)
+	if b.layout.namedIfsChanged {
+		b.putNamedIfs()
+	}
 }
 
 // wantedKeys is the group key of each dispatch element the endpoint needs: one per address and
@@ -137,7 +156,7 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 		return want
 	}
 	for _, dir := range []model.Direction{model.Ingress, model.Egress} {
-		tiers := e.tiers(dir)
+		tiers := e.msg.Tiers(dataplane.StageLocal, dir)
 		if len(tiers) == 0 {
 			continue // no policy applies: allowed, no dispatch element
 		}
@@ -147,18 +166,27 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 		}
 		for _, a := range e.msg.Addrs {
 			key, facts := b.state.groupKey(dir, tiers, a)
-			want[dispatchKey{dir, a, ifname}] = groupID{key, facts}
+			want[dispatchKey{dir: dir, addr: a, ifname: ifname}] = groupID{key, facts}
+		}
+		if !e.msg.Host {
+			continue
+		}
+		for _, st := range dataplane.Stages {
+			tiers := e.msg.Tiers(st, dir)
+			if st == dataplane.StageLocal || len(tiers) == 0 {
+				continue
+			}
+			addrs := []netip.Addr{stageAll(true), stageAll(false)}
+			if st != dataplane.StageForward {
+				addrs = append(addrs, e.msg.Addrs...) // the node's own traffic before DNAT or conntrack
+			}
+			for _, a := range addrs {
+				key, facts := b.state.groupKey(dir, tiers, a)
+				want[dispatchKey{dir: dir, addr: a, ifname: ifname, stage: st}] = groupID{key, facts}
+			}
 		}
 	}
 	return want
-}
-
-// tiers is the endpoint's tier list of a direction.
-func (e *endpoint) tiers(dir model.Direction) []dataplane.TierPolicies {
-	if dir == model.Egress {
-		return e.msg.Egress
-	}
-	return e.msg.Ingress
 }
 
 // withdraw leaves the groups whose key the endpoint's dispatch elements no longer have, deletes
@@ -198,7 +226,7 @@ func (b *Builder) join(k model.EndpointKey, e *endpoint, want map[dispatchKey]gr
 		}
 		g := b.layout.byKey[id.key]
 		if g == nil {
-			g = &group{key: id.key, facts: id.facts, dir: dk.dir, is4: dk.addr.Is4(), tiers: e.tiers(dk.dir),
+			g = &group{key: id.key, facts: id.facts, dir: dk.dir, is4: dk.addr.Is4(), tiers: e.msg.Tiers(dk.stage, dk.dir),
 				members: map[dispatchKey]model.EndpointKey{}}
 			b.layout.byKey[id.key] = g
 		}
@@ -394,6 +422,10 @@ func dispatchMap(dk dispatchKey) string {
 }
 
 func (b *Builder) setDispatch(dk dispatchKey, chain string, k model.EndpointKey) {
+	if dk.stage != dataplane.StageLocal {
+		b.setStageDispatch(dk, chain, k)
+		return
+	}
 	name := dispatchMap(dk)
 	comment := k.String()
 	if dk.ifname != "" {
@@ -407,6 +439,10 @@ func (b *Builder) setDispatch(dk dispatchKey, chain string, k model.EndpointKey)
 }
 
 func (b *Builder) deleteDispatch(dk dispatchKey) {
+	if dk.stage != dataplane.StageLocal {
+		b.deleteStageDispatch(dk)
+		return
+	}
 	b.table.Sets[dispatchMap(dk)].Delete(dk.elementKey())
 }
 
@@ -452,6 +488,9 @@ func groupName(dir model.Direction, lowest dispatchKey) string {
 	prefix := "in_"
 	if dir == model.Egress {
 		prefix = "eg_"
+	}
+	if lowest.stage != dataplane.StageLocal {
+		return stageGroupName(prefix, lowest)
 	}
 	if lowest.ifname != "" {
 		return prefix + shortHash(lowest.ifname+" "+lowest.addr.String())

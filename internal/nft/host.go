@@ -66,13 +66,24 @@ type HostConfig struct {
 	WorkloadPrefixes []string
 }
 
-// Failsafe is one failsafe port: a protocol and a destination port.
+// Failsafe is one failsafe port: a protocol and a destination port and, when Net is valid,
+// the remote addresses it is open to (the source to the node, the destination from it).
 type Failsafe struct {
 	Protocol model.Protocol
+	Net      netip.Prefix
 	Port     uint16
 }
 
-func (f Failsafe) String() string { return f.Protocol.String() + ":" + strconv.Itoa(int(f.Port)) }
+func (f Failsafe) String() string {
+	if !f.Net.IsValid() {
+		return f.Protocol.String() + ":" + strconv.Itoa(int(f.Port))
+	}
+	net := f.Net.String()
+	if f.Net.Addr().Is6() {
+		net = "[" + net + "]"
+	}
+	return f.Protocol.String() + ":" + net + ":" + strconv.Itoa(int(f.Port))
+}
 
 // Felix's default failsafe ports.
 const (
@@ -80,8 +91,10 @@ const (
 	DefaultFailsafeOut = "udp:53,udp:67,tcp:179,tcp:2379,tcp:2380,tcp:5473,tcp:6443,tcp:6666,tcp:6667"
 )
 
-// ParseFailsafes parses failsafe ports in Felix's form: a comma-separated list of
-// `protocol:port` (tcp, udp or sctp; a bare port is TCP). "none" or "" is no port.
+// ParseFailsafes parses failsafe ports in Felix's form: a comma-separated list of `port`
+// (TCP), `protocol:port` or `protocol:net:port`, where protocol is tcp, udp or sctp and net an
+// address or CIDR, an IPv6 one in brackets (`tcp:10.0.0.0/8:22`, `udp:[fd00::/8]:53`). "none"
+// or "" is no port.
 func ParseFailsafes(s string) ([]Failsafe, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "none" {
@@ -90,28 +103,70 @@ func ParseFailsafes(s string) ([]Failsafe, error) {
 	var out []Failsafe
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
-		proto, port := "tcp", item
-		if i := strings.LastIndexByte(item, ':'); i >= 0 {
-			proto, port = strings.ToLower(item[:i]), item[i+1:]
+		f, err := parseFailsafe(item)
+		if err != nil {
+			return nil, fmt.Errorf("failsafe %q: %w", item, err)
 		}
-		var p model.Protocol
-		switch proto {
-		case "tcp":
-			p = model.ProtocolTCP
-		case "udp":
-			p = model.ProtocolUDP
-		case "sctp":
-			p = model.ProtocolSCTP
-		default:
-			return nil, fmt.Errorf("failsafe %q: protocol %q is not tcp, udp or sctp (the cidr form is not supported)", item, proto)
-		}
-		n, err := strconv.ParseUint(port, 10, 16)
-		if err != nil || n == 0 {
-			return nil, fmt.Errorf("failsafe %q: port %q is not 1-65535", item, port)
-		}
-		out = append(out, Failsafe{Protocol: p, Port: uint16(n)})
+		out = append(out, f)
 	}
 	return out, nil
+}
+
+func parseFailsafe(item string) (Failsafe, error) {
+	var f Failsafe
+	proto, net, port := "tcp", "", item
+	if open := strings.IndexByte(item, '['); open >= 0 {
+		end := strings.Index(item, "]:")
+		if end < open {
+			return f, fmt.Errorf("an IPv6 net is [net]:port")
+		}
+		net, port = item[open+1:end], item[end+2:]
+		proto = strings.TrimSuffix(item[:open], ":")
+		if proto == item[:open] {
+			return f, fmt.Errorf("a net needs a protocol before it (protocol:[net]:port)")
+		}
+	} else {
+		switch parts := strings.Split(item, ":"); len(parts) {
+		case 1:
+		case 2:
+			proto, port = parts[0], parts[1]
+		case 3:
+			proto, net, port = parts[0], parts[1], parts[2]
+		default:
+			return f, fmt.Errorf("want port, protocol:port or protocol:net:port")
+		}
+	}
+	switch strings.ToLower(proto) {
+	case "tcp":
+		f.Protocol = model.ProtocolTCP
+	case "udp":
+		f.Protocol = model.ProtocolUDP
+	case "sctp":
+		f.Protocol = model.ProtocolSCTP
+	default:
+		return f, fmt.Errorf("protocol %q is not tcp, udp or sctp", proto)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return f, fmt.Errorf("port %q is not 1-65535", port)
+	}
+	f.Port = uint16(n)
+	if net == "" {
+		return f, nil
+	}
+	if !strings.Contains(net, "/") {
+		a, err := netip.ParseAddr(net)
+		if err != nil {
+			return f, fmt.Errorf("net %q is not an address or CIDR", net)
+		}
+		net = netip.PrefixFrom(a, a.BitLen()).String()
+	}
+	p, err := netip.ParsePrefix(net)
+	if err != nil || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+		return f, fmt.Errorf("net %q is not an address or CIDR", net)
+	}
+	f.Net = p.Masked()
+	return f, nil
 }
 
 // hostDispatchMap is the host dispatch map of a host endpoint's element.
@@ -163,11 +218,25 @@ func (b *Builder) activateHosts() {
 		fs   []Failsafe
 		c    string
 	}{{setFailsafeIn, b.opts.host.FailsafeIn, "failsafe ports to the node"}, {setFailsafeOut, b.opts.host.FailsafeOut, "failsafe ports from the node"}} {
-		set := &ruleset.Set{Name: s.name, Key: ruleset.KeyL4ProtoDport, Comment: s.c, Elements: map[ruleset.ElementKey]ruleset.Value{}}
+		sets := map[string]*ruleset.Set{s.name: {Name: s.name, Key: ruleset.KeyL4ProtoDport, Comment: s.c, Elements: map[ruleset.ElementKey]ruleset.Value{}}}
 		for _, f := range s.fs {
-			set.Put(ruleset.Element{ElementKey: ruleset.ElementKey{Proto: uint8(f.Protocol), Port: f.Port, PortEnd: f.Port}})
+			name := failsafeSet(s.name, f.Net)
+			if sets[name] == nil {
+				c := s.c + " from and to " + f.Net.String()
+				sets[name] = &ruleset.Set{Name: name, Key: ruleset.KeyL4ProtoDport, Comment: c, Elements: map[ruleset.ElementKey]ruleset.Value{}}
+				key := ruleset.KeyIPSaddr
+				if f.Net.Addr().Is6() {
+					key = ruleset.KeyIP6Saddr
+				}
+				nets := &ruleset.Set{Name: name + "_net", Key: key, Interval: true, Comment: c, Elements: map[ruleset.ElementKey]ruleset.Value{}}
+				nets.Put(ruleset.Element{ElementKey: ruleset.ElementKey{Addr: f.Net.Addr(), AddrEnd: lastAddr(f.Net)}})
+				sets[name+"_net"] = nets
+			}
+			sets[name].Put(ruleset.Element{ElementKey: ruleset.ElementKey{Proto: uint8(f.Protocol), Port: f.Port, PortEnd: f.Port}})
 		}
-		b.putSet(set)
+		for _, set := range sets {
+			b.putSet(set)
+		}
 	}
 	for _, s := range []struct {
 		name string
@@ -200,8 +269,8 @@ func (b *Builder) putInput() {
 	if b.layout.hostsActive {
 		comment = "to this node: a local pod's traffic by its egress policy, other traffic by the node's host endpoints"
 		rules = append(rules, b.unpoliced(false, "from a local pod: judged by its egress policy alone")...)
-		rules = append(rules,
-			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeIn, "failsafe port: never blocked by a host endpoint's policy"))
+		rules = append(rules, b.failsafes(true, false)...)
+		rules = append(rules, b.markedAccept(false)...)
 		rules = append(rules, hostDispatch(model.Ingress)...)
 	}
 	b.putChain(&ruleset.Chain{Name: chainInput, Base: &ruleset.Base{Hook: ruleset.HookInput, Priority: PriorityEgress},
@@ -220,8 +289,9 @@ func (b *Builder) putOutput() {
 			ruleset.Rule{L4Proto: uint8(model.ProtocolICMPv6), Verdict: ruleset.Verdict{Kind: ruleset.Accept},
 				Comment: "ICMPv6 from this node (neighbour discovery) is not policed"},
 			acceptIn(ruleset.KeyIPDaddrL4ProtoDport, setAgentAPIv4, "the agent's API server: never blocked (IPv4)"),
-			acceptIn(ruleset.KeyIP6DaddrL4ProtoDport, setAgentAPIv6, "the agent's API server: never blocked (IPv6)"),
-			acceptIn(ruleset.KeyL4ProtoDport, setFailsafeOut, "failsafe port: never blocked by a host endpoint's policy"))
+			acceptIn(ruleset.KeyIP6DaddrL4ProtoDport, setAgentAPIv6, "the agent's API server: never blocked (IPv6)"))
+		rules = append(rules, b.failsafes(false, false)...)
+		rules = append(rules, b.markedAccept(true)...)
 		rules = append(rules, hostDispatch(model.Egress)...)
 	}
 	b.putChain(&ruleset.Chain{Name: chainOutput, Base: &ruleset.Base{Hook: ruleset.HookOutput, Priority: PriorityIngress},
@@ -247,6 +317,55 @@ func (b *Builder) unpoliced(out bool, pods string) []ruleset.Rule {
 	return rules
 }
 
+// failsafeSet is the name of the set of a direction's failsafe ports open to net (any address
+// when net is not valid); with "_net" the interval set of net.
+func failsafeSet(dir string, net netip.Prefix) string {
+	if !net.IsValid() {
+		return dir
+	}
+	return dir + "_" + shortHash(net.String())
+}
+
+// failsafes accept the failsafe ports to the node (in) or from it as the packets of their
+// connections meet a chain: their first packets by destination port or, with reply, the
+// replies by source port; the remote address (the source of a packet arriving, the
+// destination of one leaving) in the port's net, when it has one.
+func (b *Builder) failsafes(in, reply bool) []ruleset.Rule {
+	name, fs := setFailsafeIn, b.opts.host.FailsafeIn
+	if !in {
+		name, fs = setFailsafeOut, b.opts.host.FailsafeOut
+	}
+	port, c := ruleset.KeyL4ProtoDport, "failsafe port: never blocked by a host endpoint's policy"
+	if reply {
+		port, c = ruleset.KeyL4ProtoSport, "replies of the other direction's failsafe ports (no conntrack here)"
+	}
+	rules := []ruleset.Rule{acceptIn(port, name, c)}
+	arriving := in != reply
+	seen := map[netip.Prefix]bool{}
+	for _, f := range fs {
+		if !f.Net.IsValid() || seen[f.Net] {
+			continue
+		}
+		seen[f.Net] = true
+		addr := map[[2]bool]ruleset.Key{{true, true}: ruleset.KeyIPSaddr, {true, false}: ruleset.KeyIP6Saddr,
+			{false, true}: ruleset.KeyIPDaddr, {false, false}: ruleset.KeyIP6Daddr}[[2]bool{arriving, f.Net.Addr().Is4()}]
+		set := failsafeSet(name, f.Net)
+		rules = append(rules, ruleset.Rule{Lookups: []ruleset.Lookup{{Key: addr, Set: set + "_net"}, {Key: port, Set: set}},
+			Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: c + " (from and to " + f.Net.String() + ")"})
+	}
+	return rules
+}
+
+// hostKeys are the keys of a direction's node address dispatch: interface . address (IPv4,
+// IPv6), then address (IPv4, IPv6); the address is the destination of ingress, the source of
+// egress.
+func hostKeys(dir model.Direction) [4]ruleset.Key {
+	if dir == model.Egress {
+		return [4]ruleset.Key{ruleset.KeyOifnameIPSaddr, ruleset.KeyOifnameIP6Saddr, ruleset.KeyIPSaddr, ruleset.KeyIP6Saddr}
+	}
+	return [4]ruleset.Key{ruleset.KeyIifnameIPDaddr, ruleset.KeyIifnameIP6Daddr, ruleset.KeyIPDaddr, ruleset.KeyIP6Daddr}
+}
+
 // acceptIn accepts what is in a set: KEY @set accept.
 func acceptIn(key ruleset.Key, set, c string) ruleset.Rule {
 	return ruleset.Rule{Lookups: []ruleset.Lookup{{Key: key, Set: set}}, Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: c}
@@ -255,10 +374,9 @@ func acceptIn(key ruleset.Key, set, c string) ruleset.Rule {
 // hostDispatch is a direction's host dispatch: by interface and node address, then by node
 // address for the * endpoint, per family (the maps of hostDispatchMap).
 func hostDispatch(dir model.Direction) []ruleset.Rule {
-	keys := [4]ruleset.Key{ruleset.KeyIifnameIPDaddr, ruleset.KeyIifnameIP6Daddr, ruleset.KeyIPDaddr, ruleset.KeyIP6Daddr}
+	keys := hostKeys(dir)
 	what := "to this node through "
 	if dir == model.Egress {
-		keys = [4]ruleset.Key{ruleset.KeyOifnameIPSaddr, ruleset.KeyOifnameIP6Saddr, ruleset.KeyIPSaddr, ruleset.KeyIP6Saddr}
 		what = "from this node through "
 	}
 	var rules []ruleset.Rule

@@ -63,14 +63,14 @@ func (x *index) endpoint(k model.EndpointKey, old, cur *dataplane.EndpointUpdate
 			setmap.Add(x.policyEndpoint, p, k)
 		}
 	} else {
-		for _, tiers := range [][]dataplane.TierPolicies{old.Ingress, old.Egress} {
+		for _, tiers := range old.AllTiers() {
 			for _, t := range tiers {
 				for _, p := range t.Policies {
 					setmap.Remove(x.policyEndpoint, p, k)
 				}
 			}
 		}
-		for _, tiers := range [][]dataplane.TierPolicies{cur.Ingress, cur.Egress} {
+		for _, tiers := range cur.AllTiers() {
 			for _, t := range tiers {
 				for _, p := range t.Policies {
 					setmap.Add(x.policyEndpoint, p, k)
@@ -102,7 +102,9 @@ const maxPolicyDiff = 16
 // (gone) and those cur has in their stead (added), per tier by the lists' common head and tail;
 // false when the directions' tiers differ in number or name, or too many are gone.
 func policyDiff(old, cur *dataplane.EndpointUpdated) (gone, added []model.PolicyKey, ok bool) {
-	for _, d := range [2][2][]dataplane.TierPolicies{{old.Ingress, cur.Ingress}, {old.Egress, cur.Egress}} {
+	olds, curs := old.AllTiers(), cur.AllTiers()
+	for i := range olds {
+		d := [2][]dataplane.TierPolicies{olds[i], curs[i]}
 		if len(d[0]) != len(d[1]) {
 			return nil, nil, false
 		}
@@ -135,7 +137,7 @@ func keysDiff(a, b []model.PolicyKey) (gone, added []model.PolicyKey) {
 
 // appliesIn reports whether policy p is in one of the endpoint's tier lists.
 func appliesIn(m *dataplane.EndpointUpdated, p model.PolicyKey) bool {
-	for _, tiers := range [][]dataplane.TierPolicies{m.Ingress, m.Egress} {
+	for _, tiers := range m.AllTiers() {
 		for _, t := range tiers {
 			if slices.Contains(t.Policies, p) {
 				return true

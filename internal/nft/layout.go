@@ -612,6 +612,9 @@ func (b *Builder) verdict(o Outcome) ruleset.Verdict {
 	if o.Verdict != Deny {
 		return ruleset.Verdict{Kind: ruleset.Accept}
 	}
+	if o.Reason == reasonUndecided {
+		return ruleset.Verdict{Kind: ruleset.Goto, Chain: chainUndecided}
+	}
 	name := "deny_" + shortHash(o.Reason)
 	if b.objects.denies.acquire(name) {
 		b.putChain(&ruleset.Chain{Name: name, Comment: ruleset.Comment(o.Reason), Rules: b.denyRules(name, o.Reason)})

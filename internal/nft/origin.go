@@ -148,7 +148,7 @@ func (b *Builder) DecideHost(dir model.Direction, key model.EndpointKey, local, 
 // peer.
 func (b *Builder) decide(key model.EndpointKey, e *endpoint, dk dispatchKey, peer netip.Addr, proto model.Protocol, sport, port uint16) Decided {
 	dir := dk.dir
-	out := Decided{Endpoint: key, Tiers: e.tiers(dir)}
+	out := Decided{Endpoint: key, Tiers: e.msg.Tiers(dataplane.StageLocal, dir)}
 	g := b.layout.groups[e.groups[dk]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:

@@ -140,9 +140,12 @@ func ConvertCalicoNetworkPolicy(p *CalicoNetworkPolicy) (model.Policy, []string,
 //     a GlobalNetworkPolicy's spec.namespaceSelector restricts it to the endpoints of the
 //     matching namespaces, and spec.serviceAccountSelector of either kind to the endpoints
 //     whose service account's labels (projectcalico.org/name its name) it matches, ANDed as
-//     Calico ANDs it with the selector. A namespaceSelector of global() (host endpoints only),
-//     doNotTrack or preDNAT (host endpoints only) makes the policy invalid: such a policy
-//     selects no pod in Calico either.
+//     Calico ANDs it with the selector. A namespaceSelector of global() (host endpoints only)
+//     makes the policy invalid: such a policy selects no pod in Calico either.
+//   - Host endpoint stages (GlobalNetworkPolicy only): applyOnForward, preDNAT and doNotTrack
+//     as model.Policy's fields of those names. Refused as Calico's validation refuses them:
+//     preDNAT with doNotTrack, either without applyOnForward, preDNAT with egress rules or the
+//     Egress type.
 //   - types: explicit types apply the policy to those directions and ignore the other
 //     direction's rules. Unset: Ingress, plus Egress when there are egress rules; Egress alone
 //     when there are egress rules and no ingress rules.
@@ -175,10 +178,14 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 	*pol = model.Policy{Key: model.PolicyKey{Kind: kind, Namespace: namespace, Name: name}, Tier: CalicoTierName(c.tier),
 		Order: calicoOrder(spec.Order), Namespace: namespace}
 	switch {
-	case spec.DoNotTrack, spec.PreDNAT:
-		return model.Policy{}, nil, errors.New("spec: doNotTrack and preDNAT policies (stateless and pre-DNAT policy of host endpoints) are not supported")
-	case namespace != "" && (spec.NamespaceSelector != "" || spec.ApplyOnForward):
-		return model.Policy{}, nil, errors.New("spec: namespaceSelector and applyOnForward are fields of GlobalNetworkPolicy only")
+	case namespace != "" && (spec.NamespaceSelector != "" || spec.ApplyOnForward || spec.PreDNAT || spec.DoNotTrack):
+		return model.Policy{}, nil, errors.New("spec: namespaceSelector, applyOnForward, preDNAT and doNotTrack are fields of GlobalNetworkPolicy only")
+	case spec.PreDNAT && spec.DoNotTrack:
+		return model.Policy{}, nil, errors.New("spec: preDNAT and doNotTrack cannot both be true")
+	case (spec.PreDNAT || spec.DoNotTrack) && !spec.ApplyOnForward:
+		return model.Policy{}, nil, errors.New("spec.applyOnForward: must be true when preDNAT or doNotTrack is")
+	case spec.PreDNAT && (len(spec.Egress) > 0 || slices.Contains(spec.Types, "Egress")):
+		return model.Policy{}, nil, errors.New("spec: a preDNAT policy has no egress rules and no Egress type")
 	}
 	sel, err := calicoSelector(spec.Selector)
 	if err != nil {
@@ -192,9 +199,7 @@ func convertCalicoPolicy(kind, namespace, name string, spec *CalicoPolicySpec) (
 	// the node's own traffic through them, not the traffic it forwards. A host endpoint has no
 	// service account, so a service-account selector (even all()) leaves them out.
 	pol.Hosts = namespace == "" && spec.NamespaceSelector == "" && spec.ServiceAccountSelector == ""
-	if spec.ApplyOnForward && pol.Hosts {
-		c.ignored = append(c.ignored, "spec.applyOnForward: traffic forwarded through host endpoints is not policed")
-	}
+	pol.ApplyOnForward, pol.PreDNAT, pol.DoNotTrack = spec.ApplyOnForward, spec.PreDNAT, spec.DoNotTrack
 	if strings.TrimSpace(spec.NamespaceSelector) == "global()" {
 		return model.Policy{}, nil, errors.New("spec.namespaceSelector: global() at policy level (host endpoints and network sets only) is not supported")
 	}

@@ -13,8 +13,8 @@ import (
 
 // Calico's policy API, projectcalico.org/v3: the fields nftpolicy reads of Tier,
 // GlobalNetworkPolicy, NetworkPolicy, GlobalNetworkSet, NetworkSet and HostEndpoint, under Calico's JSON
-// names, and the fields it accepts without enforcing (http, services, doNotTrack, preDNAT,
-// applyOnForward, performanceHints, allowedEgressDomains, rule metadata), so that a strict
+// names, and the fields it accepts without enforcing (http, services, performanceHints,
+// allowedEgressDomains, rule metadata), so that a strict
 // decode of a user's Calico manifest succeeds and the converter can say what it leaves out.
 // Calico's own Go module is not a dependency: these types are the contract with
 // deploy/crds/calico, whose schemas hold the same fields.

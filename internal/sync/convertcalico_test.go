@@ -291,7 +291,12 @@ func TestConvertCalicoPolicyInvalid(t *testing.T) {
 		{gnpHead + "spec: {egress: [{action: Allow, destination: {namespaceSelector: \"(\"}}]}", "spec.egress[0].destination.namespaceSelector"},
 		{gnpHead + "spec: {serviceAccountSelector: \"a ==\"}", "spec.serviceAccountSelector"},
 		{npHead + "spec: {serviceAccountSelector: \"has(\"}", "spec.serviceAccountSelector"},
-		{gnpHead + "spec: {doNotTrack: true, applyOnForward: true}", "spec"},
+		{gnpHead + "spec: {doNotTrack: true, preDNAT: true, applyOnForward: true}", "spec"},
+		{gnpHead + "spec: {doNotTrack: true}", "spec.applyOnForward"},
+		{gnpHead + "spec: {preDNAT: true}", "spec.applyOnForward"},
+		{gnpHead + "spec: {preDNAT: true, applyOnForward: true, egress: [{action: Deny}]}", "spec"},
+		{gnpHead + "spec: {preDNAT: true, applyOnForward: true, types: [Ingress, Egress]}", "spec"},
+		{npHead + "spec: {preDNAT: true, applyOnForward: true}", "spec"},
 		{gnpHead + "spec: {namespaceSelector: global()}", "spec.namespaceSelector"},
 		{npHead + "spec: {namespaceSelector: \"a == 'b'\"}", "spec"},
 	}
@@ -353,5 +358,28 @@ func TestConvertNetworkSets(t *testing.T) {
 	n.Spec.Nets = []string{"nope"}
 	if _, _, err := sync.ConvertCalicoNetworkSet(&n); err == nil || !strings.HasPrefix(err.Error(), "spec.nets[0]") {
 		t.Errorf("a bad net: %v", err)
+	}
+}
+
+// The host endpoint stages convert to the model's flags, whole (nothing ignored).
+func TestConvertCalicoHostStages(t *testing.T) {
+	cases := []struct {
+		spec string
+		edit func(p *model.Policy)
+	}{
+		{"spec: {applyOnForward: true}", func(p *model.Policy) { p.ApplyOnForward = true }},
+		{"spec: {preDNAT: true, applyOnForward: true}", func(p *model.Policy) { p.ApplyOnForward, p.PreDNAT = true, true }},
+		{"spec: {doNotTrack: true, applyOnForward: true, types: [Egress]}", func(p *model.Policy) {
+			p.ApplyOnForward, p.DoNotTrack, p.ApplyIngress, p.ApplyEgress = true, true, false, true
+		}},
+	}
+	for _, c := range cases {
+		got, ignored, err := convertCalico(t, gnpHead+c.spec)
+		if err != nil || len(ignored) > 0 {
+			t.Fatalf("%s: err %v, ignored %q", c.spec, err, ignored)
+		}
+		if want := gnpModel(c.edit); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.spec, got, want)
+		}
 	}
 }

@@ -78,17 +78,23 @@ func TestGolden(t *testing.T) {
 				}
 			}
 
-			// render → nft -f into a second namespace gives the same listing
-			ns2, _ := bareNetns(t)
-			file := filepath.Join(t.TempDir(), "ruleset.nft")
-			if err := os.WriteFile(file, []byte(dp.Render()), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			nftIn(t, ns2, "-f", file)
-			if again := nftIn(t, ns2, "list", "table", "inet", nft.DefaultTable); again != listed {
-				t.Errorf("rendered table loaded with nft -f lists differently:\n--- committed\n%s\n--- rendered\n%s", listed, again)
-			}
+			checkRenderLoads(t, dp, listed)
 		})
+	}
+}
+
+// checkRenderLoads checks that the table dp renders offline loads with nft -f into a second
+// namespace and lists there as listed, the committed table's listing.
+func checkRenderLoads(t *testing.T, dp *kernel.Applier, listed string) {
+	t.Helper()
+	ns2, _ := bareNetns(t)
+	file := filepath.Join(t.TempDir(), "ruleset.nft")
+	if err := os.WriteFile(file, []byte(dp.Render()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nftIn(t, ns2, "-f", file)
+	if again := nftIn(t, ns2, "list", "table", "inet", nft.DefaultTable); again != listed {
+		t.Errorf("rendered table loaded with nft -f lists differently:\n--- committed\n%s\n--- rendered\n%s", listed, again)
 	}
 }
 

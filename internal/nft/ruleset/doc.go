@@ -47,7 +47,8 @@
 //
 // # Render
 //
-// Sets and maps sorted by name; base chains in hook order forward, input, output (then priority);
+// Sets and maps sorted by name; base chains in hook order forward, input, output, prerouting
+// (then priority);
 // regular chains by name; elements sorted by key. Keys print as nft lists them: an address, a
 // prefix when a range is exactly one, else first-last; protocols by their /etc/protocols name
 // (tcp, udp, sctp, icmp, ipv6-icmp, …); ports as numbers. Base chain priorities print as nft 1.0.6
@@ -206,7 +207,9 @@
 //     register 1, byteorder hton (size 2, len 1), th dport into register 9 (the next 32-bit
 //     register); the concatenated key pads each field to 4 bytes. ipv4/ipv6 payload loads are
 //     guarded by `meta nfproto` (the inet family), ct state is ct + bitwise + cmp neq 0, an iifname
-//     prefix ("veth*") compares the prefix bytes only, an exact name all 16 bytes.
+//     prefix ("veth*") compares the prefix bytes only, an exact name all 16 bytes. `meta mark &
+//     M == M` is meta + bitwise + cmp eq M; `meta mark set meta mark | M` (& ^M) is meta load,
+//     bitwise (mask ^M, xor M; mask ^M, xor 0) and meta set; `notrack` its own expression.
 //   - Single-field interval sets take a start element and an end element at the address after the
 //     range (flagged IntervalEnd, omitted at the end of the address space), as nft sends them.
 //   - Deletes send keys only (no verdict, no comment).

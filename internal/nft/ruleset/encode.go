@@ -175,11 +175,12 @@ func nfVerdict(v Verdict) (*expr.Verdict, error) {
 
 // ruleExprs returns the expressions of r, in the order nft 1.0.6 emits them for
 //
-//	[ct state …] [iifname "…"] [meta l4proto P] [KEY [!=] @S]… [KEY vmap @M] [counter] [verdict]
+//	[ct state …] [meta nfproto F] [iifname "…"] [oifname "…"] [meta mark & M == M] [meta l4proto P]
+//	    [KEY [!=] @S]… [KEY vmap @M] [limit] [log] [counter] [notrack] [meta mark set …] [verdict]
 func ruleExprs(r Rule) ([]expr.Any, error) {
 	var ex []expr.Any
-	for _, part := range []func(Rule) ([]expr.Any, error){ctStateExprs, ifnameExprs, l4ProtoExprs, lookupExprs,
-		limitLogExprs, counterVerdictExprs} {
+	for _, part := range []func(Rule) ([]expr.Any, error){ctStateExprs, nfprotoExprs, ifnameExprs, markIsExprs,
+		l4ProtoExprs, lookupExprs, limitLogExprs, counterVerdictExprs} {
 		e, err := part(r)
 		if err != nil {
 			return nil, err
@@ -234,6 +235,51 @@ func ifnameExprs(r Rule) ([]expr.Any, error) {
 			return nil, fmt.Errorf("%s %q: too long", m.what, n)
 		}
 		ex = append(ex, &expr.Meta{Key: m.key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
+	}
+	return ex, nil
+}
+
+// nfprotoExprs match the rule's family.
+func nfprotoExprs(r Rule) ([]expr.Any, error) {
+	switch r.Nfproto {
+	case 0:
+		return nil, nil
+	case unix.NFPROTO_IPV4, unix.NFPROTO_IPV6:
+		return []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{r.Nfproto}}}, nil
+	}
+	return nil, fmt.Errorf("meta nfproto %d: not ipv4 or ipv6", r.Nfproto)
+}
+
+// markIsExprs match the bits of the packet's mark the rule requires.
+func markIsExprs(r Rule) ([]expr.Any, error) {
+	if r.MarkIs == 0 {
+		return nil, nil
+	}
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(r.MarkIs), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(r.MarkIs)}}, nil
+}
+
+// notrackMarkExprs are the rule's notrack and mark statements.
+func notrackMarkExprs(r Rule) ([]expr.Any, error) {
+	var ex []expr.Any
+	if r.Notrack {
+		ex = append(ex, &expr.Notrack{})
+	}
+	if r.MarkSet != 0 && r.MarkClear != 0 {
+		return nil, fmt.Errorf("a rule both sets and clears mark bits")
+	}
+	if r.MarkSet != 0 || r.MarkClear != 0 {
+		mask, xor := ^r.MarkSet, r.MarkSet // (mark & ^M) ^ M = mark | M
+		if r.MarkClear != 0 {
+			mask, xor = ^r.MarkClear, 0
+		}
+		ex = append(ex, &expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+				Mask: binaryutil.NativeEndian.PutUint32(mask), Xor: binaryutil.NativeEndian.PutUint32(xor)},
+			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
 	}
 	return ex, nil
 }
@@ -320,6 +366,11 @@ func counterVerdictExprs(r Rule) ([]expr.Any, error) {
 	if r.Counter {
 		ex = append(ex, &expr.Counter{})
 	}
+	nm, err := notrackMarkExprs(r)
+	if err != nil {
+		return nil, err
+	}
+	ex = append(ex, nm...)
 	if r.Verdict.Kind != VerdictNone {
 		if n := len(r.Lookups); n > 0 && r.Lookups[n-1].Map {
 			return nil, fmt.Errorf("a verdict-map rule cannot carry verdict %s", r.Verdict)
@@ -401,6 +452,8 @@ func nfChain(t *nftables.Table, c *Chain) (*nftables.Chain, error) {
 			h = *nftables.ChainHookInput
 		case HookOutput:
 			h = *nftables.ChainHookOutput
+		case HookPrerouting:
+			h = *nftables.ChainHookPrerouting
 		default:
 			return nil, fmt.Errorf("chain %s: unknown hook %q", c.Name, c.Base.Hook)
 		}

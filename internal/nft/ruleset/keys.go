@@ -43,6 +43,7 @@ var keyDescs = map[Key]keyDesc{
 	KeyL4ProtoDport:         {shape: shapeProtoPort, fam: 0, off: 0, expr: "meta l4proto . th dport"},
 	KeyL4ProtoSport:         {shape: shapeProtoPort, fam: 0, off: 0, expr: "meta l4proto . th sport", sport: true},
 	KeyIifname:              {shape: shapeIfname, fam: 0, off: 0, expr: "iifname"},
+	KeyOifname:              {shape: shapeIfname, fam: 0, off: 0, expr: "oifname", oif: true},
 	KeyIifnameIPSaddr:       {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV4, off: 12, expr: "iifname . ip saddr"},
 	KeyIifnameIP6Saddr:      {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV6, off: 8, expr: "iifname . ip6 saddr"},
 	KeyOifnameIPDaddr:       {shape: shapeIfnameAddr, fam: unix.NFPROTO_IPV4, off: 16, expr: "oifname . ip daddr", oif: true},

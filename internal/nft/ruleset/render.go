@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // MaxCommentLen is the longest comment nft accepts (NFT_USERDATA_MAXLEN/2 in nft 1.0.6); longer
@@ -48,7 +50,7 @@ func cutComment(s string) string {
 }
 
 // hookOrder is the order of base chains in Render and in a full Replace.
-var hookOrder = map[Hook]int{HookForward: 0, HookInput: 1, HookOutput: 2}
+var hookOrder = map[Hook]int{HookForward: 0, HookInput: 1, HookOutput: 2, HookPrerouting: 3}
 
 // sortedChains returns the chains in render order: base chains by hook (forward, input, output)
 // then priority and name, then regular chains by name.
@@ -310,6 +312,8 @@ func priorityString(h Hook, p int32) string {
 		stds = append(stds, std{"dstnat", -100})
 	case HookInput:
 		stds = append(stds, std{"srcnat", 100})
+	case HookPrerouting:
+		stds = append(stds, std{"dstnat", -100})
 	}
 	for _, s := range stds {
 		off := p - s.prio
@@ -348,11 +352,20 @@ func RenderRule(r Rule) string {
 	case CtInvalid:
 		parts = append(parts, "ct state invalid")
 	}
+	switch r.Nfproto {
+	case unix.NFPROTO_IPV4:
+		parts = append(parts, "meta nfproto ipv4")
+	case unix.NFPROTO_IPV6:
+		parts = append(parts, "meta nfproto ipv6")
+	}
 	if r.Iifname != "" {
 		parts = append(parts, fmt.Sprintf("iifname %q", r.Iifname))
 	}
 	if r.Oifname != "" {
 		parts = append(parts, fmt.Sprintf("oifname %q", r.Oifname))
+	}
+	if r.MarkIs != 0 {
+		parts = append(parts, fmt.Sprintf("meta mark & 0x%08x == 0x%08x", r.MarkIs, r.MarkIs))
 	}
 	if r.L4Proto != 0 {
 		parts = append(parts, "meta l4proto "+protoName(r.L4Proto))
@@ -374,6 +387,15 @@ func RenderRule(r Rule) string {
 	}
 	if r.Counter {
 		parts = append(parts, "counter")
+	}
+	if r.Notrack {
+		parts = append(parts, "notrack")
+	}
+	if r.MarkSet != 0 {
+		parts = append(parts, fmt.Sprintf("meta mark set meta mark | 0x%08x", r.MarkSet))
+	}
+	if r.MarkClear != 0 {
+		parts = append(parts, fmt.Sprintf("meta mark set meta mark & 0x%08x", ^r.MarkClear))
 	}
 	if v := r.Verdict.String(); v != "" {
 		parts = append(parts, v)
@@ -475,6 +497,7 @@ func (s *Set) Clone() *Set {
 // Equal reports whether two rules are the same.
 func (r Rule) Equal(o Rule) bool {
 	return slices.Equal(r.Lookups, o.Lookups) && r.L4Proto == o.L4Proto && r.CtState == o.CtState && r.Iifname == o.Iifname && r.Oifname == o.Oifname && r.Counter == o.Counter &&
+		r.Nfproto == o.Nfproto && r.MarkIs == o.MarkIs && r.Notrack == o.Notrack && r.MarkSet == o.MarkSet && r.MarkClear == o.MarkClear &&
 		r.Verdict == o.Verdict && Comment(r.Comment) == Comment(o.Comment) && equalPtr(r.Limit, o.Limit) && equalPtr(r.Log, o.Log)
 }
 

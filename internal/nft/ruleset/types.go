@@ -30,6 +30,9 @@ const (
 	HookForward Hook = "forward"
 	HookInput   Hook = "input"
 	HookOutput  Hook = "output"
+	// HookPrerouting sees every packet arriving on an interface, before routing: before DNAT
+	// at a priority below dstnat (-100), before conntrack below -200.
+	HookPrerouting Hook = "prerouting"
 )
 
 // Base makes a chain a base chain: `type filter hook <Hook> priority <Priority>; policy accept;`.
@@ -89,6 +92,7 @@ const (
 	KeyIifnameIP6Daddr // iifname . ip6 daddr (ifname . ipv6_addr)
 	KeyOifnameIPSaddr  // oifname . ip saddr  (ifname . ipv4_addr)
 	KeyOifnameIP6Saddr // oifname . ip6 saddr (ifname . ipv6_addr)
+	KeyOifname         // oifname             (ifname)
 )
 
 // VerdictKind is the kind of a verdict.
@@ -128,17 +132,23 @@ func (v Verdict) String() string {
 
 // Rule is one rule, in the fixed statement order
 //
-//	[ct state …] [iifname "…"] [oifname "…"] [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map]
-//	    [limit rate …] [log …] [counter] [verdict] comment "…"
+//	[ct state …] [meta nfproto F] [iifname "…"] [oifname "…"] [meta mark & M == M]
+//	    [meta l4proto P] [KEY [!=] @Set]… [KEY vmap @Map] [limit rate …] [log …] [counter]
+//	    [notrack] [meta mark set …] [verdict] comment "…"
 //
 // Match fields left zero are absent. A rule with a Map has no Verdict (the map decides); a map
 // lookup can only be the last of its lookups.
 type Rule struct {
 	CtState CtState
+	// Nfproto matches the packet's family (`meta nfproto ipv4`): unix.NFPROTO_IPV4 or
+	// unix.NFPROTO_IPV6; 0 is either.
+	Nfproto uint8
 	// Iifname matches the input interface name; a trailing "*" is a prefix match (`iifname "veth*"`).
 	Iifname string
 	// Oifname matches the output interface name, as Iifname does.
 	Oifname string
+	// MarkIs matches a packet whose mark has all these bits (`meta mark & M == M`); 0 is any.
+	MarkIs uint32
 	// L4Proto matches the layer 4 protocol (`meta l4proto udp`); 0 is any.
 	L4Proto uint8
 	// Lookups are set membership matches (`KEY @Set`, all must hold) and, when the last one has
@@ -150,8 +160,14 @@ type Rule struct {
 	// Log, when set, sends the packet to an NFLOG group.
 	Log     *Log
 	Counter bool
-	Verdict Verdict
-	Comment string
+	// Notrack exempts the packet from connection tracking (`notrack`): it takes effect only
+	// in a chain of priority below conntrack's (-200).
+	Notrack bool
+	// MarkSet sets these bits of the packet's mark (`meta mark set meta mark | M`), MarkClear
+	// clears them (`meta mark set meta mark & ^M`); a rule has at most one of them.
+	MarkSet, MarkClear uint32
+	Verdict            Verdict
+	Comment            string
 }
 
 // Limit is a rate limit in packets (`limit rate 10/second burst 5 packets`): Rate packets per

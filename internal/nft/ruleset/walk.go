@@ -18,6 +18,17 @@ type Packet struct {
 	// ICMPType and ICMPCode, for ICMP and ICMPv6, are where TCP's source port is: th sport
 	// reads type<<8 | code.
 	ICMPType, ICMPCode uint8
+	// Mark is the packet's mark as it enters the walk; rules that set or clear bits change it
+	// for the rules after them.
+	Mark uint32
+}
+
+// nfproto is p's family, as `meta nfproto` reads it.
+func (p Packet) nfproto() uint8 {
+	if p.Src.Unmap().Is4() {
+		return unix.NFPROTO_IPV4
+	}
+	return unix.NFPROTO_IPV6
 }
 
 // thSport is the transport header's first 16 bits of p: its source port, or ICMP's type and code.
@@ -86,6 +97,7 @@ func (t *Table) Walk(chain string, p Packet) ([]Step, Verdict, error) {
 			i++
 			continue
 		}
+		p.Mark = (p.Mark | r.MarkSet) &^ r.MarkClear
 		st.Chain, st.ChainComment, st.Rule, st.Text = c.Name, c.Comment, i, RenderRule(r)
 		steps = append(steps, st)
 		switch st.Verdict.Kind {
@@ -114,6 +126,12 @@ func (t *Table) match(r Rule, p Packet) (Step, bool) {
 		return Step{}, false
 	}
 	if r.L4Proto != 0 && r.L4Proto != p.Proto {
+		return Step{}, false
+	}
+	if r.MarkIs != 0 && p.Mark&r.MarkIs != r.MarkIs {
+		return Step{}, false
+	}
+	if r.Nfproto != 0 && r.Nfproto != p.nfproto() {
 		return Step{}, false
 	}
 	st := Step{Verdict: r.Verdict}

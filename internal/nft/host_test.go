@@ -1,0 +1,43 @@
+package nft_test
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
+)
+
+// ParseFailsafes reads Felix's forms, the cidr ones included, and refuses what Felix refuses.
+func TestParseFailsafes(t *testing.T) {
+	tcp, udp := model.ProtocolTCP, model.ProtocolUDP
+	cases := []struct {
+		in   string
+		want []nft.Failsafe
+	}{
+		{"none", nil},
+		{"22, udp:68", []nft.Failsafe{{Protocol: tcp, Port: 22}, {Protocol: udp, Port: 68}}},
+		{"TCP:10.1.2.3/8:22", []nft.Failsafe{{Protocol: tcp, Net: netip.MustParsePrefix("10.0.0.0/8"), Port: 22}}},
+		{"udp:192.168.0.1:53", []nft.Failsafe{{Protocol: udp, Net: netip.MustParsePrefix("192.168.0.1/32"), Port: 53}}},
+		{"udp:[fd00::1/8]:53,tcp:[fd00::1]:22", []nft.Failsafe{{Protocol: udp, Net: netip.MustParsePrefix("fd00::/8"), Port: 53},
+			{Protocol: tcp, Net: netip.MustParsePrefix("fd00::1/128"), Port: 22}}},
+	}
+	for _, c := range cases {
+		got, err := nft.ParseFailsafes(c.in)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("%q: %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"icmp:1", "tcp:0", "tcp:70000", "tcp:10.0.0.0/33:22", "tcp:a:b:c:22", "[fd00::/8]:22",
+		"tcp:[fd00::/8:22", "tcp:fd00::/8:22", "tcp:[::ffff:10.0.0.1]:22"} {
+		if got, err := nft.ParseFailsafes(bad); err == nil {
+			t.Errorf("%q: parsed as %v", bad, got)
+		}
+	}
+	for _, f := range []string{"tcp:22", "udp:10.0.0.0/8:53", "tcp:[fd00::/8]:22"} {
+		if got, _ := nft.ParseFailsafes(f); len(got) != 1 || got[0].String() != f {
+			t.Errorf("%q: String %v", f, got)
+		}
+	}
+}
