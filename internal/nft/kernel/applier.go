@@ -101,8 +101,14 @@ func (a *Applier) Apply(msgs []dataplane.Message) error {
 		return nil
 	}
 	a.tally.Update(a.builder.Table(), changes)
-	if !a.committed || a.builder.Outgrown() {
+	if !a.committed {
 		return a.replace()
+	}
+	for _, name := range a.builder.RegrowSets() {
+		if changes.Sets == nil {
+			changes.Sets = map[string]struct{}{}
+		}
+		changes.Sets[name] = struct{}{} // written anew with its new size, in this transaction
 	}
 	table := a.builder.Table()
 	if err := a.conn.Commit(table, changes); err != nil {

@@ -206,8 +206,8 @@ type Set struct {
 	// number its hash table is laid out for from the start, so that a set made with many
 	// elements in one transaction is not re-hashed as it grows. Sets without interval only; a
 	// set holding more elements than its size is an error, and so is a size on an interval set.
-	// The kernel keeps a set's size for its life: a Commit that changes it replaces the table
-	// (sameProps).
+	// The kernel keeps a set's size for its life: a Commit that changes it deletes the set and
+	// adds it anew with every element, the chains that look it up flushed and refilled.
 	Size uint32
 	// Counter gives every element a counter of the packets that matched it (`counter` in the
 	// set's declaration): a lookup that finds the element counts the packet there, at the cost
