@@ -54,9 +54,11 @@ const (
 // bridgeCompanion writes the bridge companion table of one network namespace.
 type bridgeCompanion struct {
 	name    string
-	netnsFD int         // < 0: the current namespace
-	written []byte      // digest of what the kernel holds; nil: no table written
-	live    atomic.Bool // a table is written: what the counter reads, on any goroutine, look at
+	netnsFD int    // < 0: the current namespace
+	written []byte // digest of what the kernel holds; nil: no table written
+	// prefixes are the checked prefixes the table was last written (or deleted) for
+	prefixes []string
+	live     atomic.Bool // a table is written: what the counter reads, on any goroutine, look at
 }
 
 // desired lists the table's content from the builder: the checked prefixes and the sources
@@ -94,9 +96,16 @@ func (c *bridgeCompanion) conn() (*gnft.Conn, error) {
 }
 
 // sync brings the kernel's companion table up to date with the builder's committed table; force
-// writes it even when its content did not change (after a replace of the inet table).
-func (c *bridgeCompanion) sync(b *nft.Builder, force bool) error {
+// writes it even when its content did not change (after a replace of the inet table). Without
+// force, sourcesChanged says whether the commit named a sources set: if not, and the checked
+// prefixes are the same, nothing is looked at — the per-commit cost is a comparison of the
+// prefixes, not the sort and digest of every sources element.
+func (c *bridgeCompanion) sync(b *nft.Builder, force, sourcesChanged bool) error {
+	if !force && !sourcesChanged && slices.Equal(b.CheckedPrefixes(), c.prefixes) {
+		return nil
+	}
 	prefixes, v4, v6, digest := bridgeContent(b)
+	c.prefixes = prefixes
 	if len(prefixes) == 0 {
 		if c.written == nil {
 			return nil
@@ -173,7 +182,7 @@ func (c *bridgeCompanion) delete() error {
 	if err := conn.Flush(); err != nil {
 		return fmt.Errorf("deleting bridge table %s: %w", c.name, err)
 	}
-	c.written = nil
+	c.written, c.prefixes = nil, nil
 	c.live.Store(false)
 	return nil
 }

@@ -342,6 +342,10 @@ func plainAddr(e Element) bool {
 	return e.Value == Value{} && e.Addr.IsValid() && e.Addr.Zone() == "" && e.ElementKey == AddrKey(e.Addr)
 }
 
+// Uncommitted reports whether the set holds changes a Commit has not taken yet: it was never
+// committed, or Put or Delete changed it since (its journal recorded a key). O(1).
+func (s *Set) Uncommitted() bool { return s.journal == nil || len(s.journal.prior) > 0 }
+
 // Len returns the number of elements.
 func (s *Set) Len() int { return len(s.Elements) + s.addrs.len() }
 
