@@ -50,10 +50,13 @@ type TableStats struct {
 type Config struct {
 	// ResyncInterval is the period of the read-back that repairs drift; 0: 90 s.
 	ResyncInterval time.Duration
-	// CommitInterval is the least time between two commits of changes once the full state is
-	// committed (pacer): a change after a quiet period commits at once, changes that keep coming
-	// are committed together at most once per interval. 0: 15 ms; < 0: every burst at once.
+	// CommitInterval is the least time between two commits of changes that keep coming, once
+	// the full state is committed (pacer): they wait and are committed together at most once
+	// per interval. 0: 15 ms; < 0: every burst at once.
 	CommitInterval time.Duration
+	// CommitQuiet is the gap after the previous burst that makes a burst a lone change,
+	// committed at once whatever the interval. 0: 5 ms.
+	CommitQuiet time.Duration
 	// RetryBackoff is the first delay before retrying a failed apply; it doubles up to
 	// ResyncInterval. 0: 100 ms.
 	RetryBackoff time.Duration
@@ -146,11 +149,14 @@ func newLoop(cfg Config, calc Calculator, prog Programmer) *loop {
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = defaultCommitInterval
 	}
+	if cfg.CommitQuiet <= 0 {
+		cfg.CommitQuiet = defaultCommitQuiet
+	}
 	l := &loop{
 		log: cfg.Logger, metrics: cfg.Metrics, health: cfg.Health, calc: calc, prog: prog,
 		tableChanges: cfg.TableChanges, firstCommit: cfg.FirstCommit,
 		periodic: time.NewTicker(cfg.ResyncInterval), retry: time.NewTimer(time.Hour),
-		pace: pacer{interval: max(cfg.CommitInterval, 0)}, paceTimer: time.NewTimer(time.Hour), now: time.Now,
+		pace: pacer{interval: max(cfg.CommitInterval, 0), quiet: cfg.CommitQuiet}, paceTimer: time.NewTimer(time.Hour), now: time.Now,
 		firstBackoff: cfg.RetryBackoff, maxBackoff: cfg.ResyncInterval, backoff: cfg.RetryBackoff,
 		synced: syncCount{need: max(cfg.Sources, 1)}, versions: map[string]string{},
 		programming: cfg.Programming, standby: cfg.Programming != nil,
@@ -197,10 +203,11 @@ func (l *loop) run(ctx context.Context, updates <-chan []model.Update) error {
 
 // handleBatch feeds a batch, and whatever else is already queued behind it, to the graph, and
 // applies what the graph emits: one flush and one transaction per burst. Once the full state is
-// committed, a burst that comes sooner than the commit interval after the last commit waits in
-// the graph for the commit the pacer allows, which takes every burst until then.
+// committed, a burst of sustained churn (pacer) waits in the graph for the commit the pacer
+// allows, which takes every burst until then.
 func (l *loop) handleBatch(batch []model.Update, updates <-chan []model.Update) {
 	received := l.now()
+	wait := l.pace.arrive(received)
 	l.health.applyStarted()
 	n := l.feed(batch)
 drain:
@@ -220,9 +227,9 @@ drain:
 		l.health.applyEnded()
 		return
 	}
-	if d := l.pace.delay(received); d > 0 && l.committed && !l.standby && !l.failing {
+	if wait > 0 && l.committed && !l.standby && !l.failing {
 		l.waiting, l.waitingN, l.waitingSince = true, n, received
-		l.paceTimer.Reset(d)
+		l.paceTimer.Reset(wait)
 		l.health.applyEnded()
 		return
 	}
