@@ -118,6 +118,10 @@ func (a *Applier) Apply(msgs []dataplane.Message) error {
 	}
 	a.transactions++
 	a.counted.Store(a.builder.Counted())
+	if w, ok := a.conn.(interface{ WholeWhy() string }); ok && w.WholeWhy() != "" {
+		// O(table) in the kernel: worth a line when it happens under churn
+		a.log.Info("a commit wrote the table whole", "table", table.Name, "why", w.WholeWhy())
+	}
 	return a.syncBridge(false, sourcesChanged)
 }
 

@@ -56,6 +56,8 @@ type Conn struct {
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
 	name string
+	// wholeWhy says why the last Commit wrote the table whole instead ("": it did not)
+	wholeWhy string
 	batchCounts
 	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
 	// skips them); dial sets it, Monitors read it from their goroutines.
@@ -536,19 +538,22 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	if desired == nil || desired.Name == "" {
 		return errors.New("commit: no table")
 	}
-	c.name = desired.Name
+	c.name, c.wholeWhy = desired.Name, ""
 	m := c.mirror
 	if m == nil || m.Name != desired.Name {
+		c.wholeWhy = "nothing committed yet"
 		return c.Replace(desired)
 	}
 	setNames, chainNames := changedNames(m, desired, changes)
 	var p commitPlan
 	if !p.addSets(m, desired, setNames) {
+		c.wholeWhy = "set " + p.whole + ": " + p.whyWhole
 		return c.Replace(desired)
 	}
 	// the chains that look up a resized set are flushed before it goes and refilled after
 	chainNames = p.addReferrers(m, chainNames)
 	if !p.addChains(m, desired, chainNames) {
+		c.wholeWhy = "chain " + p.whole + ": " + p.whyWhole
 		return c.Replace(desired)
 	}
 	if p.empty() {
@@ -569,6 +574,10 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	}
 	return nil
 }
+
+// WholeWhy says why the last Commit wrote the table whole (a property the kernel cannot change
+// in place, or a set's storage swapped behind its journal), "" when it did not.
+func (c *Conn) WholeWhy() string { return c.wholeWhy }
 
 // noteTimed records the timeout sets of the table just committed, for the Monitors.
 func (c *Conn) noteTimed(t *Table) {
@@ -596,6 +605,7 @@ func (p *commitPlan) addChains(m, desired *Table, chainNames []string) bool {
 		case cur == nil:
 			p.goneChains = append(p.goneChains, old)
 		case !old.sameProps(cur):
+			p.whole, p.whyWhole = n, "its properties changed"
 			return false
 		case slices.Contains(p.referrers, n) || !slices.EqualFunc(old.Rules, cur.Rules, Rule.Equal):
 			p.changedChains = append(p.changedChains, cur)
@@ -625,10 +635,12 @@ func (p *commitPlan) addSets(m, desired *Table, setNames []string) bool {
 			p.newSets = append(p.newSets, cur)
 			old = nil
 		case !old.sameProps(cur):
+			p.whole, p.whyWhole = n, "its properties changed"
 			return false
 		}
 		d, ok := diffElements(old, cur)
 		if !ok {
+			p.whole, p.whyWhole = n, "its elements' storage was swapped behind its journal"
 			return false
 		}
 		if len(d.adds)+len(d.dels) > 0 {
@@ -761,6 +773,8 @@ type commitPlan struct {
 	// (in newSets) with every element; referrers are the committed chains that look them up.
 	resized   []*Set
 	referrers []string
+	// whole names the object that makes the commit a Replace, and why
+	whole, whyWhole string
 }
 
 // queue queues the plan into b in the order the kernel needs (see the package documentation).
