@@ -207,7 +207,6 @@ func (l *loop) run(ctx context.Context, updates <-chan []model.Update) error {
 // allows, which takes every burst until then.
 func (l *loop) handleBatch(batch []model.Update, updates <-chan []model.Update) {
 	received := l.now()
-	wait := l.pace.arrive(received)
 	l.health.applyStarted()
 	n := l.feed(batch)
 drain:
@@ -221,6 +220,10 @@ drain:
 		default:
 			break drain
 		}
+	}
+	var wait time.Duration
+	if n > 0 { // a burst of only source versions is no change: it neither waits nor makes churn
+		wait = l.pace.arrive(received)
 	}
 	if l.waiting {
 		l.waitingN += n

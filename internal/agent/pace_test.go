@@ -10,7 +10,7 @@ import (
 // TestCommitPacing: on a fake clock, with the loop's steps called in turn, a lone change (at
 // least the quiet gap after the previous one) commits at once, even right after a commit;
 // changes that come closer together wait and are committed together by the pacer's one commit,
-// an interval after the last.
+// an interval after the last. A burst of source versions alone changes nothing and makes no churn.
 func TestCommitPacing(t *testing.T) {
 	d := &fakeProgrammer{applied: make(chan struct{}, 16), resynced: make(chan struct{}, 16)}
 	l := newLoop(Config{CommitInterval: 15 * time.Millisecond, CommitQuiet: 5 * time.Millisecond}, &fakeCalc{}, d)
@@ -32,8 +32,10 @@ func TestCommitPacing(t *testing.T) {
 	}
 	now = now.Add(time.Second)
 	send("a lone change after a quiet second", 2, false)
-	now = now.Add(6 * time.Millisecond)
-	send("a lone change 6 ms later (one after the other, as P2 makes them)", 3, false)
+	now = now.Add(2 * time.Millisecond)
+	l.handleBatch([]model.Update{model.SourceVersion{Resource: "pods", ResourceVersion: "7"}}, none) // no change
+	now = now.Add(4 * time.Millisecond)
+	send("a lone change 6 ms later (one after the other, as P2 makes them), a version between", 3, false)
 	now = now.Add(2 * time.Millisecond)
 	send("a change 2 ms later: churn", 3, true)
 	if got := l.pace.last.Add(l.pace.interval).Sub(now); got != 13*time.Millisecond {
