@@ -14,8 +14,8 @@ const (
 	defaultCommitQuiet = 5 * time.Millisecond
 )
 
-// pacer spaces the loop's commits of changes under sustained churn. A burst that arrives at
-// least quiet after the previous one is a lone change and commits at once; one that arrives
+// pacer spaces the loop's commits of changes under sustained churn; a burst here is one that
+// fed the graph. A burst that arrives at least quiet after the previous one is a lone change and commits at once; one that arrives
 // sooner is churn, and waits until interval after the last commit, whose commit then takes every
 // burst that arrived meanwhile.
 type pacer struct {
