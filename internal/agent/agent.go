@@ -50,6 +50,13 @@ type TableStats struct {
 type Config struct {
 	// ResyncInterval is the period of the read-back that repairs drift; 0: 90 s.
 	ResyncInterval time.Duration
+	// CommitInterval is the least time between two commits of changes that keep coming, once
+	// the full state is committed (pacer): they wait and are committed together at most once
+	// per interval. 0: 15 ms; < 0: every burst at once.
+	CommitInterval time.Duration
+	// CommitQuiet is the gap after the previous burst that makes a burst a lone change,
+	// committed at once whatever the interval. 0: 5 ms.
+	CommitQuiet time.Duration
 	// RetryBackoff is the first delay before retrying a failed apply; it doubles up to
 	// ResyncInterval. 0: 100 ms.
 	RetryBackoff time.Duration
@@ -102,7 +109,10 @@ type loop struct {
 	standby bool
 	built   bool
 
-	periodic     *time.Ticker  // the periodic resync
+	periodic     *time.Ticker // the periodic resync
+	pace         pacer        // spaces the commits of changes
+	paceTimer    *time.Timer  // armed while changes wait for their commit (waiting)
+	now          func() time.Time
 	retry        *time.Timer   // armed while failing
 	firstBackoff time.Duration // Config.RetryBackoff
 	maxBackoff   time.Duration // Config.ResyncInterval
@@ -110,6 +120,9 @@ type loop struct {
 
 	synced       syncCount         // sources that have reported in-sync
 	inSync       bool              // every source has: the graph has been told
+	waiting      bool              // the graph holds changes whose commit paceTimer brings
+	waitingN     int               // updates the graph took for them
+	waitingSince time.Time         // when the first of them arrived
 	failing      bool              // the last apply, resync or repair failed
 	committed    bool              // the full state has been committed once
 	transactions uint64            // as counted in nftpolicy_transactions_total
@@ -133,21 +146,30 @@ func newLoop(cfg Config, calc Calculator, prog Programmer) *loop {
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 100 * time.Millisecond
 	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = defaultCommitInterval
+	}
+	if cfg.CommitQuiet <= 0 {
+		cfg.CommitQuiet = defaultCommitQuiet
+	}
 	l := &loop{
 		log: cfg.Logger, metrics: cfg.Metrics, health: cfg.Health, calc: calc, prog: prog,
 		tableChanges: cfg.TableChanges, firstCommit: cfg.FirstCommit,
 		periodic: time.NewTicker(cfg.ResyncInterval), retry: time.NewTimer(time.Hour),
+		pace: pacer{interval: max(cfg.CommitInterval, 0), quiet: cfg.CommitQuiet}, paceTimer: time.NewTimer(time.Hour), now: time.Now,
 		firstBackoff: cfg.RetryBackoff, maxBackoff: cfg.ResyncInterval, backoff: cfg.RetryBackoff,
 		synced: syncCount{need: max(cfg.Sources, 1)}, versions: map[string]string{},
 		programming: cfg.Programming, standby: cfg.Programming != nil,
 	}
 	l.retry.Stop()
+	l.paceTimer.Stop()
 	return l
 }
 
 func (l *loop) stop() {
 	l.periodic.Stop()
 	l.retry.Stop()
+	l.paceTimer.Stop()
 }
 
 // run waits for the next thing to do and does it, until ctx is done or updates is closed.
@@ -166,6 +188,8 @@ func (l *loop) run(ctx context.Context, updates <-chan []model.Update) error {
 			if l.failing {
 				l.resync(TriggerRetry, "retry after failure")
 			}
+		case <-l.paceTimer.C:
+			l.commitWaiting()
 		case change := <-l.tableChanges:
 			l.answerTableChanges(change)
 		case batch, ok := <-updates:
@@ -178,9 +202,11 @@ func (l *loop) run(ctx context.Context, updates <-chan []model.Update) error {
 }
 
 // handleBatch feeds a batch, and whatever else is already queued behind it, to the graph, and
-// applies what the graph emits: one flush and one transaction per burst.
+// applies what the graph emits: one flush and one transaction per burst. Once the full state is
+// committed, a burst of sustained churn (pacer) waits in the graph for the commit the pacer
+// allows, which takes every burst until then.
 func (l *loop) handleBatch(batch []model.Update, updates <-chan []model.Update) {
-	received := time.Now()
+	received := l.now()
 	l.health.applyStarted()
 	n := l.feed(batch)
 drain:
@@ -195,6 +221,37 @@ drain:
 			break drain
 		}
 	}
+	var wait time.Duration
+	if n > 0 { // a burst of only source versions is no change: it neither waits nor makes churn
+		wait = l.pace.arrive(received)
+	}
+	if l.waiting {
+		l.waitingN += n
+		l.health.applyEnded()
+		return
+	}
+	if wait > 0 && l.committed && !l.standby && !l.failing {
+		l.waiting, l.waitingN, l.waitingSince = true, n, received
+		l.paceTimer.Reset(wait)
+		l.health.applyEnded()
+		return
+	}
+	l.commitBurst(n, received)
+}
+
+// commitWaiting commits the changes that waited for the pacer.
+func (l *loop) commitWaiting() {
+	if !l.waiting {
+		return
+	}
+	l.waiting = false
+	l.health.applyStarted()
+	l.commitBurst(l.waitingN, l.waitingSince)
+}
+
+// commitBurst flushes the graph and applies what it emits for n updates, the first of which
+// arrived at received.
+func (l *loop) commitBurst(n int, received time.Time) {
 	msgs := l.calc.Flush()
 	l.metrics.GraphUpdates.Add(float64(n))
 	l.metrics.DataplaneMessages.Add(float64(len(msgs)))
@@ -214,12 +271,13 @@ func (l *loop) apply(msgs []dataplane.Message, n int, received time.Time) {
 	start := time.Now()
 	err := l.prog.Apply(msgs)
 	took := time.Since(start)
+	l.pace.committed(l.now())
 	if err != nil {
 		l.fail("apply", err)
 		return
 	}
 	l.metrics.ApplyDuration.Observe(took.Seconds())
-	l.metrics.EventToCommit.Observe(time.Since(received).Seconds())
+	l.metrics.EventToCommit.Observe(l.now().Sub(received).Seconds())
 	l.log.Debug("applied", "updates", n, "messages", len(msgs), "duration", took)
 	if l.failing {
 		// A failed apply may have left the kernel behind the desired state.

@@ -193,9 +193,10 @@ func (b *Builder) Refused(err error) bool {
 // ResizeSets gives every set of the table its size for a write of the whole table (setSizes).
 func (b *Builder) ResizeSets() { b.sizes.resize(b.table) }
 
-// Outgrown reports whether a set holds more elements than the size it was made with: the
-// kernel would refuse them, so the table must be written whole (ResizeSets first).
-func (b *Builder) Outgrown() bool { return b.sizes.outgrown(b.table) }
+// RegrowSets gives each set that holds more elements than the size it was made with a size for
+// its elements now, and returns their names: a commit that names them writes each set anew
+// (ruleset.Conn.Commit), not the table.
+func (b *Builder) RegrowSets() []string { return b.sizes.regrow(b.table) }
 
 // fold applies one message to the state and records what it makes dirty.
 func (b *Builder) fold(m dataplane.Message) {

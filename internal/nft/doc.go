@@ -249,8 +249,8 @@
 //
 // Builder.Apply returns nil before in-sync (nothing is built before the graph's first flush is
 // complete), then the changes since the last changes it returned. ResizeSets sizes every set for
-// a write of the whole table; Outgrown reports a set over its size, which only a write of the
-// whole table fixes. Refused answers the kernel's refusal of the whole table naming an object
+// a write of the whole table; RegrowSets sizes anew the sets over their size and names them, for
+// a commit that writes those sets anew. Refused answers the kernel's refusal of the whole table naming an object
 // (ruleset.KernelError): the costliest policy of the groups that object belongs to is rejected
 // (as for the compile budget, reported through Config.Rejected) and the table brought up to
 // date, so that it can be written again with every other policy enforced. Counted names what

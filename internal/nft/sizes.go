@@ -7,8 +7,8 @@ import (
 )
 
 // setSizes holds the size of each set that has one (setSize), as the last write of the whole
-// table chose it: a set put under that name again keeps it (put), and a set that outgrows it
-// has the table written whole again.
+// table or the set's own regrowth chose it: a set put under that name again keeps it (put), and
+// a set that outgrows it is given a new one (regrow).
 type setSizes map[string]uint32
 
 // minSizedSet is the fewest elements a set is given a size for (ruleset.Set.Size).
@@ -41,14 +41,18 @@ func (z setSizes) resize(t *ruleset.Table) {
 	}
 }
 
-// outgrown reports whether a set of t holds more elements than its size: the kernel would
-// refuse them, and only a new set takes a new size, so the table is replaced (rarely: the set
-// has doubled since).
-func (z setSizes) outgrown(t *ruleset.Table) bool {
+// regrow gives each set of t that holds more elements than its size its setSize, and returns
+// their names: a commit deletes each and adds it anew with that size (ruleset.Conn.Commit), at a
+// cost of the set's elements and the rules that look it up, not the table's. It costs a look at
+// every sized set.
+func (z setSizes) regrow(t *ruleset.Table) []string {
+	var grown []string
 	for name, size := range z {
 		if s, ok := t.Sets[name]; ok && s.Len() > int(size) {
-			return true
+			s.Size = setSize(s.Len())
+			z[name] = s.Size
+			grown = append(grown, name)
 		}
 	}
-	return false
+	return grown
 }

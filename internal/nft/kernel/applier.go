@@ -101,26 +101,47 @@ func (a *Applier) Apply(msgs []dataplane.Message) error {
 		return nil
 	}
 	a.tally.Update(a.builder.Table(), changes)
-	if !a.committed || a.builder.Outgrown() {
+	if !a.committed {
 		return a.replace()
 	}
+	for _, name := range a.builder.RegrowSets() {
+		if changes.Sets == nil {
+			changes.Sets = map[string]struct{}{}
+		}
+		changes.Sets[name] = struct{}{} // written anew with its new size, in this transaction
+	}
 	table := a.builder.Table()
+	sourcesChanged := touches(table, changes, nft.SourcesV4) || touches(table, changes, nft.SourcesV6)
 	if err := a.conn.Commit(table, changes); err != nil {
 		a.committed = false // the next Resync replaces the whole table
 		return fmt.Errorf("committing table %s: %w", table.Name, err)
 	}
 	a.transactions++
 	a.counted.Store(a.builder.Counted())
-	return a.syncBridge(false)
+	if w, ok := a.conn.(interface{ WholeWhy() string }); ok && w.WholeWhy() != "" {
+		// O(table) in the kernel: worth a line when it happens under churn
+		a.log.Info("a commit wrote the table whole", "table", table.Name, "why", w.WholeWhy())
+	}
+	return a.syncBridge(false, sourcesChanged)
 }
 
-// syncBridge brings the bridge companion up to date with the committed table; on failure the
-// next Resync replaces both.
-func (a *Applier) syncBridge(force bool) error {
+// touches reports whether a commit of changes to table changes the set name: it names it, or the
+// set holds changes not committed yet.
+func touches(table *ruleset.Table, changes *ruleset.Changes, name string) bool {
+	if _, ok := changes.Sets[name]; ok {
+		return true
+	}
+	s := table.Sets[name]
+	return s != nil && s.Uncommitted()
+}
+
+// syncBridge brings the bridge companion up to date with the committed table (bridgeCompanion.sync);
+// on failure the next Resync replaces both.
+func (a *Applier) syncBridge(force, sourcesChanged bool) error {
 	if a.bridge == nil {
 		return nil
 	}
-	if err := a.bridge.sync(a.builder, force); err != nil {
+	if err := a.bridge.sync(a.builder, force, sourcesChanged); err != nil {
 		a.committed = false
 		return err
 	}
@@ -149,7 +170,7 @@ func (a *Applier) replace() error {
 	a.transactions++
 	a.committed = true
 	a.counted.Store(a.builder.Counted())
-	return a.syncBridge(true)
+	return a.syncBridge(true, true)
 }
 
 // maxRefusals bounds the policies one replace rejects for objects the kernel refused.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync/atomic"
 
@@ -54,9 +53,11 @@ const (
 // bridgeCompanion writes the bridge companion table of one network namespace.
 type bridgeCompanion struct {
 	name    string
-	netnsFD int         // < 0: the current namespace
-	written []byte      // digest of what the kernel holds; nil: no table written
-	live    atomic.Bool // a table is written: what the counter reads, on any goroutine, look at
+	netnsFD int    // < 0: the current namespace
+	written []byte // digest of what the kernel holds; nil: no table written
+	// prefixes are the checked prefixes the table was last written (or deleted) for
+	prefixes []string
+	live     atomic.Bool // a table is written: what the counter reads, on any goroutine, look at
 }
 
 // desired lists the table's content from the builder: the checked prefixes and the sources
@@ -94,9 +95,16 @@ func (c *bridgeCompanion) conn() (*gnft.Conn, error) {
 }
 
 // sync brings the kernel's companion table up to date with the builder's committed table; force
-// writes it even when its content did not change (after a replace of the inet table).
-func (c *bridgeCompanion) sync(b *nft.Builder, force bool) error {
+// writes it even when its content did not change (after a replace of the inet table). Without
+// force, sourcesChanged says whether the commit named a sources set: if not, and the checked
+// prefixes are the same, nothing is looked at — the per-commit cost is a comparison of the
+// prefixes, not the sort and digest of every sources element.
+func (c *bridgeCompanion) sync(b *nft.Builder, force, sourcesChanged bool) error {
+	if !force && !sourcesChanged && slices.Equal(b.CheckedPrefixes(), c.prefixes) {
+		return nil
+	}
 	prefixes, v4, v6, digest := bridgeContent(b)
+	c.prefixes = prefixes
 	if len(prefixes) == 0 {
 		if c.written == nil {
 			return nil
@@ -117,12 +125,11 @@ func (c *bridgeCompanion) sync(b *nft.Builder, force bool) error {
 	conn.AddTable(table)
 	sets := map[bool]*gnft.Set{}
 	for _, is6 := range []bool{false, true} {
-		addrType, name, els := gnft.TypeIPAddr, nft.SourcesV4, v4
+		name, els := nft.SourcesV4, v4
 		if is6 {
-			addrType, name, els = gnft.TypeIP6Addr, nft.SourcesV6, v6
+			name, els = nft.SourcesV6, v6
 		}
-		s := &gnft.Set{Table: table, Name: name, Concatenation: true,
-			KeyType: gnft.MustConcatSetType(gnft.TypeIFName, addrType),
+		s := &gnft.Set{Table: table, Name: name, Concatenation: true, KeyType: ruleset.IfnameAddrType(is6),
 			Comment: "bridge port . address of each local pod"}
 		sets[is6] = s
 		if err := conn.AddSet(s, nil); err != nil {
@@ -131,7 +138,7 @@ func (c *bridgeCompanion) sync(b *nft.Builder, force bool) error {
 		for chunk := range slices.Chunk(els, 200) {
 			vals := make([]gnft.SetElement, len(chunk))
 			for i, e := range chunk {
-				vals[i] = gnft.SetElement{Key: concatKey(e.Ifname, e.Addr), Comment: e.Comment}
+				vals[i] = gnft.SetElement{Key: ruleset.IfnameAddrKey(e.Ifname, e.Addr), Comment: e.Comment}
 			}
 			if err := conn.SetAddElements(s, vals); err != nil {
 				return fmt.Errorf("bridge table %s: elements of %s: %w", c.name, name, err)
@@ -145,9 +152,17 @@ func (c *bridgeCompanion) sync(b *nft.Builder, force bool) error {
 		Hooknum: gnft.ChainHookPostrouting, Priority: gnft.ChainPriorityRef(bridgePriorityIngr), Policy: &accept})
 	for _, p := range prefixes {
 		for _, is6 := range []bool{false, true} {
-			conn.AddRule(&gnft.Rule{Table: table, Chain: egr, Exprs: spoofCheck(p, is6, sets[is6]),
+			spoof, err := spoofCheck(p, is6, sets[is6])
+			if err != nil {
+				return fmt.Errorf("bridge table %s: %w", c.name, err)
+			}
+			ingress, err := ingressCheck(p, is6, sets[is6])
+			if err != nil {
+				return fmt.Errorf("bridge table %s: %w", c.name, err)
+			}
+			conn.AddRule(&gnft.Rule{Table: table, Chain: egr, Exprs: spoof,
 				UserData: userdata.AppendString(nil, userdata.TypeComment, bridgeReasonSpoofed)})
-			conn.AddRule(&gnft.Rule{Table: table, Chain: ingr, Exprs: ingressCheck(p, is6, sets[is6]),
+			conn.AddRule(&gnft.Rule{Table: table, Chain: ingr, Exprs: ingress,
 				UserData: userdata.AppendString(nil, userdata.TypeComment, bridgeReasonIngress)})
 		}
 	}
@@ -173,7 +188,7 @@ func (c *bridgeCompanion) delete() error {
 	if err := conn.Flush(); err != nil {
 		return fmt.Errorf("deleting bridge table %s: %w", c.name, err)
 	}
-	c.written = nil
+	c.written, c.prefixes = nil, nil
 	c.live.Store(false)
 	return nil
 }
@@ -205,25 +220,7 @@ func (c *bridgeCompanion) denied(into map[string]uint64) error {
 	return nil
 }
 
-// concatKey is an ifname . address key: the name NUL-padded to IFNAMSIZ, then the address.
-func concatKey(ifname string, a netip.Addr) []byte {
-	k := make([]byte, unix.IFNAMSIZ, unix.IFNAMSIZ+16)
-	copy(k, ifname)
-	return append(k, a.AsSlice()...)
-}
-
-const (
-	regVerdict = 1
-	regConcat  = 8 // NFT_REG32_00: a concatenation loads its fields into consecutive 32-bit registers
-)
-
-// portPrefix matches the port name prefix (`iifname "veth*"`): a comparison of its bytes only.
-func portPrefix(key expr.MetaKey, prefix string) []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: key, Register: regVerdict},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: regVerdict, Data: []byte(prefix)},
-	}
-}
+const regVerdict = 1
 
 // etherType matches the frame's protocol (`meta protocol ip` / `ip6`).
 func etherType(is6 bool) []expr.Any {
@@ -246,47 +243,45 @@ func notLinkLocal6(off uint32) []expr.Any {
 	}
 }
 
-// notInSources is `IF . ADDR != @set counter drop`, the address at offset off of the network header.
-func notInSources(key expr.MetaKey, off uint32, is6 bool, s *gnft.Set) []expr.Any {
-	alen := uint32(4)
-	if is6 {
-		alen = 16
+// notInSources is `IF . ADDR != @set counter drop`, the interface and address of key.
+func notInSources(key ruleset.Key, s *gnft.Set) ([]expr.Any, error) {
+	lookup, err := ruleset.LookupExprs(key, s.Name, true)
+	if err != nil {
+		return nil, err
 	}
-	return []expr.Any{
-		&expr.Meta{Key: key, Register: regConcat},
-		&expr.Payload{DestRegister: regConcat + unix.IFNAMSIZ/4, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: alen},
-		&expr.Lookup{SourceRegister: regConcat, SetName: s.Name, SetID: s.ID, Invert: true},
-		&expr.Counter{},
-		&expr.Verdict{Kind: expr.VerdictDrop},
-	}
+	return append(lookup, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}), nil
 }
 
 // spoofCheck drops a frame from a port of the prefix whose source is not its pod's.
-func spoofCheck(prefix string, is6 bool, s *gnft.Set) []expr.Any {
-	e := append(portPrefix(expr.MetaKeyIIFNAME, prefix), etherType(is6)...)
+func spoofCheck(prefix string, is6 bool, s *gnft.Set) ([]expr.Any, error) {
+	e := append(ruleset.IfnamePrefixMatch(expr.MetaKeyIIFNAME, prefix), etherType(is6)...)
 	if is6 {
 		e = append(e, notLinkLocal6(8)...)
 		e = append(e,
 			&expr.Payload{DestRegister: regVerdict, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 16},
 			&expr.Cmp{Op: expr.CmpOpNeq, Register: regVerdict, Data: make([]byte, 16)})
-		return append(e, notInSources(expr.MetaKeyIIFNAME, 8, true, s)...)
+		check, err := notInSources(ruleset.KeyIifnameIP6Saddr, s)
+		return append(e, check...), err
 	}
 	e = append(e,
 		&expr.Payload{DestRegister: regVerdict, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: regVerdict, Data: make([]byte, 4)})
-	return append(e, notInSources(expr.MetaKeyIIFNAME, 12, false, s)...)
+	check, err := notInSources(ruleset.KeyIifnameIPSaddr, s)
+	return append(e, check...), err
 }
 
 // ingressCheck drops a unicast frame to a port of the prefix not addressed to its pod.
-func ingressCheck(prefix string, is6 bool, s *gnft.Set) []expr.Any {
-	e := append(portPrefix(expr.MetaKeyOIFNAME, prefix),
+func ingressCheck(prefix string, is6 bool, s *gnft.Set) ([]expr.Any, error) {
+	e := append(ruleset.IfnamePrefixMatch(expr.MetaKeyOIFNAME, prefix),
 		&expr.Payload{DestRegister: regVerdict, Base: expr.PayloadBaseLLHeader, Offset: 0, Len: 1},
 		&expr.Bitwise{SourceRegister: regVerdict, DestRegister: regVerdict, Len: 1, Mask: []byte{0x01}, Xor: []byte{0}},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: regVerdict, Data: []byte{0}})
 	e = append(e, etherType(is6)...)
 	if is6 {
 		e = append(e, notLinkLocal6(24)...)
-		return append(e, notInSources(expr.MetaKeyOIFNAME, 24, true, s)...)
+		check, err := notInSources(ruleset.KeyOifnameIP6Daddr, s)
+		return append(e, check...), err
 	}
-	return append(e, notInSources(expr.MetaKeyOIFNAME, 16, false, s)...)
+	check, err := notInSources(ruleset.KeyOifnameIPDaddr, s)
+	return append(e, check...), err
 }

@@ -22,8 +22,10 @@
 // The first commit of an Applier replaces any table of the same name in one transaction (add,
 // delete, add, then everything), so a previous run's table stays in force until then; nothing is
 // written before in-sync (the Builder returns no changes before). Later applies send only the
-// objects the apply touched (the Builder's ruleset.Changes), unless a set has outgrown its size
-// (nft.Builder.Outgrown): that apply replaces the table, every set sized anew (ResizeSets). A
+// objects the apply touched (the Builder's ruleset.Changes), a set that has outgrown its size among
+// them (nft.Builder.RegrowSets): that set is deleted and added anew with a size for its elements
+// now, and the chains that look it up flushed and refilled, in the same transaction — O(its
+// elements + those chains' rules), the other sets untouched. A
 // failed commit leaves the kernel unchanged; the agent then calls Resync, which replaces the
 // whole table. When the kernel refuses that too and names the object it refused
 // (ruleset.KernelError), the Builder rejects the costliest policy of the groups that object

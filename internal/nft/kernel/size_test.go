@@ -15,7 +15,7 @@ import (
 
 // TestSetSizes: the first commit gives a set of at least 1,024 elements a size (twice its
 // elements, to a power of two) and smaller sets none; the set fills up to that size in place;
-// one element more has the table replaced with a set of a larger size, in one transaction, and
+// one element more has that set written anew with a larger size, in one transaction, and
 // the kernel holds every element each time (Resync finds no drift).
 func TestSetSizes(t *testing.T) {
 	ns, fd := bareNetns(t)
@@ -70,5 +70,5 @@ func TestSetSizes(t *testing.T) {
 	addClients(4096 - 1500)
 	step("4,096 clients: filled in place", "4096", 2)
 	addClients(1)
-	step("4,097 clients: the table replaced, the set sized anew", "16384", 3)
+	step("4,097 clients: the set written anew with a new size", "16384", 3)
 }

@@ -56,6 +56,8 @@ type Conn struct {
 	mirror  *Table
 	// name is the table last given to Commit or Replace, even if that failed: Delete removes it.
 	name string
+	// wholeWhy says why the last Commit wrote the table whole instead ("": it did not)
+	wholeWhy string
 	batchCounts
 	// port is sock's netlink port id, which the kernel's events of its batches carry (Monitor
 	// skips them); dial sets it, Monitors read it from their goroutines.
@@ -396,11 +398,9 @@ func (b *batch) delSet(s *Set) error {
 	if err := b.object("set", s.Name); err != nil {
 		return err
 	}
-	ns, err := b.nfSet(s)
-	if err != nil {
-		return err
-	}
-	b.nft.DelSet(ns)
+	// by name only: a resized set's committed object shares the elements it now outgrew
+	b.nft.DelSet(&nftables.Set{Table: b.table, Name: s.Name})
+	delete(b.sets, s.Name) // a set added anew under the name is another object
 	return nil
 }
 
@@ -538,14 +538,22 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	if desired == nil || desired.Name == "" {
 		return errors.New("commit: no table")
 	}
-	c.name = desired.Name
+	c.name, c.wholeWhy = desired.Name, ""
 	m := c.mirror
 	if m == nil || m.Name != desired.Name {
+		c.wholeWhy = "nothing committed yet"
 		return c.Replace(desired)
 	}
 	setNames, chainNames := changedNames(m, desired, changes)
 	var p commitPlan
-	if !p.addChains(m, desired, chainNames) || !p.addSets(m, desired, setNames) {
+	if !p.addSets(m, desired, setNames) {
+		c.wholeWhy = "set " + p.whole + ": " + p.whyWhole
+		return c.Replace(desired)
+	}
+	// the chains that look up a resized set are flushed before it goes and refilled after
+	chainNames = p.addReferrers(m, chainNames)
+	if !p.addChains(m, desired, chainNames) {
+		c.wholeWhy = "chain " + p.whole + ": " + p.whyWhole
 		return c.Replace(desired)
 	}
 	if p.empty() {
@@ -561,9 +569,15 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		return wrap(fmt.Errorf("netlink batch: %w", err))
 	}
 	m.advance(desired, chainNames, setNames)
-	c.noteTimed(desired)
+	if len(p.newSets)+len(p.goneSets) > 0 {
+		c.noteTimed(desired) // only an added or dropped set changes which sets are timed
+	}
 	return nil
 }
+
+// WholeWhy says why the last Commit wrote the table whole (a property the kernel cannot change
+// in place, or a set's storage swapped behind its journal), "" when it did not.
+func (c *Conn) WholeWhy() string { return c.wholeWhy }
 
 // noteTimed records the timeout sets of the table just committed, for the Monitors.
 func (c *Conn) noteTimed(t *Table) {
@@ -591,8 +605,9 @@ func (p *commitPlan) addChains(m, desired *Table, chainNames []string) bool {
 		case cur == nil:
 			p.goneChains = append(p.goneChains, old)
 		case !old.sameProps(cur):
+			p.whole, p.whyWhole = n, "its properties changed"
 			return false
-		case !slices.EqualFunc(old.Rules, cur.Rules, Rule.Equal):
+		case slices.Contains(p.referrers, n) || !slices.EqualFunc(old.Rules, cur.Rules, Rule.Equal):
 			p.changedChains = append(p.changedChains, cur)
 		}
 	}
@@ -613,11 +628,19 @@ func (p *commitPlan) addSets(m, desired *Table, setNames []string) bool {
 		case cur == nil:
 			p.goneSets = append(p.goneSets, old)
 			continue
+		case old.sameSizeless(cur) && !cur.Timeout:
+			// only its size changed, which the kernel keeps for a set's life: the set alone is
+			// deleted and added anew with every element
+			p.resized = append(p.resized, old)
+			p.newSets = append(p.newSets, cur)
+			old = nil
 		case !old.sameProps(cur):
+			p.whole, p.whyWhole = n, "its properties changed"
 			return false
 		}
 		d, ok := diffElements(old, cur)
 		if !ok {
+			p.whole, p.whyWhole = n, "its elements' storage was swapped behind its journal"
 			return false
 		}
 		if len(d.adds)+len(d.dels) > 0 {
@@ -625,6 +648,44 @@ func (p *commitPlan) addSets(m, desired *Table, setNames []string) bool {
 		}
 	}
 	return true
+}
+
+// addReferrers returns chainNames with the committed chains that look up a set of p.resized
+// added, sorted: such a chain holds a reference the set's deletion needs gone, so it is flushed
+// first and refilled (as a changed chain) after the set is back. It costs a walk of the
+// mirror's rules, only in a commit that resizes a set.
+func (p *commitPlan) addReferrers(m *Table, chainNames []string) []string {
+	if len(p.resized) == 0 {
+		return chainNames
+	}
+	resized := map[string]bool{}
+	for _, s := range p.resized {
+		resized[s.Name] = true
+	}
+	names := map[string]struct{}{}
+	for _, n := range chainNames {
+		names[n] = struct{}{}
+	}
+	for _, n := range slices.Sorted(maps.Keys(m.Chains)) {
+		if !chainLooksUp(m.Chains[n], resized) {
+			continue
+		}
+		p.referrers = append(p.referrers, n)
+		names[n] = struct{}{}
+	}
+	return slices.Sorted(maps.Keys(names))
+}
+
+// chainLooksUp reports whether a rule of ch looks up a set named in sets.
+func chainLooksUp(ch *Chain, sets map[string]bool) bool {
+	for _, r := range ch.Rules {
+		for _, l := range r.Lookups {
+			if sets[l.Set] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (p *commitPlan) empty() bool {
@@ -708,6 +769,12 @@ type commitPlan struct {
 	newChains, changedChains, goneChains []*Chain
 	newSets, goneSets                    []*Set
 	diffs                                []setDiff
+	// resized are the committed sets that only their size changed: deleted, then added anew
+	// (in newSets) with every element; referrers are the committed chains that look them up.
+	resized   []*Set
+	referrers []string
+	// whole names the object that makes the commit a Replace, and why
+	whole, whyWhole string
 }
 
 // queue queues the plan into b in the order the kernel needs (see the package documentation).
@@ -718,7 +785,18 @@ func (p commitPlan) queue(b *batch) error {
 			return err
 		}
 	}
-	// 2. new sets, empty (rules may look them up)
+	// 2. resized sets deleted, once the chains that look them up are flushed; then new sets,
+	// empty (rules may look them up), the resized ones among them
+	for _, n := range p.referrers {
+		if err := b.flushChain(n); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.resized {
+		if err := b.delSet(s); err != nil {
+			return err
+		}
+	}
 	for _, s := range p.newSets {
 		if err := b.addSet(s); err != nil {
 			return err

@@ -120,9 +120,12 @@ func TestCommitIncremental(t *testing.T) {
 			put(t.Sets["peers_a"], addrKey("10.0.1.8"), Verdict{Kind: Drop}, "")
 			put(t.Sets["peers_a"], addrKey("10.0.1.9"), Verdict{Kind: Drop}, "")
 		}, &Changes{Sets: names("peers_a")}, false},
-		{"a set's size changes (a Replace: the kernel keeps a set's size)", func(t *Table) {
+		{"a set's size changes (the set alone written anew: the kernel keeps a set's size)", func(t *Table) {
 			t.Sets["peers_a"].Size = 8
 			put(t.Sets["peers_a"], addrKey("10.0.1.10"), Verdict{Kind: Drop}, "")
+		}, &Changes{Sets: names("peers_a")}, false},
+		{"a set's comment changes (a Replace)", func(t *Table) {
+			t.Sets["peers_a"].Comment = "renamed"
 		}, &Changes{Sets: names("peers_a")}, true},
 		{"a chain comment changes (a Replace)", func(t *Table) {
 			t.Chains["pod_a"].Comment = "renamed"

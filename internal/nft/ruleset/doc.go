@@ -60,13 +60,18 @@
 //
 // Commit looks at the objects Changes names (nil: every object of both tables) and at every
 // committed set whose journal recorded a change. A set or chain present on both sides whose
-// properties differ (key, map, interval, size, comment; hook, priority, comment) cannot be changed
-// in place — the kernel silently ignores a new chain comment and a set cannot be retyped while
-// rules reference it — so Commit then does a Replace instead. Otherwise the batch is, in this
+// properties differ (key, map, interval, comment; hook, priority, comment) cannot be changed in
+// place — the kernel silently ignores a new chain comment and a set cannot be retyped while
+// rules reference it — so Commit then does a Replace instead. A set whose size alone differs
+// (one that outgrew it; not a timeout set) is written anew in the batch: the committed chains
+// that look it up are flushed, the set deleted and added with its new size and every element,
+// and those chains refilled — O(its elements + those chains' rules, plus a walk of the
+// committed rules to find them), the other sets untouched. Otherwise the batch is, in this
 // order:
 //
 //  1. new chains, empty (map elements and rules may jump to them);
-//  2. new sets, empty (rules may look them up);
+//  2. the chains that look up a resized set flushed and that set deleted; new sets, empty
+//     (rules may look them up), resized ones among them;
 //  3. per set, element deletes (removed elements and the old value of changed ones) and then
 //     element adds (new elements and the new value of changed ones): an element whose verdict or
 //     comment changed is a delete+add in the same batch, and deleting first lets an interval set

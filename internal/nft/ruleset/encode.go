@@ -124,7 +124,7 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 			k.Addr.Is4() != want4 || k.Addr.Is4In6() || rangeEnd(k) != k.Addr {
 			return dst, fmt.Errorf("set %s: bad interface . address element %s", s.Name, k)
 		}
-		el.Key = append(ifnameBytes(k.Ifname), k.Addr.AsSlice()...)
+		el.Key = IfnameAddrKey(k.Ifname, k.Addr)
 		return append(dst, el), nil
 	case shapeAddrProtoPort:
 		if s.Interval || !k.Addr.IsValid() || k.Addr.Is4() != want4 || k.Addr.Is4In6() || rangeEnd(k) != k.Addr ||
@@ -222,19 +222,17 @@ func ifnameExprs(r Rule) ([]expr.Any, error) {
 		if n == "" {
 			continue
 		}
-		var data []byte
-		if n[len(n)-1] == '*' {
-			data = []byte(n[:len(n)-1])
-			if len(data) == 0 {
-				return nil, fmt.Errorf("%s %q: empty prefix", m.what, n)
-			}
-		} else {
-			data = ifnameBytes(n)
-		}
 		if len(n) >= unix.IFNAMSIZ {
 			return nil, fmt.Errorf("%s %q: too long", m.what, n)
 		}
-		ex = append(ex, &expr.Meta{Key: m.key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
+		if n[len(n)-1] == '*' {
+			if len(n) == 1 {
+				return nil, fmt.Errorf("%s %q: empty prefix", m.what, n)
+			}
+			ex = append(ex, IfnamePrefixMatch(m.key, n[:len(n)-1])...)
+			continue
+		}
+		ex = append(ex, &expr.Meta{Key: m.key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameBytes(n)})
 	}
 	return ex, nil
 }

@@ -510,6 +510,12 @@ func (s *Set) sameProps(o *Set) bool {
 		s.Size == o.Size && s.Counter == o.Counter && s.Timeout == o.Timeout && Comment(s.Comment) == Comment(o.Comment)
 }
 
+// sameSizeless reports whether two sets differ in their size alone.
+func (s *Set) sameSizeless(o *Set) bool {
+	return s.Size != o.Size && s.sameProps(&Set{Name: o.Name, Key: o.Key, Map: o.Map, Interval: o.Interval,
+		Size: s.Size, Counter: o.Counter, Timeout: o.Timeout, Comment: o.Comment})
+}
+
 // sameProps reports whether two chains have the same name, comment and base.
 func (c *Chain) sameProps(o *Chain) bool {
 	if (c.Base == nil) != (o.Base == nil) || (c.Base != nil && *c.Base != *o.Base) {

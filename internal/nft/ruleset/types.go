@@ -222,8 +222,8 @@ type Set struct {
 	// number its hash table is laid out for from the start, so that a set made with many
 	// elements in one transaction is not re-hashed as it grows. Sets without interval only; a
 	// set holding more elements than its size is an error, and so is a size on an interval set.
-	// The kernel keeps a set's size for its life: a Commit that changes it replaces the table
-	// (sameProps).
+	// The kernel keeps a set's size for its life: a Commit that changes it deletes the set and
+	// adds it anew with every element, the chains that look it up flushed and refilled.
 	Size uint32
 	// Counter gives every element a counter of the packets that matched it (`counter` in the
 	// set's declaration): a lookup that finds the element counts the packet there, at the cost
@@ -357,6 +357,10 @@ type prior struct {
 func plainAddr(e Element) bool {
 	return e.Value == Value{} && e.Addr.IsValid() && e.Addr.Zone() == "" && e.ElementKey == AddrKey(e.Addr)
 }
+
+// Uncommitted reports whether the set holds changes a Commit has not taken yet: it was never
+// committed, or Put or Delete changed it since (its journal recorded a key). O(1).
+func (s *Set) Uncommitted() bool { return s.journal == nil || len(s.journal.prior) > 0 }
 
 // Len returns the number of elements.
 func (s *Set) Len() int { return len(s.Elements) + s.addrs.len() }

@@ -1,0 +1,91 @@
+package ruleset
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+)
+
+// TestResizedSetWrittenAlone: a set whose size alone changed (one that outgrew it) is written
+// anew in one incremental batch — the chains that look it up flushed and refilled, the set
+// deleted and added with every element — without a Replace and without touching the table's
+// other sets; the kernel then holds the desired table. The batch's objects are read as the
+// kernel reports them to another connection's Monitor.
+func TestResizedSetWrittenAlone(t *testing.T) {
+	c, ns := openConn(t)
+	const name = "resize"
+	tb := NewTable(name)
+	tb.Chains["uses_big"] = &Chain{Name: "uses_big", Rules: []Rule{{Lookups: []Lookup{{Key: KeyIPSaddr, Set: "big"}}, Verdict: Verdict{Kind: Accept}}}}
+	tb.Chains["uses_other"] = &Chain{Name: "uses_other", Rules: []Rule{{Lookups: []Lookup{{Key: KeyIPSaddr, Set: "other"}}, Verdict: Verdict{Kind: Accept}}}}
+	big, other := NewAddrSet("big", KeyIPSaddr, "", 0), NewAddrSet("other", KeyIPSaddr, "", 0)
+	big.Size = 4
+	addr := func(i int) ElementKey {
+		a := netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})
+		return ElementKey{Addr: a, AddrEnd: a}
+	}
+	for i := range 4 {
+		big.Put(Element{ElementKey: addr(i)})
+		other.Put(Element{ElementKey: addr(1000 + i)})
+	}
+	tb.Sets["big"], tb.Sets["other"] = big, other
+	if err := c.Replace(tb); err != nil {
+		t.Fatal(err)
+	}
+
+	f, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	watcher, err := Open(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	_, out := startMonitor(t, watcher, name)
+
+	for i := 4; i < 6; i++ {
+		big.Put(Element{ElementKey: addr(i)})
+	}
+	big.Size = 8
+	replaces, batches := c.replaces, c.batches
+	if err := c.Commit(tb, &Changes{Sets: map[string]struct{}{"big": {}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.replaces != replaces || c.batches != batches+1 {
+		t.Errorf("%d replaces, %d batches; want none, one", c.replaces-replaces, c.batches-batches)
+	}
+	assertKernel(t, ns, tb)
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("Verify = %v, %v; want no drift", drift, err)
+	}
+	got := nextChange(t, out, "the resize")
+	want := []ObjectChange{
+		{Op: "delete", Kind: "rule", Name: "uses_big", Count: 1},
+		{Op: "delete", Kind: "set", Name: "big", Count: 1},
+		{Op: "add", Kind: "set", Name: "big", Count: 1},
+		{Op: "add", Kind: "element", Name: "big", Count: 6},
+		{Op: "add", Kind: "rule", Name: "uses_big", Count: 1},
+	}
+	if !slices.Equal(got.Objects, want) {
+		t.Errorf("the batch changed %v, want %v", got.Objects, want)
+	}
+	if got := nftIn(t, ns, "", "list", "set", "inet", name, "big"); !regexp.MustCompile(`(?m)^\s*size 8$`).MatchString(got) {
+		t.Errorf("the kernel lists the set as\n%s\nwant size 8", got)
+	}
+	// a further element goes in place
+	big.Put(Element{ElementKey: addr(7)})
+	if err := c.Commit(tb, &Changes{}); err != nil {
+		t.Fatal(err)
+	}
+	assertKernel(t, ns, tb)
+	if c.replaces != replaces {
+		t.Errorf("a change after the resize replaced the table")
+	}
+	if got := nextChange(t, out, "the element after"); fmt.Sprint(got.Objects) != fmt.Sprint([]ObjectChange{{Op: "add", Kind: "element", Name: "big", Count: 1}}) {
+		t.Errorf("the batch after changed %v, want one element of big", got.Objects)
+	}
+}
