@@ -81,7 +81,7 @@ func TestDomainNameRules(t *testing.T) {
 }
 
 // TestDomainNamesPruned: Builder.DomainNames lists a pattern while a rule uses it, and none once
-// the policy naming it is gone.
+// the policy naming it is gone; the builder then remembers no pattern of any set.
 func TestDomainNamesPruned(t *testing.T) {
 	dns := model.Policy{Key: model.PolicyKey{Kind: "ClusterNetworkPolicy", Name: "dns"}, Tier: model.TierAdmin, Order: 1,
 		Selector: "all()", NamespaceSelector: "all()", ApplyEgress: true,
@@ -102,6 +102,9 @@ func TestDomainNamesPruned(t *testing.T) {
 	b.Apply(g.Flush())
 	if got := b.DomainNames(); len(got) != 0 {
 		t.Errorf("DomainNames %v once no policy names a domain", got)
+	}
+	if n := b.DomainSetsKnown(); n != 0 {
+		t.Errorf("the builder remembers the pattern of %d domain sets once no policy names a domain", n)
 	}
 	if strings.Contains(b.Render(), "fqdn") {
 		t.Errorf("the table keeps a domain set:\n%s", b.Render())

@@ -18,3 +18,6 @@ func SameCounted(x, y *Counted) bool {
 	}
 	return reflect.DeepEqual(norm(x), norm(y))
 }
+
+// DomainSetsKnown is how many domain sets the builder remembers a pattern of (Builder.domains).
+func (b *Builder) DomainSetsKnown() int { return len(b.domains) }
