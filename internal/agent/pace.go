@@ -15,9 +15,9 @@ const (
 )
 
 // pacer spaces the loop's commits of changes under sustained churn; a burst here is one that
-// fed the graph. A burst that arrives at least quiet after the previous one is a lone change and commits at once; one that arrives
-// sooner is churn, and waits until interval after the last commit, whose commit then takes every
-// burst that arrived meanwhile.
+// fed the graph. A burst that arrives at least quiet after the previous one is a lone change
+// and commits at once; one that arrives sooner is churn, and waits until interval after the
+// last commit, whose commit then takes every burst that arrived meanwhile.
 type pacer struct {
 	interval, quiet time.Duration
 	last            time.Time // when the last commit of changes ended; zero: none yet
