@@ -598,7 +598,7 @@ func checkDecision(t *testing.T, where string, s *State, dir model.Direction, ti
 		if rl == nil {
 			return
 		}
-		if got := rl.lookup(s, pa, proto, port); got != want {
+		if got := rl.lookup(s, dir, local, pa, proto, port); got != want {
 			t.Fatalf("%s %s peer %s %s %d→%d: listed %v, model %v", where, dir, pa, proto, sport, port, got, want)
 		}
 	})
