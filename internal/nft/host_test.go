@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 )
@@ -40,4 +41,39 @@ func TestParseFailsafes(t *testing.T) {
 			t.Errorf("%q: String %v", f, got)
 		}
 	}
+}
+
+// A host endpoint that polices several interfaces (one without interfaceName whose expected
+// IPs several hold) has its dispatch elements on each of them, of one group, and takes each
+// from the * endpoint's; a message with fewer interfaces withdraws the others.
+func TestHostEndpointInterfaces(t *testing.T) {
+	node := netip.MustParseAddr("10.0.0.1")
+	pol := model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "fwd"}
+	tiers := []dataplane.TierPolicies{{Tier: "default", DefaultAction: model.ActionDeny, Policies: []model.PolicyKey{pol}}}
+	hep := func(ifnames ...string) dataplane.EndpointUpdated {
+		m := dataplane.EndpointUpdated{Key: model.EndpointKey{Name: "by-ip"}, Host: true, Addrs: []netip.Addr{node},
+			Interface: ifnames[0], Ingress: tiers, Forward: dataplane.Lists{Ingress: tiers}}
+		if len(ifnames) > 1 {
+			m.Interfaces = ifnames
+		}
+		return m
+	}
+	b := nft.NewBuilder(nft.Config{})
+	b.Apply([]dataplane.Message{dataplane.PolicyUpdated{Key: pol, Tier: "default",
+		Ingress: []dataplane.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP}}}, hep("eth0", "eth1"), dataplane.InSync{}})
+	check := func(what string, want ...string) {
+		t.Helper()
+		for _, set := range []string{"host_in_if_v4", "host_fwd_in_v4", "host_named_if"} {
+			var got []string
+			for _, el := range b.Table().Sets[set].SortedElements() {
+				got = append(got, el.Ifname)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: %s holds the interfaces %v, want %v", what, set, got, want)
+			}
+		}
+	}
+	check("two interfaces", "eth0", "eth1")
+	b.Apply([]dataplane.Message{hep("eth1")})
+	check("one left", "eth1")
 }

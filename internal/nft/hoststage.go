@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
@@ -199,19 +200,19 @@ func (b *Builder) activateStage(st dataplane.Stage) {
 	b.opts.log.Info("host endpoints: policing a further stage", "stage", st.String())
 }
 
-// nameInterface records the named interface of a host endpoint's message m (nil: removed).
+// nameInterface records the named interfaces of a host endpoint's message m (nil: removed).
 func (l *layout) nameInterface(k model.EndpointKey, m *dataplane.EndpointUpdated) {
-	ifname := ""
+	var ifnames []string
 	if m != nil && m.Host && m.Interface != model.HostInterfaceAll {
-		ifname = m.Interface
+		ifnames = m.HostInterfaces()
 	}
-	if l.namedIfs[k] == ifname {
+	if slices.Equal(l.namedIfs[k], ifnames) {
 		return
 	}
-	if ifname == "" {
+	if len(ifnames) == 0 {
 		delete(l.namedIfs, k)
 	} else {
-		l.namedIfs[k] = ifname
+		l.namedIfs[k] = ifnames
 	}
 	l.namedIfsChanged = true
 }
@@ -225,10 +226,12 @@ func (b *Builder) putNamedIfs() {
 	}
 	b.layout.namedIfsChanged = false
 	want := map[ruleset.ElementKey]string{}
-	for k, ifname := range b.layout.namedIfs {
-		ek := ruleset.ElementKey{Ifname: ifname}
-		if c, ok := want[ek]; !ok || hostComment(k, ifname) < c {
-			want[ek] = hostComment(k, ifname)
+	for k, ifnames := range b.layout.namedIfs {
+		for _, ifname := range ifnames {
+			ek := ruleset.ElementKey{Ifname: ifname}
+			if c, ok := want[ek]; !ok || hostComment(k, ifname) < c {
+				want[ek] = hostComment(k, ifname)
+			}
 		}
 	}
 	for _, el := range s.SortedElements() {
