@@ -23,10 +23,12 @@ import (
 // node's own traffic does. Every other packet — and every forwarded one — is dispatched by
 // the endpoint's interface alone (the per-family maps host_<stage>_in_v4 … keyed by iifname,
 // or oifname for egress; the "*" endpoint's group is the goto of a rule after them, for the
-// interfaces no named endpoint claims): its group compiles against the unspecified address of
-// its family as the local side (the packet's other address is neither the node's nor known),
-// so a rule's local-side selectors, named ports and nets other than a /0 match nothing there.
-// Lookups are hash lookups: the cost does not grow with the endpoints.
+// interfaces no named endpoint claims): its group's local side is the packet's (its
+// destination for ingress, its source for egress), which a rule's local-side selectors, named
+// ports and nets are matched against by lookups in the shared sets (ordered.go); a group whose
+// rules do not read the local side compiles against the unspecified address of its family. An
+// endpoint that polices several interfaces has its elements on each. Lookups are hash
+// lookups: the cost does not grow with the endpoints.
 //
 // An allow before conntrack or DNAT sets markAccepted; the later stages of the packet accept
 // what carries it before their host endpoint dispatch (an untracked allow skips pre-DNAT and
