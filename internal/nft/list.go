@@ -131,7 +131,8 @@ func hasSrcPorts(r *dataplane.Rule) bool {
 }
 
 func (lr *listRule) matchesAll() bool {
-	return len(lr.sets) == 0 && len(lr.notSets) == 0 && !lr.hasNets && lr.domain == "" && lr.proto == model.ProtocolAny && lr.ports == nil && lr.namedPorts == ""
+	return len(lr.sets) == 0 && len(lr.notSets) == 0 && !lr.hasNets && lr.domain == "" && lr.proto == model.ProtocolAny && lr.ports == nil && lr.namedPorts == "" &&
+		len(lr.localSets) == 0 && len(lr.localNotSets) == 0 && !lr.localHasNets
 }
 
 // listRules turns one allow rule into list rules: one per alternative of its destination port
