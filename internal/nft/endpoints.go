@@ -157,12 +157,12 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 	}
 	for _, dir := range []model.Direction{model.Ingress, model.Egress} {
 		tiers := e.msg.Tiers(dataplane.StageLocal, dir)
-		if len(tiers) == 0 {
-			continue // no policy applies: allowed, no dispatch element
-		}
 		ifnames := []string{""}
 		if e.msg.Host {
 			ifnames = e.msg.HostInterfaces() // an element per interface, of one group per address
+		}
+		if len(tiers) == 0 {
+			ifnames = nil // no policy applies: allowed, no dispatch element
 		}
 		for _, ifname := range ifnames {
 			for _, a := range e.msg.Addrs {
@@ -182,7 +182,7 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 			if st != dataplane.StageForward {
 				addrs = append(addrs, e.msg.Addrs...) // the node's own traffic before DNAT or conntrack
 			}
-			for _, ifname := range ifnames {
+			for _, ifname := range e.msg.HostInterfaces() {
 				for _, a := range addrs {
 					key, facts := b.state.groupKey(dir, tiers, a)
 					want[dispatchKey{dir: dir, addr: a, ifname: ifname, stage: st}] = groupID{key, facts}

@@ -3,6 +3,7 @@ package nft_test
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
@@ -76,4 +77,25 @@ func TestHostEndpointInterfaces(t *testing.T) {
 	check("two interfaces", "eth0", "eth1")
 	b.Apply([]dataplane.Message{hep("eth1")})
 	check("one left", "eth1")
+}
+
+// A stage's policy is enforced on a host endpoint whose own traffic no policy judges (one
+// with the default-allow profile, an automatic one): its stage dispatch does not wait for
+// the node's own tier lists.
+func TestHostEndpointStageWithoutOwnPolicy(t *testing.T) {
+	pol := model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "pre"}
+	tiers := []dataplane.TierPolicies{{Tier: "default", DefaultAction: model.ActionPass, Policies: []model.PolicyKey{pol}},
+		{Tier: model.TierHostUndecided, DefaultAction: model.ActionAllow}}
+	b := nft.NewBuilder(nft.Config{})
+	b.Apply([]dataplane.Message{dataplane.PolicyUpdated{Key: pol, Tier: "default",
+		Ingress: []dataplane.Rule{{Action: model.ActionDeny, Protocol: model.ProtocolTCP}}},
+		dataplane.EndpointUpdated{Key: model.EndpointKey{Name: "auto"}, Host: true, Interface: model.HostInterfaceAll,
+			Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, PreDNAT: dataplane.Lists{Ingress: tiers}},
+		dataplane.InSync{}})
+	if s := b.Table().Sets["host_prednat_in_addr_v4"]; s == nil || len(s.SortedElements()) != 1 {
+		t.Errorf("the node address has no pre-DNAT dispatch element: %v", s)
+	}
+	if c := b.Table().Chains["prednat"]; c == nil || !strings.Contains(b.Render(), "goto in_") {
+		t.Errorf("no pre-DNAT dispatch to the * endpoint's group:\n%s", b.Render())
+	}
 }
