@@ -9,6 +9,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
 // ParseFailsafes reads Felix's forms, the cidr ones included, and refuses what Felix refuses.
@@ -97,5 +98,64 @@ func TestHostEndpointStageWithoutOwnPolicy(t *testing.T) {
 	}
 	if c := b.Table().Chains["prednat"]; c == nil || !strings.Contains(b.Render(), "goto in_") {
 		t.Errorf("no pre-DNAT dispatch to the * endpoint's group:\n%s", b.Render())
+	}
+}
+
+// DecideStage agrees with a walk of the table for packets forwarded through a host endpoint
+// (their own address the rules' local side: a destination selector, a named port, destination
+// nets) and for packets to the node before DNAT.
+func TestDecideStageMatchesWalk(t *testing.T) {
+	addr := netip.MustParseAddr
+	node, web, db, ext := addr("10.0.0.1"), addr("10.1.0.2"), addr("10.1.0.3"), addr("192.0.2.1")
+	fwd := model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "fwd"}
+	pre := model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "pre"}
+	tcp := model.ProtocolTCP
+	msgs := []dataplane.Message{
+		dataplane.SetReplaced{ID: "web", Kind: dataplane.SetAddrs, Members: []dataplane.Member{{Addr: web}}},
+		dataplane.SetReplaced{ID: "http", Kind: dataplane.SetNamedPorts, Members: []dataplane.Member{{Addr: db, Protocol: tcp, Port: 8080}}},
+		dataplane.PolicyUpdated{Key: fwd, Tier: "default", Ingress: []dataplane.Rule{
+			{Action: model.ActionAllow, Protocol: tcp, Dst: dataplane.Match{Sets: []dataplane.SetID{"web"}, Ports: []model.Port{{First: 80, Last: 80}}}},
+			{Action: model.ActionAllow, Dst: dataplane.Match{NamedPortSets: []dataplane.SetID{"http"}}}}},
+		dataplane.PolicyUpdated{Key: pre, Tier: "default", Ingress: []dataplane.Rule{
+			{Action: model.ActionDeny, Protocol: tcp, Dst: dataplane.Match{Nets: []netip.Prefix{netip.PrefixFrom(db, 32)}, Ports: []model.Port{{First: 81, Last: 81}}}},
+			{Action: model.ActionAllow, Protocol: tcp, Dst: dataplane.Match{Ports: []model.Port{{First: 9090, Last: 9090}}}}}},
+		dataplane.EndpointUpdated{Key: model.EndpointKey{Name: "eth0"}, Host: true, Interface: "eth0", Addrs: []netip.Addr{node},
+			Ingress: []dataplane.TierPolicies{{Tier: model.TierHostDefault, DefaultAction: model.ActionDeny}},
+			Forward: dataplane.Lists{Ingress: []dataplane.TierPolicies{{Tier: "default", DefaultAction: model.ActionDeny, Policies: []model.PolicyKey{fwd}}}},
+			PreDNAT: dataplane.Lists{Ingress: []dataplane.TierPolicies{{Tier: "default", DefaultAction: model.ActionPass, Policies: []model.PolicyKey{pre}},
+				{Tier: model.TierHostUndecided, DefaultAction: model.ActionAllow}}}},
+		dataplane.InSync{},
+	}
+	b := nft.NewBuilder(nft.Config{})
+	b.Apply(msgs)
+	key := model.EndpointKey{Name: "eth0"}
+	for _, c := range []struct {
+		st    dataplane.Stage
+		chain string
+	}{{dataplane.StageForward, "fwd_in"}, {dataplane.StagePreDNAT, "prednat"}} {
+		for _, to := range []netip.Addr{node, web, db} {
+			for _, port := range []uint16{80, 81, 8080, 9090} {
+				d, ok := b.DecideStage(c.st, model.Ingress, key, to, ext, tcp, 40000, port)
+				if !ok {
+					t.Fatalf("%s: no decision", c.chain)
+				}
+				_, v, err := b.Table().Walk(c.chain, ruleset.Packet{Iifname: "eth0", Src: ext, Dst: to, Proto: uint8(tcp), Sport: 40000, Dport: port})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := v.Kind == ruleset.Accept; got != (d.Outcome.Verdict == nft.Allow) {
+					t.Errorf("%s → %s:%d: the walk %v, DecideStage %v", c.chain, to, port, v.Kind, d.Outcome)
+				}
+			}
+		}
+	}
+	if d, _ := b.DecideStage(dataplane.StageForward, model.Ingress, key, web, ext, tcp, 40000, 80); d.Outcome.Verdict != nft.Allow {
+		t.Errorf("forwarded to web:80: %v, want the destination selector's allow", d.Outcome)
+	}
+	if d, _ := b.DecideStage(dataplane.StageForward, model.Ingress, key, db, ext, tcp, 40000, 8080); d.Outcome.Verdict != nft.Allow {
+		t.Errorf("forwarded to db:8080: %v, want the named port's allow", d.Outcome)
+	}
+	if d, _ := b.DecideStage(dataplane.StagePreDNAT, model.Ingress, key, db, ext, tcp, 40000, 81); d.Outcome.Verdict != nft.Deny {
+		t.Errorf("to db:81 before DNAT: %v, want the destination nets' deny", d.Outcome)
 	}
 }

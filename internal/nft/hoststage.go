@@ -368,6 +368,27 @@ func (b *Builder) deleteStageDispatch(dk dispatchKey) {
 	b.table.Sets[stageMap(dk.stage, dk.dir, dk.addr.Is4())].Delete(ruleset.ElementKey{Ifname: dk.ifname})
 }
 
+// DecideStage is DecideHost for stage st of host endpoint key (dataplane.StageForward,
+// StagePreDNAT, StageUntracked): the decision of the group its element of that stage
+// dispatches a packet of direction dir to — by the node address local before DNAT or
+// conntrack when local is one of the endpoint's, else by interface, local then being the
+// packet's own address (its destination for ingress, its source for egress), which the
+// group's local-side matches look up (ordered.go). It reports false when key is no local host
+// endpoint or has no policy of the stage in that direction.
+func (b *Builder) DecideStage(st dataplane.Stage, dir model.Direction, key model.EndpointKey, local, peer netip.Addr,
+	proto model.Protocol, sport, port uint16) (Decided, bool) {
+	local, peer = local.Unmap(), peer.Unmap()
+	e := b.layout.endpoints[key]
+	if e == nil || !e.msg.Host || st == dataplane.StageLocal || len(e.msg.Tiers(st, dir)) == 0 || e.msg.Interface == "" {
+		return Decided{}, false
+	}
+	dk := dispatchKey{dir: dir, addr: stageAll(local.Is4()), ifname: e.msg.Interface, stage: st}
+	if st != dataplane.StageForward && slices.Contains(e.msg.Addrs, local) {
+		dk.addr = local
+	}
+	return b.decide(key, e, dk, local, peer, proto, sport, port), true
+}
+
 // icmpv6 accepts ICMPv6 (neighbour discovery), which no host endpoint stage polices.
 func icmpv6() ruleset.Rule {
 	return ruleset.Rule{L4Proto: uint8(model.ProtocolICMPv6), Verdict: ruleset.Verdict{Kind: ruleset.Accept},
