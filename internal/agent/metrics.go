@@ -74,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nftpolicy_lock_wait_seconds", Help: "How long this agent waited for its table's lock before it took it (0: it was free)."}),
 		HostEndpointProblems: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nftpolicy_host_endpoint_problems_total", Help: "Problems of this node's host endpoints, each counted when it appears: " +
-				"an expected IP that is not the node's, an interface that does not exist yet, no interface (or several) holding the expected IPs of one without interfaceName."}),
+				"an expected IP that is not the node's, an interface that does not exist yet, no interface holding the expected IPs of one without interfaceName."}),
 	}
 	m.SourceVersion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nftpolicy_source_resource_version",

@@ -402,8 +402,8 @@ func (c *denyCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // hostProblemReporter logs and counts a host endpoint's problem (graph.Config.ReportHost): an
-// expected IP that is not the node's, an interface that does not exist yet, none or several
-// interfaces holding the expected IPs of an endpoint without interfaceName.
+// expected IP that is not the node's, an interface that does not exist yet, no interface
+// holding the expected IPs of an endpoint without interfaceName.
 func hostProblemReporter(log *slog.Logger, metrics *Metrics) func(graph.Problem) {
 	return func(p graph.Problem) {
 		log.Warn("host endpoint: "+p.Message, "object", p.Object)

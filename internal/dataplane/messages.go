@@ -132,8 +132,12 @@ type EndpointUpdated struct {
 	// package doc), but within one flush an address may move from one endpoint to another.
 	Addrs []netip.Addr
 	// Interface is the host-side interface that leads to the endpoint, "" while unknown. For a
-	// host endpoint it is the node's interface it polices (model.HostInterfaceAll: every one).
+	// host endpoint it is the node's interface it polices (model.HostInterfaceAll: every one),
+	// the first of Interfaces when it polices several.
 	Interface string
+	// Interfaces are, for a host endpoint without interfaceName that polices more than one
+	// interface (each holding one of its expected IPs), all of them, sorted; nil otherwise.
+	Interfaces []string
 	// Host says that the endpoint is the node itself (a host endpoint): its traffic is judged
 	// on the input and output hooks, dispatched by Interface and by Addrs, the node's
 	// addresses; a pod's on the forward hook by Addrs alone.
@@ -147,6 +151,18 @@ type EndpointUpdated struct {
 	// Untracked lists end with model.TierHostUndecided: what no policy decides goes on to the
 	// next stage.
 	Forward, PreDNAT, Untracked Lists
+}
+
+// HostInterfaces are the interfaces a host endpoint polices: Interfaces, else Interface (none
+// while it is "").
+func (m *EndpointUpdated) HostInterfaces() []string {
+	switch {
+	case len(m.Interfaces) > 0:
+		return m.Interfaces
+	case m.Interface != "":
+		return []string{m.Interface}
+	}
+	return nil
 }
 
 // Lists are one stage's tier lists, per direction.
@@ -224,7 +240,8 @@ func (p *PolicyUpdated) Equal(q *PolicyUpdated) bool {
 // Equal reports whether e and f are the same message (nil and empty slices differ, as for
 // reflect.DeepEqual).
 func (e *EndpointUpdated) Equal(f *EndpointUpdated) bool {
-	return e.Key == f.Key && e.Interface == f.Interface && e.Host == f.Host && slicesEqual(e.Addrs, f.Addrs, eq) &&
+	return e.Key == f.Key && e.Interface == f.Interface && slicesEqual(e.Interfaces, f.Interfaces, eq) && e.Host == f.Host &&
+		slicesEqual(e.Addrs, f.Addrs, eq) &&
 		slicesEqual(e.Ingress, f.Ingress, (*TierPolicies).Equal) && slicesEqual(e.Egress, f.Egress, (*TierPolicies).Equal) &&
 		e.Forward.Equal(&f.Forward) && e.PreDNAT.Equal(&f.PreDNAT) && e.Untracked.Equal(&f.Untracked)
 }

@@ -116,13 +116,14 @@
 //     A host endpoint (model.Endpoint.Host; namespace "", matched only by specs with hosts,
 //     spec.go) claims no address: its message lists the node's addresses and its expected IPs,
 //     its interface, and, without a default-allow profile, ends both tier lists with the
-//     policy-less model.TierHostDefault, which denies. One without interfaceName takes the
-//     interface holding its expected IPs (host.go: HostAddrSet names the interface of each
-//     node address) that no named endpoint takes, the smaller name first; while there is none
-//     its message has no address, so nothing dispatches to it. Its problems (an expected IP
-//     that is not the node's, an interface that does not exist yet, none or several holding
-//     its expected IPs) are listed by Problems and given to Config.ReportHost once each, when
-//     they appear.
+//     policy-less model.TierHostDefault, which denies. One without interfaceName takes each
+//     interface holding one of its expected IPs (host.go: HostAddrSet names the interface of
+//     each node address) that no named endpoint takes and no endpoint of a smaller name
+//     expecting one of its addresses (dataplane.EndpointUpdated.Interfaces), as Felix resolves
+//     it; while there is none its message has no address, so nothing dispatches to it. Its
+//     problems (an expected IP that is not the node's, an interface that does not exist yet,
+//     none holding its expected IPs) are listed by Problems and given to Config.ReportHost
+//     once each, when they appear.
 //     Its lists of the other stages
 //     (dataplane.Stage) hold the policies of that stage: applyOnForward ones (neither preDNAT
 //     nor doNotTrack) for forwarded traffic, preDNAT ones (ingress) and doNotTrack ones, the

@@ -81,7 +81,7 @@ func (g msgGen) endpoint() dataplane.EndpointUpdated {
 	}
 	addr := func() netip.Addr { return netip.MustParseAddr(g.str("10.0.0.1", "fd00::1")) }
 	return dataplane.EndpointUpdated{Key: model.EndpointKey{Namespace: g.str("x", "y"), Name: "e"}, Addrs: genSlice(g, addr),
-		Interface: g.str("", "cali1"), Ingress: genSlice(g, tiers), Egress: genSlice(g, tiers)}
+		Interface: g.str("", "cali1"), Interfaces: genSlice(g, func() string { return g.str("eth0", "eth1") }), Ingress: genSlice(g, tiers), Egress: genSlice(g, tiers)}
 }
 
 // TestMessageEqual: the messages' Equal methods, which the graph's sequencer uses to skip an

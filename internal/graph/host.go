@@ -1,10 +1,8 @@
 package graph
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
@@ -34,7 +32,7 @@ func (r *resolver) hostsChanged() {
 }
 
 // resolveHost is a host endpoint's message: its interface (for one without interfaceName,
-// hostInterface's; none yet: no address, so no dispatch), the node's addresses (its expected IPs
+// hostInterfaces'; none yet: no address, so no dispatch), the node's addresses (its expected IPs
 // and those ifmon reports, loopback's aside), its tier lists ended, unless a default-allow
 // profile allows what they leave undecided, by TierHostDefault, which denies it (Calico's
 // default for host endpoints, with or without policy), and the lists of the other stages
@@ -44,7 +42,12 @@ func (r *resolver) resolveHost(e *endpoint, h *model.HostEndpoint) *dataplane.En
 	k := e.key()
 	msg := &dataplane.EndpointUpdated{Key: k, Interface: h.Interface, Host: true}
 	if msg.Interface == "" {
-		msg.Interface, _ = r.hostInterface(k)
+		if ifcs := r.hostInterfaces(k); len(ifcs) > 0 {
+			msg.Interface = ifcs[0]
+			if len(ifcs) > 1 {
+				msg.Interfaces = ifcs
+			}
+		}
 	}
 	if msg.Interface != "" {
 		msg.Addrs = slices.Collect(e.net.addrs())
@@ -75,52 +78,49 @@ func (r *resolver) resolveHost(e *endpoint, h *model.HostEndpoint) *dataplane.En
 	return msg
 }
 
-// hostInterface is the interface host endpoint k, which has no interfaceName, applies to, and
-// every interface holding one of its expected IPs: as Felix resolves it, an interface goes to
-// the endpoint naming it, else to the endpoint of the smallest name expecting one of its
-// addresses; of several interfaces an endpoint gets, the dataplane message carries one, the
-// smallest name. "" while no interface holds its expected IPs. O(host endpoints × addresses).
-func (r *resolver) hostInterface(k model.EndpointKey) (string, []string) {
+// hostInterfaces are the interfaces host endpoint k, which has no interfaceName, applies to,
+// sorted: as Felix resolves it, an
+// interface goes to the endpoint naming it, else to the endpoint of the smallest name
+// expecting one of its addresses, so an endpoint may get several. None while no interface
+// holds its expected IPs. O(host endpoints × addresses).
+func (r *resolver) hostInterfaces(k model.EndpointKey) []string {
 	taken := map[string]bool{}
-	var unnamed []model.EndpointKey
-	for hk, h := range r.hosts {
-		if h.Interface == "" {
-			unnamed = append(unnamed, hk)
-		} else {
+	for _, h := range r.hosts {
+		if h.Interface != "" {
 			taken[h.Interface] = true
 		}
 	}
-	slices.SortFunc(unnamed, func(a, b model.EndpointKey) int { return strings.Compare(a.Name, b.Name) })
-	for _, hk := range unnamed {
-		var holding []string
+	holders := map[string]model.EndpointKey{} // interface → its endpoint without interfaceName
+	for hk, h := range r.hosts {
+		if h.Interface != "" {
+			continue
+		}
 		for a := range r.local[hk].net.addrs() {
 			for u := range r.hostAddrs {
-				if u.Addr == a && u.Interface != "" && !slices.Contains(holding, u.Interface) {
-					holding = append(holding, u.Interface)
+				if u.Addr != a || u.Interface == "" {
+					continue
+				}
+				if cur, ok := holders[u.Interface]; !taken[u.Interface] && (!ok || hk.Name < cur.Name) {
+					holders[u.Interface] = hk
 				}
 			}
 		}
-		slices.Sort(holding)
-		got := ""
-		for _, ifc := range holding {
-			if !taken[ifc] {
-				got = ifc
-				taken[ifc] = true
-				break
-			}
-		}
+	}
+	var got []string
+	for ifc, hk := range holders {
 		if hk == k {
-			return got, holding
+			got = append(got, ifc)
 		}
 	}
-	return "", nil
+	slices.Sort(got)
+	return got
 }
 
 // hostProblemsOf are host endpoint k's problems, once the node's addresses are known (ifmon):
 // an expected IP that is not the node's (the endpoint matches it as a peer only), a named
 // interface that holds none of the node's addresses (it does not exist yet: its traffic is
 // policed by name from its first packet), no interface holding the expected IPs of an endpoint
-// without interfaceName (not enforced until one does), or several (it applies to one).
+// without interfaceName (not enforced until one does).
 func (r *resolver) hostProblemsOf(k model.EndpointKey) []Problem {
 	e, h := r.local[k], r.hosts[k]
 	if len(r.hostAddrs) == 0 || e == nil || h == nil {
@@ -138,14 +138,9 @@ func (r *resolver) hostProblemsOf(k model.EndpointKey) []Problem {
 	switch h.Interface {
 	case model.HostInterfaceAll:
 	case "":
-		got, holding := r.hostInterface(k)
-		switch {
-		case got == "":
+		if len(r.hostInterfaces(k)) == 0 {
 			out = append(out, Problem{Object: object,
 				Message: "no interface of this node that no other host endpoint takes holds its expected IPs: not enforced until one does"})
-		case len(holding) > 1:
-			out = append(out, Problem{Object: object, Message: fmt.Sprintf(
-				"interfaces %s hold its expected IPs: it applies to %s only", strings.Join(holding, ", "), got)})
 		}
 	default:
 		if !slices.ContainsFunc(addrs, func(u model.HostAddrSet) bool { return u.Interface == h.Interface }) {

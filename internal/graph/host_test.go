@@ -89,35 +89,11 @@ func TestHostEndpoints(t *testing.T) {
 // holding its expected IPs — none yet: no address, so no dispatch; picked up when ifmon
 // reports the address; an interface a named endpoint takes is not its own, and of two
 // endpoints expecting one interface's address the smaller name gets it. Each problem (an
-// expected IP that is not the node's, a named interface that does not exist yet, no interface
-// or several) is reported once, when it appears, however often the endpoint resolves again.
+// expected IP that is not the node's, a named interface that does not exist yet, no interface)
+// is reported once, when it appears, however often the endpoint resolves again.
 func TestHostEndpointInterfaces(t *testing.T) {
-	addr := netip.MustParseAddr
-	hep := func(name, ifname string, ips ...netip.Addr) model.Update {
-		return model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: name}, Node: "n1",
-			Labels: model.LabelsOf(lbl("role", "node")), Addrs: ips, Running: true, Host: &model.HostEndpoint{Interface: ifname}}}
-	}
-	var reported []string
-	got := map[string]string{} // the last message of each host endpoint
-	g := graph.New(graph.Config{NodeName: "n1", ReportHost: func(p graph.Problem) { reported = append(reported, p.String()) }})
-	step := func(what string, ups []model.Update, want map[string]string, wantReported ...string) {
-		t.Helper()
-		for _, u := range ups {
-			g.OnUpdate(u)
-		}
-		for _, m := range g.Flush() {
-			if m, ok := m.(dataplane.EndpointUpdated); ok && m.Host {
-				got[m.Key.Name] = fmt.Sprintf("%s %v", m.Interface, m.Addrs)
-			}
-		}
-		if !maps.Equal(got, want) {
-			t.Errorf("%s: messages %v, want %v", what, got, want)
-		}
-		if !slices.Equal(reported, wantReported) {
-			t.Errorf("%s: reported %q, want %q", what, reported, wantReported)
-		}
-		reported = nil
-	}
+	addr, hep := netip.MustParseAddr, hostEndpoint
+	g, step := hostSteps(t, func(m *dataplane.EndpointUpdated) string { return fmt.Sprintf("%s %v", m.Interface, m.Addrs) })
 	step("before the node's addresses", []model.Update{hep("by-ip", "", addr("10.0.0.1")), model.SyncStatusUpdate{Status: model.InSync}},
 		map[string]string{"by-ip": " []"})
 	step("an address on another interface", []model.Update{model.HostAddrSet{Addr: addr("10.0.0.2"), Interface: "eth1"}},
@@ -210,5 +186,61 @@ func TestHostEndpointStages(t *testing.T) {
 	p := eps["x/p"]
 	if got := tierText(p.Ingress); !slices.Equal(got, []string{tier + fwd.Key.String()}) || len(p.Egress) != 0 {
 		t.Errorf("pod x/p: ingress %v egress %v, want the applyOnForward policy alone", got, tierText(p.Egress))
+	}
+}
+
+// TestHostEndpointEachInterface: a host endpoint without interfaceName applies to each
+// interface holding one of its expected IPs that no named endpoint takes, as Felix resolves
+// it: of two endpoints expecting an interface's address, the smaller name takes it; ifmon's
+// reports move it as addresses move.
+func TestHostEndpointEachInterface(t *testing.T) {
+	addr, hep := netip.MustParseAddr, hostEndpoint
+	_, step := hostSteps(t, func(m *dataplane.EndpointUpdated) string {
+		return fmt.Sprintf("%s %v", m.Interface, m.HostInterfaces())
+	})
+	step("two interfaces hold its expected IPs", []model.Update{hep("by-ip", "", addr("10.0.0.1"), addr("10.0.1.1")),
+		model.HostAddrSet{Addr: addr("10.0.0.1"), Interface: "eth0"}, model.HostAddrSet{Addr: addr("10.0.1.1"), Interface: "eth1"},
+		model.SyncStatusUpdate{Status: model.InSync}},
+		map[string]string{"by-ip": "eth0 [eth0 eth1]"})
+	step("an address moves to a third interface", []model.Update{model.HostAddrDeleted{Addr: addr("10.0.1.1"), Interface: "eth1"},
+		model.HostAddrSet{Addr: addr("10.0.1.1"), Interface: "eth2"}}, map[string]string{"by-ip": "eth0 [eth0 eth2]"})
+	step("a named endpoint takes eth2", []model.Update{hep("eth2", "eth2")},
+		map[string]string{"by-ip": "eth0 [eth0]", "eth2": "eth2 [eth2]"})
+	step("an endpoint of a smaller name expecting eth0's address takes eth0", []model.Update{hep("a-by-ip", "", addr("10.0.0.1"))},
+		map[string]string{"by-ip": " []", "eth2": "eth2 [eth2]", "a-by-ip": "eth0 [eth0]"},
+		"HostEndpoint/by-ip: no interface of this node that no other host endpoint takes holds its expected IPs: not enforced until one does")
+}
+
+// hostEndpoint is a host endpoint of node n1 labelled role=node.
+func hostEndpoint(name, ifname string, ips ...netip.Addr) model.Update {
+	return model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: name}, Node: "n1",
+		Labels: model.LabelsOf(lbl("role", "node")), Addrs: ips, Running: true, Host: &model.HostEndpoint{Interface: ifname}}}
+}
+
+// hostSteps returns node n1's graph and a step of a host endpoint scenario on it: the step
+// applies its updates and flushes, then compares the last message of each host endpoint, as
+// show writes it, and the problems reported meanwhile with what it wants.
+func hostSteps(t *testing.T, show func(m *dataplane.EndpointUpdated) string) (*graph.Graph,
+	func(what string, ups []model.Update, want map[string]string, wantReported ...string)) {
+	var reported []string
+	got := map[string]string{} // the last message of each host endpoint
+	g := graph.New(graph.Config{NodeName: "n1", ReportHost: func(p graph.Problem) { reported = append(reported, p.String()) }})
+	return g, func(what string, ups []model.Update, want map[string]string, wantReported ...string) {
+		t.Helper()
+		for _, u := range ups {
+			g.OnUpdate(u)
+		}
+		for _, m := range g.Flush() {
+			if m, ok := m.(dataplane.EndpointUpdated); ok && m.Host {
+				got[m.Key.Name] = show(&m)
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: messages %v, want %v", what, got, want)
+		}
+		if !slices.Equal(reported, wantReported) {
+			t.Errorf("%s: reported %q, want %q", what, reported, wantReported)
+		}
+		reported = nil
 	}
 }

@@ -339,6 +339,9 @@ func (g *modelGen) check(t *testing.T, where string, s *State, tiers []dataplane
 				listed++
 			}
 			checkDecision(t, where, s, dir, tiers, local, cp, rl, pr)
+			if ol, ok := s.compileOrdered(dir, tiers, local.Is4()); ok {
+				checkOrdered(t, where, s, dir, tiers, local, ol, pr)
+			}
 		}
 	}
 	// members join and leave the sets; recompiling only the changed peers must keep the
@@ -583,6 +586,18 @@ func (g *modelGen) sourcePorts(s *State, tiers []dataplane.TierPolicies, given [
 	return slices.Compact(out)
 }
 
+// checkOrdered probes an ordered group's rules (ordered.go), whose local side is the packet's,
+// with local as the packet's local address, against the model.
+func checkOrdered(t *testing.T, where string, s *State, dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, ol *ruleList, pr probes) {
+	t.Helper()
+	pr.each(func(pa netip.Addr, proto model.Protocol, sport, port uint16) {
+		want := s.Evaluate(dir, tiers, local, pa, proto, sport, port)
+		if got := ol.lookup(s, dir, local, pa, proto, port); got != want {
+			t.Fatalf("%s %s local %s peer %s %s %d→%d: ordered %v, model %v", where, dir, local, pa, proto, sport, port, got, want)
+		}
+	})
+}
+
 // checkDecision probes a compiled structure (its lookup, and what the kernel does with its
 // fast path) and, when rl is not nil, a listed group's rules, against the model.
 func checkDecision(t *testing.T, where string, s *State, dir model.Direction, tiers []dataplane.TierPolicies, local netip.Addr, cp *compiled, rl *ruleList, pr probes) {
@@ -598,7 +613,7 @@ func checkDecision(t *testing.T, where string, s *State, dir model.Direction, ti
 		if rl == nil {
 			return
 		}
-		if got := rl.lookup(s, pa, proto, port); got != want {
+		if got := rl.lookup(s, dir, local, pa, proto, port); got != want {
 			t.Fatalf("%s %s peer %s %s %d→%d: listed %v, model %v", where, dir, pa, proto, sport, port, got, want)
 		}
 	})

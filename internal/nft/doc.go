@@ -30,6 +30,11 @@
 //     most maxListRules (8) rules, is compiled into that short list of accepting rules over sets
 //     shared by the whole table (shared.go): the listed shape. Every other group gets the map
 //     shape (a Decision).
+//   - compileOrdered (ordered.go): a host endpoint stage's group dispatched by interface has
+//     the packet's own address as its local side; when its rules read it, the group is its
+//     rules in evaluation order as list rules whose local-side matches are lookups of that
+//     address in the shared sets, Deny rules going to their outcome's class chain: the
+//     ordered shape, a listed group of up to maxOrderedRules (32) rules.
 //   - GroupKey (group.go): endpoints whose keys are equal (same ordered tiers and policies, same
 //     local-side facts) share one Decision, hence one chain. A group is named by its direction and
 //     a hash of its lowest address (groupName), not by its key: a group whose policies change keeps
@@ -96,6 +101,8 @@
 //	           | ip daddr . meta l4proto . th dport @np_<set>_v4] accept     ≤ 8 rules, one per
 //	                                         allow rule and port alternative, in rule order
 //	      goto c_<hash>                      the final outcome (tier default, else allow)
+//	    ordered shape (ordered.go): the same rules, ≤ 32, with [<local> @sel_…] [<local> @nets_…]
+//	      lookups of the packet's own address, a Deny's `goto c_<hash>` of its outcome
 //	    map shape:
 //	      <peer> . meta l4proto . th dport @in_<hash>_allow accept
 //	                                         fast path: peers whose class is the fall-through class

@@ -35,14 +35,14 @@ type layout struct {
 	stageAll map[dispatchKey]string
 	// namedIfs are the interfaces of the named host endpoints, namedIfsChanged whether they
 	// changed since host_named_if was written.
-	namedIfs        map[model.EndpointKey]string
+	namedIfs        map[model.EndpointKey][]string
 	namedIfsChanged bool
 }
 
 func newLayout() layout {
 	return layout{endpoints: map[model.EndpointKey]*endpoint{}, groups: map[string]*group{},
 		byKey: map[keyID]*group{}, activePrefixes: map[string]bool{}, stages: map[dataplane.Stage]bool{}, stageAll: map[dispatchKey]string{},
-		namedIfs: map[model.EndpointKey]string{}}
+		namedIfs: map[model.EndpointKey][]string{}}
 }
 
 type endpoint struct {
@@ -157,16 +157,18 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 	}
 	for _, dir := range []model.Direction{model.Ingress, model.Egress} {
 		tiers := e.msg.Tiers(dataplane.StageLocal, dir)
-		if len(tiers) == 0 {
-			continue // no policy applies: allowed, no dispatch element
-		}
-		ifname := ""
+		ifnames := []string{""}
 		if e.msg.Host {
-			ifname = e.msg.Interface
+			ifnames = e.msg.HostInterfaces() // an element per interface, of one group per address
 		}
-		for _, a := range e.msg.Addrs {
-			key, facts := b.state.groupKey(dir, tiers, a)
-			want[dispatchKey{dir: dir, addr: a, ifname: ifname}] = groupID{key, facts}
+		if len(tiers) == 0 {
+			ifnames = nil // no policy applies: allowed, no dispatch element
+		}
+		for _, ifname := range ifnames {
+			for _, a := range e.msg.Addrs {
+				key, facts := b.state.groupKey(dir, tiers, a)
+				want[dispatchKey{dir: dir, addr: a, ifname: ifname}] = groupID{key, facts}
+			}
 		}
 		if !e.msg.Host {
 			continue
@@ -180,9 +182,11 @@ func (b *Builder) wantedKeys(e *endpoint) map[dispatchKey]groupID {
 			if st != dataplane.StageForward {
 				addrs = append(addrs, e.msg.Addrs...) // the node's own traffic before DNAT or conntrack
 			}
-			for _, a := range addrs {
-				key, facts := b.state.groupKey(dir, tiers, a)
-				want[dispatchKey{dir: dir, addr: a, ifname: ifname, stage: st}] = groupID{key, facts}
+			for _, ifname := range e.msg.HostInterfaces() {
+				for _, a := range addrs {
+					key, facts := b.state.groupKey(dir, tiers, a)
+					want[dispatchKey{dir: dir, addr: a, ifname: ifname, stage: st}] = groupID{key, facts}
+				}
 			}
 		}
 	}

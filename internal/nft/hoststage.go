@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
@@ -22,10 +23,12 @@ import (
 // node's own traffic does. Every other packet — and every forwarded one — is dispatched by
 // the endpoint's interface alone (the per-family maps host_<stage>_in_v4 … keyed by iifname,
 // or oifname for egress; the "*" endpoint's group is the goto of a rule after them, for the
-// interfaces no named endpoint claims): its group compiles against the unspecified address of
-// its family as the local side (the packet's other address is neither the node's nor known),
-// so a rule's local-side selectors, named ports and nets other than a /0 match nothing there.
-// Lookups are hash lookups: the cost does not grow with the endpoints.
+// interfaces no named endpoint claims): its group's local side is the packet's (its
+// destination for ingress, its source for egress), which a rule's local-side selectors, named
+// ports and nets are matched against by lookups in the shared sets (ordered.go); a group whose
+// rules do not read the local side compiles against the unspecified address of its family. An
+// endpoint that polices several interfaces has its elements on each. Lookups are hash
+// lookups: the cost does not grow with the endpoints.
 //
 // An allow before conntrack or DNAT sets markAccepted; the later stages of the packet accept
 // what carries it before their host endpoint dispatch (an untracked allow skips pre-DNAT and
@@ -199,19 +202,19 @@ func (b *Builder) activateStage(st dataplane.Stage) {
 	b.opts.log.Info("host endpoints: policing a further stage", "stage", st.String())
 }
 
-// nameInterface records the named interface of a host endpoint's message m (nil: removed).
+// nameInterface records the named interfaces of a host endpoint's message m (nil: removed).
 func (l *layout) nameInterface(k model.EndpointKey, m *dataplane.EndpointUpdated) {
-	ifname := ""
+	var ifnames []string
 	if m != nil && m.Host && m.Interface != model.HostInterfaceAll {
-		ifname = m.Interface
+		ifnames = m.HostInterfaces()
 	}
-	if l.namedIfs[k] == ifname {
+	if slices.Equal(l.namedIfs[k], ifnames) {
 		return
 	}
-	if ifname == "" {
+	if len(ifnames) == 0 {
 		delete(l.namedIfs, k)
 	} else {
-		l.namedIfs[k] = ifname
+		l.namedIfs[k] = ifnames
 	}
 	l.namedIfsChanged = true
 }
@@ -225,10 +228,12 @@ func (b *Builder) putNamedIfs() {
 	}
 	b.layout.namedIfsChanged = false
 	want := map[ruleset.ElementKey]string{}
-	for k, ifname := range b.layout.namedIfs {
-		ek := ruleset.ElementKey{Ifname: ifname}
-		if c, ok := want[ek]; !ok || hostComment(k, ifname) < c {
-			want[ek] = hostComment(k, ifname)
+	for k, ifnames := range b.layout.namedIfs {
+		for _, ifname := range ifnames {
+			ek := ruleset.ElementKey{Ifname: ifname}
+			if c, ok := want[ek]; !ok || hostComment(k, ifname) < c {
+				want[ek] = hostComment(k, ifname)
+			}
 		}
 	}
 	for _, el := range s.SortedElements() {
@@ -361,6 +366,27 @@ func (b *Builder) deleteStageDispatch(dk dispatchKey) {
 		return
 	}
 	b.table.Sets[stageMap(dk.stage, dk.dir, dk.addr.Is4())].Delete(ruleset.ElementKey{Ifname: dk.ifname})
+}
+
+// DecideStage is DecideHost for stage st of host endpoint key (dataplane.StageForward,
+// StagePreDNAT, StageUntracked): the decision of the group its element of that stage
+// dispatches a packet of direction dir to — by the node address local before DNAT or
+// conntrack when local is one of the endpoint's, else by interface, local then being the
+// packet's own address (its destination for ingress, its source for egress), which the
+// group's local-side matches look up (ordered.go). It reports false when key is no local host
+// endpoint or has no policy of the stage in that direction.
+func (b *Builder) DecideStage(st dataplane.Stage, dir model.Direction, key model.EndpointKey, local, peer netip.Addr,
+	proto model.Protocol, sport, port uint16) (Decided, bool) {
+	local, peer = local.Unmap(), peer.Unmap()
+	e := b.layout.endpoints[key]
+	if e == nil || !e.msg.Host || st == dataplane.StageLocal || len(e.msg.Tiers(st, dir)) == 0 || e.msg.Interface == "" {
+		return Decided{}, false
+	}
+	dk := dispatchKey{dir: dir, addr: stageAll(local.Is4()), ifname: e.msg.Interface, stage: st}
+	if st != dataplane.StageForward && slices.Contains(e.msg.Addrs, local) {
+		dk.addr = local
+	}
+	return b.decide(key, e, dk, local, peer, proto, sport, port), true
 }
 
 // icmpv6 accepts ICMPv6 (neighbour discovery), which no host endpoint stage polices.

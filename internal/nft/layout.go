@@ -242,6 +242,11 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 // decision. It reads the State and writes nothing but the group's union.
 func (s *State) compileResult(g *group, union bool) *compileResult {
 	local := g.sample()
+	if local.IsUnspecified() {
+		if rl, ok := s.compileOrdered(g.dir, g.tiers, g.is4); ok {
+			return &compileResult{list: rl}
+		}
+	}
 	domain := s.domainRules(g.dir, g.tiers, local, g.is4)
 	if rl, ok := s.compileList(g.dir, g.tiers, local, g.is4); ok && len(rl.rules)+len(domain) <= maxListRules {
 		rl.rules = append(domain, rl.rules...)

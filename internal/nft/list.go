@@ -32,10 +32,18 @@ type listRule struct {
 	hasNets       bool
 	proto         model.Protocol  // packet protocol (ProtocolAny: any)
 	ports         []portRange     // protocol . destination port in one of these (nil: any)
-	namedPorts    dataplane.SetID // egress: peer . protocol . port is a member ("": none)
+	namedPorts    dataplane.SetID // destination . protocol . port is a member ("": none)
 	domain        string          // peer address in the pattern's set (domainRules; "": none)
 	returns       bool            // a Deny's rule of a domain-name prefix: return, not accept
 	reason        string
+	// the packet's local side (ordered.go; a group compiled against a local address resolves
+	// it there): the local address in each of localSets, none of localNotSets, one of
+	// localNets (when localHasNets)
+	localSets, localNotSets []dataplane.SetID
+	localNets               []addrRange
+	localHasNets            bool
+	// outcome is a non-accepting rule's (ordered.go): goto its class chain; nil: accept
+	outcome *Outcome
 }
 
 // addrRange is an inclusive range of addresses.
@@ -123,12 +131,15 @@ func hasSrcPorts(r *dataplane.Rule) bool {
 }
 
 func (lr *listRule) matchesAll() bool {
-	return len(lr.sets) == 0 && len(lr.notSets) == 0 && !lr.hasNets && lr.domain == "" && lr.proto == model.ProtocolAny && lr.ports == nil && lr.namedPorts == ""
+	return len(lr.sets) == 0 && len(lr.notSets) == 0 && !lr.hasNets && lr.domain == "" && lr.proto == model.ProtocolAny && lr.ports == nil && lr.namedPorts == "" &&
+		len(lr.localSets) == 0 && len(lr.localNotSets) == 0 && !lr.localHasNets
 }
 
 // listRules turns one allow rule into list rules: one per alternative of its destination port
 // (numeric and ingress named ports in one, each egress named-port set in its own), none when it
-// can match nothing here.
+// can match nothing here. local is the group's local address, on which the local side is
+// resolved; an invalid one is the packet's: the local side becomes lookups of the packet's
+// local address, and each ingress named-port set an alternative of its own, as egress ones.
 func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Addr, is4 bool, reason string) ([]listRule, bool) {
 	if r.NotProtocol != model.ProtocolAny || len(r.Dst.NotPorts) > 0 || len(r.Dst.NotNamedPortSets) > 0 ||
 		r.ICMP != nil || r.NotICMP != nil || hasSrcPorts(r) { // the map shape's classes
@@ -138,17 +149,18 @@ func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Ad
 	if dir == model.Egress {
 		peer, localSide = &r.Dst, &r.Src
 	}
-	if !s.addrMatch(localSide, local) {
+	if local.IsValid() && !s.addrMatch(localSide, local) {
 		return nil, true
 	}
 	base := listRule{sets: peer.Sets, notSets: peer.NotSets, reason: reason}
-	if len(peer.Nets) > 0 || len(peer.NotNets) > 0 {
-		base.hasNets = true
-		if base.nets = netRanges(peer.Nets, peer.NotNets, is4); len(base.nets) == 0 {
+	var ok bool
+	if base.nets, base.hasNets, ok = addrRanges(peer, is4); !ok {
+		return nil, true
+	}
+	if !local.IsValid() {
+		base.localSets, base.localNotSets = localSide.Sets, localSide.NotSets
+		if base.localNets, base.localHasNets, ok = addrRanges(localSide, is4); !ok {
 			return nil, true
-		}
-		if r := base.nets[0]; len(base.nets) == 1 && r.from.IsUnspecified() && !r.to.Next().IsValid() {
-			base.hasNets, base.nets = false, nil // every address of the family
 		}
 	}
 	protos := portProtocols
@@ -172,7 +184,7 @@ func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Ad
 		}
 	}
 	for _, id := range r.Dst.NamedPortSets {
-		if dir == model.Egress { // resolved on the peer, in the kernel
+		if dir == model.Egress || !local.IsValid() { // resolved on the destination, in the kernel
 			lr := base
 			lr.namedPorts, lr.proto = id, r.Protocol
 			out = append(out, lr)
@@ -192,6 +204,21 @@ func (s *State) listRules(dir model.Direction, r *dataplane.Rule, local netip.Ad
 		out = append([]listRule{lr}, out...)
 	}
 	return out, true
+}
+
+// addrRanges are the ranges of a match's nets of the family, and whether it has any: false
+// when every address of the family is in them; ok false when none is.
+func addrRanges(m *dataplane.Match, is4 bool) (rs []addrRange, has, ok bool) {
+	if len(m.Nets) == 0 && len(m.NotNets) == 0 {
+		return nil, false, true
+	}
+	if rs = netRanges(m.Nets, m.NotNets, is4); len(rs) == 0 {
+		return nil, true, false
+	}
+	if r := rs[0]; len(rs) == 1 && r.from.IsUnspecified() && !r.to.Next().IsValid() {
+		return nil, false, true // every address of the family
+	}
+	return rs, true, true
 }
 
 // mergePorts sorts port ranges and joins overlapping and adjacent ones (interval sets must hold
@@ -270,35 +297,32 @@ func netRanges(nets, notNets []netip.Prefix, is4 bool) []addrRange {
 	return out
 }
 
-// lookup is what the listed group's chain gives a packet, from the State's memberships (what the
-// shared sets hold). Tests compare it with the model.
-func (rl *ruleList) lookup(s *State, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
-	peer = peer.Unmap()
+// lookup is what the listed group's chain gives a packet of direction dir between the local
+// address local and peer, from the State's memberships (what the shared sets hold). Tests
+// compare it with the model.
+func (rl *ruleList) lookup(s *State, dir model.Direction, local, peer netip.Addr, proto model.Protocol, port uint16) Outcome {
+	local, peer = local.Unmap(), peer.Unmap()
+	dst := local
+	if dir == model.Egress {
+		dst = peer
+	}
 	for i := range rl.rules {
-		if lr := &rl.rules[i]; lr.matches(s, peer, proto, port) {
+		if lr := &rl.rules[i]; lr.matches(s, local, peer, dst, proto, port) {
+			if lr.outcome != nil {
+				return *lr.outcome
+			}
 			return Outcome{Verdict: Allow, Reason: lr.reason}
 		}
 	}
 	return rl.final
 }
 
-func (lr *listRule) matches(s *State, peer netip.Addr, proto model.Protocol, port uint16) bool {
+func (lr *listRule) matches(s *State, local, peer, dst netip.Addr, proto model.Protocol, port uint16) bool {
 	if lr.domain != "" {
 		return false // the pattern's addresses are the agent's, none of the State's
 	}
-	for _, id := range lr.sets {
-		if !s.member(id, peer) {
-			return false
-		}
-	}
-	for _, id := range lr.notSets {
-		if s.member(id, peer) {
-			return false
-		}
-	}
-	if lr.hasNets && !slices.ContainsFunc(lr.nets, func(r addrRange) bool {
-		return r.from.Compare(peer) <= 0 && peer.Compare(r.to) <= 0
-	}) {
+	if !addrIn(s, peer, lr.sets, lr.notSets, lr.hasNets, lr.nets) ||
+		!addrIn(s, local, lr.localSets, lr.localNotSets, lr.localHasNets, lr.localNets) {
 		return false
 	}
 	if lr.proto != model.ProtocolAny && lr.proto != proto {
@@ -309,7 +333,25 @@ func (lr *listRule) matches(s *State, peer netip.Addr, proto model.Protocol, por
 	}) {
 		return false
 	}
-	return lr.namedPorts == "" || hasPorts(proto) && s.namedPort(lr.namedPorts, peer, proto, port)
+	return lr.namedPorts == "" || hasPorts(proto) && s.namedPort(lr.namedPorts, dst, proto, port)
+}
+
+// addrIn reports whether address a is in each of sets, in none of notSets and, with hasNets,
+// in one of nets.
+func addrIn(s *State, a netip.Addr, sets, notSets []dataplane.SetID, hasNets bool, nets []addrRange) bool {
+	for _, id := range sets {
+		if !s.member(id, a) {
+			return false
+		}
+	}
+	for _, id := range notSets {
+		if s.member(id, a) {
+			return false
+		}
+	}
+	return !hasNets || slices.ContainsFunc(nets, func(r addrRange) bool {
+		return r.from.Compare(a) <= 0 && a.Compare(r.to) <= 0
+	})
 }
 
 // describePorts is a port list for a set's comment: "tcp 80, 8000-8100; udp 53".

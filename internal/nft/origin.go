@@ -128,7 +128,7 @@ func (b *Builder) Decide(dir model.Direction, local, peer netip.Addr, proto mode
 	if !ok || e == nil {
 		return Decided{}, false
 	}
-	return b.decide(key, e, dispatchKey{dir: dir, addr: local}, peer, proto, sport, port), true
+	return b.decide(key, e, dispatchKey{dir: dir, addr: local}, local, peer, proto, sport, port), true
 }
 
 // DecideHost is Decide for host endpoint key and the node's address local, whose dispatch
@@ -141,21 +141,20 @@ func (b *Builder) DecideHost(dir model.Direction, key model.EndpointKey, local, 
 	if e == nil || !e.msg.Host || !slices.Contains(e.msg.Addrs, local) {
 		return Decided{}, false
 	}
-	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface}, peer, proto, sport, port), true
+	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface}, local, peer, proto, sport, port), true
 }
 
-// decide is the decision of endpoint e's group at dispatch element dk for a packet from or to
-// peer.
-func (b *Builder) decide(key model.EndpointKey, e *endpoint, dk dispatchKey, peer netip.Addr, proto model.Protocol, sport, port uint16) Decided {
+// decide is the decision of endpoint e's group at dispatch element dk for a packet between
+// the local address local and peer.
+func (b *Builder) decide(key model.EndpointKey, e *endpoint, dk dispatchKey, local, peer netip.Addr, proto model.Protocol, sport, port uint16) Decided {
 	dir := dk.dir
-	out := Decided{Endpoint: key, Tiers: e.msg.Tiers(dataplane.StageLocal, dir)}
+	out := Decided{Endpoint: key, Tiers: e.msg.Tiers(dk.stage, dir)}
 	g := b.layout.groups[e.groups[dk]]
 	switch {
 	case len(out.Tiers) == 0 || g == nil:
 		out.Outcome = Outcome{Verdict: Allow, Reason: "no policy applies"}
 	case g.listed:
-		rl, _ := b.state.compileList(g.dir, g.tiers, g.sample(), g.is4)
-		out.Group, out.Outcome = g.name, rl.lookup(b.state, peer, proto, port)
+		out.Group, out.Outcome = g.name, b.state.listOf(g).lookup(b.state, dir, local, peer, proto, port)
 	case g.compiled == nil: // the union shape: the same decision as the plan's
 		out.Group, out.Outcome = g.name, b.state.Compile(g.dir, g.tiers, g.sample(), g.is4).Lookup(peer, proto, sport, port)
 	default:

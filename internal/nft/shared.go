@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
+	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
@@ -36,6 +37,20 @@ func addrKey(is4 bool) ruleset.Key {
 	return ruleset.KeyIP6Saddr
 }
 
+// localKey is the lookup key of a group's local address: the destination of ingress, the
+// source of egress (the other side of peerKeys').
+func localKey(dir model.Direction, is4 bool) ruleset.Key {
+	switch {
+	case dir == model.Ingress && is4:
+		return ruleset.KeyIPDaddr
+	case dir == model.Ingress:
+		return ruleset.KeyIP6Daddr
+	case is4:
+		return ruleset.KeyIPSaddr
+	}
+	return ruleset.KeyIP6Saddr
+}
+
 // namedPortSetKey is the key type of a named-port set of a family: destination address .
 // protocol . destination port.
 func namedPortSetKey(is4 bool) ruleset.Key {
@@ -54,20 +69,34 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 	for _, lr := range rl.rules {
 		chain.Rules = append(chain.Rules, b.acceptRule(g, &lr, builders))
 	}
-	final := &Class{Other: rl.final}
-	final.Key = classKey(final)
+	final := outcomeClass(rl.final)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: final.chain()},
 		Comment: ruleset.Comment(rl.final.Reason)})
+	use, classes := map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final}
+	for _, lr := range rl.rules {
+		if lr.outcome != nil { // an ordered group's (ordered.go)
+			c := outcomeClass(*lr.outcome)
+			use[c.chain()]++
+			classes[c.Key] = c
+		}
+	}
 
 	// the map shape's objects, when the group had it
 	g.compiled, g.union = nil, nil
 	b.dropMapSets(g.name)
-	b.setClassUse(g, map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final})
+	b.setClassUse(g, use, classes)
 	b.useShared(g, builders)
 	g.listed = true
 	if old := b.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		b.putChain(chain)
 	}
+}
+
+// outcomeClass is the class whose chain gives every packet outcome o.
+func outcomeClass(o Outcome) *Class {
+	c := &Class{Other: o}
+	c.Key = classKey(c)
+	return c
 }
 
 // acceptRule is the accepting rule of one list rule of group g; the shared sets it looks up go
@@ -99,6 +128,16 @@ func (b *Builder) acceptRule(g *group, lr *listRule, builders map[string]func() 
 		name, build := netsSet(lr.nets, g.is4)
 		use(name, addr, false, build)
 	}
+	local := localKey(g.dir, g.is4)
+	for i, ids := range [][]dataplane.SetID{lr.localSets, lr.localNotSets} {
+		for _, id := range ids {
+			use(selSetName(id, g.is4), local, i == 1, func() *ruleset.Set { return b.selSet(id, g.is4) })
+		}
+	}
+	if lr.localHasNets {
+		name, build := netsSet(lr.localNets, g.is4)
+		use(name, local, false, build)
+	}
 	if lr.ports != nil {
 		name, build := portsSet(lr.ports)
 		use(name, ruleset.KeyL4ProtoDport, false, build)
@@ -109,6 +148,10 @@ func (b *Builder) acceptRule(g *group, lr *listRule, builders map[string]func() 
 	if lr.returns {
 		return ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Verdict: ruleset.Verdict{Kind: ruleset.Return},
 			Comment: ruleset.Comment(lr.reason)}
+	}
+	if lr.outcome != nil {
+		return ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls,
+			Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: outcomeClass(*lr.outcome).chain()}, Comment: ruleset.Comment(lr.reason)}
 	}
 	return ruleset.Rule{L4Proto: uint8(lr.proto), Lookups: ls, Counter: b.opts.countAllowed,
 		Verdict: ruleset.Verdict{Kind: ruleset.Accept}, Comment: ruleset.Comment(lr.reason)}

@@ -26,6 +26,7 @@ type stageEnv struct {
 	pod         *netns.Pod
 	fd          int
 	failIn, out []nft.Failsafe
+	more        []model.Update // enforce's further updates
 }
 
 func newStageEnv(t *testing.T) *stageEnv {
@@ -66,6 +67,7 @@ func (e *stageEnv) enforce(t *testing.T, ifname string, ps ...model.Policy) *ker
 			Labels: model.LabelsOf(map[string]string{"app": "web"}), Addrs: e.pod.Addrs, Running: true}},
 		model.HostAddrSet{Addr: e.a.Underlay[0]}, model.HostAddrSet{Addr: e.a.Underlay[1]},
 	}
+	us = append(us, e.more...)
 	for _, p := range ps {
 		us = append(us, model.PolicySet{Policy: p})
 	}
@@ -310,5 +312,62 @@ func TestHostEndpointStages(t *testing.T) {
 				{"b → a:22 (failsafe for all)", b.NetNS, "TCP", a.Underlay[i], 22, true},
 			})
 		}
+	})
+}
+
+// TestHostEndpointStagesLocalSide: in the stages that judge forwarded traffic, a rule's local
+// side is the packet's (its destination for ingress), as Felix matches it: node a's eth0
+// endpoint with pods web and db, real TCP over IPv4 and IPv6:
+//   - applyOnForward: an ingress rule whose destination selector picks web allows traffic
+//     forwarded to web and not to db (the tier's default denies it);
+//   - preDNAT: a Deny whose destination nets are db's addresses refuses traffic to db, what it
+//     leaves undecided (web) goes on;
+//   - the table the kernel lists is the golden file's, and the one rendered offline loads.
+func TestHostEndpointStagesLocalSide(t *testing.T) {
+	e := newStageEnv(t)
+	db, err := e.c.AddPod("a", "x", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Serve(db.NetNS, "TCP", 80); err != nil {
+		t.Fatal(err)
+	}
+	e.more = []model.Update{model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "db"}, Node: "a",
+		Labels: model.LabelsOf(map[string]string{"app": "db"}), Addrs: db.Addrs, Running: true}}}
+	ext, pod := e.ext, e.pod
+
+	toWeb := nodePolicy("fwd-to-web", func(p *model.Policy) {
+		p.ApplyOnForward = true
+		p.IngressRules = []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{Selector: "app == 'web'", Ports: tcpPorts(80)}}}
+	})
+	t.Run("applyOnForward: destination selector", func(t *testing.T) {
+		e.enforce(t, "eth0", toWeb)
+		for i := range 2 {
+			checkProbes(t, []stageProbe{
+				{"external → web:80 (the destination selector picks it)", ext.NetNS, "TCP", pod.IP(i == 1), 80, true},
+				{"external → db:80 (not picked: the tier's default)", ext.NetNS, "TCP", db.IP(i == 1), 80, false},
+			})
+		}
+	})
+
+	notDB := nodePolicy("prednat-not-db", func(p *model.Policy) {
+		p.ApplyOnForward, p.PreDNAT = true, true
+		p.IngressRules = []model.Rule{{Action: model.ActionDeny, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{Nets: hostNets(db.Addrs...)}}}
+	})
+	t.Run("preDNAT: destination nets", func(t *testing.T) {
+		e.enforce(t, "eth0", notDB)
+		for i := range 2 {
+			checkProbes(t, []stageProbe{
+				{"external → web:80 (undecided: on to the next stages)", ext.NetNS, "TCP", pod.IP(i == 1), 80, true},
+				{"external → db:80 (the destination nets deny)", ext.NetNS, "TCP", db.IP(i == 1), 80, false},
+			})
+		}
+	})
+
+	t.Run("golden", func(t *testing.T) {
+		listed := e.checkRendered(t, e.enforce(t, "eth0", toWeb, notDB))
+		checkGolden(t, filepath.Join("..", "testdata", "golden", "host-stages-local.nft"), listed)
 	})
 }
