@@ -53,6 +53,9 @@
 // which they pass unheld and unseen — DNS never depends on the agent. A longer answer is
 // copied and passes at once, racing its commit. The packet mark is neither read nor written.
 //
+// ReadElements reads a pattern's sets back from the kernel, each address with the time it has
+// left: what `nftpolicy explain --node-sets` shows.
+//
 // A pattern learns only the answers observed while it exists: a pattern added by a new policy
 // starts empty and fills as pods resolve again.
 package fqdn

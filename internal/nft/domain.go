@@ -130,3 +130,9 @@ func (b *Builder) DomainNames() []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// DomainSets names the sets of pattern's addresses, IPv4's and IPv6's, as the table declares
+// them while a rule uses the pattern.
+func DomainSets(pattern string) (v4, v6 string) {
+	return dataplane.DomainSetName(pattern, true), dataplane.DomainSetName(pattern, false)
+}
