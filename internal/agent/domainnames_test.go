@@ -166,3 +166,37 @@ func TestDomainNamesInOrder(t *testing.T) {
 	default:
 	}
 }
+
+// TestDomainNamesBehindPass: a domain-name rule behind a Pass follows the policy's order. The
+// admin policy passes TCP 9090 to any peer to the next tiers, then allows *.example.test on TCP
+// 8080 and 9090; the baseline denies the rest. After the lookup the pod reaches the host on
+// 8080 (the Pass does not match it), never on 9090 (passed: the admin tier's later rules are
+// skipped and the baseline denies it), and neither before the lookup; over IPv4 and IPv6.
+func TestDomainNamesBehindPass(t *testing.T) {
+	n := startDomainNode(t, []uint16{8080, 9090},
+		model.Rule{Action: model.ActionPass, Protocol: model.ProtocolTCP, Destination: model.Peer{Ports: []model.Port{{First: 9090, Last: 9090}}}},
+		model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}, {First: 9090, Last: 9090}}}})
+	for i, family := range []string{"v4", "v6"} {
+		t.Run(family, func(t *testing.T) {
+			dst := n.ext.Addrs[i]
+			if n.reach(dst, 8080) {
+				t.Fatalf("%s reached before any lookup", dst)
+			}
+			if got := fqdntest.Lookup(t, n.pod.NetNS, dst, "www.example.test", i == 1); len(got) != 1 || got[0] != dst {
+				t.Fatalf("answer %v, want %s", got, dst)
+			}
+			if !n.reach(dst, 8080) {
+				t.Fatalf("%s:8080 not reached after the answer; cached: %v", dst, n.domains.observer.Entries("*.example.test"))
+			}
+			if n.reach(dst, 9090) {
+				t.Errorf("%s:9090 reached: the domain rule accepted what the Pass before it passes to the baseline", dst)
+			}
+		})
+	}
+	select {
+	case err := <-n.errs:
+		t.Errorf("observer: %v", err)
+	default:
+	}
+}

@@ -15,7 +15,8 @@ import (
 // TestDomainNameRules: an admin policy's allow to a domain name, in front of a baseline deny,
 // becomes an accepting lookup in the pattern's timed sets at the head of the group's chain,
 // the sets declared `flags timeout` without elements; behind a Deny the prefix keeps the order in
-// a chain of its own; behind a Pass it matches nothing (never a wider allow).
+// a chain of its own, and so does a Pass (both return to the shape); behind a Log rule it
+// matches nothing (never a wider allow).
 func TestDomainNameRules(t *testing.T) {
 	v4, v6 := dataplane.DomainSetName("*.example.com", true), dataplane.DomainSetName("*.example.com", false)
 	admin := func(rules ...model.Rule) model.Policy {
@@ -67,11 +68,26 @@ func TestDomainNameRules(t *testing.T) {
 		}
 	}
 
-	// a Pass before it cannot be evaluated in the prefix: the domain rule matches nothing
+	// a Pass before it returns what it matches to the shape, which passes it, as a Deny does
 	pass := model.Rule{Action: model.ActionPass, Protocol: model.ProtocolTCP}
 	got = render(admin(pass, toDomain), baseline)
-	if strings.Contains(got, "@"+v4) || strings.Contains(got, "set "+v4) || strings.Contains(got, "_fqdn") {
-		t.Errorf("the domain rule behind a Pass is compiled:\n%s", got)
+	for _, want := range []string{
+		"_fqdn comment \"domain-name rules in order, then the rest\"",
+		"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (pass)\"\n" +
+			"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+
+	// a Log rule before it (with deny logs) cannot be evaluated in the prefix: the domain rule
+	// matches nothing
+	logRule := model.Rule{Action: model.ActionLog, Protocol: model.ProtocolTCP}
+	b := nft.NewBuilder(nft.Config{DenyLog: &nft.DenyLog{Group: 5}})
+	b.Apply(nfttest.MessagesFor("a", nfttest.FixedAddrs(), nfttest.Scenario{Name: "domain", Policies: nfttest.Static(admin(logRule, toDomain), baseline)}))
+	if got = b.Render(); strings.Contains(got, "@"+v4) || strings.Contains(got, "_fqdn") {
+		t.Errorf("the domain rule behind a Log rule is compiled:\n%s", got)
 	}
 
 	// without a Deny in front, no chain of its own: the accepting rules head the group chain
