@@ -17,8 +17,9 @@ import (
 
 // Domain names (RunConfig.DNSGroup): the agent enforces ClusterNetworkPolicy domainNames peers
 // by learning their addresses from the DNS answers its node's pods receive (internal/fqdn).
-// It writes the hold's table (fqdn.InstallHold: copy every UDP answer from port 53 to the NFLOG
-// group, and drop those it will send on), reads the group with an fqdn.Observer that writes the
+// It writes the hold's table (fqdn.InstallHold: copy every UDP answer from port 53 that crosses
+// the node's forward path, or leaves a resolver on its host network, to the NFLOG group, and
+// drop those it will send on), reads the group with an fqdn.Observer that writes the
 // answered addresses into the patterns' timed sets of the policy table (which the dataplane
 // declares for the rules that use them) before sending each held answer on through raw sockets
 // (fqdn.Injector), and keeps the hold's heartbeat (fqdn.Heartbeat). After each apply the loop
