@@ -248,3 +248,36 @@ func TestDomainNamesHostNetworkResolver(t *testing.T) {
 	default:
 	}
 }
+
+// TestDomainNamesOverTCP: an answer over TCP (the test's DNS server answering on TCP port 53,
+// the message whole in one segment) is seen and its addresses allowed. TCP answers are copied,
+// not held: the pod may connect before the commit, so the test waits for the address; over
+// IPv4 and IPv6.
+func TestDomainNamesOverTCP(t *testing.T) {
+	n := startDomainNode(t, []uint16{8080},
+		model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{Ports: []model.Port{{First: 53, Last: 53}}}},
+		model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+			Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}}}})
+	fqdntest.ServeTCP(t, n.ext.NetNS, &fqdntest.Zone{TTL: 30, Addrs: map[string][]netip.Addr{"www.example.test": n.ext.Addrs}}, n.ext.Addrs...)
+	for i, family := range []string{"v4", "v6"} {
+		t.Run(family, func(t *testing.T) {
+			dst := n.ext.Addrs[i]
+			if n.reach(dst, 8080) {
+				t.Fatalf("%s reached before any lookup", dst)
+			}
+			if got := fqdntest.LookupTCP(t, n.pod.NetNS, dst, "www.example.test", i == 1); len(got) != 1 || got[0] != dst {
+				t.Fatalf("TCP answer %v, want %s", got, dst)
+			}
+			waitFor(t, 2*time.Second, "reached after the TCP answer", func() bool { return n.reach(dst, 8080) })
+		})
+	}
+	if s := n.domains.observer.Stats(); s.Answers != 2 || s.TCPPartial != 0 {
+		t.Errorf("observer stats %+v, want the 2 TCP answers observed whole", s)
+	}
+	select {
+	case err := <-n.errs:
+		t.Errorf("observer: %v", err)
+	default:
+	}
+}

@@ -55,6 +55,14 @@
 // which they pass unheld and unseen — DNS never depends on the agent. A longer answer is
 // copied and passes at once, racing its commit. The packet mark is neither read nor written.
 //
+// DNS over TCP: the hold's chains copy TCP segments from port 53 too, without dropping them (a
+// dropped segment would be sent again, and a re-sent one would need its sequence state kept);
+// the Observer parses a segment that holds exactly one message behind its 2-byte length, which
+// a resolver's answer of a few hundred bytes does, and counts the others (Stats.TCPPartial).
+// A TCP answer therefore races its commit: the pod's first SYN to an answered address can reach
+// the policy before the element (the commit takes well under a millisecond after the copy is
+// read), and is dropped; TCP sends it again after a second. DoT and DoH are not seen.
+//
 // ReadElements reads a pattern's sets back from the kernel, each address with the time it has
 // left: what `nftpolicy explain --node-sets` shows.
 //

@@ -19,7 +19,8 @@ const HoldPriority = -10
 // named table of the hold: HoldSet and two chains whose rules copy DNS answers to the NFLOG
 // group. The forward chain "hold" takes the answers a resolver elsewhere (a pod, another host)
 // sends to the node's pods — `udp sport @fqdn_hold meta length <= 1280 log group N drop`, then
-// `udp sport @fqdn_hold log group N`. The output chain "hold_out" takes, with the same two
+// `udp sport @fqdn_hold log group N`, and copies TCP segments from port 53 without holding
+// them — `tcp sport @fqdn_hold log group N`. The output chain "hold_out" takes, with the same three
 // rules behind `meta oif != lo meta skuid != InjectUID`, the answers a resolver on the node's own
 // network (node-local-dns on the host network) sends out of the node: to its pods, or to other
 // nodes' pods, which their nodes see in forward; never an answer to the node's own processes
@@ -66,6 +67,16 @@ func InstallHold(netnsFD int, table string, group uint16) error {
 		&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: binary.BigEndian.AppendUint32(nil, HoldMaxLength)},
 		log, &expr.Verdict{Kind: expr.VerdictDrop})
 	copied := append(append([]expr.Any{}, sport...), log)
+	// DNS over TCP: copied, never held (a dropped segment would be sent again by its sender)
+	tcp := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 2},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID},
+		log,
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: tcp})
+	c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: append(append([]expr.Any{}, local...), tcp...)})
 	c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: held})
 	c.AddRule(&nftables.Rule{Table: t, Chain: fwd, Exprs: copied})
 	c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: append(append([]expr.Any{}, local...), held...)})
