@@ -53,11 +53,7 @@ func TestDomainNamesEndToEnd(t *testing.T) {
 			}
 		})
 	}
-	select {
-	case err := <-n.errs:
-		t.Errorf("observer: %v", err)
-	default:
-	}
+	n.checkErrs(t)
 }
 
 // domainNode is node a of a harness cluster running the agent's loop and DNS observer, with an
@@ -150,32 +146,9 @@ func startDomainNodeResolving(t *testing.T, onNode bool, ports []uint16, rules .
 	return &domainNode{pod: pod, ext: ext, resolver: resolver, domains: domains, reach: reach, errs: errs}
 }
 
-// TestDomainNamesInOrder: a domain-name rule behind a Deny follows the policy's order. The
-// admin policy denies TCP 9090 to any peer, then allows *.example.test on TCP 8080 and 9090;
-// the baseline denies the rest. After the lookup the pod reaches the host on 8080, never on
-// 9090 (the Deny decides first), and neither before the lookup; over IPv4 and IPv6.
-func TestDomainNamesInOrder(t *testing.T) {
-	n := startDomainNode(t, []uint16{8080, 9090},
-		model.Rule{Action: model.ActionDeny, Protocol: model.ProtocolTCP, Destination: model.Peer{Ports: []model.Port{{First: 9090, Last: 9090}}}},
-		model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
-			Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}, {First: 9090, Last: 9090}}}})
-	for i, family := range []string{"v4", "v6"} {
-		t.Run(family, func(t *testing.T) {
-			dst := n.ext.Addrs[i]
-			if n.reach(dst, 8080) {
-				t.Fatalf("%s reached before any lookup", dst)
-			}
-			if got := fqdntest.Lookup(t, n.pod.NetNS, dst, "www.example.test", i == 1); len(got) != 1 || got[0] != dst {
-				t.Fatalf("answer %v, want %s", got, dst)
-			}
-			if !n.reach(dst, 8080) {
-				t.Fatalf("%s:8080 not reached after the answer; cached: %v", dst, n.domains.observer.Entries("*.example.test"))
-			}
-			if n.reach(dst, 9090) {
-				t.Errorf("%s:9090 reached: the domain rule accepted what the Deny before it denies", dst)
-			}
-		})
-	}
+// checkErrs fails t with an error the observer reported.
+func (n *domainNode) checkErrs(t *testing.T) {
+	t.Helper()
 	select {
 	case err := <-n.errs:
 		t.Errorf("observer: %v", err)
@@ -183,37 +156,38 @@ func TestDomainNamesInOrder(t *testing.T) {
 	}
 }
 
-// TestDomainNamesBehindPass: a domain-name rule behind a Pass follows the policy's order. The
-// admin policy passes TCP 9090 to any peer to the next tiers, then allows *.example.test on TCP
-// 8080 and 9090; the baseline denies the rest. After the lookup the pod reaches the host on
-// 8080 (the Pass does not match it), never on 9090 (passed: the admin tier's later rules are
-// skipped and the baseline denies it), and neither before the lookup; over IPv4 and IPv6.
-func TestDomainNamesBehindPass(t *testing.T) {
-	n := startDomainNode(t, []uint16{8080, 9090},
-		model.Rule{Action: model.ActionPass, Protocol: model.ProtocolTCP, Destination: model.Peer{Ports: []model.Port{{First: 9090, Last: 9090}}}},
-		model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
-			Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}, {First: 9090, Last: 9090}}}})
-	for i, family := range []string{"v4", "v6"} {
-		t.Run(family, func(t *testing.T) {
-			dst := n.ext.Addrs[i]
-			if n.reach(dst, 8080) {
-				t.Fatalf("%s reached before any lookup", dst)
+// TestDomainNamesInOrder: a domain-name rule behind a Deny or a Pass follows the policy's order.
+// The admin policy denies (or passes to the next tiers) TCP 9090 to any peer, then allows
+// *.example.test on TCP 8080 and 9090; the baseline denies the rest. After the lookup the pod
+// reaches the host on 8080, never on 9090 (the Deny decides first; the Pass skips the admin
+// tier's later rules and the baseline denies), and neither before the lookup; over IPv4 and
+// IPv6.
+func TestDomainNamesInOrder(t *testing.T) {
+	for _, action := range []model.Action{model.ActionDeny, model.ActionPass} {
+		t.Run(action.String(), func(t *testing.T) {
+			n := startDomainNode(t, []uint16{8080, 9090},
+				model.Rule{Action: action, Protocol: model.ProtocolTCP, Destination: model.Peer{Ports: []model.Port{{First: 9090, Last: 9090}}}},
+				model.Rule{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
+					Destination: model.Peer{DomainNames: []string{"*.example.test"}, Ports: []model.Port{{First: 8080, Last: 8080}, {First: 9090, Last: 9090}}}})
+			for i, family := range []string{"v4", "v6"} {
+				t.Run(family, func(t *testing.T) {
+					dst := n.ext.Addrs[i]
+					if n.reach(dst, 8080) {
+						t.Fatalf("%s reached before any lookup", dst)
+					}
+					if got := fqdntest.Lookup(t, n.pod.NetNS, dst, "www.example.test", i == 1); len(got) != 1 || got[0] != dst {
+						t.Fatalf("answer %v, want %s", got, dst)
+					}
+					if !n.reach(dst, 8080) {
+						t.Fatalf("%s:8080 not reached after the answer; cached: %v", dst, n.domains.observer.Entries("*.example.test"))
+					}
+					if n.reach(dst, 9090) {
+						t.Errorf("%s:9090 reached: the domain rule accepted what the %s before it decides", dst, action)
+					}
+				})
 			}
-			if got := fqdntest.Lookup(t, n.pod.NetNS, dst, "www.example.test", i == 1); len(got) != 1 || got[0] != dst {
-				t.Fatalf("answer %v, want %s", got, dst)
-			}
-			if !n.reach(dst, 8080) {
-				t.Fatalf("%s:8080 not reached after the answer; cached: %v", dst, n.domains.observer.Entries("*.example.test"))
-			}
-			if n.reach(dst, 9090) {
-				t.Errorf("%s:9090 reached: the domain rule accepted what the Pass before it passes to the baseline", dst)
-			}
+			n.checkErrs(t)
 		})
-	}
-	select {
-	case err := <-n.errs:
-		t.Errorf("observer: %v", err)
-	default:
 	}
 }
 
@@ -242,11 +216,7 @@ func TestDomainNamesHostNetworkResolver(t *testing.T) {
 	if s := n.domains.observer.Stats(); s.Answers != 2 || s.ReleaseErrors != 0 {
 		t.Errorf("observer stats %+v, want 2 answers, each held and sent on once", s)
 	}
-	select {
-	case err := <-n.errs:
-		t.Errorf("observer: %v", err)
-	default:
-	}
+	n.checkErrs(t)
 }
 
 // TestDomainNamesOverTCP: an answer over TCP (the test's DNS server answering on TCP port 53,
@@ -275,9 +245,5 @@ func TestDomainNamesOverTCP(t *testing.T) {
 	if s := n.domains.observer.Stats(); s.Answers != 2 || s.TCPPartial != 0 {
 		t.Errorf("observer stats %+v, want the 2 TCP answers observed whole", s)
 	}
-	select {
-	case err := <-n.errs:
-		t.Errorf("observer: %v", err)
-	default:
-	}
+	n.checkErrs(t)
 }

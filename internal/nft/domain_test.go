@@ -55,29 +55,19 @@ func TestDomainNameRules(t *testing.T) {
 		}
 	}
 
-	// a Deny before it decides first: the prefix, in a chain of its own, returns what the Deny
-	// matches to the shape before the domain rule can accept it
-	got = render(admin(denyTCP, toDomain), baseline)
-	for _, want := range []string{
-		"_fqdn comment \"domain-name rules in order, then the rest\"",
-		"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (deny)\"\n" +
-			"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("table lacks %q:\n%s", want, got)
-		}
-	}
-
-	// a Pass before it returns what it matches to the shape, which passes it, as a Deny does
-	pass := model.Rule{Action: model.ActionPass, Protocol: model.ProtocolTCP}
-	got = render(admin(pass, toDomain), baseline)
-	for _, want := range []string{
-		"_fqdn comment \"domain-name rules in order, then the rest\"",
-		"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (pass)\"\n" +
-			"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("table lacks %q:\n%s", want, got)
+	// a Deny before it decides first, and a Pass skips the rest of the tier: the prefix, in a
+	// chain of its own, returns what either matches to the shape before the domain rule can
+	// accept it, and the shape denies or passes it
+	for _, first := range []model.Rule{denyTCP, {Action: model.ActionPass, Protocol: model.ProtocolTCP}} {
+		got = render(admin(first, toDomain), baseline)
+		for _, want := range []string{
+			"_fqdn comment \"domain-name rules in order, then the rest\"",
+			"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (" + first.Action.String() + ")\"\n" +
+				"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("behind a %s, the table lacks %q:\n%s", first.Action, want, got)
+			}
 		}
 	}
 
