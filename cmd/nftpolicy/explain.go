@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nftpolicy/nftpolicy/internal/explain"
+	"github.com/nftpolicy/nftpolicy/internal/fqdn"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
@@ -30,6 +31,8 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	ipv6 := fs.Bool("6", false, "use the pods' IPv6 addresses (with --to IP, its family decides)")
 	output := fs.String("o", "text", "output: text or json")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long listing the live cluster may take")
+	nodeSets := fs.String("node-sets", "", "this host is node NODE: read the addresses of its domainNames patterns, with the time each has left, from this kernel's table --table")
+	table := fs.String("table", "nftpolicy", "with --node-sets: the inet nftables table of the node's agent")
 	if err := parseFlags(fs, args, e.stdout); err != nil {
 		return err
 	}
@@ -75,6 +78,9 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
+	if *nodeSets != "" {
+		c.SetDomainSets(*nodeSets, kernelDomainSets(*table))
+	}
 	q := explain.Query{From: *from, To: dst, Interface: *iface, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
 		ICMPType: uint8(*icmpType), ICMPCode: uint8(*icmpCode)}
 	if proto == model.ProtocolICMPv6 && !explicit(fs, "icmp-type") {
@@ -93,6 +99,22 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 		return enc.Encode(r)
 	}
 	return r.WriteText(e.stdout)
+}
+
+// kernelDomainSets reads the domainNames sets of the inet table named table in this network
+// namespace.
+type kernelDomainSets string
+
+func (t kernelDomainSets) Addresses(pattern string) ([]explain.CachedAddr, error) {
+	els, err := fqdn.ReadElements(-1, string(t), pattern)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]explain.CachedAddr, len(els))
+	for i, el := range els {
+		out[i] = explain.CachedAddr{Addr: el.Addr, Expires: el.Expires}
+	}
+	return out, nil
 }
 
 // nodePort reads --to node/NODE:PORT as node/NODE, and PORT into *port (with --port's protocol

@@ -33,7 +33,7 @@ func commands() []command {
 		{"render", "nftpolicy render -f DIR --node NAME [--table NAME]",
 			"print, offline, the table the agent would program for manifests",
 			func(_ context.Context, args []string, e env) error { return render(args, e) }},
-		{"explain", "nftpolicy explain [-f DIR] --from NS/POD|node/NODE|IP --to NS/POD|node/NODE[:PORT]|IP --port PORT/PROTO [-6] [-o json]",
+		{"explain", "nftpolicy explain [-f DIR] --from NS/POD|node/NODE|IP --to NS/POD|node/NODE[:PORT]|IP --port PORT/PROTO [-6] [--node-sets NODE] [-o json]",
 			"explain one flow's verdict and what decided it",
 			explainFlow},
 		{"trace", "nftpolicy trace [--from IP|node/NODE] [--to IP|node/NODE[:PORT]] [--port PORT/PROTO] [--packets N] [--timeout D] [-o json]",

@@ -17,8 +17,9 @@ import (
 
 // Domain names (RunConfig.DNSGroup): the agent enforces ClusterNetworkPolicy domainNames peers
 // by learning their addresses from the DNS answers its node's pods receive (internal/fqdn).
-// It writes the hold's table (fqdn.InstallHold: copy every UDP answer from port 53 to the NFLOG
-// group, and drop those it will send on), reads the group with an fqdn.Observer that writes the
+// It writes the hold's table (fqdn.InstallHold: copy every UDP answer from port 53 that crosses
+// the node's forward path, or leaves a resolver on its host network, to the NFLOG group, and
+// drop those it will send on; copy TCP segments from port 53 without holding them), reads the group with an fqdn.Observer that writes the
 // answered addresses into the patterns' timed sets of the policy table (which the dataplane
 // declares for the rules that use them) before sending each held answer on through raw sockets
 // (fqdn.Injector), and keeps the hold's heartbeat (fqdn.Heartbeat). After each apply the loop
@@ -163,7 +164,8 @@ func newDomainCollector(o *fqdn.Observer, r *nflog.Reader) *domainCollector {
 	return &domainCollector{o: o, r: r,
 		answers: prometheus.NewDesc("nftpolicy_dns_answers_total",
 			"DNS answers to the node's pods seen for domainNames peers, by result: observed (parsed and given to the cache), ignored (no A or AAAA answer), "+
-				"malformed, write_error (its addresses did not reach the kernel), release_error (the held answer could not be sent on).", []string{"result"}, nil),
+				"malformed, write_error (its addresses did not reach the kernel), release_error (the held answer could not be sent on), "+
+				"tcp_partial (a TCP segment from port 53 that is not one whole message: not parsed).", []string{"result"}, nil),
 		evictions: prometheus.NewDesc("nftpolicy_dns_evictions_total",
 			"Addresses of domainNames patterns evicted before their time because a bound was reached, by bound: per_name (256 addresses a pattern), per_client (1,024 a pod).", []string{"bound"}, nil),
 		copies: prometheus.NewDesc("nftpolicy_dns_copies_lost_total",
@@ -180,7 +182,7 @@ func (c *domainCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *domainCollector) Collect(ch chan<- prometheus.Metric) {
 	s, e := c.o.Stats(), c.o.Evictions()
 	for result, n := range map[string]uint64{"observed": s.Answers, "ignored": s.Ignored, "malformed": s.Malformed,
-		"write_error": s.WriteErrors, "release_error": s.ReleaseErrors} {
+		"write_error": s.WriteErrors, "release_error": s.ReleaseErrors, "tcp_partial": s.TCPPartial} {
 		ch <- prometheus.MustNewConstMetric(c.answers, prometheus.CounterValue, float64(n), result)
 	}
 	ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(e.PerName), "per_name")

@@ -35,8 +35,16 @@
 // policy. A side is judged only where a pod of the cluster holds its address: an address
 // outside the cluster's pods has no ingress policy, and as a source no egress one.
 //
+// Domain names (domains.go): a domainNames rule matches the addresses the agent's DNS observer
+// writes into the pattern's sets at run time, which no cluster object records; the compiled
+// decision, and so the verdict, takes such a rule as matching nothing. A pod's egress side lists
+// every domainNames pattern of its policies (Side.Domains) with the rules naming it and its two
+// sets; where explain runs on the side's node and is given its kernel's sets (SetDomainSets), it
+// lists each address they hold with the time it has left, and marks the flow's destination.
+//
 // Tests: TestExplain (explain_test.go) on manifests, every side and origin kind; TestExplainNodes
 // (node_test.go) for nodes as either end, their exceptions and host endpoint defaults; test/e2e's
 // TestConformance compares explain's verdicts, on the live API server, with the traffic every
-// upstream NetworkPolicy case lets through, over IPv4 and IPv6.
+// upstream NetworkPolicy case lets through, over IPv4 and IPv6; TestExplainDomains (domains_test.go)
+// the domain names of a side, offline and read from a node.
 package explain

@@ -22,6 +22,8 @@ type Cluster struct {
 	endpoints map[model.EndpointKey]model.Endpoint
 	policies  map[model.PolicyKey]model.Policy
 	tables    map[string]*nft.Builder // by node
+	// domainSets reads the kernel's domainNames sets of the node explain runs on (by node).
+	domainSets map[string]DomainSets
 	// Problems are the graph's diagnostics (invalid selectors, unknown tiers) of the last node
 	// built.
 	Problems []graph.Problem
@@ -171,7 +173,9 @@ type Side struct {
 	Reason    string     `json:"reason"`
 	DecidedBy DecidedBy  `json:"decided_by"`
 	Tiers     []TierPath `json:"tiers,omitempty"`
-	NFTables  []Step     `json:"nftables,omitempty"`
+	// Domains are the domainNames patterns of the policies of a pod's egress side.
+	Domains  []Domain `json:"domains,omitempty"`
+	NFTables []Step   `json:"nftables,omitempty"`
 }
 
 // DecidedBy is what decided a side.
@@ -325,6 +329,9 @@ func (c *Cluster) side(dir model.Direction, node string, local, peer netip.Addr,
 		return s, fmt.Errorf("node %s holds no endpoint with address %s", node, local)
 	}
 	s.Pod = d.Endpoint.String()
+	if dir == model.Egress {
+		s.Domains = c.domains(node, d)
+	}
 	return s, c.decided(&s, builder, d, chain, pkt)
 }
 

@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 )
 
@@ -27,7 +28,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%s → %s %s%s: %s\n", endName(r.From), endName(r.To), r.Protocol, port, verdict)
 	for _, s := range []Side{r.Egress, r.Ingress} {
 		b.WriteString("\n")
-		writeSide(&b, s)
+		writeSide(&b, s, r.To.Addr)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -63,7 +64,9 @@ func subject(s Side) string {
 	return "the node's own traffic (" + ifaceName(s.Interface) + ")"
 }
 
-func writeSide(b *strings.Builder, s Side) {
+// writeSide writes one side; peer is the flow's destination (marked in an egress side's
+// domainNames sets).
+func writeSide(b *strings.Builder, s Side, peer netip.Addr) {
 	if !s.Judged {
 		fmt.Fprintf(b, "%s: %s — %s\n", s.Direction, s.Verdict, s.Reason)
 		return
@@ -96,6 +99,7 @@ func writeSide(b *strings.Builder, s Side) {
 			fmt.Fprintf(b, "    %-8s %-11s (default %s): %s\n", t.Tier, t.Outcome, t.DefaultAction, policies)
 		}
 	}
+	writeDomains(b, s, peer)
 	fmt.Fprintf(b, "  nftables on node %s:\n", s.Node)
 	if len(s.NFTables) == 0 {
 		if s.Pod != "" {

@@ -203,13 +203,16 @@ func (c *Cache) roomInSet(changes []Change, s *nameSet, now time.Time) []Change 
 }
 
 // roomForClient evicts, while client holds its bound, the element of client's that expires
-// first, so that it may own one more (its expired ones Observe has dropped).
+// first (among equals, the smallest address, then pattern, as firstToExpire), so that it may
+// own one more (its expired ones Observe has dropped).
 func (c *Cache) roomForClient(changes []Change, client netip.Addr) []Change {
 	for len(c.clients[client]) >= c.limits.PerClient {
 		var first elemKey
 		var at time.Time
 		for k := range c.clients[client] {
-			if e := k.set.elems[k.addr]; first.set == nil || e.expires.Before(at) {
+			e := k.set.elems[k.addr]
+			if first.set == nil || e.expires.Before(at) || e.expires.Equal(at) && (k.addr.Less(first.addr) ||
+				k.addr == first.addr && k.set.pattern.String() < first.set.pattern.String()) {
 				first, at = k, e.expires
 			}
 		}

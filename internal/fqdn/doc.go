@@ -39,19 +39,32 @@
 // the cost of one answer is O(records × labels) for matching, plus O(PerName + PerClient) per
 // eviction. The Cache is not safe for concurrent use: one goroutine owns it.
 //
-// Observation and the hold (hold.go, observe.go): the node's forward path logs DNS answers (UDP
-// from port 53) to an NFLOG group read whole (AnswerCopyRange); the Observer parses each, feeds
+// Observation and the hold (hold.go, holdtable.go, observe.go): the node's forward path, and its
+// output path for a resolver on the node's own network (InstallHold), log DNS answers (UDP from
+// port 53) to an NFLOG group read whole (AnswerCopyRange); the Observer parses each, feeds
 // the Cache and writes its Changes (SetWriter: one batch per answer) before the answer reaches
 // the pod. There is no queue statement in this kernel, so the answer is held by dropping it
 // after the copy: while HoldSet holds its heartbeat element, an answer of at most HoldMaxLength
 // bytes is logged and dropped, and the Observer sends the copy on (Injector: a raw socket, the
 // UDP checksum computed afresh) once the elements are committed, or the write failed, or the
-// packet was no answer. The first connection after an answer therefore finds its address in
+// packet was no answer; the output path leaves the Injector's own packets alone (InjectUID).
+// The first connection after an answer therefore finds its address in
 // the set. Heartbeat refreshes the element every HeartbeatPeriod with HeartbeatTimeout, skips
 // while the Observer is stalled, and removes it when it stops: an agent that stops, dies or
 // hangs leaves answers held for at most HeartbeatTimeout (the pod's resolver retries), after
 // which they pass unheld and unseen — DNS never depends on the agent. A longer answer is
 // copied and passes at once, racing its commit. The packet mark is neither read nor written.
+//
+// DNS over TCP: the hold's chains copy TCP segments from port 53 too, without dropping them (a
+// dropped segment would be sent again, and a re-sent one would need its sequence state kept);
+// the Observer parses a segment that holds exactly one message behind its 2-byte length, which
+// a resolver's answer of a few hundred bytes does, and counts the others (Stats.TCPPartial).
+// A TCP answer therefore races its commit: the pod's first SYN to an answered address can reach
+// the policy before the element (the commit takes well under a millisecond after the copy is
+// read), and is dropped; TCP sends it again after a second. DoT and DoH are not seen.
+//
+// ReadElements reads a pattern's sets back from the kernel, each address with the time it has
+// left: what `nftpolicy explain --node-sets` shows.
 //
 // A pattern learns only the answers observed while it exists: a pattern added by a new policy
 // starts empty and fills as pods resolve again.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/google/nftables"
@@ -78,12 +79,27 @@ func Heartbeat(ctx context.Context, w *SetWriter, stalled func() bool) (err erro
 	}
 }
 
+// InjectUID is the user the Injector's sockets belong to (`meta skuid`), which no process of a
+// node runs as: the output hold chain leaves the packets it sends on alone, so that an answer a
+// resolver on the node sends is held once. Nothing on the wire carries it.
+const InjectUID = 0x7ffffffd
+
 // Injector sends held packets on, whole, through raw sockets (IPPROTO_RAW: the packet brings its
-// own IP header) of the network namespace it was made in; they leave through its output path.
+// own IP header) of the network namespace it was made in; they leave through its output path,
+// as InjectUID's.
 type Injector struct{ fd4, fd6 int }
 
-// NewInjector opens the raw sockets in the calling thread's network namespace.
-func NewInjector() (*Injector, error) {
+// NewInjector opens the raw sockets in the calling thread's network namespace, as InjectUID's:
+// the thread's filesystem user is InjectUID while it opens them (setfsuid, which needs
+// CAP_SETUID), its own again after.
+func NewInjector() (inj *Injector, err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	prev, _ := unix.SetfsuidRetUid(InjectUID)
+	defer unix.SetfsuidRetUid(prev)
+	if cur, _ := unix.SetfsuidRetUid(-1); cur != InjectUID {
+		return nil, fmt.Errorf("fqdn: sockets of user %d: setfsuid refused (CAP_SETUID)", InjectUID)
+	}
 	fd4, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 	if err != nil {
 		return nil, fmt.Errorf("fqdn: raw IPv4 socket: %w", err)

@@ -1,9 +1,14 @@
 package fqdn
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
+	"time"
 
 	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 )
@@ -61,3 +66,47 @@ func (w *SetWriter) Write(changes []Change) error {
 
 // Close releases the connection.
 func (w *SetWriter) Close() error { return w.conn.CloseLasting() }
+
+// Element is an address of a pattern's set as the kernel holds it: the timeout it was added
+// with and the time it has left before the kernel expires it.
+type Element struct {
+	Addr             netip.Addr
+	Timeout, Expires time.Duration
+}
+
+// ReadElements reads pattern's two sets (SetName) of the inet table named table in the network
+// namespace netnsFD (< 0: the current one): the addresses, IPv4 first, each family sorted, with
+// the time each has left. A set the table does not declare (no rule of the node uses the
+// pattern) holds nothing. It costs one netlink dump per set.
+func ReadElements(netnsFD int, table, pattern string) ([]Element, error) {
+	c, err := conn(netnsFD)
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseLasting()
+	t := &nftables.Table{Name: table, Family: nftables.TableFamilyINet}
+	var out []Element
+	for _, is6 := range []bool{false, true} {
+		set, err := c.GetSetByName(t, SetName(pattern, is6))
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fqdn: reading set %s of table %s: %w", SetName(pattern, is6), table, err)
+		}
+		els, err := c.GetSetElements(set)
+		if err != nil {
+			return nil, fmt.Errorf("fqdn: reading the elements of set %s of table %s: %w", set.Name, table, err)
+		}
+		start := len(out)
+		for _, el := range els {
+			a, ok := netip.AddrFromSlice(el.Key)
+			if !ok {
+				continue
+			}
+			out = append(out, Element{Addr: a, Timeout: el.Timeout, Expires: el.Expires})
+		}
+		slices.SortFunc(out[start:], func(a, b Element) int { return a.Addr.Compare(b.Addr) })
+	}
+	return out, nil
+}

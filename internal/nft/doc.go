@@ -47,7 +47,8 @@
 //   - domainRules (domain.go): a rule whose peer is a domainNames pattern matches nothing in the
 //     three shapes (its addresses are learnt at run time); the group's chain evaluates it in
 //     front of the shape instead, in the policy's order (a lookup in the pattern's timed set; the
-//     Allow and Deny rules between, in a chain of the group's own once a Deny comes), up to the
+//     Allow, Deny and Pass rules between, in a chain of the group's own once a Deny or a Pass
+//     comes, which returns what they match to the shape), up to the
 //     first rule it cannot evaluate there; the pattern's sets (`fqdn4_`/`fqdn6_`, ruleset.Set.Timeout) are shared sets
 //     whose elements the agent writes.
 //   - Builder (builder.go): folds messages into the State, brings the table up to date on

@@ -15,7 +15,8 @@ import (
 // TestDomainNameRules: an admin policy's allow to a domain name, in front of a baseline deny,
 // becomes an accepting lookup in the pattern's timed sets at the head of the group's chain,
 // the sets declared `flags timeout` without elements; behind a Deny the prefix keeps the order in
-// a chain of its own; behind a Pass it matches nothing (never a wider allow).
+// a chain of its own, and so does a Pass (both return to the shape); behind a Log rule it
+// matches nothing (never a wider allow).
 func TestDomainNameRules(t *testing.T) {
 	v4, v6 := dataplane.DomainSetName("*.example.com", true), dataplane.DomainSetName("*.example.com", false)
 	admin := func(rules ...model.Rule) model.Policy {
@@ -54,24 +55,29 @@ func TestDomainNameRules(t *testing.T) {
 		}
 	}
 
-	// a Deny before it decides first: the prefix, in a chain of its own, returns what the Deny
-	// matches to the shape before the domain rule can accept it
-	got = render(admin(denyTCP, toDomain), baseline)
-	for _, want := range []string{
-		"_fqdn comment \"domain-name rules in order, then the rest\"",
-		"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (deny)\"\n" +
-			"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("table lacks %q:\n%s", want, got)
+	// a Deny before it decides first, and a Pass skips the rest of the tier: the prefix, in a
+	// chain of its own, returns what either matches to the shape before the domain rule can
+	// accept it, and the shape denies or passes it
+	for _, first := range []model.Rule{denyTCP, {Action: model.ActionPass, Protocol: model.ProtocolTCP}} {
+		got = render(admin(first, toDomain), baseline)
+		for _, want := range []string{
+			"_fqdn comment \"domain-name rules in order, then the rest\"",
+			"\t\tmeta l4proto tcp return comment \"ClusterNetworkPolicy/dns egress rule 0 (" + first.Action.String() + ")\"\n" +
+				"\t\tip daddr @" + v4 + " meta l4proto . th dport @ports_",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("behind a %s, the table lacks %q:\n%s", first.Action, want, got)
+			}
 		}
 	}
 
-	// a Pass before it cannot be evaluated in the prefix: the domain rule matches nothing
-	pass := model.Rule{Action: model.ActionPass, Protocol: model.ProtocolTCP}
-	got = render(admin(pass, toDomain), baseline)
-	if strings.Contains(got, "@"+v4) || strings.Contains(got, "set "+v4) || strings.Contains(got, "_fqdn") {
-		t.Errorf("the domain rule behind a Pass is compiled:\n%s", got)
+	// a Log rule before it (with deny logs) cannot be evaluated in the prefix: the domain rule
+	// matches nothing
+	logRule := model.Rule{Action: model.ActionLog, Protocol: model.ProtocolTCP}
+	b := nft.NewBuilder(nft.Config{DenyLog: &nft.DenyLog{Group: 5}})
+	b.Apply(nfttest.MessagesFor("a", nfttest.FixedAddrs(), nfttest.Scenario{Name: "domain", Policies: nfttest.Static(admin(logRule, toDomain), baseline)}))
+	if got = b.Render(); strings.Contains(got, "@"+v4) || strings.Contains(got, "_fqdn") {
+		t.Errorf("the domain rule behind a Log rule is compiled:\n%s", got)
 	}
 
 	// without a Deny in front, no chain of its own: the accepting rules head the group chain

@@ -34,7 +34,7 @@ type listRule struct {
 	ports         []portRange     // protocol . destination port in one of these (nil: any)
 	namedPorts    dataplane.SetID // destination . protocol . port is a member ("": none)
 	domain        string          // peer address in the pattern's set (domainRules; "": none)
-	returns       bool            // a Deny's rule of a domain-name prefix: return, not accept
+	returns       bool            // a Deny's or a Pass's rule of a domain-name prefix: return, not accept
 	reason        string
 	// the packet's local side (ordered.go; a group compiled against a local address resolves
 	// it there): the local address in each of localSets, none of localNotSets, one of

@@ -171,7 +171,7 @@ func (b *Builder) useShared(g *group, builders map[string]func() *ruleset.Set) {
 
 // domainChain starts group g's chain (of a map or union shape) with the prefix of its
 // domain-name rules (domainRules) and makes their shared sets the group's: the accepting rules
-// themselves, or, when a Deny's rule returns among them, a jump to the chain <group>_fqdn that
+// themselves, or, when a Deny's or a Pass's rule returns among them, a jump to the chain <group>_fqdn that
 // holds them.
 func (b *Builder) domainChain(g *group, domain []listRule) *ruleset.Chain {
 	builders := map[string]func() *ruleset.Set{}

@@ -44,7 +44,8 @@ var mayImport = map[string][]string{
 	// explain runs the stages offline for one flow, on top of them as the agent does
 	"internal/explain": {"internal/model", "internal/sync", "internal/graph", "internal/nft", "internal/nft/ruleset"},
 	"cmd/nftpolicy": {"internal/model", "internal/dataplane", "internal/sync", "internal/graph", "internal/nft",
-		"internal/nft/kernel", "internal/nft/ruleset", "internal/agent", "internal/explain", "internal/trace"},
+		"internal/nft/kernel", "internal/nft/ruleset", "internal/agent", "internal/explain", "internal/trace",
+		"internal/fqdn"},
 	// the local cluster harness, and the demo that drives it
 	"internal/testenv":           nil,
 	"internal/testenv/netns":     {"internal/testenv"},

@@ -1,8 +1,11 @@
 // Package fqdntest is the DNS server and client the tests of fqdn and agent share: a Zone
-// answered on UDP port 53 of addresses in a test network namespace, and Lookup from another.
+// answered on UDP (Serve) or TCP (ServeTCP) port 53 of addresses in a test network namespace,
+// and Lookup (LookupTCP) from another.
 package fqdntest
 
 import (
+	"encoding/binary"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -115,9 +118,95 @@ func Serve(t testing.TB, netnsName string, z *Zone, addrs ...netip.Addr) {
 	}
 }
 
+// ServeTCP answers queries from z over TCP on port 53 of addrs in the namespace (each message
+// behind its 2-byte length, RFC 1035 §4.2.2; an answer in one write, so one segment) until the
+// test ends.
+func ServeTCP(t testing.TB, netnsName string, z *Zone, addrs ...netip.Addr) {
+	t.Helper()
+	for _, a := range addrs {
+		var l net.Listener
+		err := netns.Do(netnsName, func() (err error) {
+			l, err = net.Listen("tcp", netip.AddrPortFrom(a, 53).String())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer conn.Close()
+					conn.SetDeadline(time.Now().Add(5 * time.Second))
+					for {
+						query, err := readTCPMessage(conn)
+						if err != nil {
+							return
+						}
+						resp, err := z.Respond(query)
+						if err != nil {
+							return
+						}
+						if _, err := conn.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(resp))), resp...)); err != nil {
+							return
+						}
+					}
+				}()
+			}
+		}()
+	}
+}
+
+// readTCPMessage reads one length-prefixed DNS message.
+func readTCPMessage(r io.Reader) ([]byte, error) {
+	var n [2]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	msg := make([]byte, binary.BigEndian.Uint16(n[:]))
+	_, err := io.ReadFull(r, msg)
+	return msg, err
+}
+
+// exchangeTCP sends query to server's TCP port 53 from the namespace and returns the answer.
+func exchangeTCP(netnsName string, server netip.Addr, query []byte, timeout time.Duration) ([]byte, error) {
+	var conn net.Conn
+	err := netns.Do(netnsName, func() (err error) {
+		conn, err = net.DialTimeout("tcp", netip.AddrPortFrom(server, 53).String(), timeout)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(query))), query...)); err != nil {
+		return nil, err
+	}
+	return readTCPMessage(conn)
+}
+
 // Lookup asks server for name's addresses of the family from the namespace and returns them as
 // the answer arrives.
 func Lookup(t testing.TB, netnsName string, server netip.Addr, name string, is6 bool) []netip.Addr {
+	t.Helper()
+	return lookup(t, name, is6, func(query []byte) ([]byte, error) {
+		return netns.ExchangeUDP(netnsName, netip.AddrPortFrom(server, 53), query, 3*time.Second)
+	})
+}
+
+// LookupTCP is Lookup over TCP.
+func LookupTCP(t testing.TB, netnsName string, server netip.Addr, name string, is6 bool) []netip.Addr {
+	t.Helper()
+	return lookup(t, name, is6, func(query []byte) ([]byte, error) { return exchangeTCP(netnsName, server, query, 3*time.Second) })
+}
+
+// lookup asks for name's addresses of the family through exchange.
+func lookup(t testing.TB, name string, is6 bool, exchange func(query []byte) ([]byte, error)) []netip.Addr {
 	t.Helper()
 	qtype := dnsmessage.TypeA
 	if is6 {
@@ -134,7 +223,7 @@ func Lookup(t testing.TB, netnsName string, server netip.Addr, name string, is6 
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := netns.ExchangeUDP(netnsName, netip.AddrPortFrom(server, 53), query, 3*time.Second)
+	resp, err := exchange(query)
 	if err != nil {
 		t.Fatalf("looking up %s: %v", name, err)
 	}
