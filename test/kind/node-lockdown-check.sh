@@ -19,11 +19,7 @@ ns=nftpolicy-node-lockdown
 port="${PORT:-18081}"
 agnhost="${AGNHOST_IMAGE:-registry.k8s.io/e2e-test-images/agnhost:2.63.0}"
 : "${POD_NETWORK_V4:?}" "${POD_NETWORK_V6:?}"
-workers=($(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[*].metadata.name}'))
-cp=$(kubectl get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{.items[0].metadata.name}')
-w1=${workers[0]} w2=${workers[1]}
-w1ips=($(node_ips "$w1")) cpips=($(node_ips "$cp"))
-[ "${#w1ips[@]}" = 2 ] && [ "${#cpips[@]}" = 2 ] || { echo "node-lockdown: $w1 and $cp need an IPv4 and an IPv6 InternalIP: ${w1ips[*]}, ${cpips[*]}"; exit 1; }
+cluster_nodes node-lockdown
 
 kubectl delete namespace "$ns" --ignore-not-found --wait >/dev/null
 kubectl create namespace "$ns" >/dev/null

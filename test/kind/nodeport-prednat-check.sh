@@ -18,11 +18,7 @@ cd "$(dirname "$0")"
 ns=nftpolicy-nodeport-prednat
 nodeport="${NODE_PORT:-30081}"
 agnhost="${AGNHOST_IMAGE:-registry.k8s.io/e2e-test-images/agnhost:2.63.0}"
-workers=($(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[*].metadata.name}'))
-cp=$(kubectl get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{.items[0].metadata.name}')
-w1=${workers[0]} w2=${workers[1]}
-w1ips=($(node_ips "$w1")) cpips=($(node_ips "$cp"))
-[ "${#w1ips[@]}" = 2 ] && [ "${#cpips[@]}" = 2 ] || { echo "nodeport-prednat: $w1 and $cp need an IPv4 and an IPv6 InternalIP: ${w1ips[*]}, ${cpips[*]}"; exit 1; }
+cluster_nodes nodeport-prednat
 cp4=${cpips[0]} cp6=${cpips[1]}
 case $cp4 in *:*) cp4=${cpips[1]} cp6=${cpips[0]} ;; esac
 

@@ -4,8 +4,21 @@
 # within 60 s. The caller reads $checks and $fails at its end.
 fails=0 checks=0
 
-# node_ips NODE: the node's InternalIPs, IPv4 then IPv6 as the Node lists them.
+# node_ips NODE: the node's InternalIPs, as the Node lists them.
 node_ips() { kubectl get node "$1" -o jsonpath='{range .status.addresses[?(@.type=="InternalIP")]}{.address}{" "}{end}'; }
+
+# cluster_nodes CHECK: the checks' nodes: cp (the control plane), w1 and w2 (the workers), and
+# the InternalIPs of w1 and cp in w1ips and cpips; CHECK exits unless each has an IPv4 and an
+# IPv6 one.
+cluster_nodes() {
+  local workers
+  workers=($(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[*].metadata.name}'))
+  cp=$(kubectl get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{.items[0].metadata.name}')
+  w1=${workers[0]} w2=${workers[1]}
+  w1ips=($(node_ips "$w1")) cpips=($(node_ips "$cp"))
+  [ "${#w1ips[@]}" = 2 ] && [ "${#cpips[@]}" = 2 ] ||
+    { echo "$1: $w1 and $cp need an IPv4 and an IPv6 InternalIP: ${w1ips[*]}, ${cpips[*]}"; exit 1; }
+}
 
 # probe NODE ADDR PORT: 0 when NODE (its own network namespace, through docker) opens a TCP
 # connection to ADDR:PORT within 2 s. The reason of a failure goes to $why: refused or timeout.
