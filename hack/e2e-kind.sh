@@ -50,7 +50,7 @@ conformance="${KIND_CONFORMANCE:-1}"
 start=$(date +%s)
 phase() { echo "== $(( $(date +%s) - start )) s: $*"; }
 mkdir -p "$report"
-rm -f "$report"/nftpolicy-*.log "$report"/denied-*.txt "$report"/node-lockdown-denied.txt
+rm -f "$report"/nftpolicy-*.log "$report"/denied-*.txt "$report"/node-lockdown-denied.txt "$report"/nft-monitor-*.log
 
 if [ -n "${KIND_NODE_IMAGE:-}" ]; then
   # ---- online path ----
@@ -257,6 +257,14 @@ follow_agents() {
 }
 rm -f "$KIND_RUN/log-followers"
 follow_agents
+# Every change to each node's nftables tables (nft monitor in the node's network namespace), one
+# line each after the time it was read (bash's EPOCHREALTIME), into nft-monitor-<node>.log: the
+# transactions a denied packet can be set beside (the deny log's lines carry their time too).
+# The monitor's pid is kept in the node, which stops it at the end.
+for n in $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}'); do
+  docker exec "$n" bash -c 'nft monitor > >(while IFS= read -r l; do printf "%s %s\n" "$EPOCHREALTIME" "$l"; done) &
+    echo $! > /run/nftpolicy-e2e-monitor.pid; wait' > "$report/nft-monitor-$n.log" 2>&1 &
+done
 
 rc=0
 # The NodePort of the preDNAT check (in the static band of the NodePort range, which dynamic
@@ -315,6 +323,9 @@ else
   phase "conformance suite left out (KIND_CONFORMANCE=0)"
 fi
 while read -r pid; do kill "$pid" 2>/dev/null || true; done < <(cat "$KIND_RUN/log-followers" 2>/dev/null)
+for n in $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}'); do
+  docker exec "$n" bash -c 'kill "$(cat /run/nftpolicy-e2e-monitor.pid)"' 2>/dev/null || true
+done
 for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
   kubectl -n kube-system logs "$pod" > "$report/nftpolicy-${pod#pod/}.log" 2>&1 || true
 done
@@ -337,7 +348,7 @@ if grep -Ev " node-lockdown .* tcp (18081|10250)$| nodeport-prednat .* tcp $pred
 fi
 for a in $(kubectl get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{range .items[*].status.addresses[?(@.type=="InternalIP")]}{.address}{" "}{end}'); do
   if grep -F " node-lockdown $a -> " "$report/node-lockdown-denied.txt" | grep -q ' tcp 10250$'; then
-    echo "node lockdown: WARNING: packets from the control plane ($a) to a kubelet (10250), which the policy allows, were denied (above)"
+    echo "node lockdown: WARNING: packets from the control plane ($a) to a kubelet (10250), which the policy allows, were denied (above; their times in the agents' logs, the nodes' table changes in nft-monitor-<node>.log)"
   fi
 done
 echo "node lockdown: nftpolicy_denied_packets_total of node-lockdown at the end"
