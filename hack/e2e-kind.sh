@@ -50,7 +50,7 @@ conformance="${KIND_CONFORMANCE:-1}"
 start=$(date +%s)
 phase() { echo "== $(( $(date +%s) - start )) s: $*"; }
 mkdir -p "$report"
-rm -f "$report"/nftpolicy-*.log "$report"/denied-*.txt "$report"/node-lockdown-denied.txt
+rm -f "$report"/nftpolicy-*.log "$report"/denied-*.txt "$report"/node-lockdown-denied.txt "$report"/nft-monitor-*.log
 
 if [ -n "${KIND_NODE_IMAGE:-}" ]; then
   # ---- online path ----
@@ -257,10 +257,23 @@ follow_agents() {
 }
 rm -f "$KIND_RUN/log-followers"
 follow_agents
+# Every change to each node's nftables tables (nft monitor in the node's network namespace), one
+# line each after the time it was read (bash's EPOCHREALTIME), into nft-monitor-<node>.log: the
+# transactions a denied packet can be set beside (the deny log's lines carry their time too).
+# The monitor's pid is kept in the node, which stops it at the end.
+for n in $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}'); do
+  docker exec "$n" bash -c 'nft monitor > >(while IFS= read -r l; do printf "%s %s\n" "$EPOCHREALTIME" "$l"; done) &
+    echo $! > /run/nftpolicy-e2e-monitor.pid; wait' > "$report/nft-monitor-$n.log" 2>&1 &
+done
 
 rc=0
+# The NodePort of the preDNAT check (in the static band of the NodePort range, which dynamic
+# allocation leaves to last): the only port its policy may deny (the deny gate at the end).
+prednat_port=30081
 phase "node lockdown: GlobalNetworkPolicy node-lockdown over the automatic host endpoints"
 POD_NETWORK_V4=$net4 POD_NETWORK_V6=$net6 in_netns bash test/kind/node-lockdown-check.sh || rc=1
+phase "preDNAT: GlobalNetworkPolicy nodeport-prednat restricts NodePort $prednat_port by client before kube-proxy's DNAT"
+NODE_PORT=$prednat_port in_netns bash test/kind/nodeport-prednat-check.sh || rc=1
 phase "service check"
 masq=0; [ "$cni" = ptp ] || masq=1   # flanneld --ip-masq: pods reach a NodePort as their node
 CNI_MASQUERADES_TO_NODES=$masq in_netns bash test/kind/service-check.sh || rc=1
@@ -310,26 +323,32 @@ else
   phase "conformance suite left out (KIND_CONFORMANCE=0)"
 fi
 while read -r pid; do kill "$pid" 2>/dev/null || true; done < <(cat "$KIND_RUN/log-followers" 2>/dev/null)
+for n in $(kubectl get nodes -o jsonpath='{.items[*].metadata.name}'); do
+  docker exec "$n" bash -c 'kill "$(cat /run/nftpolicy-e2e-monitor.pid)"' 2>/dev/null || true
+done
 for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=nftpolicy -o name); do
   kubectl -n kube-system logs "$pod" > "$report/nftpolicy-${pod#pod/}.log" 2>&1 || true
 done
-# What the node lockdown denied: the packets the agents logged as denied by node-lockdown
-# (--log-denied, within its rate per reason) through the whole run, every agent of every rollout,
-# by source, destination and port, then the deny counters of the agents running at the end
-# (since their rollout), kept in denied-<node>.txt. The check's own probes (TCP 18081, and the
-# kubelet's 10250 from a worker) are the only packets the cluster sends that the policy may
-# deny: any other port means the cluster needed something the policy does not allow, and fails
-# the run; 10250 from the control plane, which the policy allows, is reported as a warning.
-echo "node lockdown: packets logged as denied by GlobalNetworkPolicy/node-lockdown (count, source -> destination protocol port):"
-cat "$report"/nftpolicy-*.log | grep '^{' | jq -r 'select(.msg == "packet denied" and (.reason | contains("GlobalNetworkPolicy/node-lockdown")))
-  | "\(.src) -> \(.dst) \(.protocol) \(.port // "")"' 2>/dev/null | sort | uniq -c | sort -rn > "$report/node-lockdown-denied.txt" || true
+# What the node checks' policies denied: the packets the agents logged as denied by
+# GlobalNetworkPolicy node-lockdown or nodeport-prednat (--log-denied, within its rate per
+# reason) through the whole run, every agent of every rollout, by policy, source, destination and
+# port, then the deny counters of the agents running at the end (since their rollout), kept in
+# denied-<node>.txt. The checks' own probes are the only packets the cluster sends that these
+# policies may deny: of node-lockdown, TCP 18081 and the kubelet's 10250 from a worker; of
+# nodeport-prednat, its NodePort. Any other port means the cluster needed something the policy
+# does not allow, and fails the run; 10250 from the control plane, which node-lockdown allows,
+# is reported as a warning.
+echo "node lockdown: packets logged as denied by GlobalNetworkPolicy node-lockdown and nodeport-prednat (count, policy, source -> destination protocol port):"
+cat "$report"/nftpolicy-*.log | grep '^{' | jq -r 'select(.msg == "packet denied")
+  | (.reason | capture("GlobalNetworkPolicy/(?<p>node-lockdown|nodeport-prednat) ") | .p) as $p
+  | "\($p) \(.src) -> \(.dst) \(.protocol) \(.port // "")"' 2>/dev/null | sort | uniq -c | sort -rn > "$report/node-lockdown-denied.txt" || true
 sed 's/^/  /' "$report/node-lockdown-denied.txt"
-if grep -Ev ' tcp (18081|10250)$' "$report/node-lockdown-denied.txt" > /dev/null; then
-  echo "node lockdown: FAILED: the policy denied what the cluster sent (above, not TCP 18081 or 10250: the check's probes)"; rc=1
+if grep -Ev " node-lockdown .* tcp (18081|10250)$| nodeport-prednat .* tcp $prednat_port$" "$report/node-lockdown-denied.txt" > /dev/null; then
+  echo "node lockdown: FAILED: the policies denied what the cluster sent (above, not the checks' probes: node-lockdown TCP 18081 or 10250, nodeport-prednat TCP $prednat_port)"; rc=1
 fi
 for a in $(kubectl get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{range .items[*].status.addresses[?(@.type=="InternalIP")]}{.address}{" "}{end}'); do
-  if grep -F " $a -> " "$report/node-lockdown-denied.txt" | grep -q ' tcp 10250$'; then
-    echo "node lockdown: WARNING: packets from the control plane ($a) to a kubelet (10250), which the policy allows, were denied (above)"
+  if grep -F " node-lockdown $a -> " "$report/node-lockdown-denied.txt" | grep -q ' tcp 10250$'; then
+    echo "node lockdown: WARNING: packets from the control plane ($a) to a kubelet (10250), which the policy allows, were denied (above; their times in the agents' logs, the nodes' table changes in nft-monitor-<node>.log)"
   fi
 done
 echo "node lockdown: nftpolicy_denied_packets_total of node-lockdown at the end"

@@ -14,16 +14,12 @@
 # cluster's pod subnets: POD_NETWORK_V4 and POD_NETWORK_V6.
 set -euo pipefail
 cd "$(dirname "$0")"
+. ./probe.sh
 ns=nftpolicy-node-lockdown
 port="${PORT:-18081}"
 agnhost="${AGNHOST_IMAGE:-registry.k8s.io/e2e-test-images/agnhost:2.63.0}"
 : "${POD_NETWORK_V4:?}" "${POD_NETWORK_V6:?}"
-workers=($(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[*].metadata.name}'))
-cp=$(kubectl get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{.items[0].metadata.name}')
-w1=${workers[0]} w2=${workers[1]}
-ips() { kubectl get node "$1" -o jsonpath='{range .status.addresses[?(@.type=="InternalIP")]}{.address}{" "}{end}'; }
-w1ips=($(ips "$w1")) cpips=($(ips "$cp"))
-[ "${#w1ips[@]}" = 2 ] && [ "${#cpips[@]}" = 2 ] || { echo "node-lockdown: $w1 and $cp need an IPv4 and an IPv6 InternalIP: ${w1ips[*]}, ${cpips[*]}"; exit 1; }
+cluster_nodes node-lockdown
 
 kubectl delete namespace "$ns" --ignore-not-found --wait >/dev/null
 kubectl create namespace "$ns" >/dev/null
@@ -42,33 +38,6 @@ spec:
 YAML
 kubectl -n "$ns" wait --for=condition=Ready pod/listener --timeout=120s >/dev/null
 
-# probe NODE ADDR PORT: 0 when NODE (its own network namespace, through docker) opens a TCP
-# connection to ADDR:PORT within 2 s. The reason of a failure goes to $why: refused or timeout.
-probe() {
-  local out rc=0
-  out=$(docker exec "$1" timeout 2 bash -c "exec 3<>/dev/tcp/$2/$3" 2>&1) || rc=$?
-  case $rc in 0) why=open ;; 124) why=timeout ;; *) case $out in *refused*) why=refused ;; *) why="failed: $out" ;; esac ;; esac
-  return $rc
-}
-fails=0 checks=0
-# expect NODE ADDR PORT open|closed WHAT
-expect() {
-  local from=$1 addr=$2 p=$3 want=$4 what=$5 run=0 got
-  checks=$((checks + 1))
-  for _ in $(seq 30); do
-    if probe "$from" "$addr" "$p"; then got=open; else got=closed; fi
-    if [ "$got" = "$want" ]; then run=$((run + 1)); [ $run = 2 ] && break; else run=0; sleep 1; fi
-  done
-  if [ $run = 2 ]; then echo "  ok   $from -> $addr port $p ($what): $want ($why)"
-  else echo "  FAIL $from -> $addr port $p ($what): want $want, got $got ($why)"; fails=$((fails + 1)); fi
-}
-# denied NODE: the node's agent's nftpolicy_denied_packets_total for the lockdown policy's tier
-# default (the agent serves /metrics on the node's loopback, which no host endpoint polices).
-denied() {
-  docker exec "$1" bash -c "exec 3<>/dev/tcp/127.0.0.1/9464; printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3; cat <&3" |
-    awk '/^nftpolicy_denied_packets_total/ && /node-lockdown/ {n += $NF} END {printf "%d\n", n}'
-}
-
 echo "node-lockdown: listener on $w1 (hostNetwork, TCP $port); probes from $w2 and $cp"
 echo " before the policy:"
 for a in "${w1ips[@]}"; do
@@ -77,7 +46,7 @@ for a in "${w1ips[@]}"; do
 done
 sed -e "s#POD_NETWORK_V4#$POD_NETWORK_V4#" -e "s#POD_NETWORK_V6#$POD_NETWORK_V6#" node-lockdown.yaml | kubectl apply -f - >/dev/null
 echo " with GlobalNetworkPolicy node-lockdown:"
-before=$(denied "$w1")
+before=$(denied "$w1" node-lockdown)
 for a in "${w1ips[@]}"; do
   expect "$w2" "$a" "$port" closed "hostNetwork listener, another worker"
   expect "$cp" "$a" "$port" closed "hostNetwork listener, the control plane"
@@ -86,13 +55,7 @@ for a in "${w1ips[@]}"; do
   expect "$w2" "$a" 10250 closed "kubelet, another worker"
 done
 for a in "${cpips[@]}"; do expect "$w2" "$a" 6443 open "API server, a worker"; done
-after=$(denied "$w1")
-checks=$((checks + 1))
-if [ "$after" -gt "$before" ]; then
-  echo "  ok   $w1 counted the closed probes: nftpolicy_denied_packets_total of node-lockdown $before -> $after"
-else
-  echo "  FAIL $w1 counted no closed probe: nftpolicy_denied_packets_total of node-lockdown $before -> $after"; fails=$((fails + 1))
-fi
+expect_counted "$w1" node-lockdown "$before"
 kubectl delete namespace "$ns" --wait=false >/dev/null
 echo "node-lockdown: $((checks - fails)) passed, $fails failed (the policy stays in place)"
 [ $fails = 0 ]
