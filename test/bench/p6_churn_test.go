@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,6 +209,9 @@ func BenchmarkChurn(b *testing.B) {
 			fmt.Sprintf("%.0f bytes per change per watch (protobuf, %.1f MB each over the window); the API server's CPU in the row below includes serving them", float64(watched)/float64(nWatchers)/float64(max(w.done.Load(), 1)), float64(watched)/float64(nWatchers)/1e6),
 			"", ""})
 	}
+	whole, whys := wholeWrites(p.LogPath)
+	report.add(row{"P6", "churn: commits that wrote the table whole (the agent's \"a commit wrote the table whole\" records, cold start excluded)",
+		fmt.Sprintf("%d%s", whole, whys), "", ""})
 	report.add(row{"P6", "churn: CPU of the others on the same cores over the window",
 		fmt.Sprintf("kube-apiserver %.0f %%, etcd %.0f %% of a core; the writer and the element watch (this process) %.0f %%; the machine's %d CPUs %.0f %% busy",
 			share(cpu1.api-cpu0.api), share(cpu1.etcd-cpu0.etcd), share(cpu1.writer-cpu0.writer),
@@ -549,4 +554,33 @@ func (w *podWatchers) close() int64 {
 	w.stop()
 	w.wg.Wait()
 	return w.bytes.Load()
+}
+
+// wholeWrites counts the agent's records of a commit that wrote the table whole in its log at
+// path, and names their distinct reasons.
+func wholeWrites(path string) (int, string) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Sprintf(" (the log: %v)", err)
+	}
+	n, whys := 0, map[string]int{}
+	for _, line := range strings.Split(string(text), "\n") {
+		if !strings.Contains(line, "a commit wrote the table whole") {
+			continue
+		}
+		n++
+		var rec struct{ Why string }
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Why == "" {
+			rec.Why = line
+		}
+		whys[rec.Why]++
+	}
+	if n == 0 {
+		return 0, ""
+	}
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(whys)) {
+		parts = append(parts, fmt.Sprintf("%d× %s", whys[why], why))
+	}
+	return n, ": " + strings.Join(parts, "; ")
 }
