@@ -3,7 +3,6 @@ package ruleset
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"testing"
 )
@@ -48,17 +47,7 @@ func TestRemadeChainWrittenAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	watcher, err := Open(int(f.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close()
-	_, out := startMonitor(t, watcher, name)
+	out := watchFromAnother(t, ns, name)
 
 	// the name passes to a group of other policies, which gains a member and loses one
 	tb.Chains["in_grp"].Comment = "ingress: default/c default/d"
