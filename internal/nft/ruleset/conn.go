@@ -576,8 +576,8 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	return nil
 }
 
-// WholeWhy says why the last Commit wrote the table whole (a property the kernel cannot change
-// in place, or a set's storage swapped behind its journal), "" when it did not.
+// WholeWhy says why the last Commit wrote the table whole (a set property the kernel cannot
+// change in place, or a set's storage swapped behind its journal), "" when it did not.
 func (c *Conn) WholeWhy() string { return c.wholeWhy }
 
 // noteTimed records the timeout sets of the table just committed, for the Monitors.
