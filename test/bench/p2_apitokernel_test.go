@@ -21,6 +21,7 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/agent"
 	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/scale"
 	nsync "github.com/nftpolicy/nftpolicy/internal/sync"
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
@@ -321,6 +322,9 @@ func BenchmarkAPIToKernel(b *testing.B) {
 		}
 	})
 	mon := startMonitor(b, node)
+	// the kernel's own element events, read from netlink in this process: `nft monitor` prints
+	// its line only after its own work on each transaction
+	events := watchElements(b, node, nft.DefaultTable)
 	// await waits for the element line of one change; an agent that stops fails the benchmark
 	// (and leaves its error for the cleanup, which would otherwise wait for it forever)
 	await := func(ch <-chan time.Time, timeout time.Duration, what string) time.Time {
@@ -354,7 +358,7 @@ func BenchmarkAPIToKernel(b *testing.B) {
 	await(ch, 30*time.Second, "the first spare leaving")
 
 	samples := max(b.N, 200)
-	var lat []time.Duration
+	var lat, latEvent, latPatch []time.Duration
 	for i := range samples {
 		s, k := (i/2)%apiFanout.Spares, (i/2*37)%apiFanout.Selectors
 		key := fmt.Sprintf("g%d", k)
@@ -363,19 +367,29 @@ func BenchmarkAPIToKernel(b *testing.B) {
 			op, labels = "delete", map[string]*string{key: nil} // the key the previous change added
 		}
 		ch := mon.expect(op, apiFanout.SpareAddr(s))
+		chEvent := events.expect(op, apiFanout.SpareAddr(s))
 		start := time.Now()
 		if err := setLabels(b.Context(), srv, ns, spare(s), labels); err != nil {
 			b.Fatal(err)
 		}
-		at := await(ch, 30*time.Second, fmt.Sprintf("change %d (%s %v)", i, op, apiFanout.SpareAddr(s)))
+		latPatch = append(latPatch, time.Since(start))
+		what := fmt.Sprintf("change %d (%s %v)", i, op, apiFanout.SpareAddr(s))
+		at := await(ch, 30*time.Second, what)
 		lat = append(lat, at.Sub(start))
+		latEvent = append(latEvent, await(chEvent, 30*time.Second, what+", its netlink event").Sub(start))
 	}
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(p50)/1e6, "p50-ms")
 	b.ReportMetric(float64(p99)/1e6, "p99-ms")
 	report.add(row{"P2", fmt.Sprintf("API event → kernel commit, real API server + agent, %d pods, %d policies (%d changes; patch sent → `nft monitor` line)",
 		apiFanout.Pods+apiFanout.Spares+apiFanout.LocalPods, apiFanout.Selectors, samples),
-		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (objects created in %.0f s; agent synced %.1f s after)", float64(p50)/1e6, float64(p99)/1e6, created.Seconds(), synced.Seconds()),
+		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (objects created in %.0f s; agent synced %.1f s after)", ms(p50), ms(p99), created.Seconds(), synced.Seconds()),
 		"p99 ≤ 20 ms", meets(p99 <= 20*time.Millisecond)})
+	e50, e99 := percentile(latEvent, 50), percentile(latEvent, 99)
+	b.ReportMetric(ms(e99), "event-p99-ms")
+	report.add(row{"P2", "API event → kernel commit, the same changes timed to the kernel's element event (read from netlink in the benchmark, not through `nft monitor`); beside it the patch's answer",
+		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms; the API server answered the patch in p50 %.1f ms, p99 %.1f ms", ms(e50), ms(e99), ms(percentile(latPatch, 50)), ms(percentile(latPatch, 99))),
+		"p99 ≤ 5 ms (issue)", meets(e99 <= 5*time.Millisecond)})
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,6 +209,9 @@ func BenchmarkChurn(b *testing.B) {
 			fmt.Sprintf("%.0f bytes per change per watch (protobuf, %.1f MB each over the window); the API server's CPU in the row below includes serving them", float64(watched)/float64(nWatchers)/float64(max(w.done.Load(), 1)), float64(watched)/float64(nWatchers)/1e6),
 			"", ""})
 	}
+	whole, whys, relists := wholeWrites(p.LogPath)
+	report.add(row{"P6", "churn: writes of the whole table after the cold start, from the agent's log (commits that fell back to one, failed applies, repairs); the watches that relisted",
+		fmt.Sprintf("%d%s; %d relists", whole, whys, relists), "", ""})
 	report.add(row{"P6", "churn: CPU of the others on the same cores over the window",
 		fmt.Sprintf("kube-apiserver %.0f %%, etcd %.0f %% of a core; the writer and the element watch (this process) %.0f %%; the machine's %d CPUs %.0f %% busy",
 			share(cpu1.api-cpu0.api), share(cpu1.etcd-cpu0.etcd), share(cpu1.writer-cpu0.writer),
@@ -549,4 +554,42 @@ func (w *podWatchers) close() int64 {
 	w.stop()
 	w.wg.Wait()
 	return w.bytes.Load()
+}
+
+// wholeWrites counts the agent's records of a write of the whole table in its log at path — a
+// commit that fell back to one, an apply that failed (its retry is one), a repair of drift or
+// of another process's change — and names their distinct reasons; relists counts its watches
+// that could not resume and listed their resource again.
+func wholeWrites(path string) (n int, reasons string, relists int) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Sprintf(" (the log: %v)", err), 0
+	}
+	whys := map[string]int{}
+	for _, line := range strings.Split(string(text), "\n") {
+		var rec struct{ Msg, Why, Err string }
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		switch {
+		case strings.Contains(rec.Msg, "relisted"):
+			relists++
+			continue
+		case rec.Msg == "a commit wrote the table whole":
+			whys[rec.Why]++
+		case strings.Contains(rec.Msg, "apply failed"), strings.Contains(rec.Msg, "drifted"), strings.Contains(rec.Msg, "another process changed"):
+			whys[rec.Msg+": "+rec.Err]++
+		default:
+			continue
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, "", relists
+	}
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(whys)) {
+		parts = append(parts, fmt.Sprintf("%d× %s", whys[why], why))
+	}
+	return n, ": " + strings.Join(parts, "; "), relists
 }

@@ -3,6 +3,7 @@ package ruleset
 import (
 	"context"
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
@@ -194,4 +195,22 @@ func sampleTable(name string) *Table {
 	put(allow6, ElementKey{Addr: netip.MustParseAddr("fd00::5"), AddrEnd: netip.MustParseAddr("fd00::5"), Proto: 132, Port: 5000, PortEnd: 5000}, Verdict{}, "")
 	t.Sets[allow6.Name] = allow6
 	return t
+}
+
+// watchFromAnother reports the changes to table in namespace ns as another connection's Monitor
+// sees them: the kernel's own account of each batch's objects.
+func watchFromAnother(t *testing.T, ns, table string) <-chan TableChange {
+	t.Helper()
+	f, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // Open keeps its own handle
+	watcher, err := Open(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { watcher.Close() })
+	_, out := startMonitor(t, watcher, table)
+	return out
 }

@@ -3,7 +3,6 @@ package ruleset
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"regexp"
 	"slices"
 	"testing"
@@ -35,17 +34,7 @@ func TestResizedSetWrittenAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	watcher, err := Open(int(f.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close()
-	_, out := startMonitor(t, watcher, name)
+	out := watchFromAnother(t, ns, name)
 
 	for i := 4; i < 6; i++ {
 		big.Put(Element{ElementKey: addr(i)})
