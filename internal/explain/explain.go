@@ -165,8 +165,11 @@ type Side struct {
 	Pod    string `json:"pod,omitempty"`
 	// HostEndpoint is the host endpoint that judged the node's own traffic through Interface.
 	HostEndpoint string `json:"host_endpoint,omitempty"`
-	Interface    string `json:"interface,omitempty"`
-	Verdict      string `json:"verdict"` // allow or deny
+	// Stage is the host endpoint stage before the node's own policy that decided: "doNotTrack
+	// (untracked)" or "preDNAT"; empty for the node's own (or a pod's) policy.
+	Stage     string `json:"stage,omitempty"`
+	Interface string `json:"interface,omitempty"`
+	Verdict   string `json:"verdict"` // allow or deny
 	// Reason is the compiler's reason for the verdict, as the deciding element's comment says it.
 	Reason    string     `json:"reason"`
 	DecidedBy DecidedBy  `json:"decided_by"`
