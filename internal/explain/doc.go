@@ -31,8 +31,8 @@
 // interface the one of its named host endpoint, unless the query names one. Between a node and
 // its own pods the dataplane's exceptions decide: a pod's traffic to its node is judged by the
 // pod's egress alone, the node's traffic to its pods by nothing. The tables carry the agent's
-// default failsafe ports; its API server exception, which needs the agent's kubeconfig, is
-// left out.
+// default failsafe ports, or those Cluster.SetFailsafes gives (the agent's flags); its API
+// server exception, which needs the agent's kubeconfig, is left out.
 //
 // The table explain computes is the one the node's agent programs, but for what needs the host:
 // without the nodes' interfaces it leaves out anti-spoofing and fail-closed ingress (their

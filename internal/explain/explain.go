@@ -22,6 +22,7 @@ type Cluster struct {
 	endpoints map[model.EndpointKey]model.Endpoint
 	policies  map[model.PolicyKey]model.Policy
 	tables    map[string]*nft.Builder // by node
+	host      nft.HostConfig          // the host part of every node's table
 	// Problems are the graph's diagnostics (invalid selectors, unknown tiers) of the last node
 	// built.
 	Problems []graph.Problem
@@ -30,7 +31,7 @@ type Cluster struct {
 // New keeps the state that updates describe (a source's stream up to in-sync).
 func New(updates []model.Update) *Cluster {
 	c := &Cluster{endpoints: map[model.EndpointKey]model.Endpoint{}, policies: map[model.PolicyKey]model.Policy{},
-		tables: map[string]*nft.Builder{}}
+		tables: map[string]*nft.Builder{}, host: defaultHostConfig()}
 	for _, u := range updates {
 		switch u := u.(type) {
 		case model.EndpointSet:
@@ -99,7 +100,7 @@ func (c *Cluster) table(node string) *nft.Builder {
 	for _, u := range c.updates {
 		g.OnUpdate(u)
 	}
-	b := nft.NewBuilder(nft.Config{Host: hostConfig()})
+	b := nft.NewBuilder(nft.Config{Host: c.host})
 	b.Apply(g.Flush())
 	c.Problems = g.Problems()
 	c.tables[node] = b

@@ -27,16 +27,24 @@ const (
 	workloadIfname = workloadPrefix + "0"
 )
 
-// hostConfig is the host part of the tables explain computes: the agent's default failsafe
-// ports, and a workload prefix of its own. The agent's API server addresses are unknown here:
-// their exception is left out.
-func hostConfig() nft.HostConfig {
+// defaultHostConfig is the host part of the tables explain computes unless SetFailsafes
+// changes it: the agent's default failsafe ports, and a workload prefix of its own. The agent's
+// API server addresses are unknown here: their exception is left out.
+func defaultHostConfig() nft.HostConfig {
 	in, errIn := nft.ParseFailsafes(nft.DefaultFailsafeIn)
 	out, errOut := nft.ParseFailsafes(nft.DefaultFailsafeOut)
 	if errIn != nil || errOut != nil {
 		panic(fmt.Sprint("explain: the default failsafe ports do not parse: ", errIn, errOut))
 	}
 	return nft.HostConfig{FailsafeIn: in, FailsafeOut: out, WorkloadPrefixes: []string{workloadPrefix}}
+}
+
+// SetFailsafes makes the nodes' tables carry failsafe ports in and out, as the agent's
+// --failsafe-inbound-host-ports and --failsafe-outbound-host-ports do, instead of the agent's
+// defaults; the tables computed so far are dropped.
+func (c *Cluster) SetFailsafes(in, out []nft.Failsafe) {
+	c.host.FailsafeIn, c.host.FailsafeOut = in, out
+	clear(c.tables)
 }
 
 // end is one end of a flow: a pod (pod set), a node's own traffic (host set: through iface,

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
 )
 
 // TestExplainNodes explains flows to and from nodes of testdata/hosts: node-a's eth0 endpoint
@@ -80,5 +81,36 @@ func TestExplainNodes(t *testing.T) {
 				t.Errorf("the text has no %q", tc.text)
 			}
 		})
+	}
+}
+
+// TestExplainFailsafes: the failsafe ports explain's tables carry are the ones SetFailsafes
+// gives, as the agent's flags set them: the defaults' 22 and 53 are then policed like any port.
+func TestExplainFailsafes(t *testing.T) {
+	c, errs := Load("testdata/hosts")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	in, err := nft.ParseFailsafes("tcp:2222")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetFailsafes(in, nil)
+	const notJudged = "allow by not judged; tiers []; nft []"
+	for _, tc := range []struct {
+		name            string
+		q               Query
+		allowed         bool
+		egress, ingress string
+	}{
+		{name: "a default failsafe port no longer is", q: Query{From: "172.31.0.201", To: "node/node-a", Proto: model.ProtocolTCP, Port: 22},
+			egress: notJudged, ingress: "deny by tier default [default]; tiers [default:decided host-endpoint-default:not reached]; nft [input in c deny]"},
+		{name: "the given failsafe port", q: Query{From: "172.31.0.201", To: "node/node-a", Proto: model.ProtocolTCP, Port: 2222},
+			allowed: true, egress: notJudged, ingress: "allow by exception; tiers []; nft [input]"},
+		{name: "no failsafe port out", q: Query{From: "node/node-a", To: "10.9.9.9", Proto: model.ProtocolUDP, Port: 53},
+			egress:  "deny by tier default [host-endpoint-default]; tiers [host-endpoint-default:decided]; nft [output eg c deny]",
+			ingress: notJudged},
+	} {
+		t.Run(tc.name, func(t *testing.T) { explained(t, c, tc.q, "", tc.allowed, tc.egress, tc.ingress) })
 	}
 }
