@@ -337,3 +337,98 @@ func TestTraceNode(t *testing.T) {
 		t.Errorf("Flow.String() = %q", f)
 	}
 }
+
+// TestTraceNodeStages traces the node's own traffic through the host endpoint stages before
+// its own policy: a preDNAT deny decides in prednat, a doNotTrack allow in raw_in (input_host
+// then accepts on its mark), and a port neither stage decides goes on to input_host.
+func TestTraceNodeStages(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip", "nft")
+	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a"}, External: true})
+	a, ext := c.Node("a"), c.External()
+	for _, port := range []uint16{9090, 9091, 9092} {
+		if err := c.Serve(a.NetNS, netns.TCP, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := a.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.NewFile(uintptr(fd), "netns").Close() })
+	failIn, _ := nft.ParseFailsafes(nft.DefaultFailsafeIn)
+	dp, err := kernel.Open(fd, nft.Config{Host: nft.HostConfig{FailsafeIn: failIn, WorkloadPrefixes: []string{"nftp"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	client := model.Peer{Nets: []netip.Prefix{netip.PrefixFrom(ext.Addrs[0], 32)}}
+	port := func(p uint16) model.Peer { return model.Peer{Ports: []model.Port{{First: p, Last: p}}} }
+	g := graph.New(graph.Config{NodeName: "a"})
+	for _, u := range []model.Update{
+		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: "a-eth0"}, Node: "a",
+			Labels: model.LabelsOf(map[string]string{"role": "node"}), Addrs: a.Underlay, Running: true,
+			Host: &model.HostEndpoint{Interface: "eth0"}}},
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "nodeports"},
+			Tier: model.TierNetworkPolicy, Selector: "role == 'node'", Hosts: true, ApplyIngress: true, PreDNAT: true, ApplyOnForward: true,
+			IngressRules: []model.Rule{{Action: model.ActionDeny, Protocol: model.ProtocolTCP, Source: client, Destination: port(9090)}}}},
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "untracked"},
+			Tier: model.TierNetworkPolicy, Selector: "role == 'node'", Hosts: true, ApplyIngress: true, DoNotTrack: true, ApplyOnForward: true,
+			IngressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: client, Destination: port(9091)}}}},
+		model.SyncStatusUpdate{Status: model.InSync},
+	} {
+		g.OnUpdate(u)
+	}
+	if err := dp.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	listing := func() string {
+		out, err := netns.Exec(context.Background(), a.NetNS, "nft", "list", "tables")
+		if err != nil {
+			t.Fatalf("nft list tables: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	for _, tc := range []struct {
+		port           uint16
+		path, decision string
+	}{
+		{9090, "raw:rule:continue raw:rule:continue raw:rule:goto in:rule:goto c:rule:goto host:rule:accept notrack:policy:accept " +
+			"prednat:rule:continue prednat:rule:goto in:rule:goto c:rule:goto deny:rule:drop",
+			"GlobalNetworkPolicy/nodeports ingress rule 0 (deny)"},
+		{9091, "raw:rule:continue raw:rule:continue raw:rule:goto in:rule:accept notrack:rule:continue notrack:policy:accept " +
+			"prednat:rule:accept input:rule:accept",
+			"allowed by a host endpoint's untracked or pre-DNAT policy"},
+		{9092, "raw:rule:continue raw:rule:continue raw:rule:goto in:rule:goto c:rule:goto host:rule:accept notrack:policy:accept " +
+			"prednat:rule:continue prednat:rule:goto in:rule:goto c:rule:goto host:rule:accept " +
+			"input:rule:goto in:rule:goto c:rule:goto deny:rule:drop",
+			"host endpoint default deny: no policy decided"},
+	} {
+		var got []Packet
+		done := make(chan error, 1)
+		go func() {
+			_, err := Run(context.Background(), Config{NetNSFD: fd, MaxPackets: 1, Timeout: 20 * time.Second,
+				Flow: Flow{Src: ext.Addrs[0], ToNode: true, Proto: 6, Dport: tc.port}}, func(p Packet) { got = append(got, p) })
+			done <- err
+		}()
+		for !strings.Contains(listing(), "table inet "+Table) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := netns.Probe(context.Background(), ext.NetNS, a.Underlay[0], netns.TCP, tc.port, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("port %d: %d packets traced, want 1", tc.port, len(got))
+		}
+		p := got[0]
+		if pp := path(p); pp != tc.path {
+			t.Errorf("port %d: path\n got %s\nwant %s\n%s", tc.port, pp, tc.path, p)
+		}
+		if last := p.Steps[len(p.Steps)-1]; last.Comment != tc.decision {
+			t.Errorf("port %d: deciding rule's comment %q, want %q\n%s", tc.port, last.Comment, tc.decision, p)
+		}
+	}
+}
