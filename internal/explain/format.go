@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 )
 
@@ -74,7 +73,7 @@ func writeSide(b *strings.Builder, s Side) {
 	fmt.Fprintf(b, "%s of %s, on node %s: %s\n", s.Direction, subject(s), s.Node, s.Verdict)
 	if s.Stage != "" {
 		note := ""
-		if s.Stage == stageName(dataplane.StageUntracked) && s.Verdict == nft.Allow.String() {
+		if s.Stage == stageName(nft.StageUntracked) && s.Verdict == nft.Allow.String() {
 			note = "; not tracked: its replies need an allow of their own"
 		}
 		fmt.Fprintf(b, "  stage: %s, before the node's own policy%s\n", s.Stage, note)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
@@ -215,9 +214,9 @@ func (c *Cluster) hostSide(dir model.Direction, e end, peer netip.Addr, q Query,
 // stages, pkt with the mark they left, and whether a stage decided s; the walk and
 // Builder.DecideHostStage must agree.
 func (c *Cluster) hostStages(s *Side, builder *nft.Builder, dir model.Direction, e end, peer netip.Addr, q Query, pkt *ruleset.Packet, chain string) ([]ruleset.Step, bool, error) {
-	stages := []dataplane.Stage{dataplane.StageUntracked}
+	stages := []nft.Stage{nft.StageUntracked}
 	if dir == model.Ingress {
-		stages = append(stages, dataplane.StagePreDNAT)
+		stages = append(stages, nft.StagePreDNAT)
 	}
 	t := builder.Table()
 	var steps []ruleset.Step
@@ -282,14 +281,12 @@ func (c *Cluster) hostStages(s *Side, builder *nft.Builder, dir model.Direction,
 
 // stageName names a host endpoint stage as Calico's policy field does; the untracked stage
 // says so.
-func stageName(st dataplane.Stage) string {
+func stageName(st nft.Stage) string {
 	switch st {
-	case dataplane.StageUntracked:
+	case nft.StageUntracked:
 		return "doNotTrack (untracked)"
-	case dataplane.StagePreDNAT:
+	case nft.StagePreDNAT:
 		return "preDNAT"
-	case dataplane.StageForward:
-		return "applyOnForward"
 	}
 	return ""
 }

@@ -145,11 +145,11 @@ func (b *Builder) DecideHost(dir model.Direction, key model.EndpointKey, local, 
 }
 
 // DecideHostStage is DecideHost at a host endpoint stage before the node's own policy: st is
-// dataplane.StageUntracked (doNotTrack, both directions) or dataplane.StagePreDNAT (ingress),
+// StageUntracked (doNotTrack, both directions) or StagePreDNAT (ingress),
 // the node's own traffic through host endpoint key to or from its address local. A stage
 // whose policies decide nothing, or that has none, leaves the packet to the next stage:
 // Outcome.Undecided reports it.
-func (b *Builder) DecideHostStage(st dataplane.Stage, dir model.Direction, key model.EndpointKey, local, peer netip.Addr, proto model.Protocol, sport, port uint16) (Decided, bool) {
+func (b *Builder) DecideHostStage(st Stage, dir model.Direction, key model.EndpointKey, local, peer netip.Addr, proto model.Protocol, sport, port uint16) (Decided, bool) {
 	local, peer = local.Unmap(), peer.Unmap()
 	e := b.layout.endpoints[key]
 	if e == nil || !e.msg.Host || !slices.Contains(e.msg.Addrs, local) || st == dataplane.StageLocal {
@@ -158,8 +158,17 @@ func (b *Builder) DecideHostStage(st dataplane.Stage, dir model.Direction, key m
 	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface, stage: st}, peer, proto, sport, port), true
 }
 
+// Stage is a host endpoint stage, as DecideHostStage and HostStageChain take it.
+type Stage = dataplane.Stage
+
+// The host endpoint stages before the node's own policy.
+const (
+	StageUntracked = dataplane.StageUntracked
+	StagePreDNAT   = dataplane.StagePreDNAT
+)
+
 // HostStageChain is the base chain of the table that dispatches stage st's direction dir.
-func HostStageChain(st dataplane.Stage, dir model.Direction) string { return stageChain(st, dir) }
+func HostStageChain(st Stage, dir model.Direction) string { return stageChain(st, dir) }
 
 // Undecided reports whether o leaves the packet to the next host endpoint stage.
 func (o Outcome) Undecided() bool { return o.Reason == reasonUndecided }
