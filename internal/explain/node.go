@@ -11,9 +11,9 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
-// This file is the node as an end of a flow: its own traffic, judged by its host endpoints in
-// the input_host and output_host chains after the exceptions the dataplane makes (loopback, the
-// node's pods, ICMPv6, the failsafe ports).
+// This file is the node as an end of a flow: its own traffic, judged by its host endpoints'
+// doNotTrack and preDNAT stages and then in the input_host and output_host chains, after the
+// exceptions the dataplane makes (loopback, the node's pods, ICMPv6, the failsafe ports).
 
 // nodePrefix introduces a node in a query's From and To.
 const nodePrefix = "node/"
@@ -252,7 +252,7 @@ func (c *Cluster) hostStages(s *Side, builder *nft.Builder, dir model.Direction,
 				e.node, dir, e.hep.Key.Name, stageName(st), d.Outcome.Verdict, d.Outcome.Reason, stChain, v)
 		}
 		if v.Kind == ruleset.Accept { // the later chains accept on the mark
-			later := []string{}
+			var later []string
 			for _, next := range stages[i+1:] {
 				if n := nft.HostStageChain(next, dir); t.Chains[n] != nil {
 					later = append(later, n)
