@@ -12,6 +12,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/explain"
 	"github.com/nftpolicy/nftpolicy/internal/fqdn"
 	"github.com/nftpolicy/nftpolicy/internal/model"
+	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/sync"
 )
 
@@ -29,6 +30,8 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	icmpType := fs.Uint("icmp-type", 8, "ICMP or ICMPv6 type of an icmp or icmpv6 flow (8: echo request; ICMPv6's is 128)")
 	icmpCode := fs.Uint("icmp-code", 0, "ICMP or ICMPv6 code of an icmp or icmpv6 flow")
 	ipv6 := fs.Bool("6", false, "use the pods' IPv6 addresses (with --to IP, its family decides)")
+	failsafeIn := fs.String("failsafe-inbound-host-ports", nft.DefaultFailsafeIn, "the agent's --failsafe-inbound-host-ports: ports to a node that no host endpoint's policy blocks (none for no port)")
+	failsafeOut := fs.String("failsafe-outbound-host-ports", nft.DefaultFailsafeOut, "the agent's --failsafe-outbound-host-ports: ports from a node that no host endpoint's policy blocks (none for no port)")
 	output := fs.String("o", "text", "output: text or json")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long listing the live cluster may take")
 	nodeSets := fs.String("node-sets", "", "this host is node NODE: read the addresses of its domainNames patterns, with the time each has left, from this kernel's table --table")
@@ -56,6 +59,14 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	if *sport > 65535 || *icmpType > 255 || *icmpCode > 255 {
 		return usageErrorf("--sport wants 0-65535, --icmp-type and --icmp-code 0-255")
 	}
+	fsIn, err := nft.ParseFailsafes(*failsafeIn)
+	if err != nil {
+		return usageErrorf("--failsafe-inbound-host-ports: %v", err)
+	}
+	fsOut, err := nft.ParseFailsafes(*failsafeOut)
+	if err != nil {
+		return usageErrorf("--failsafe-outbound-host-ports: %v", err)
+	}
 	var c *explain.Cluster
 	if *dir != "" {
 		var errs []error
@@ -78,6 +89,7 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
+	c.SetFailsafes(fsIn, fsOut)
 	if *nodeSets != "" {
 		c.SetDomainSets(*nodeSets, kernelDomainSets(*table))
 	}

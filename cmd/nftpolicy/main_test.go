@@ -124,6 +124,10 @@ func TestExplainNodeCommand(t *testing.T) {
 			[]string{`"allowed": false`, `"host_endpoint": "node-a-eth0"`, `"tier": "host-endpoint-default"`}},
 		{[]string{"--from", "172.31.0.200", "--to", "node/node-a", "--port", "8080", "--interface", "eth1"},
 			[]string{"no host endpoint of node node-a covers its interface: not policed"}},
+		{[]string{"--from", "172.31.0.200", "--to", "node/node-a:22", "--failsafe-inbound-host-ports", "none"},
+			[]string{"172.31.0.200 → node node-a (172.31.0.1, interface eth0) tcp/22: DENIED"}},
+		{[]string{"--from", "172.31.0.200", "--to", "node/node-a:2222", "--failsafe-inbound-host-ports", "tcp:2222"},
+			[]string{"tcp/2222: ALLOWED", "reason: failsafe port: never blocked by a host endpoint's policy"}},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"explain", "-f", "../../internal/explain/testdata/hosts"}, tc.args...)
@@ -140,6 +144,13 @@ func TestExplainNodeCommand(t *testing.T) {
 	args := []string{"explain", "-f", "../../internal/explain/testdata/hosts", "--from", "x/a", "--to", "node/node-a:80", "--port", "80/tcp"}
 	if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 2 ||
 		!strings.Contains(stderr.String(), "give the port once") {
+		t.Errorf("%v: exit code %d, stderr %q; want a usage error", args, code, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	args = []string{"explain", "-f", "../../internal/explain/testdata/hosts", "--from", "x/a", "--to", "node/node-a:80", "--failsafe-outbound-host-ports", "tcp:99999"}
+	if code := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "--failsafe-outbound-host-ports") {
 		t.Errorf("%v: exit code %d, stderr %q; want a usage error", args, code, stderr.String())
 	}
 }

@@ -18,16 +18,21 @@
 //     element, the group chain, the set or map element that decided, the class and deny chains,
 //     each with its comment. Decide and the walk must agree; Explain fails if they do not.
 //
-// A node's own traffic (node.go) is walked from input_host or output_host: an exception of the
-// chain (loopback, the node's pods, ICMPv6, a failsafe port) accepts it before any policy and
-// is the answer; otherwise Builder.DecideHost, the decision of the host endpoint the dispatch
-// maps pick (the node's interface's, else its "*" one), must agree with the walk as a pod's
-// does. A node's address is the smallest of its host endpoints' expectedIPs of the family; its
+// A node's own traffic (node.go) is walked in Calico's order through the stages the node's
+// table has: raw_in or raw_out (doNotTrack), then, arriving, prednat (preDNAT), then input_host
+// or output_host. An exception of a chain (loopback, the node's pods, ICMPv6, a failsafe port)
+// lets the packet on and, on the last chain, is the answer; otherwise the host endpoint the
+// dispatch maps pick (the node's interface's, else its "*" one) is judged by the stage's
+// policy: Builder.DecideHostStage at the doNotTrack and preDNAT stages, whose allow or deny
+// decides (Side.Stage names it; the walk carries the mark an allow sets to the later chains,
+// which must accept) and whose undecided outcome leaves the packet to the next stage, then
+// Builder.DecideHost. Each decision must agree with the walk as a pod's does. applyOnForward
+// policy (the fwd_in and fwd_out chains, traffic forwarded through a node) is not walked. A node's address is the smallest of its host endpoints' expectedIPs of the family; its
 // interface the one of its named host endpoint, unless the query names one. Between a node and
 // its own pods the dataplane's exceptions decide: a pod's traffic to its node is judged by the
 // pod's egress alone, the node's traffic to its pods by nothing. The tables carry the agent's
-// default failsafe ports; its API server exception, which needs the agent's kubeconfig, is
-// left out.
+// default failsafe ports, or those Cluster.SetFailsafes gives (the agent's flags); its API
+// server exception, which needs the agent's kubeconfig, is left out.
 //
 // The table explain computes is the one the node's agent programs, but for what needs the host:
 // without the nodes' interfaces it leaves out anti-spoofing and fail-closed ingress (their
@@ -43,7 +48,8 @@
 // lists each address they hold with the time it has left, and marks the flow's destination.
 //
 // Tests: TestExplain (explain_test.go) on manifests, every side and origin kind; TestExplainNodes
-// (node_test.go) for nodes as either end, their exceptions and host endpoint defaults; test/e2e's
+// (node_test.go) for nodes as either end, their exceptions and host endpoint defaults;
+// TestExplainNodeStages (stages_test.go) for their doNotTrack and preDNAT stages; test/e2e's
 // TestConformance compares explain's verdicts, on the live API server, with the traffic every
 // upstream NetworkPolicy case lets through, over IPv4 and IPv6; TestExplainDomains (domains_test.go)
 // the domain names of a side, offline and read from a node.

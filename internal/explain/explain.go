@@ -24,6 +24,7 @@ type Cluster struct {
 	tables    map[string]*nft.Builder // by node
 	// domainSets reads the kernel's domainNames sets of the node explain runs on (by node).
 	domainSets map[string]DomainSets
+	host       nft.HostConfig // the host part of every node's table
 	// Problems are the graph's diagnostics (invalid selectors, unknown tiers) of the last node
 	// built.
 	Problems []graph.Problem
@@ -32,7 +33,7 @@ type Cluster struct {
 // New keeps the state that updates describe (a source's stream up to in-sync).
 func New(updates []model.Update) *Cluster {
 	c := &Cluster{endpoints: map[model.EndpointKey]model.Endpoint{}, policies: map[model.PolicyKey]model.Policy{},
-		tables: map[string]*nft.Builder{}}
+		tables: map[string]*nft.Builder{}, host: defaultHostConfig()}
 	for _, u := range updates {
 		switch u := u.(type) {
 		case model.EndpointSet:
@@ -101,7 +102,7 @@ func (c *Cluster) table(node string) *nft.Builder {
 	for _, u := range c.updates {
 		g.OnUpdate(u)
 	}
-	b := nft.NewBuilder(nft.Config{Host: hostConfig()})
+	b := nft.NewBuilder(nft.Config{Host: c.host})
 	b.Apply(g.Flush())
 	c.Problems = g.Problems()
 	c.tables[node] = b
@@ -167,8 +168,11 @@ type Side struct {
 	Pod    string `json:"pod,omitempty"`
 	// HostEndpoint is the host endpoint that judged the node's own traffic through Interface.
 	HostEndpoint string `json:"host_endpoint,omitempty"`
-	Interface    string `json:"interface,omitempty"`
-	Verdict      string `json:"verdict"` // allow or deny
+	// Stage is the host endpoint stage before the node's own policy that decided: "doNotTrack
+	// (untracked)" or "preDNAT"; empty for the node's own (or a pod's) policy.
+	Stage     string `json:"stage,omitempty"`
+	Interface string `json:"interface,omitempty"`
+	Verdict   string `json:"verdict"` // allow or deny
 	// Reason is the compiler's reason for the verdict, as the deciding element's comment says it.
 	Reason    string     `json:"reason"`
 	DecidedBy DecidedBy  `json:"decided_by"`

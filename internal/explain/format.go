@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/netip"
 	"strings"
+
+	"github.com/nftpolicy/nftpolicy/internal/nft"
 )
 
 // WriteText writes the explanation for a reader: the flow and its verdict, then each side's
@@ -72,6 +74,13 @@ func writeSide(b *strings.Builder, s Side, peer netip.Addr) {
 		return
 	}
 	fmt.Fprintf(b, "%s of %s, on node %s: %s\n", s.Direction, subject(s), s.Node, s.Verdict)
+	if s.Stage != "" {
+		note := ""
+		if s.Stage == stageName(nft.StageUntracked) && s.Verdict == nft.Allow.String() {
+			note = "; not tracked: its replies need an allow of their own"
+		}
+		fmt.Fprintf(b, "  stage: %s, before the node's own policy%s\n", s.Stage, note)
+	}
 	d := s.DecidedBy
 	switch d.Kind {
 	case "rule":

@@ -11,9 +11,9 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
-// This file is the node as an end of a flow: its own traffic, judged by its host endpoints in
-// the input_host and output_host chains after the exceptions the dataplane makes (loopback, the
-// node's pods, ICMPv6, the failsafe ports).
+// This file is the node as an end of a flow: its own traffic, judged by its host endpoints'
+// doNotTrack and preDNAT stages and then in the input_host and output_host chains, after the
+// exceptions the dataplane makes (loopback, the node's pods, ICMPv6, the failsafe ports).
 
 // nodePrefix introduces a node in a query's From and To.
 const nodePrefix = "node/"
@@ -26,16 +26,24 @@ const (
 	workloadIfname = workloadPrefix + "0"
 )
 
-// hostConfig is the host part of the tables explain computes: the agent's default failsafe
-// ports, and a workload prefix of its own. The agent's API server addresses are unknown here:
-// their exception is left out.
-func hostConfig() nft.HostConfig {
+// defaultHostConfig is the host part of the tables explain computes unless SetFailsafes
+// changes it: the agent's default failsafe ports, and a workload prefix of its own. The agent's
+// API server addresses are unknown here: their exception is left out.
+func defaultHostConfig() nft.HostConfig {
 	in, errIn := nft.ParseFailsafes(nft.DefaultFailsafeIn)
 	out, errOut := nft.ParseFailsafes(nft.DefaultFailsafeOut)
 	if errIn != nil || errOut != nil {
 		panic(fmt.Sprint("explain: the default failsafe ports do not parse: ", errIn, errOut))
 	}
 	return nft.HostConfig{FailsafeIn: in, FailsafeOut: out, WorkloadPrefixes: []string{workloadPrefix}}
+}
+
+// SetFailsafes makes the nodes' tables carry failsafe ports in and out, as the agent's
+// --failsafe-inbound-host-ports and --failsafe-outbound-host-ports do, instead of the agent's
+// defaults; the tables computed so far are dropped.
+func (c *Cluster) SetFailsafes(in, out []nft.Failsafe) {
+	c.host.FailsafeIn, c.host.FailsafeOut = in, out
+	clear(c.tables)
 }
 
 // end is one end of a flow: a pod (pod set), a node's own traffic (host set: through iface,
@@ -162,10 +170,15 @@ func (c *Cluster) hostSide(dir model.Direction, e end, peer netip.Addr, q Query,
 		s.HostEndpoint = e.hep.Key.Name
 	}
 	builder := c.table(e.node)
+	before, done, err := c.hostStages(&s, builder, dir, e, peer, q, &pkt, chain)
+	if err != nil || done {
+		return s, err
+	}
 	steps, v, err := builder.Table().Walk(chain, pkt)
 	if err != nil {
 		return s, fmt.Errorf("walking the table of node %s: %w", e.node, err)
 	}
+	steps = append(before, steps...)
 	if r, ok := exception(builder.Table(), chain, steps); ok {
 		s.Verdict, s.Reason, s.DecidedBy = nft.Allow.String(), r.Comment, DecidedBy{Kind: "exception"}
 		s.HostEndpoint = ""
@@ -185,7 +198,108 @@ func (c *Cluster) hostSide(dir model.Direction, e end, peer netip.Addr, q Query,
 	if !ok {
 		return s, fmt.Errorf("node %s holds no host endpoint %s with address %s", e.node, e.hep.Key.Name, e.addr)
 	}
-	return s, c.decided(&s, builder, d, chain, pkt)
+	if err := c.decided(&s, builder, d, chain, pkt); err != nil {
+		return s, err
+	}
+	s.NFTables = append(nftSteps(before), s.NFTables...)
+	return s, nil
+}
+
+// hostStages walks the host endpoint stages that judge the node's own traffic before its
+// normal policy, in Calico's order, as far as the node's table has them: doNotTrack (the raw
+// chain of the direction), then, arriving, preDNAT. A stage whose policy denies decides the
+// side; one whose policy allows decides it too (the later chains accept the packet on the
+// mark the stage set, which the walk carries); an exception of the stage's chain or a stage
+// that decides nothing leaves the packet to the next one. It returns the steps of the walked
+// stages, pkt with the mark they left, and whether a stage decided s; the walk and
+// Builder.DecideHostStage must agree.
+func (c *Cluster) hostStages(s *Side, builder *nft.Builder, dir model.Direction, e end, peer netip.Addr, q Query, pkt *ruleset.Packet, chain string) ([]ruleset.Step, bool, error) {
+	stages := []nft.Stage{nft.StageUntracked}
+	if dir == model.Ingress {
+		stages = append(stages, nft.StagePreDNAT)
+	}
+	t := builder.Table()
+	var steps []ruleset.Step
+	for i, st := range stages {
+		stChain := nft.HostStageChain(st, dir)
+		if t.Chains[stChain] == nil {
+			continue
+		}
+		walked, v, err := t.Walk(stChain, *pkt)
+		if err != nil {
+			return nil, false, fmt.Errorf("walking the table of node %s: %w", e.node, err)
+		}
+		steps = append(steps, walked...)
+		pkt.Mark = markAfter(t, walked, pkt.Mark)
+		if _, ok := exception(t, stChain, walked); ok || e.hep == nil {
+			if v.Kind != ruleset.Accept {
+				return nil, false, fmt.Errorf("node %s, %s: no %s policy judges the packet but the walk of %s ends in %s", e.node, dir, stageName(st), stChain, v)
+			}
+			continue
+		}
+		d, ok := builder.DecideHostStage(st, dir, e.hep.Key, e.addr, peer, q.Proto, pkt.Sport, decidedPort(q, *pkt))
+		if !ok {
+			return nil, false, fmt.Errorf("node %s holds no host endpoint %s with address %s", e.node, e.hep.Key.Name, e.addr)
+		}
+		if d.Outcome.Undecided() {
+			if v.Kind != ruleset.Accept {
+				return nil, false, fmt.Errorf("node %s, %s of %s: no %s policy decides but the walk of %s ends in %s", e.node, dir, e.hep.Key.Name, stageName(st), stChain, v)
+			}
+			continue
+		}
+		if (v.Kind == ruleset.Accept) != (d.Outcome.Verdict == nft.Allow) {
+			return nil, false, fmt.Errorf("node %s, %s of %s: the compiled %s decision says %s (%s) but the walk of %s ends in %s",
+				e.node, dir, e.hep.Key.Name, stageName(st), d.Outcome.Verdict, d.Outcome.Reason, stChain, v)
+		}
+		if v.Kind == ruleset.Accept { // the later chains accept on the mark
+			var later []string
+			for _, next := range stages[i+1:] {
+				if n := nft.HostStageChain(next, dir); t.Chains[n] != nil {
+					later = append(later, n)
+				}
+			}
+			for _, n := range append(later, chain) {
+				walked, v, err := t.Walk(n, *pkt)
+				if err != nil {
+					return nil, false, fmt.Errorf("walking the table of node %s: %w", e.node, err)
+				}
+				if v.Kind != ruleset.Accept {
+					return nil, false, fmt.Errorf("node %s, %s of %s: the %s policy allows but the walk of %s ends in %s", e.node, dir, e.hep.Key.Name, stageName(st), n, v)
+				}
+				steps = append(steps, walked...)
+			}
+		}
+		s.Stage = stageName(st)
+		s.Verdict, s.Reason = d.Outcome.Verdict.String(), d.Outcome.Reason
+		s.DecidedBy = c.decidedBy(d.Origin)
+		s.Tiers = tierPaths(d)
+		s.NFTables = nftSteps(steps)
+		return steps, true, nil
+	}
+	return steps, false, nil
+}
+
+// stageName names a host endpoint stage as Calico's policy field does; the untracked stage
+// says so.
+func stageName(st nft.Stage) string {
+	switch st {
+	case nft.StageUntracked:
+		return "doNotTrack (untracked)"
+	case nft.StagePreDNAT:
+		return "preDNAT"
+	}
+	return ""
+}
+
+// markAfter is the packet's mark after the rules of steps, from mark.
+func markAfter(t *ruleset.Table, steps []ruleset.Step, mark uint32) uint32 {
+	for _, st := range steps {
+		if ch := t.Chains[st.Chain]; ch != nil && st.Rule < len(ch.Rules) {
+			r := ch.Rules[st.Rule]
+			mark = (mark | r.MarkSet) &^ r.MarkClear
+		}
+	}
+	return mark
 }
 
 // exception is the rule of base chain that accepted a walk before any dispatch map: loopback,

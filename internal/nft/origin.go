@@ -144,6 +144,35 @@ func (b *Builder) DecideHost(dir model.Direction, key model.EndpointKey, local, 
 	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface}, local, peer, proto, sport, port), true
 }
 
+// DecideHostStage is DecideHost at a host endpoint stage before the node's own policy, st
+// StageUntracked (doNotTrack, both directions) or StagePreDNAT (ingress): the node's own
+// traffic through host endpoint key to or from its address local. A stage whose policies
+// decide nothing, or that has none, leaves the packet to the next stage: Outcome.Undecided
+// reports it.
+func (b *Builder) DecideHostStage(st Stage, dir model.Direction, key model.EndpointKey, local, peer netip.Addr, proto model.Protocol, sport, port uint16) (Decided, bool) {
+	local, peer = local.Unmap(), peer.Unmap()
+	e := b.layout.endpoints[key]
+	if e == nil || !e.msg.Host || !slices.Contains(e.msg.Addrs, local) || st == dataplane.StageLocal {
+		return Decided{}, false
+	}
+	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface, stage: st}, local, peer, proto, sport, port), true
+}
+
+// Stage is a host endpoint stage, as DecideHostStage and HostStageChain take it.
+type Stage = dataplane.Stage
+
+// The host endpoint stages before the node's own policy.
+const (
+	StageUntracked = dataplane.StageUntracked
+	StagePreDNAT   = dataplane.StagePreDNAT
+)
+
+// HostStageChain is the base chain of the table that dispatches stage st's direction dir.
+func HostStageChain(st Stage, dir model.Direction) string { return stageChain(st, dir) }
+
+// Undecided reports whether o leaves the packet to the next host endpoint stage.
+func (o Outcome) Undecided() bool { return o.Reason == reasonUndecided }
+
 // decide is the decision of endpoint e's group at dispatch element dk for a packet between
 // the local address local and peer.
 func (b *Builder) decide(key model.EndpointKey, e *endpoint, dk dispatchKey, local, peer netip.Addr, proto model.Protocol, sport, port uint16) Decided {
@@ -151,6 +180,8 @@ func (b *Builder) decide(key model.EndpointKey, e *endpoint, dk dispatchKey, loc
 	out := Decided{Endpoint: key, Tiers: e.msg.Tiers(dk.stage, dir)}
 	g := b.layout.groups[e.groups[dk]]
 	switch {
+	case dk.stage != dataplane.StageLocal && (len(out.Tiers) == 0 || g == nil):
+		out.Outcome = Outcome{Verdict: Allow, Reason: reasonUndecided}
 	case len(out.Tiers) == 0 || g == nil:
 		out.Outcome = Outcome{Verdict: Allow, Reason: "no policy applies"}
 	case g.listed:

@@ -3,7 +3,7 @@
 //
 // How: a table of its own (inet nftpolicy_trace, never the agent's: the agent repairs any change
 // to its table within milliseconds) holds base chains on the forward, input and output hooks
-// (for the node's own traffic, Flow.FromNode or ToNode, only the output or input one) at
+// (for the node's own traffic, Flow.FromNode or ToNode, only the output or prerouting one) at
 // priority -350, before every standard priority (raw is -300) and so before the agent's chains
 // (filter + 7 and + 8), each with policy accept and one rule that matches the flow and sets
 // `meta nftrace set 1`, no verdict: it never changes what happens to a packet. The kernel then reports every rule a
@@ -57,7 +57,8 @@ type Flow struct {
 	Proto    uint8      // 0: any
 	Dport    uint16     // 0: any; TCP, UDP and SCTP only
 	// FromNode and ToNode select the node's own traffic: from it (its output hook) and to it
-	// (its input hook), where its host endpoints are judged. Neither: every packet the node
+	// (from its prerouting hook, through the doNotTrack and preDNAT stages to the input hook),
+	// where its host endpoints are judged. Neither: every packet the node
 	// forwards, receives or sends.
 	FromNode, ToNode bool
 }
@@ -194,18 +195,22 @@ type traceHook struct {
 }
 
 // hooks are the hooks where f's packets are marked: forward, input and output, or for the
-// node's own traffic only the hook of its direction (both for its traffic to itself).
+// node's own traffic only the hook of its direction (both for its traffic to itself): output
+// for the node's traffic out, which its raw_out (doNotTrack) and output_host chains meet,
+// prerouting for its traffic in, before the raw_in (doNotTrack) and prednat (preDNAT)
+// chains and so through them to input_host.
 func (f Flow) hooks() []traceHook {
 	forward := traceHook{"trace_forward", nftables.ChainHookForward}
 	input := traceHook{"trace_input", nftables.ChainHookInput}
+	prerouting := traceHook{"trace_prerouting", nftables.ChainHookPrerouting}
 	output := traceHook{"trace_output", nftables.ChainHookOutput}
 	switch {
 	case f.FromNode && f.ToNode:
-		return []traceHook{input, output}
+		return []traceHook{prerouting, output}
 	case f.FromNode:
 		return []traceHook{output}
 	case f.ToNode:
-		return []traceHook{input}
+		return []traceHook{prerouting}
 	}
 	return []traceHook{forward, input, output}
 }

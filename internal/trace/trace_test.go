@@ -248,50 +248,14 @@ func TestFlowOnly(t *testing.T) {
 // input_host's dispatch to the tier default's drop, the failsafe port 22 is accepted by its
 // rule, each named by its comment; forwarded traffic is not marked.
 func TestTraceNode(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip", "nft")
-	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a"}, External: true})
-	a, ext := c.Node("a"), c.External()
-	for _, port := range []uint16{22, 9090} {
-		if err := c.Serve(a.NetNS, netns.TCP, port); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fd, err := a.FD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.NewFile(uintptr(fd), "netns").Close() })
-	failIn, _ := nft.ParseFailsafes(nft.DefaultFailsafeIn)
-	dp, err := kernel.Open(fd, nft.Config{Host: nft.HostConfig{FailsafeIn: failIn, WorkloadPrefixes: []string{"nftp"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dp.Close() })
-	g := graph.New(graph.Config{NodeName: "a"})
-	for _, u := range []model.Update{
-		model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: "a-eth0"}, Node: "a",
-			Labels: model.LabelsOf(map[string]string{"role": "node"}), Addrs: a.Underlay, Running: true,
-			Host: &model.HostEndpoint{Interface: "eth0"}}},
-		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "admit-8080"},
+	h := newHostNode(t, []uint16{22, 9090}, func(ext *netns.Host) []model.Update {
+		return []model.Update{model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "admit-8080"},
 			Tier: model.TierNetworkPolicy, Selector: "role == 'node'", Hosts: true, ApplyIngress: true,
 			IngressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP,
 				Source:      model.Peer{Nets: []netip.Prefix{netip.PrefixFrom(ext.Addrs[0], 32)}},
-				Destination: model.Peer{Ports: []model.Port{{First: 8080, Last: 8080}}}}}}},
-		model.SyncStatusUpdate{Status: model.InSync},
-	} {
-		g.OnUpdate(u)
-	}
-	if err := dp.Apply(g.Flush()); err != nil {
-		t.Fatal(err)
-	}
-	listing := func() string {
-		out, err := netns.Exec(context.Background(), a.NetNS, "nft", "list", "tables")
-		if err != nil {
-			t.Fatalf("nft list tables: %v\n%s", err, out)
-		}
-		return string(out)
-	}
+				Destination: model.Peer{Ports: []model.Port{{First: 8080, Last: 8080}}}}}}}}
+	})
+	a := h.a
 	for _, tc := range []struct {
 		port     uint16
 		allowed  bool
@@ -302,30 +266,10 @@ func TestTraceNode(t *testing.T) {
 			"tier default default deny: no rule of GlobalNetworkPolicy/admit-8080 matched"},
 		{22, true, "input:rule:accept", "failsafe port: never blocked by a host endpoint's policy"},
 	} {
-		var got []Packet
-		done := make(chan error, 1)
-		go func() {
-			_, err := Run(context.Background(), Config{NetNSFD: fd, MaxPackets: 1, Timeout: 20 * time.Second,
-				Flow: Flow{Src: ext.Addrs[0], ToNode: true, Proto: 6, Dport: tc.port}}, func(p Packet) { got = append(got, p) })
-			done <- err
-		}()
-		for !strings.Contains(listing(), "table inet "+Table) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		ok, err := netns.Probe(context.Background(), ext.NetNS, a.Underlay[0], netns.TCP, tc.port, 300*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, ok := h.traceIn(tc.port)
 		if ok != tc.allowed {
 			t.Errorf("port %d: connected %v, want %v", tc.port, ok, tc.allowed)
 		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != 1 {
-			t.Fatalf("port %d: %d packets traced, want 1", tc.port, len(got))
-		}
-		p := got[0]
 		if pp := path(p); pp != tc.path {
 			t.Errorf("port %d: path\n got %s\nwant %s\n%s", tc.port, pp, tc.path, p)
 		}
@@ -336,4 +280,126 @@ func TestTraceNode(t *testing.T) {
 	if f := (Flow{Dst: a.Underlay[0], ToNode: true}).String(); f != "any → this node (172.31.0.1)" {
 		t.Errorf("Flow.String() = %q", f)
 	}
+}
+
+// TestTraceNodeStages traces the node's own traffic through the host endpoint stages before
+// its own policy: a preDNAT deny decides in prednat, a doNotTrack allow in raw_in (input_host
+// then accepts on its mark), and a port neither stage decides goes on to input_host.
+func TestTraceNodeStages(t *testing.T) {
+	h := newHostNode(t, []uint16{9090, 9091, 9092}, func(ext *netns.Host) []model.Update {
+		client := model.Peer{Nets: []netip.Prefix{netip.PrefixFrom(ext.Addrs[0], 32)}}
+		port := func(p uint16) model.Peer { return model.Peer{Ports: []model.Port{{First: p, Last: p}}} }
+		return []model.Update{
+			model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "nodeports"},
+				Tier: model.TierNetworkPolicy, Selector: "role == 'node'", Hosts: true, ApplyIngress: true, PreDNAT: true, ApplyOnForward: true,
+				IngressRules: []model.Rule{{Action: model.ActionDeny, Protocol: model.ProtocolTCP, Source: client, Destination: port(9090)}}}},
+			model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "GlobalNetworkPolicy", Name: "untracked"},
+				Tier: model.TierNetworkPolicy, Selector: "role == 'node'", Hosts: true, ApplyIngress: true, DoNotTrack: true, ApplyOnForward: true,
+				IngressRules: []model.Rule{{Action: model.ActionAllow, Protocol: model.ProtocolTCP, Source: client, Destination: port(9091)}}}},
+		}
+	})
+	for _, tc := range []struct {
+		port           uint16
+		path, decision string
+	}{
+		{9090, "raw:rule:continue raw:rule:continue raw:rule:goto in:rule:goto c:rule:goto host:rule:accept notrack:policy:accept " +
+			"prednat:rule:continue prednat:rule:goto in:rule:goto c:rule:goto deny:rule:drop",
+			"GlobalNetworkPolicy/nodeports ingress rule 0 (deny)"},
+		{9091, "raw:rule:continue raw:rule:continue raw:rule:goto in:rule:accept notrack:rule:continue notrack:policy:accept " +
+			"prednat:rule:accept input:rule:accept",
+			"allowed by a host endpoint's untracked or pre-DNAT policy"},
+		{9092, "raw:rule:continue raw:rule:continue raw:rule:goto in:rule:goto c:rule:goto host:rule:accept notrack:policy:accept " +
+			"prednat:rule:continue prednat:rule:goto in:rule:goto c:rule:goto host:rule:accept " +
+			"input:rule:goto in:rule:goto c:rule:goto deny:rule:drop",
+			"host endpoint default deny: no policy decided"},
+	} {
+		p, _ := h.traceIn(tc.port)
+		if pp := path(p); pp != tc.path {
+			t.Errorf("port %d: path\n got %s\nwant %s\n%s", tc.port, pp, tc.path, p)
+		}
+		if last := p.Steps[len(p.Steps)-1]; last.Comment != tc.decision {
+			t.Errorf("port %d: deciding rule's comment %q, want %q\n%s", tc.port, last.Comment, tc.decision, p)
+		}
+	}
+}
+
+// hostNode is node a of a netns cluster with an external client, a host endpoint on its eth0
+// (role: node) and the agent's table programmed by a kernel.Applier with the default inbound
+// failsafe ports.
+type hostNode struct {
+	t   *testing.T
+	a   *netns.Node
+	ext *netns.Host
+	fd  int
+}
+
+// newHostNode makes the node, serving TCP on ports, with the host endpoint and the updates
+// policies gives.
+func newHostNode(t *testing.T, ports []uint16, policies func(ext *netns.Host) []model.Update) *hostNode {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip", "nft")
+	c := netns.NewForTest(t, netns.Config{Nodes: []string{"a"}, External: true})
+	h := &hostNode{t: t, a: c.Node("a"), ext: c.External()}
+	for _, port := range ports {
+		if err := c.Serve(h.a.NetNS, netns.TCP, port); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := h.a.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fd = fd
+	t.Cleanup(func() { os.NewFile(uintptr(fd), "netns").Close() })
+	failIn, _ := nft.ParseFailsafes(nft.DefaultFailsafeIn)
+	dp, err := kernel.Open(fd, nft.Config{Host: nft.HostConfig{FailsafeIn: failIn, WorkloadPrefixes: []string{"nftp"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close() })
+	g := graph.New(graph.Config{NodeName: "a"})
+	updates := append([]model.Update{model.EndpointSet{Endpoint: model.Endpoint{Key: model.EndpointKey{Name: "a-eth0"}, Node: "a",
+		Labels: model.LabelsOf(map[string]string{"role": "node"}), Addrs: h.a.Underlay, Running: true,
+		Host: &model.HostEndpoint{Interface: "eth0"}}}}, policies(h.ext)...)
+	for _, u := range append(updates, model.SyncStatusUpdate{Status: model.InSync}) {
+		g.OnUpdate(u)
+	}
+	if err := dp.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// traceIn traces the first packet of a TCP connection from the external client to the node's
+// port, and reports whether it connected.
+func (h *hostNode) traceIn(port uint16) (Packet, bool) {
+	t := h.t
+	var got []Packet
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), Config{NetNSFD: h.fd, MaxPackets: 1, Timeout: 20 * time.Second,
+			Flow: Flow{Src: h.ext.Addrs[0], ToNode: true, Proto: 6, Dport: port}}, func(p Packet) { got = append(got, p) })
+		done <- err
+	}()
+	for {
+		out, err := netns.Exec(context.Background(), h.a.NetNS, "nft", "list", "tables")
+		if err != nil {
+			t.Fatalf("nft list tables: %v\n%s", err, out)
+		}
+		if strings.Contains(string(out), "table inet "+Table) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ok, err := netns.Probe(context.Background(), h.ext.NetNS, h.a.Underlay[0], netns.TCP, port, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("port %d: %d packets traced, want 1", port, len(got))
+	}
+	return got[0], ok
 }
