@@ -7,11 +7,12 @@
 // graph is told the state is complete only once every source has reported in-sync
 // (Config.Sources: the API watcher and the interface monitor's first dump), so the first commit
 // holds the interfaces of the pods already running. Updates that arrive together are coalesced
-// into one graph flush and one netlink transaction. Once the full state is committed, commits of
-// changes are paced (pacer): a burst at least Config.CommitQuiet (5 ms) after the previous one is
-// a lone change and commits at once; bursts that come closer together wait in the graph for one
-// commit per Config.CommitInterval (15 ms) — fewer commits under churn, at most the interval
-// added to a change's latency. A failed apply is retried by a full resync
+// into one graph flush and one netlink transaction. With Config.CommitInterval set, commits of
+// changes are paced once the full state is committed (pacer): a burst at least
+// Config.CommitQuiet (5 ms) after the previous one is a lone change and commits at once; bursts
+// that come closer together wait in the graph for one commit per interval — fewer commits under
+// churn, at most the interval added to a change's latency. By default every burst commits at
+// once. A failed apply is retried by a full resync
 // with exponential backoff; a periodic resync repairs drift. The loop also drives the agent's
 // metrics (Metrics) and health (Health): /healthz fails after FailureThreshold consecutive
 // failures, and nothing else (an API outage leaves the table in force, and a restart would not

@@ -2,17 +2,10 @@ package agent
 
 import "time"
 
-// The pacer's defaults (Config.CommitInterval, Config.CommitQuiet).
-const (
-	// defaultCommitInterval is the least time between two commits of changes while they keep
-	// coming: at most ≈ 67 such commits a second however fast the cluster changes, each change
-	// waiting at most that long for its commit besides the commit itself.
-	defaultCommitInterval = 15 * time.Millisecond
-	// defaultCommitQuiet is the gap after the previous burst that makes a burst a lone change,
-	// committed at once: shorter than one API round trip plus a commit, so that changes made one
-	// after the other, each once the previous one is in the kernel (P2), never wait.
-	defaultCommitQuiet = 5 * time.Millisecond
-)
+// defaultCommitQuiet is the pacer's default gap after the previous burst that makes a burst a
+// lone change, committed at once (Config.CommitQuiet); the pacer runs only with a
+// Config.CommitInterval.
+const defaultCommitQuiet = 5 * time.Millisecond
 
 // pacer spaces the loop's commits of changes under sustained churn; a burst here is one that
 // fed the graph. A burst that arrives at least quiet after the previous one is a lone change

@@ -60,7 +60,7 @@ func TestCommitPacing(t *testing.T) {
 		t.Fatalf("the second paced commit: %d applies, want 6", d.applies)
 	}
 
-	l.pace.interval = 0 // CommitInterval < 0: never paced
+	l.pace.interval = 0 // CommitInterval 0: never paced
 	now = now.Add(1 * time.Millisecond)
 	send("unpaced", 7, false)
 }

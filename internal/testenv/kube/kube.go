@@ -331,6 +331,9 @@ func (s *Server) startProcesses(ctx context.Context, pickPorts func(n int) ([]in
 		"--initial-cluster=default="+peerURL,
 		"--initial-cluster-state=new",
 		"--log-level=warn",
+		// A test cluster's data need not survive a crash: without fsync a write's latency is
+		// etcd's and the API server's, not the machine's disk's.
+		"--unsafe-no-fsync",
 	)
 	if err != nil {
 		return err
