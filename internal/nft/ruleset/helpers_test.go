@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/nftpolicy/nftpolicy/internal/testenv"
@@ -213,4 +214,25 @@ func watchFromAnother(t *testing.T, ns, table string) <-chan TableChange {
 	t.Cleanup(func() { watcher.Close() })
 	_, out := startMonitor(t, watcher, table)
 	return out
+}
+
+// commitInOneBatch commits tb with changes and checks that the commit was one batch, no
+// replace, the kernel holds tb without drift, and the batch changed exactly want (read from
+// out, a watch of the table's changes).
+func commitInOneBatch(t *testing.T, c *Conn, ns string, tb *Table, changes *Changes, out <-chan TableChange, what string, want []ObjectChange) {
+	t.Helper()
+	replaces, batches := c.replaces, c.batches
+	if err := c.Commit(tb, changes); err != nil {
+		t.Fatal(err)
+	}
+	if c.replaces != replaces || c.batches != batches+1 || c.WholeWhy() != "" {
+		t.Errorf("%s: %d replaces, %d batches (whole: %q); want none, one", what, c.replaces-replaces, c.batches-batches, c.WholeWhy())
+	}
+	assertKernel(t, ns, tb)
+	if drift, err := c.Verify(); err != nil || drift {
+		t.Fatalf("%s: Verify = %v, %v; want no drift", what, drift, err)
+	}
+	if got := nextChange(t, out, what); !slices.Equal(got.Objects, want) {
+		t.Errorf("%s: the batch changed %v, want %v", what, got.Objects, want)
+	}
 }

@@ -3,7 +3,6 @@ package ruleset
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"testing"
 )
 
@@ -53,19 +52,7 @@ func TestRemadeChainWrittenAlone(t *testing.T) {
 	tb.Chains["in_grp"].Comment = "ingress: default/c default/d"
 	dispatch.Put(Element{ElementKey: addr(4), Value: Value{Verdict: Verdict{Kind: Goto, Chain: "in_grp"}, Comment: "pod 4"}})
 	dispatch.Delete(addr(1))
-	replaces, batches := c.replaces, c.batches
-	if err := c.Commit(tb, &Changes{Sets: names("dispatch"), Chains: names("in_grp")}); err != nil {
-		t.Fatal(err)
-	}
-	if c.replaces != replaces || c.batches != batches+1 || c.WholeWhy() != "" {
-		t.Errorf("%d replaces, %d batches (whole: %q); want none, one", c.replaces-replaces, c.batches-batches, c.WholeWhy())
-	}
-	assertKernel(t, ns, tb)
-	if drift, err := c.Verify(); err != nil || drift {
-		t.Fatalf("Verify = %v, %v; want no drift", drift, err)
-	}
-	got := nextChange(t, out, "the remake")
-	want := []ObjectChange{
+	commitInOneBatch(t, c, ns, tb, &Changes{Sets: names("dispatch"), Chains: names("in_grp")}, out, "the remake", []ObjectChange{
 		{Op: "delete", Kind: "rule", Name: "entry", Count: 2},
 		{Op: "delete", Kind: "element", Name: "dispatch", Count: 2},
 		{Op: "delete", Kind: "rule", Name: "in_grp", Count: 2},
@@ -74,17 +61,8 @@ func TestRemadeChainWrittenAlone(t *testing.T) {
 		{Op: "add", Kind: "element", Name: "dispatch", Count: 2},
 		{Op: "add", Kind: "rule", Name: "in_grp", Count: 2},
 		{Op: "add", Kind: "rule", Name: "entry", Count: 2},
-	}
-	if !slices.Equal(got.Objects, want) {
-		t.Errorf("the batch changed %v, want %v", got.Objects, want)
-	}
+	})
 	// a further change goes in place
 	dispatch.Put(Element{ElementKey: addr(5), Value: Value{Verdict: Verdict{Kind: Goto, Chain: "in_grp"}, Comment: "pod 5"}})
-	if err := c.Commit(tb, &Changes{}); err != nil {
-		t.Fatal(err)
-	}
-	assertKernel(t, ns, tb)
-	if got := nextChange(t, out, "the element after"); fmt.Sprint(got.Objects) != fmt.Sprint([]ObjectChange{{Op: "add", Kind: "element", Name: "dispatch", Count: 1}}) {
-		t.Errorf("the batch after changed %v, want one element of dispatch", got.Objects)
-	}
+	commitInOneBatch(t, c, ns, tb, &Changes{}, out, "the element after", []ObjectChange{{Op: "add", Kind: "element", Name: "dispatch", Count: 1}})
 }

@@ -1,10 +1,8 @@
 package ruleset
 
 import (
-	"fmt"
 	"net/netip"
 	"regexp"
-	"slices"
 	"testing"
 )
 
@@ -40,41 +38,17 @@ func TestResizedSetWrittenAlone(t *testing.T) {
 		big.Put(Element{ElementKey: addr(i)})
 	}
 	big.Size = 8
-	replaces, batches := c.replaces, c.batches
-	if err := c.Commit(tb, &Changes{Sets: map[string]struct{}{"big": {}}}); err != nil {
-		t.Fatal(err)
-	}
-	if c.replaces != replaces || c.batches != batches+1 {
-		t.Errorf("%d replaces, %d batches; want none, one", c.replaces-replaces, c.batches-batches)
-	}
-	assertKernel(t, ns, tb)
-	if drift, err := c.Verify(); err != nil || drift {
-		t.Fatalf("Verify = %v, %v; want no drift", drift, err)
-	}
-	got := nextChange(t, out, "the resize")
-	want := []ObjectChange{
+	commitInOneBatch(t, c, ns, tb, &Changes{Sets: map[string]struct{}{"big": {}}}, out, "the resize", []ObjectChange{
 		{Op: "delete", Kind: "rule", Name: "uses_big", Count: 1},
 		{Op: "delete", Kind: "set", Name: "big", Count: 1},
 		{Op: "add", Kind: "set", Name: "big", Count: 1},
 		{Op: "add", Kind: "element", Name: "big", Count: 6},
 		{Op: "add", Kind: "rule", Name: "uses_big", Count: 1},
-	}
-	if !slices.Equal(got.Objects, want) {
-		t.Errorf("the batch changed %v, want %v", got.Objects, want)
-	}
+	})
 	if got := nftIn(t, ns, "", "list", "set", "inet", name, "big"); !regexp.MustCompile(`(?m)^\s*size 8$`).MatchString(got) {
 		t.Errorf("the kernel lists the set as\n%s\nwant size 8", got)
 	}
 	// a further element goes in place
 	big.Put(Element{ElementKey: addr(7)})
-	if err := c.Commit(tb, &Changes{}); err != nil {
-		t.Fatal(err)
-	}
-	assertKernel(t, ns, tb)
-	if c.replaces != replaces {
-		t.Errorf("a change after the resize replaced the table")
-	}
-	if got := nextChange(t, out, "the element after"); fmt.Sprint(got.Objects) != fmt.Sprint([]ObjectChange{{Op: "add", Kind: "element", Name: "big", Count: 1}}) {
-		t.Errorf("the batch after changed %v, want one element of big", got.Objects)
-	}
+	commitInOneBatch(t, c, ns, tb, &Changes{}, out, "the element after", []ObjectChange{{Op: "add", Kind: "element", Name: "big", Count: 1}})
 }
