@@ -41,6 +41,10 @@ func TestExplainForward(t *testing.T) {
 			allowed: true},
 		{name: "the node itself", q: Query{From: "172.31.0.200", To: "node/node-a", Via: "node/node-a", Proto: model.ProtocolTCP, Port: 80},
 			err: "the node itself"},
+		{name: "two pods of the node", q: Query{From: "x/a", To: "y/a", Via: "node/node-a", Proto: model.ProtocolTCP, Port: 80},
+			err: "both ends are pods of the node"},
+		{name: "not a node", q: Query{From: "172.31.0.200", To: "x/a", Via: "node-a", Proto: model.ProtocolTCP, Port: 80},
+			err: "want node/NODE"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
