@@ -25,7 +25,8 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	from := fs.String("from", "", "source: pod NAMESPACE/POD, node/NODE (the node itself, through its host endpoints) or an IP address")
 	to := fs.String("to", "", "destination: pod NAMESPACE/POD, node/NODE[:PORT] or an IP address")
 	port := fs.String("port", "", "PORT/PROTOCOL (80/tcp, 53/udp, 9000/sctp) or a protocol without port (icmp); with --to node/NODE:PORT, the protocol alone or nothing (tcp)")
-	iface := fs.String("interface", "", "the interface of a node end the packet passes (default: that of the node's host endpoint, else any interface no host endpoint names)")
+	iface := fs.String("interface", "", "the interface of a node end the packet passes (default: that of the node's host endpoint, else any interface no host endpoint names); with --via, the one it enters the node by")
+	via := fs.String("via", "", "node/NODE: the node that forwards the flow; adds its host endpoints' applyOnForward answer where the packet enters and leaves it")
 	sport := fs.Uint("sport", 0, "source port of a TCP, UDP or SCTP flow (0: any port no rule names)")
 	icmpType := fs.Uint("icmp-type", 8, "ICMP or ICMPv6 type of an icmp or icmpv6 flow (8: echo request; ICMPv6's is 128)")
 	icmpCode := fs.Uint("icmp-code", 0, "ICMP or ICMPv6 code of an icmp or icmpv6 flow")
@@ -93,7 +94,7 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 	if *nodeSets != "" {
 		c.SetDomainSets(*nodeSets, kernelDomainSets(*table))
 	}
-	q := explain.Query{From: *from, To: dst, Interface: *iface, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
+	q := explain.Query{From: *from, To: dst, Interface: *iface, Via: *via, Proto: proto, Port: portNum, SrcPort: uint16(*sport), IPv6: *ipv6,
 		ICMPType: uint8(*icmpType), ICMPCode: uint8(*icmpCode)}
 	if proto == model.ProtocolICMPv6 && !explicit(fs, "icmp-type") {
 		q.ICMPType = 128 // ICMPv6's echo request

@@ -26,13 +26,20 @@
 // policy: Builder.DecideHostStage at the doNotTrack and preDNAT stages, whose allow or deny
 // decides (Side.Stage names it; the walk carries the mark an allow sets to the later chains,
 // which must accept) and whose undecided outcome leaves the packet to the next stage, then
-// Builder.DecideHost. Each decision must agree with the walk as a pod's does. applyOnForward
-// policy (the fwd_in and fwd_out chains, traffic forwarded through a node) is not walked. A node's address is the smallest of its host endpoints' expectedIPs of the family; its
-// interface the one of its named host endpoint, unless the query names one. Between a node and
+// Builder.DecideHost. Each decision must agree with the walk as a pod's does. A node's
+// address is the smallest of its host endpoints' expectedIPs of the family; its interface the one of its named host endpoint, unless the query names one. Between a node and
 // its own pods the dataplane's exceptions decide: a pod's traffic to its node is judged by the
 // pod's egress alone, the node's traffic to its pods by nothing. The tables carry the agent's
 // default failsafe ports, or those Cluster.SetFailsafes gives (the agent's flags); its API
 // server exception, which needs the agent's kubeconfig, is left out.
+//
+// A node that forwards the flow (forward.go, Query.Via; neither end is the node itself) adds
+// its forward stage (Result.Forward): the fwd_in chain for the host endpoint of the interface
+// the packet enters by, its destination the local side, and fwd_out for the one it leaves by,
+// its source the local side, each decided by Builder.DecideStage and checked against the walk
+// of the chain; a stage whose policy decides nothing must accept. A pod of the node is behind
+// a workload interface, which the chains accept: its end has no such side. The forward stage
+// is walked on its own, without the preDNAT or doNotTrack answer of the same packet.
 //
 // The table explain computes is the one the node's agent programs, but for what needs the host:
 // without the nodes' interfaces it leaves out anti-spoofing and fail-closed ingress (their
@@ -49,7 +56,8 @@
 //
 // Tests: TestExplain (explain_test.go) on manifests, every side and origin kind; TestExplainNodes
 // (node_test.go) for nodes as either end, their exceptions and host endpoint defaults;
-// TestExplainNodeStages (stages_test.go) for their doNotTrack and preDNAT stages; test/e2e's
+// TestExplainNodeStages (stages_test.go) for their doNotTrack and preDNAT stages;
+// TestExplainForward (forward_test.go) for a node's forward stage; test/e2e's
 // TestConformance compares explain's verdicts, on the live API server, with the traffic every
 // upstream NetworkPolicy case lets through, over IPv4 and IPv6; TestExplainDomains (domains_test.go)
 // the domain names of a side, offline and read from a node.

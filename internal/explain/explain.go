@@ -123,8 +123,12 @@ type Query struct {
 	IPv6 bool
 	// Interface is the interface of a node end the packet passes ("": the interface of the
 	// node's host endpoint with the smallest interface name holding the node's address, else
-	// any interface no host endpoint names).
+	// any interface no host endpoint names). With Via, it is the interface of the forwarding
+	// node the packet enters by (or leaves by, from a pod of that node).
 	Interface string
+	// Via is the node that forwards the flow, "node/NAME" (none when empty): its host
+	// endpoints' applyOnForward policy judges the packet where it enters and leaves the node.
+	Via string
 }
 
 // ICMP is an ICMP or ICMPv6 packet's type and code.
@@ -157,6 +161,10 @@ type Result struct {
 	Allowed bool  `json:"allowed"`
 	Egress  Side  `json:"egress"`
 	Ingress Side  `json:"ingress"`
+	// Forward are the forward stage's sides on the node of the query's Via: ingress (fwd_in)
+	// of the interface the packet enters by, egress (fwd_out) of the one it leaves by; a pod's
+	// interface has none.
+	Forward []Side `json:"forward,omitempty"`
 }
 
 // Side is the decision of one direction on one node.
@@ -169,7 +177,8 @@ type Side struct {
 	// HostEndpoint is the host endpoint that judged the node's own traffic through Interface.
 	HostEndpoint string `json:"host_endpoint,omitempty"`
 	// Stage is the host endpoint stage before the node's own policy that decided: "doNotTrack
-	// (untracked)" or "preDNAT"; empty for the node's own (or a pod's) policy.
+	// (untracked)" or "preDNAT"; "applyOnForward" for a side of Result.Forward; empty for the
+	// node's own (or a pod's) policy.
 	Stage     string `json:"stage,omitempty"`
 	Interface string `json:"interface,omitempty"`
 	Verdict   string `json:"verdict"` // allow or deny
@@ -270,6 +279,14 @@ func (c *Cluster) Explain(q Query) (*Result, error) {
 		return nil, err
 	}
 	r.Allowed = r.Egress.Verdict == nft.Allow.String() && r.Ingress.Verdict == nft.Allow.String()
+	if q.Via != "" {
+		if r.Forward, err = c.forward(q.Via, from, to, q, pkt); err != nil {
+			return nil, err
+		}
+		for _, s := range r.Forward {
+			r.Allowed = r.Allowed && s.Verdict == nft.Allow.String()
+		}
+	}
 	return r, nil
 }
 

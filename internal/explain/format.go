@@ -32,6 +32,10 @@ func (r *Result) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 		writeSide(&b, s, r.To.Addr)
 	}
+	for _, s := range r.Forward {
+		b.WriteString("\n")
+		writeSide(&b, s, r.To.Addr)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -74,7 +78,10 @@ func writeSide(b *strings.Builder, s Side, peer netip.Addr) {
 		return
 	}
 	fmt.Fprintf(b, "%s of %s, on node %s: %s\n", s.Direction, subject(s), s.Node, s.Verdict)
-	if s.Stage != "" {
+	switch {
+	case s.Stage == stageForward:
+		fmt.Fprintf(b, "  stage: %s, forwarded by node %s\n", s.Stage, s.Node)
+	case s.Stage != "":
 		note := ""
 		if s.Stage == stageName(nft.StageUntracked) && s.Verdict == nft.Allow.String() {
 			note = "; not tracked: its replies need an allow of their own"

@@ -161,10 +161,12 @@ func (b *Builder) DecideHostStage(st Stage, dir model.Direction, key model.Endpo
 // Stage is a host endpoint stage, as DecideHostStage and HostStageChain take it.
 type Stage = dataplane.Stage
 
-// The host endpoint stages before the node's own policy.
+// The host endpoint stages before the node's own policy, and the forward stage
+// (applyOnForward, traffic forwarded through the node), which Builder.DecideStage decides.
 const (
 	StageUntracked = dataplane.StageUntracked
 	StagePreDNAT   = dataplane.StagePreDNAT
+	StageForward   = dataplane.StageForward
 )
 
 // HostStageChain is the base chain of the table that dispatches stage st's direction dir.
