@@ -532,9 +532,8 @@ type setDiff struct {
 
 // Commit sends the difference between the mirror and desired for the objects changes names
 // (nil: all objects of both tables) as one batch. See the package documentation for the order.
-// A chain whose properties changed (comment, hook, priority), which the kernel cannot update in
-// place, is deleted and added anew in the batch; changed set properties (key, flags, comment)
-// make it a Replace. On failure the mirror is unchanged.
+// Changed set or chain properties (key, flags, hook, priority, comment), which the kernel cannot
+// update in place, make it a Replace. On failure the mirror is unchanged.
 func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	if desired == nil || desired.Name == "" {
 		return errors.New("commit: no table")
@@ -551,12 +550,12 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		c.wholeWhy = "set " + p.whole + ": " + p.whyWhole
 		return c.Replace(desired)
 	}
-	p.addRemade(m, desired, chainNames)
-	// the chains that look up a resized set or jump to a remade chain are flushed before it goes
-	// and refilled after
+	// the chains that look up a resized set are flushed before it goes and refilled after
 	chainNames = p.addReferrers(m, chainNames)
-	p.addChains(m, desired, chainNames)
-	p.addUnrefs(m, desired)
+	if !p.addChains(m, desired, chainNames) {
+		c.wholeWhy = "chain " + p.whole + ": " + p.whyWhole
+		return c.Replace(desired)
+	}
 	if p.empty() {
 		return nil
 	}
@@ -576,8 +575,8 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 	return nil
 }
 
-// WholeWhy says why the last Commit wrote the table whole (a set property the kernel cannot
-// change in place, or a set's storage swapped behind its journal), "" when it did not.
+// WholeWhy says why the last Commit wrote the table whole (a property the kernel cannot change
+// in place, or a set's storage swapped behind its journal), "" when it did not.
 func (c *Conn) WholeWhy() string { return c.wholeWhy }
 
 // noteTimed records the timeout sets of the table just committed, for the Monitors.
@@ -594,9 +593,9 @@ func (c *Conn) noteTimed(t *Table) {
 	c.timed.Store(&timed)
 }
 
-// addChains plans the chains named chainNames from the mirror m to desired; the remade ones are
-// addRemade's.
-func (p *commitPlan) addChains(m, desired *Table, chainNames []string) {
+// addChains plans the chains named chainNames from the mirror m to desired. It reports false
+// when a chain's properties changed: only a replace changes those.
+func (p *commitPlan) addChains(m, desired *Table, chainNames []string) bool {
 	for _, n := range chainNames {
 		old, cur := m.Chains[n], desired.Chains[n]
 		switch {
@@ -606,79 +605,13 @@ func (p *commitPlan) addChains(m, desired *Table, chainNames []string) {
 		case cur == nil:
 			p.goneChains = append(p.goneChains, old)
 		case !old.sameProps(cur):
-			// remade (addRemade): added anew with its rules
+			p.whole, p.whyWhole = n, "its properties changed"
+			return false
 		case slices.Contains(p.referrers, n) || !slices.EqualFunc(old.Rules, cur.Rules, Rule.Equal):
 			p.changedChains = append(p.changedChains, cur)
 		}
 	}
-}
-
-// addRemade plans the chains of chainNames whose properties changed (comment; a base chain's
-// hook or priority), which the kernel keeps for a chain's life (a second add with another
-// comment is accepted and ignored): each is deleted and added anew with its rules in the batch,
-// once the rules and map elements that jump to it are gone (addReferrers, addUnrefs).
-func (p *commitPlan) addRemade(m, desired *Table, chainNames []string) {
-	for _, n := range chainNames {
-		if old, cur := m.Chains[n], desired.Chains[n]; old != nil && cur != nil && !old.sameProps(cur) {
-			p.remade = append(p.remade, cur)
-		}
-	}
-}
-
-// addUnrefs plans the committed map elements that jump to a remade chain: deleted before the
-// chain goes, and added again (with desired's value, if desired still has them) after it is
-// back, in place of their set's own delete and add of the same key. It costs a walk of the
-// mirror's maps' elements, only in a commit that remakes a chain.
-func (p *commitPlan) addUnrefs(m, desired *Table) {
-	if len(p.remade) == 0 {
-		return
-	}
-	remade := map[string]bool{}
-	for _, ch := range p.remade {
-		remade[ch.Name] = true
-	}
-	for _, n := range slices.Sorted(maps.Keys(m.Sets)) {
-		ms := m.Sets[n]
-		if !ms.Map || slices.Contains(p.resized, ms) { // a resized set's deletion drops its jumps
-			continue
-		}
-		var refs []Element
-		for k, v := range ms.committedElements() {
-			if (v.Verdict.Kind == Jump || v.Verdict.Kind == Goto) && remade[v.Verdict.Chain] {
-				refs = append(refs, Element{k, v})
-			}
-		}
-		if len(refs) == 0 {
-			continue
-		}
-		p.unrefs = append(p.unrefs, setDiff{set: ms, dels: refs})
-		cur := desired.Sets[n]
-		if cur == nil {
-			continue // deleted whole with its set
-		}
-		i := slices.IndexFunc(p.diffs, func(d setDiff) bool { return d.set.Name == n })
-		if i < 0 {
-			p.diffs = append(p.diffs, setDiff{set: cur})
-			i = len(p.diffs) - 1
-		}
-		d := &p.diffs[i]
-		gone := map[ElementKey]bool{}
-		for _, e := range refs {
-			gone[e.ElementKey] = true
-		}
-		d.dels = slices.DeleteFunc(d.dels, func(e Element) bool { return gone[e.ElementKey] })
-		for _, e := range d.adds {
-			delete(gone, e.ElementKey) // added with its new value already
-		}
-		for _, e := range refs {
-			if !gone[e.ElementKey] {
-				continue
-			}
-			if v, ok := cur.Get(e.ElementKey); ok {
-				d.adds = append(d.adds, Element{e.ElementKey, v})
-			}
-		}
-	}
+	return true
 }
 
 // addSets plans the sets named setNames from the mirror m to desired. It reports false when a
@@ -718,27 +651,23 @@ func (p *commitPlan) addSets(m, desired *Table, setNames []string) bool {
 }
 
 // addReferrers returns chainNames with the committed chains that look up a set of p.resized
-// or jump to a chain of p.remade added, sorted: such a chain holds a reference the object's
-// deletion needs gone, so it is flushed first and refilled (as a changed chain) after the
-// object is back. It costs a walk of the mirror's rules, only in a commit that resizes a set or
-// remakes a chain.
+// added, sorted: such a chain holds a reference the set's deletion needs gone, so it is flushed
+// first and refilled (as a changed chain) after the set is back. It costs a walk of the
+// mirror's rules, only in a commit that resizes a set.
 func (p *commitPlan) addReferrers(m *Table, chainNames []string) []string {
-	if len(p.resized)+len(p.remade) == 0 {
+	if len(p.resized) == 0 {
 		return chainNames
 	}
-	resized, remade := map[string]bool{}, map[string]bool{}
+	resized := map[string]bool{}
 	for _, s := range p.resized {
 		resized[s.Name] = true
-	}
-	for _, ch := range p.remade {
-		remade[ch.Name] = true
 	}
 	names := map[string]struct{}{}
 	for _, n := range chainNames {
 		names[n] = struct{}{}
 	}
 	for _, n := range slices.Sorted(maps.Keys(m.Chains)) {
-		if !chainLooksUp(m.Chains[n], resized) && !chainJumpsTo(m.Chains[n], remade) {
+		if !chainLooksUp(m.Chains[n], resized) {
 			continue
 		}
 		p.referrers = append(p.referrers, n)
@@ -759,18 +688,8 @@ func chainLooksUp(ch *Chain, sets map[string]bool) bool {
 	return false
 }
 
-// chainJumpsTo reports whether a rule of ch jumps or goes to a chain named in chains.
-func chainJumpsTo(ch *Chain, chains map[string]bool) bool {
-	for _, r := range ch.Rules {
-		if (r.Verdict.Kind == Jump || r.Verdict.Kind == Goto) && chains[r.Verdict.Chain] {
-			return true
-		}
-	}
-	return false
-}
-
 func (p *commitPlan) empty() bool {
-	return len(p.newChains)+len(p.changedChains)+len(p.goneChains)+len(p.remade)+len(p.newSets)+len(p.goneSets)+len(p.diffs) == 0
+	return len(p.newChains)+len(p.changedChains)+len(p.goneChains)+len(p.newSets)+len(p.goneSets)+len(p.diffs) == 0
 }
 
 // diffElements is the element difference from the committed set old (nil: a new set) to cur: a
@@ -851,14 +770,9 @@ type commitPlan struct {
 	newSets, goneSets                    []*Set
 	diffs                                []setDiff
 	// resized are the committed sets that only their size changed: deleted, then added anew
-	// (in newSets) with every element; remade are the chains whose properties changed: deleted,
-	// then added anew with their rules; referrers are the committed chains that look up a
-	// resized set or jump to a remade chain, and unrefs the committed map elements that jump to
-	// a remade chain (deleted first; added again through diffs).
+	// (in newSets) with every element; referrers are the committed chains that look them up.
 	resized   []*Set
-	remade    []*Chain
 	referrers []string
-	unrefs    []setDiff
 	// whole names the object that makes the commit a Replace, and why
 	whole, whyWhole string
 }
@@ -871,9 +785,8 @@ func (p commitPlan) queue(b *batch) error {
 			return err
 		}
 	}
-	// 2. resized sets deleted and remade chains deleted and added anew, empty, once the chains
-	// and map elements that refer to them are gone; then new sets, empty (rules may look them
-	// up), the resized ones among them
+	// 2. resized sets deleted, once the chains that look them up are flushed; then new sets,
+	// empty (rules may look them up), the resized ones among them
 	for _, n := range p.referrers {
 		if err := b.flushChain(n); err != nil {
 			return err
@@ -881,26 +794,6 @@ func (p commitPlan) queue(b *batch) error {
 	}
 	for _, s := range p.resized {
 		if err := b.delSet(s); err != nil {
-			return err
-		}
-	}
-	for _, d := range p.unrefs {
-		if err := b.elements(d.set, slices.Values(d.dels), len(d.dels), true); err != nil {
-			return err
-		}
-	}
-	for _, ch := range p.remade {
-		if err := b.flushChain(ch.Name); err != nil {
-			return err
-		}
-	}
-	for _, ch := range p.remade {
-		if err := b.delChain(ch.Name); err != nil {
-			return err
-		}
-	}
-	for _, ch := range p.remade {
-		if err := b.addChain(ch); err != nil {
 			return err
 		}
 	}
@@ -919,8 +812,8 @@ func (p commitPlan) queue(b *batch) error {
 			return err
 		}
 	}
-	// 4. rules of new and remade chains; changed chains are flushed and refilled
-	for _, ch := range slices.Concat(p.newChains, p.remade) {
+	// 4. rules of new chains; changed chains are flushed and refilled
+	for _, ch := range p.newChains {
 		if err := b.addRules(ch); err != nil {
 			return err
 		}

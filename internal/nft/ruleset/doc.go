@@ -59,17 +59,10 @@
 // # Commit: the diff and the batch order
 //
 // Commit looks at the objects Changes names (nil: every object of both tables) and at every
-// committed set whose journal recorded a change. A set present on both sides whose properties
-// differ (key, map, interval, comment) cannot be changed in place — a set cannot be retyped
-// while rules reference it — so Commit then does a Replace instead. A chain whose properties
-// differ (comment; a base chain's hook or priority), which the kernel keeps for the chain's life
-// (a second add with another comment is accepted and ignored), is remade in the batch: the
-// committed chains whose rules jump to it are flushed and the committed map elements that jump
-// to it deleted, the chain flushed, deleted and added anew with its rules, and those chains
-// refilled and elements added again — O(its rules + those chains' rules and elements, plus a
-// walk of the committed rules and maps' elements to find them): a group chain whose name passes
-// to a group of other policies costs its own rules and its members' dispatch elements, not the
-// table (TestRemadeChainWrittenAlone). A set whose size alone differs
+// committed set whose journal recorded a change. A set or chain present on both sides whose
+// properties differ (key, map, interval, comment; hook, priority, comment) cannot be changed in
+// place — the kernel silently ignores a new chain comment and a set cannot be retyped while
+// rules reference it — so Commit then does a Replace instead. A set whose size alone differs
 // (one that outgrew it; not a timeout set) is written anew in the batch: the committed chains
 // that look it up are flushed, the set deleted and added with its new size and every element,
 // and those chains refilled — O(its elements + those chains' rules, plus a walk of the
@@ -77,18 +70,14 @@
 // order:
 //
 //  1. new chains, empty (map elements and rules may jump to them);
-//  2. the chains that look up a resized set or jump to a remade chain flushed, the resized sets
-//     deleted, the map elements that jump to a remade chain deleted, the remade chains flushed,
-//     deleted and added anew, empty; new sets, empty (rules may look them up), resized ones
-//     among them;
+//  2. the chains that look up a resized set flushed and that set deleted; new sets, empty
+//     (rules may look them up), resized ones among them;
 //  3. per set, element deletes (removed elements and the old value of changed ones) and then
 //     element adds (new elements and the new value of changed ones): an element whose verdict or
 //     comment changed is a delete+add in the same batch, and deleting first lets an interval set
-//     be re-partitioned without ever overlapping itself; the map elements deleted in 2 are
-//     added again here, with their new value;
-//  4. rules of new and remade chains; each chain whose rules changed is flushed and refilled
-//     (rules are short; a rule-level diff would need handles, which v0.3.0 does not return from
-//     Flush);
+//     be re-partitioned without ever overlapping itself;
+//  4. rules of new chains; each chain whose rules changed is flushed and refilled (rules are
+//     short; a rule-level diff would need handles, which v0.3.0 does not return from Flush);
 //  5. removed chains flushed (all of them before any delete, so jumps between removed chains do
 //     not block), removed sets deleted whole, then removed chains deleted. A map is not emptied
 //     before its deletion: the kernel releases its elements' references to chains when it
