@@ -52,8 +52,9 @@ type Config struct {
 	ResyncInterval time.Duration
 	// CommitInterval is the least time between two commits of changes that keep coming, once
 	// the full state is committed (pacer): they wait and are committed together at most once
-	// per interval. 0 or less: every burst at once, the default — a commit writes only its
-	// changes, so pacing saves no measurable CPU and delays changes made one after the other.
+	// per interval. 0 or less: every burst at once, the default — pacing delays changes made
+	// one after the other by up to the interval, and saves CPU only while churn makes commits
+	// write the whole table.
 	CommitInterval time.Duration
 	// CommitQuiet is the gap after the previous burst that makes a burst a lone change,
 	// committed at once whatever the interval. 0: 5 ms.
