@@ -508,8 +508,14 @@ func (b *batch) replace(desired *Table) error {
 		if err := b.addSet(s); err != nil {
 			return err
 		}
-		// in map order: the kernel needs none, and sorting would cost O(n log n) per set
-		if err := b.elements(s, s.All(), s.Len(), false); err != nil {
+		// in map order: the kernel needs none, and sorting would cost O(n log n) per set; but an
+		// interval set is sent sorted, since the kernel lists a concatenated one in the order its
+		// elements were added, and `nft list` should read the same from every write
+		elems := s.All()
+		if s.Interval {
+			elems = slices.Values(s.SortedElements())
+		}
+		if err := b.elements(s, elems, s.Len(), false); err != nil {
 			return err
 		}
 		if err := b.timed(s, b.carried[s.Name]); err != nil {
@@ -739,6 +745,9 @@ func diffElements(old, cur *Set) (setDiff, bool) {
 				del(k, o)
 			}
 		}
+	}
+	if cur.Interval { // added in key order, as Replace does: the kernel lists them as added
+		slices.SortFunc(d.adds, func(a, b Element) int { return compareKeys(a.ElementKey, b.ElementKey) })
 	}
 	return d, true
 }
