@@ -106,8 +106,8 @@ func TestAgentClusterNetworkPoliciesWithoutCRD(t *testing.T) {
 		t.Fatalf("nft list table: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`"ingress: [admin] ClusterNetworkPolicy/admin-accept-y [default] NetworkPolicy/x/default-deny-ingress"`,
-		`"ingress: [baseline] ClusterNetworkPolicy/baseline-deny-x"`,
+		`"ingress: [admin] ClusterNetworkPolicy/admin-accept-y [default] NetworkPolicy/x/default-deny-ingress | `,
+		`"ingress: [baseline] ClusterNetworkPolicy/baseline-deny-x | `,
 		`"ClusterNetworkPolicy/admin-accept-y admin priority 20 ingress rule 0 (allow)"`,
 		`"ClusterNetworkPolicy/baseline-deny-x baseline priority 10 ingress rule 0 (deny)"`,
 	} {

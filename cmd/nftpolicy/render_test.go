@@ -45,10 +45,10 @@ func TestRenderLayers(t *testing.T) {
 		t.Errorf("%s differs (run with -update to accept):\n--- want\n%s\n--- got\n%s", golden, want, rendered)
 	}
 	for _, s := range []string{
-		// x/a's group chain: the layers in order
+		// x/a's group chain's last rule: the layers in order
 		`comment "ingress: [admin] ClusterNetworkPolicy/admin-guard [default] NetworkPolicy/x/allow-from-y NetworkPolicy/x/default-deny-ingress"`,
 		// y/a's: Baseline alone, no NetworkPolicy selects it
-		`comment "ingress: [baseline] ClusterNetworkPolicy/baseline-isolate-y"`,
+		`comment "ingress: [baseline] ClusterNetworkPolicy/baseline-isolate-y | `,
 		// y/b is denied into x by the Admin rule, named with its tier, priority, index and name
 		`10.244.2.3 comment "ClusterNetworkPolicy/admin-guard admin priority 10 ingress rule 0 (deny-y-b) (deny)"`,
 		// y/a, passed on by the Admin tier, is allowed TCP 80 by x's NetworkPolicy

@@ -159,8 +159,10 @@
 // goto and end in an explicit verdict. Priorities 7 and 8 are used by none of kube-proxy (dstnat
 // -100, filter 0), Felix or kube-network-policies. The packet mark is never touched.
 //
-// Comments name the origin of every verdict: dispatch elements name the pod, group chains the
-// ordered policies, peer elements and class chains the rules (or tier defaults) that decide, and
+// Comments name the origin of every verdict: dispatch elements name the pod, group chains their
+// lowest address (a chain keeps the comment it was created with, so it names only what its name
+// is a hash of) and their last rule the ordered policies, peer elements and class chains the
+// rules (or tier defaults) that decide, and
 // each deny chain the reason it counts — nftpolicy_denied_packets_total{reason} reads those
 // counters.
 //

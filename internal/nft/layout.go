@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nftpolicy/nftpolicy/internal/dataplane"
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
@@ -231,7 +232,7 @@ func (b *Builder) compileGroup(g *group, pre *compileResult) {
 	b.putPeerMap(chain, g.name+"_nets", key, true, len(nets) > 0, nets,
 		"ipBlock ranges (except subtracted) → peer class", "peers in ipBlock ranges")
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: dec.Classes[dec.Default].chain()},
-		Comment: "any other peer"})
+		Comment: g.finalComment("any other peer")})
 	if old := b.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		b.putChain(chain)
 	}
@@ -450,10 +451,46 @@ func sameChain(a, b *ruleset.Chain) bool {
 // describe names the group: direction and the ordered policies.
 func (g *group) describe() string { return g.describeUpTo(-1) }
 
-// comment is the group chain's comment: describe, as far as a comment keeps
-// (ruleset.MaxCommentLen bytes), so that a group of thousands of policies costs no string of
-// their length.
-func (g *group) comment() string { return ruleset.Comment(g.describeUpTo(ruleset.MaxCommentLen)) }
+// comment is the group chain's comment: its direction and lowest dispatch element, the inputs
+// of its name (groupName), so a chain keeps one comment for its life. The kernel keeps a chain's
+// comment as it was created (a chain added again with another comment keeps the first), so a
+// comment that changed with the group's policies would cost a write of the whole table each time
+// a name passes to a group of other policies; the policies are named by finalComment instead.
+func (g *group) comment() string {
+	low := g.lowest()
+	var of []string
+	if low.stage != dataplane.StageLocal {
+		of = append(of, low.stage.String())
+	}
+	if low.ifname != "" {
+		of = append(of, low.ifname)
+	}
+	switch {
+	case !low.addr.IsUnspecified():
+		of = append(of, low.addr.String())
+	case low.addr.Is4(): // a stage group dispatched by interface alone
+		of = append(of, "IPv4")
+	default:
+		of = append(of, "IPv6")
+	}
+	return ruleset.Comment(fmt.Sprintf("%s group of %s and the endpoints grouped with it", g.dir, strings.Join(of, " ")))
+}
+
+// finalComment is the comment of the group chain's last rule: describe, then reason (what that
+// rule decides), as far as a comment keeps (ruleset.MaxCommentLen bytes), so that a group of
+// thousands of policies costs no string of their length; a reason cut short is whole in the
+// comments of the class chain the rule goes to. A rule, unlike the chain, is replaced with the
+// chain's other rules when the group's policies change.
+func (g *group) finalComment(reason string) string {
+	if !slices.ContainsFunc(g.tiers, func(t dataplane.TierPolicies) bool { return len(t.Policies) > 0 }) {
+		return ruleset.Comment(reason) // a host endpoint's default: no policy to name
+	}
+	d := g.describeUpTo(ruleset.MaxCommentLen)
+	if len(d)+len(" | ") >= ruleset.MaxCommentLen {
+		return ruleset.Comment(d)
+	}
+	return ruleset.Comment(d + " | " + reason)
+}
 
 // describeUpTo is describe, stopped once longer than limit bytes (limit < 0: whole).
 func (g *group) describeUpTo(limit int) string {

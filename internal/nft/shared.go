@@ -71,7 +71,7 @@ func (b *Builder) putListGroup(g *group, rl *ruleList) {
 	}
 	final := outcomeClass(rl.final)
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: final.chain()},
-		Comment: ruleset.Comment(rl.final.Reason)})
+		Comment: g.finalComment(rl.final.Reason)})
 	use, classes := map[string]int{final.chain(): 1}, map[string]*Class{final.Key: final}
 	for _, lr := range rl.rules {
 		if lr.outcome != nil { // an ordered group's (ordered.go)

@@ -515,7 +515,7 @@ func (b *Builder) putUnionGroup(g *group, u *union, domain []listRule) {
 	clear(u.changed)
 	b.dropSet(g.name + "_nets")
 	chain.Rules = append(chain.Rules, ruleset.Rule{Verdict: ruleset.Verdict{Kind: ruleset.Goto, Chain: u.def.chain()},
-		Comment: "any other peer"})
+		Comment: g.finalComment("any other peer")})
 	if old := b.table.Chains[g.name]; old == nil || !sameChain(old, chain) {
 		b.putChain(chain)
 	}
