@@ -563,6 +563,9 @@ func (c *Conn) Commit(desired *Table, changes *Changes) error {
 		return c.Replace(desired)
 	}
 	if p.empty() {
+		// nothing to send, but a named set may be another object of equal elements (a set
+		// rebuilt as it was): the mirror takes it, so that its journal records what changes next
+		m.advance(desired, chainNames, setNames)
 		return nil
 	}
 

@@ -91,7 +91,9 @@
 // The kernel is 6.x: a chain unreferenced by an element deleted earlier in the same batch can be
 // deleted in it (kube-proxy waits a second only for kernels before 6.2). After the kernel
 // accepted the batch the mirror takes the named objects from desired: chains copied, sets shared
-// with a fresh journal.
+// with a fresh journal. It takes them also when there is nothing to send: a named set may be
+// another object holding the same elements, and only the object the mirror shares journals the
+// changes the next Commit sends.
 //
 // Cost: O(keys changed in place + elements of sets replaced by other objects + rules of the named
 // chains) per Commit, independent of the table's size (plus a look at each set's journal).
