@@ -88,6 +88,10 @@ func (su *suite) ipReuse(t *testing.T, ctx context.Context) (time.Time, string) 
 			t.Fatalf("swap %d: %v", i, err)
 		}
 		if err := waitAllowed(ctx, p, targets); err != nil {
+			for _, n := range []string{"a", "b"} {
+				out, _ := netns.Exec(ctx, su.cl.Node(n).NetNS, "nft", "list", "table", "inet", "nftpolicy")
+				t.Logf("node %s's table:\n%s", n, out)
+			}
 			t.Fatalf("swap %d: the old pod x/%s never reached the web pods: %v", i, old, err)
 		}
 		newName := fmt.Sprintf("reuse-%d", i)
