@@ -177,13 +177,21 @@ func (a *Applier) replace() error {
 const maxRefusals = 16
 
 // Resync reads the table back and, on drift or after a failed apply, replaces it with the desired
-// table in one transaction. It reports whether a repair was needed. Before in-sync it does
-// nothing.
+// table in one transaction; first, without a read-back, it checks that the committer accounts for
+// every object of the desired table (ruleset.Conn.Unjournaled: a change no commit sent would leave
+// the kernel equal to the committed table, so no read-back sees it). It reports whether a repair
+// was needed. Before in-sync it does nothing.
 func (a *Applier) Resync() (bool, error) {
 	if !a.builder.InSync() {
 		return false, nil
 	}
 	if a.committed {
+		if u, ok := a.conn.(interface{ Unjournaled(*ruleset.Table) string }); ok {
+			if what := u.Unjournaled(a.builder.Table()); what != "" {
+				a.log.Warn("a change of the desired table reached no commit; replacing the table", "table", a.builder.Table().Name, "what", what)
+				return true, a.replace()
+			}
+		}
 		drift, err := a.conn.Verify()
 		if err == nil && !drift {
 			return false, nil

@@ -32,8 +32,10 @@
 // belongs to (nft.Builder.Refused) and the table is written again — at most 16 times per
 // replace — so every other policy stays enforced.
 //
-// Resync reads the table back (ruleset.Conn.Verify) and replaces it on drift or after a failed
-// apply. Monitor opens the kernel's reports of changes that other processes make to the table
+// Resync first checks, without a read-back, that the committer accounts for every object of the
+// desired table (ruleset.Conn.Unjournaled: a change no commit sent leaves the kernel equal to the
+// committed table, which no read-back can tell), then reads the table back (ruleset.Conn.Verify);
+// it replaces the table on either finding or after a failed apply. Monitor opens the kernel's reports of changes that other processes make to the table
 // (ruleset.Monitor); the agent answers a reported change with Repair, which replaces the table
 // without reading it back, a report that changes may have gone unreported with Resync, and runs
 // Resync periodically as well.

@@ -11,6 +11,7 @@ import (
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/nft"
 	"github.com/nftpolicy/nftpolicy/internal/nft/kernel"
+	"github.com/nftpolicy/nftpolicy/internal/nft/ruleset"
 )
 
 // TestRemoteAddressReuse: a remote pod's address taken by a pod of other labels and given back
@@ -88,5 +89,57 @@ func TestRemoteAddressReuse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResyncRepairsUnjournaled: a change of the desired table that no commit sent (here a
+// selector set swapped behind the commits for a copy holding one more address) leaves the kernel
+// equal to the committed table, so no read-back sees it; Resync finds it without one, replaces
+// the table and reports the repair, and the kernel then holds the address.
+func TestResyncRepairsUnjournaled(t *testing.T) {
+	ns, fd := bareNetns(t)
+	g := graph.New(graph.Config{NodeName: "b"})
+	a, err := kernel.Open(fd, nft.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	client := model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "client"}, Node: "a", Labels: model.LabelsOf(map[string]string{"app": "client"}),
+		Addrs: []netip.Addr{netip.MustParseAddr("10.244.0.5")}, Running: true}
+	web := model.Endpoint{Key: model.EndpointKey{Namespace: "x", Name: "web"}, Node: "b", Labels: model.LabelsOf(map[string]string{"app": "web"}),
+		Addrs: []netip.Addr{netip.MustParseAddr("10.244.1.2")}, Running: true}
+	for _, u := range []model.Update{model.NamespaceSet{Namespace: model.Namespace{Name: "x"}}, model.EndpointSet{Endpoint: client}, model.EndpointSet{Endpoint: web},
+		model.PolicySet{Policy: model.Policy{Key: model.PolicyKey{Kind: "NetworkPolicy", Namespace: "x", Name: "web-ingress"}, Tier: model.TierNetworkPolicy,
+			Namespace: "x", Selector: "app == 'web'", ApplyIngress: true,
+			IngressRules: []model.Rule{{Action: model.ActionAllow, Source: model.Peer{Selector: "app == 'client'"}}}}},
+		model.SyncStatusUpdate{Status: model.InSync}} {
+		g.OnUpdate(u)
+	}
+	if err := a.Apply(g.Flush()); err != nil {
+		t.Fatal(err)
+	}
+	if repaired, err := a.Resync(); repaired || err != nil {
+		t.Fatalf("right after the commit: repaired %v (%v), want nothing to repair", repaired, err)
+	}
+	var set string
+	for n := range a.Table().Sets {
+		if strings.HasPrefix(n, "sel_") && strings.HasSuffix(n, "_v4") {
+			set = n
+		}
+	}
+	swapped := a.Table().Sets[set].Clone()
+	swapped.Put(ruleset.Element{ElementKey: ruleset.AddrKey(netip.MustParseAddr("10.244.0.9"))})
+	a.Table().Sets[set] = swapped
+	if out := nftIn(t, ns, "list", "set", "inet", "nftpolicy", set); strings.Contains(out, "10.244.0.9") {
+		t.Fatalf("the kernel holds the address before any commit:\n%s", out)
+	}
+	if repaired, err := a.Resync(); !repaired || err != nil {
+		t.Fatalf("Resync: repaired %v (%v), want a repair of %s", repaired, err, set)
+	}
+	if out := nftIn(t, ns, "list", "set", "inet", "nftpolicy", set); !strings.Contains(out, "10.244.0.9") {
+		t.Fatalf("after the repair the kernel's %s lacks the address:\n%s", set, out)
+	}
+	if repaired, err := a.Resync(); repaired || err != nil {
+		t.Fatalf("after the repair: repaired %v (%v), want nothing to repair", repaired, err)
 	}
 }

@@ -929,6 +929,47 @@ func (c *Conn) tableExists(name string) (bool, error) {
 	return false, nil
 }
 
+// Unjournaled names an object of desired that the mirror does not account for, "" when there is
+// none: a set the mirror does not share (another object than the one committed), a set whose
+// journal holds changes no commit sent, a set or chain only one of them has, a chain whose rules
+// differ. Right after a successful Commit or Replace of desired it is "" whatever happened; any
+// other answer is a change the commits missed, which Verify cannot see (the kernel equals the
+// mirror) and only a Replace repairs. Timeout sets are skipped (their elements are another
+// owner's). O(sets + rules), no kernel round trip; before the first commit, "".
+func (c *Conn) Unjournaled(desired *Table) string {
+	m := c.mirror
+	if m == nil || m.Name != desired.Name {
+		return ""
+	}
+	for _, n := range slices.Sorted(maps.Keys(desired.Sets)) {
+		s, ms := desired.Sets[n], m.Sets[n]
+		switch {
+		case ms == nil:
+			return "set " + n + ": not committed"
+		case s.Timeout:
+		case s.journal == nil || ms.journal != s.journal || !ms.sameStorage(s):
+			return "set " + n + ": another object than the one committed"
+		case len(s.journal.prior) > 0:
+			return "set " + n + ": changes no commit sent"
+		}
+	}
+	for n := range m.Sets {
+		if desired.Sets[n] == nil {
+			return "set " + n + ": deleted, not committed"
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(desired.Chains)) {
+		mc := m.Chains[n]
+		if mc == nil || !mc.sameProps(desired.Chains[n]) || !slices.EqualFunc(mc.Rules, desired.Chains[n].Rules, Rule.Equal) {
+			return "chain " + n + ": not as committed"
+		}
+	}
+	if len(m.Chains) != len(desired.Chains) {
+		return "a chain deleted, not committed"
+	}
+	return ""
+}
+
 // Verify reads the table back and compares it with the mirror: the table, chain names and base
 // hooks/priorities, rule counts and comments per chain, set names, and element keys (interval
 // elements sorted; verdicts are not compared, v0.3.0 cannot read them back). It reports drift

@@ -322,6 +322,43 @@ func TestSetRebuiltAsItWas(t *testing.T) {
 	}
 }
 
+// TestUnjournaled: right after a commit the mirror accounts for every object of the desired
+// table; a set swapped for another object, a change made and not committed, a set or chain added
+// or dropped behind the commits are each named.
+func TestUnjournaled(t *testing.T) {
+	c, _, tb := committedSample(t, "unjournaled")
+	if got := c.Unjournaled(tb); got != "" {
+		t.Fatalf("right after Replace: %q, want none", got)
+	}
+	name := "local_v4" // the sample's plain set of IPv4 addresses
+	if s := tb.Sets[name]; s == nil || s.Key != KeyIPDaddr {
+		t.Fatalf("the sample table has no plain IPv4 set %s", name)
+	}
+	for _, tc := range []struct {
+		what   string
+		change func()
+		want   string
+	}{
+		{"an element put", func() { tb.Sets[name].Put(Element{ElementKey: addrKey("192.0.2.77")}) }, "set " + name + ": changes no commit sent"},
+		{"the set swapped for a copy", func() { tb.Sets[name] = tb.Sets[name].Clone() }, "set " + name + ": another object than the one committed"},
+		{"a set added", func() { tb.Sets["extra"] = newSet("extra", KeyIPSaddr, false, false, "") }, "set extra: not committed"},
+		{"a rule added", func() {
+			tb.Chains["extra"] = &Chain{Name: "extra", Rules: []Rule{{Verdict: Verdict{Kind: Accept}}}}
+		}, "chain extra: not as committed"},
+	} {
+		tc.change()
+		if got := c.Unjournaled(tb); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, got, tc.want)
+		}
+		if err := c.Commit(tb, nil); err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		if got := c.Unjournaled(tb); got != "" {
+			t.Errorf("%s, committed: %q, want none", tc.what, got)
+		}
+	}
+}
+
 // TestSetKeptOutsideTable: a set's owner may keep a set that has left the table and go on
 // changing it (nft's State owns its selector sets and puts them in the table only while a group
 // uses them). Once out of the committed table the set records nothing; put back, it is committed
