@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -127,6 +128,7 @@ type loop struct {
 	waitingSince time.Time         // when the first of them arrived
 	failing      bool              // the last apply, resync or repair failed
 	committed    bool              // the full state has been committed once
+	collected    bool              // the collection before the first full flush has run
 	transactions uint64            // as counted in nftpolicy_transactions_total
 	versions     map[string]string // SourceVersion updates fed to the graph since the last publish
 }
@@ -251,6 +253,12 @@ func (l *loop) commitWaiting() {
 // commitBurst flushes the graph and applies what it emits for n updates, the first of which
 // arrived at received.
 func (l *loop) commitBurst(n int, received time.Time) {
+	if l.inSync && !l.collected {
+		// once, before the first full flush: the initial lists' garbage goes before the flush's
+		// messages and the table are made (see the package documentation)
+		l.collected = true
+		runtime.GC()
+	}
 	msgs := l.calc.Flush()
 	l.metrics.GraphUpdates.Add(float64(n))
 	l.metrics.DataplaneMessages.Add(float64(len(msgs)))

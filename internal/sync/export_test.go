@@ -93,7 +93,7 @@ func CachedPod(obj any) (rec CachedPodRecord, ok bool) {
 	if !ok {
 		return CachedPodRecord{}, false
 	}
-	return CachedPodRecord{Pending: r.pending.Load(), Fingerprint: r.fingerprint, IsEndpoint: r.isEndpoint(), Err: r.err(),
+	return CachedPodRecord{Pending: r.pendingEndpoint(), Fingerprint: r.fingerprint, IsEndpoint: r.isEndpoint(), Err: r.err(),
 		Key: cacheKey(r), ID: r.id}, true
 }
 

@@ -26,12 +26,15 @@ type podRecord struct {
 	recordMeta
 	// fingerprint is the endpoint's (fingerprint, never 0); 0 when the pod is no endpoint
 	fingerprint uint64
-	// pending is the endpoint (when isEndpoint) until the pod informer's one event handler
-	// takes it (podChanged swaps it out) to hand it to the graph. Atomic: the cache holds the
+	// pending is the endpoint's update, a model.EndpointSet (when isEndpoint), until the pod
+	// informer's one event handler takes it (podChanged swaps it out) to hand it to the graph.
+	// It holds the update already boxed, so that handing it over copies no endpoint: the
+	// endpoint is allocated once a pod version, not once as a value and again in the update
+	// (≈ 17 MB less garbage during a list of 100,000 pods). Atomic: the cache holds the
 	// record before the handler runs, and a reader of the cache may look at it. Taking it
 	// mutates a cached object, which client-go's cache mutation detector (a debugging aid,
 	// KUBE_CACHE_MUTATION_DETECTOR=true) would report.
-	pending atomic.Pointer[model.Endpoint]
+	pending atomic.Pointer[model.Update]
 	// problem is why the pod cannot be converted (it is skipped): nil for almost every pod, so a
 	// pointer (8 bytes in every record, where an error is 16; see err)
 	problem *error
@@ -66,7 +69,8 @@ func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 			ep.NamedPorts[i].Name = w.names.intern(ep.NamedPorts[i].Name)
 		}
 		r.fingerprint = fingerprint(&ep)
-		r.pending.Store(&ep)
+		var up model.Update = model.EndpointSet{Endpoint: ep}
+		r.pending.Store(&up)
 	}
 	return r
 }
@@ -76,13 +80,24 @@ func (w *Watcher) recordPod(p *corev1.Pod) *podRecord {
 // record can hand its own to the graph.
 func (r *podRecord) DeepCopyObject() runtime.Object {
 	c := &podRecord{recordMeta: r.recordMeta, fingerprint: r.fingerprint, problem: r.problem}
-	if ep := r.pending.Load(); ep != nil {
-		e := *ep
-		e.Addrs = slices.Clone(ep.Addrs)
-		e.NamedPorts = slices.Clone(ep.NamedPorts)
-		c.pending.Store(&e)
+	if ep := r.pendingEndpoint(); ep != nil {
+		ep.Addrs = slices.Clone(ep.Addrs)
+		ep.NamedPorts = slices.Clone(ep.NamedPorts)
+		var up model.Update = model.EndpointSet{Endpoint: *ep}
+		c.pending.Store(&up)
 	}
 	return c
+}
+
+// pendingEndpoint returns a copy of the pending endpoint (nil when none is pending); its slices
+// are the record's.
+func (r *podRecord) pendingEndpoint() *model.Endpoint {
+	up := r.pending.Load()
+	if up == nil {
+		return nil
+	}
+	ep := (*up).(model.EndpointSet).Endpoint
+	return &ep
 }
 
 // recordMeta is what the informers' caches key a record by: with GetObjectKind and DeepCopyObject

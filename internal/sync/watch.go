@@ -391,7 +391,7 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 	if !ok {
 		return
 	}
-	ep := r.pending.Swap(nil)
+	up := r.pending.Swap(nil)
 	hadBefore, same := false, false
 	if o, ok := oldObj.(*podRecord); ok {
 		hadBefore = o.isEndpoint()
@@ -403,7 +403,7 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 	w.checkedLocked(objectKey{"Pod", r.ns(), r.name()}, r.version(), r.err())
 	switch {
 	case same:
-	case r.isEndpoint() && ep == nil:
+	case r.isEndpoint() && up == nil:
 		// The record was handed over before (client-go re-delivers a cached record only with
 		// itself as old, which is the case above; relists bring new records). Emitting nothing
 		// leaves the graph with the pod's previous state, but a panic would stop every pod.
@@ -414,7 +414,7 @@ func (w *Watcher) podChanged(oldObj, newObj any) {
 		if hadBefore {
 			w.endpoints--
 		}
-		w.pushLocked(model.EndpointSet{Endpoint: *ep})
+		w.pushLocked(*up)
 	case hadBefore:
 		w.endpoints--
 		w.pushLocked(model.EndpointDeleted{Key: key})

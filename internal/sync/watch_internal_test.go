@@ -85,7 +85,7 @@ func TestPodEndpointLeavesCache(t *testing.T) {
 	var logs bytes.Buffer
 	w := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	first := w.recordPod(p)
-	want := *first.pending.Load()
+	want := *first.pendingEndpoint()
 	w.podChanged(nil, first)
 	if got := []model.Update{model.EndpointSet{Endpoint: want}}; !reflect.DeepEqual(w.pending, got) {
 		t.Fatalf("got %+v, want %+v", w.pending, got)

@@ -41,7 +41,7 @@ func benchOneElement(b *testing.B, bare bool, sets, elements int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		el, err := encodeElements(set, Element{k, Value{Verdict: goTo("pod"), Comment: "joined"}}, nil)
+		el, err := encodeElements(set, Element{k, Value{Verdict: goTo("pod"), Comment: "joined"}}, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

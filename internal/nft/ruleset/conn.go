@@ -289,9 +289,13 @@ type batch struct {
 	conn    *Conn
 	nft     *nftables.Conn // conn.enc
 	scratch []byte         // an element message being encoded
-	table   *nftables.Table
-	setID   uint32
-	sets    map[string]*nftables.Set
+	// chunk and keys are the elements of a chunk being encoded and their keys, reused by every
+	// chunk of the batch
+	chunk []nftables.SetElement
+	keys  keyArena
+	table *nftables.Table
+	setID uint32
+	sets  map[string]*nftables.Set
 	// carried are the elements of the timeout sets, as the kernel held them, that a Replace
 	// adds again with the time each had left (Conn.timedElements).
 	carried map[string][]nftables.SetElement
@@ -417,7 +421,11 @@ func (b *batch) elements(s *Set, es iter.Seq[Element], n int, del bool) error {
 		return err
 	}
 	// marshalled by each call, then reused; an interval element is two
-	chunk := make([]nftables.SetElement, 0, min(2*n, chunkElements+1))
+	chunk := b.chunk[:0]
+	if c := min(2*n, chunkElements+1); cap(chunk) < c {
+		chunk = make([]nftables.SetElement, 0, c)
+	}
+	defer func() { b.chunk = chunk[:0] }()
 	size := 0
 	send := func() error {
 		if len(chunk) == 0 {
@@ -433,11 +441,12 @@ func (b *batch) elements(s *Set, es iter.Seq[Element], n int, del bool) error {
 		}
 		clear(chunk)
 		chunk, size = chunk[:0], 0
+		b.keys.reset()
 		return b.put(typ, b.scratch)
 	}
 	for e := range es {
 		first := len(chunk)
-		if chunk, err = encodeElements(s, e, chunk); err != nil {
+		if chunk, err = encodeElements(s, e, chunk, &b.keys); err != nil {
 			return err
 		}
 		for i := first; i < len(chunk); i++ {

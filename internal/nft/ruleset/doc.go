@@ -125,7 +125,9 @@
 // one sendmsg (an iovec) on the lasting socket of Conn.nft, which then reads one ack or error per
 // message that asked for one, as v0.3.0's Flush does; queries (tables, chains, rules) go through
 // Conn.nft. A batch's bytes are thus held once, in the wire, and an element is encoded once, into
-// it.
+// it. The elements of a chunk are built in one slice the batch reuses for every chunk, their keys
+// in an arena (keyArena) reset once the chunk is in the wire: writing a whole table allocates no
+// key per element.
 //
 // # Chunking and socket buffers
 //

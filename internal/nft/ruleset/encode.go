@@ -3,6 +3,7 @@ package ruleset
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/google/nftables"
@@ -58,11 +59,57 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 	return ns, nil
 }
 
-// encodeElements returns the kernel elements for e. Plain sets and concatenated interval sets
-// take one element (Key, and KeyEnd inclusive for concatenations); single-field interval sets take
-// a start element (carrying verdict and comment) and an end element at the address after the
-// range flagged IntervalEnd — omitted when the range runs to the end of the address space.
-func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.SetElement, error) {
+// keyArena holds the keys of a chunk of elements while it is encoded: a batch marshals each chunk
+// into its message and then resets the arena, so that the keys of a whole table (364,359
+// elements at P3's scale) are not each an allocation of their own, all garbage by the commit.
+// A nil *keyArena allocates each key.
+type keyArena struct{ buf []byte }
+
+// keyArenaBlock is the size of an arena's blocks once it has grown (the keys of a chunk of IPv6
+// interval elements); the first are smaller, so that a commit of one element allocates little.
+const (
+	keyArenaFirstBlock = 256
+	keyArenaBlock      = 2 * (chunkElements + 1) * 16
+)
+
+// bytes returns n zero bytes of the arena, valid until reset.
+func (a *keyArena) bytes(n int) []byte {
+	if a == nil {
+		return make([]byte, n)
+	}
+	if cap(a.buf)-len(a.buf) < n { // a new block; the keys in the old one stay valid
+		a.buf = make([]byte, 0, max(min(max(2*cap(a.buf), keyArenaFirstBlock), keyArenaBlock), n))
+	}
+	start := len(a.buf)
+	a.buf = a.buf[:start+n]
+	b := a.buf[start : start+n : start+n]
+	clear(b)
+	return b
+}
+
+// addr returns a's 4 or 16 bytes in the arena.
+func (a *keyArena) addr(addr netip.Addr, extra int) []byte {
+	if addr.Is4() {
+		b := a.bytes(4 + extra)
+		v := addr.As4()
+		copy(b, v[:])
+		return b
+	}
+	b := a.bytes(16 + extra)
+	v := addr.As16()
+	copy(b, v[:])
+	return b
+}
+
+// reset lets the arena's last block be written again: the keys handed out are no longer read.
+func (a *keyArena) reset() { a.buf = a.buf[:0] }
+
+// encodeElements returns the kernel elements for e, their keys in keys (nil: allocated). Plain
+// sets and concatenated interval sets take one element (Key, and KeyEnd inclusive for
+// concatenations); single-field interval sets take a start element (carrying verdict and comment)
+// and an end element at the address after the range flagged IntervalEnd — omitted when the range
+// runs to the end of the address space.
+func encodeElements(s *Set, e Element, dst []nftables.SetElement, keys *keyArena) ([]nftables.SetElement, error) {
 	k := e.ElementKey
 	el := nftables.SetElement{Comment: Comment(e.Comment)}
 	if s.Map {
@@ -83,7 +130,7 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 		if !k.Addr.IsValid() || k.Addr.Is4() != want4 || end.Is4() != want4 || k.Addr.Is4In6() || end.Compare(k.Addr) < 0 {
 			return dst, fmt.Errorf("set %s: bad address element %s", s.Name, k)
 		}
-		el.Key = k.Addr.AsSlice()
+		el.Key = keys.addr(k.Addr, 0)
 		if !s.Interval {
 			if end != k.Addr {
 				return dst, fmt.Errorf("set %s: range %s in a set without flags interval", s.Name, k)
@@ -92,7 +139,7 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 		}
 		dst = append(dst, el)
 		if next := end.Next(); next.IsValid() {
-			dst = append(dst, nftables.SetElement{Key: next.AsSlice(), IntervalEnd: true})
+			dst = append(dst, nftables.SetElement{Key: keys.addr(next, 0), IntervalEnd: true})
 		}
 		return dst, nil
 	case shapeProto:
@@ -102,13 +149,13 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 		el.Key = []byte{k.Proto}
 		return append(dst, el), nil
 	case shapeProtoPort:
-		el.Key = l4ProtoDportKey(k.Proto, k.Port)
+		el.Key = l4ProtoDportKey(keys, k.Proto, k.Port)
 		if s.Interval {
 			end := k.PortEnd
 			if end < k.Port {
 				end = k.Port
 			}
-			el.KeyEnd = l4ProtoDportKey(k.Proto, end)
+			el.KeyEnd = l4ProtoDportKey(keys, k.Proto, end)
 		} else if k.PortEnd != k.Port && k.PortEnd != 0 {
 			return dst, fmt.Errorf("set %s: port range %s in a set without flags interval", s.Name, k)
 		}
@@ -132,15 +179,17 @@ func encodeElements(s *Set, e Element, dst []nftables.SetElement) ([]nftables.Se
 			return dst, fmt.Errorf("set %s: bad address . protocol . port element %s", s.Name, k)
 		}
 		// each field padded to 4 bytes: the protocol byte first, the port in network order first
-		el.Key = append(k.Addr.AsSlice(), k.Proto, 0, 0, 0, byte(k.Port>>8), byte(k.Port), 0, 0)
+		el.Key = keys.addr(k.Addr, 8)
+		n := len(el.Key) - 8
+		el.Key[n], el.Key[n+4], el.Key[n+5] = k.Proto, byte(k.Port>>8), byte(k.Port)
 		return append(dst, el), nil
 	}
 	return dst, fmt.Errorf("set %s: unknown key %d", s.Name, s.Key)
 }
 
 // l4ProtoDportKey is `inet_proto . inet_service` with each field padded to 4 bytes.
-func l4ProtoDportKey(proto uint8, port uint16) []byte {
-	b := make([]byte, 8)
+func l4ProtoDportKey(keys *keyArena, proto uint8, port uint16) []byte {
+	b := keys.bytes(8)
 	b[0] = proto
 	binary.BigEndian.PutUint16(b[4:], port)
 	return b

@@ -202,7 +202,7 @@ func expectedElements(s *Set) ([]string, error) {
 	var all []nftables.SetElement
 	var err error
 	for k, v := range s.committedElements() {
-		if all, err = encodeElements(s, Element{k, v}, all); err != nil {
+		if all, err = encodeElements(s, Element{k, v}, all, nil); err != nil {
 			return nil, err
 		}
 	}

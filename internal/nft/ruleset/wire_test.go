@@ -122,7 +122,7 @@ func TestElementMessages(t *testing.T) {
 		ns.ID = 7
 		var els []nftables.SetElement
 		for _, k := range tc.keys {
-			if els, err = encodeElements(&s, Element{k, tc.val}, els); err != nil {
+			if els, err = encodeElements(&s, Element{k, tc.val}, els, nil); err != nil {
 				t.Fatalf("%s: %v", s.Name, err)
 			}
 		}
