@@ -30,7 +30,7 @@
 // ends. Config.FirstCommit is called once, when that first full apply has committed: the binary
 // ends TuneGoRuntime's start-up settings there (goruntime.go), which trade the collector's work
 // during the cold start for nothing at its peak. Before the graph's first full flush the loop
-// runs one collection (runtime.GC, ≈ 30 ms at 100,000 pods): what the initial lists left (the
+// runs one collection (runtime.GC, O(the live heap)): what the initial lists left (the
 // cluster's endpoints as the sources handed them over, which the graph keeps packed) is freed
 // before the flush's messages, the desired table and the first commit's batch are made, so that
 // the cold start's peak is the state plus those, not those plus the lists' garbage wherever the

@@ -30,7 +30,7 @@ type podRecord struct {
 	// informer's one event handler takes it (podChanged swaps it out) to hand it to the graph.
 	// It holds the update already boxed, so that handing it over copies no endpoint: the
 	// endpoint is allocated once a pod version, not once as a value and again in the update
-	// (≈ 17 MB less garbage during a list of 100,000 pods). Atomic: the cache holds the
+	// (BENCHMARKS.md gives what that saves in a cold start). Atomic: the cache holds the
 	// record before the handler runs, and a reader of the cache may look at it. Taking it
 	// mutates a cached object, which client-go's cache mutation detector (a debugging aid,
 	// KUBE_CACHE_MUTATION_DETECTOR=true) would report.

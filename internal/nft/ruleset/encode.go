@@ -60,8 +60,8 @@ func nfSet(t *nftables.Table, s *Set) (*nftables.Set, error) {
 }
 
 // keyArena holds the keys of a chunk of elements while it is encoded: a batch marshals each chunk
-// into its message and then resets the arena, so that the keys of a whole table (364,359
-// elements at P3's scale) are not each an allocation of their own, all garbage by the commit.
+// into its message and then resets the arena, so that the keys of a whole table are not each an
+// allocation of their own, all garbage by the commit: a batch holds one chunk's keys at a time.
 // A nil *keyArena allocates each key.
 type keyArena struct{ buf []byte }
 
