@@ -142,9 +142,14 @@
 // # Invariants
 //
 //   - In-sync is sent only after every informer's event handler has received its initial list
-//     (the handler registrations' HasSynced), after all the updates of those lists. Before it,
-//     the first batch is SyncStatusUpdate{ResyncInProgress}. The graph emits nothing before
-//     in-sync, so nothing partial reaches the dataplane.
+//     (the handler registrations' HasSynced), after all the updates of those lists; it is looked
+//     for again as soon as a store has delivered its list (waitSynced), so it follows the last
+//     list at once. Before it, the first batch is SyncStatusUpdate{ResyncInProgress}. The graph
+//     emits nothing before in-sync, so nothing partial reaches the dataplane.
+//   - The pods of the initial list are handed to the handler as podlist.go decodes them
+//     (handlerStore.early), not once the list has been read whole: the graph takes them while the
+//     rest of the list is transferred (TestPodsDeliveredAsListed). The list's Replace skips the
+//     records the store holds already. A relist is never delivered early: it is delivered whole.
 //   - Only changes are emitted: resyncs and relists after an outage re-deliver objects without
 //     producing updates, and an object that stops being an endpoint or a valid policy produces
 //     the matching *Deleted update. For namespaces the Watcher records what it last emitted;

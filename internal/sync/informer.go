@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	gosync "sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +40,17 @@ type informer struct {
 
 func newInformer(res *resourceWatch, lw cache.ListerWatcher, object runtime.Object, transform cache.TransformFunc,
 	h cache.ResourceEventHandler) *informer {
-	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: transform, handler: h, watch: res}
-	return &informer{reflector: newReflector(res, lw, object, store), store: store}
+	return newStoreInformer(newHandlerStore(res, transform, h), lw, object)
+}
+
+// newStoreInformer is a reflector filling store through lw (which may deliver its initial list
+// to store as it reads it: handlerStore.early).
+func newStoreInformer(store *handlerStore, lw cache.ListerWatcher, object runtime.Object) *informer {
+	return &informer{reflector: newReflector(store.watch, lw, object, store), store: store}
+}
+
+func newHandlerStore(res *resourceWatch, transform cache.TransformFunc, h cache.ResourceEventHandler) *handlerStore {
+	return &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: transform, handler: h, watch: res}
 }
 
 // newReflector is a reflector filling store through lw, tracked in res.
@@ -94,6 +104,7 @@ type listSink interface {
 	holdSends()
 	releaseSends()
 	listedAt(resource, resourceVersion string)
+	storeSynced()
 }
 
 func (s *handlerStore) Add(obj any) error    { _, err := s.upsert(obj, false, true); return err }
@@ -159,10 +170,27 @@ func (s *handlerStore) Delete(obj any) error {
 	return nil
 }
 
-// Replace delivers a (re)list. The first list finds the store empty, so only a relist builds the
-// set of listed keys that tells which held objects are gone. A relist holds the Watcher's sends
-// until it is delivered whole, and is logged with what it changed; the initial list needs no
-// hold (nothing reaches the dataplane before in-sync, which follows it).
+// early delivers one object of the initial list as soon as the list's reader has made it
+// (podlist.go), before the reflector hands the whole list to Replace: the consumer takes the
+// initial list's objects while the rest of the list is still being transferred and decoded,
+// not after it. Replace then finds this very object held and delivers it no more. Only the
+// initial list: once synced, a list is a relist, delivered whole by Replace (under holdSends),
+// and early does nothing. A list that fails part-way leaves what it delivered held, and the
+// next list's Replace deletes what that list lacks, as a relist does. An object early cannot
+// deliver is delivered by Replace, which reports the error. It must not run concurrently with
+// the store's other writers: the reflector calls Replace only once its list has returned.
+func (s *handlerStore) early(obj any) {
+	if s.synced.Load() {
+		return
+	}
+	_, _ = s.upsert(obj, true, false)
+}
+
+// Replace delivers a (re)list. Objects the store holds already as they are listed (delivered
+// early) are skipped. Only a list that leaves some held object unnamed builds the set of listed
+// keys that tells which held objects are gone. A relist holds the Watcher's sends until it is
+// delivered whole, and is logged with what it changed; the initial list needs no hold (nothing
+// reaches the dataplane before in-sync, which follows it).
 func (s *handlerStore) Replace(list []any, resourceVersion string) error {
 	lastHeard := s.watch.listed()
 	initial := !s.synced.Load()
@@ -182,10 +210,21 @@ func (s *handlerStore) Replace(list []any, resourceVersion string) error {
 	if relist {
 		s.watch.relisted(lastHeard, n)
 	}
-	if !s.synced.Swap(true) && s.onSynced != nil {
+	s.markSynced()
+	return nil
+}
+
+// markSynced notes that the initial list has been delivered: onSynced, then the sink, once.
+func (s *handlerStore) markSynced() {
+	if s.synced.Swap(true) {
+		return
+	}
+	if s.onSynced != nil {
 		s.onSynced()
 	}
-	return nil
+	if s.sink != nil {
+		s.sink.storeSynced()
+	}
 }
 
 // withdraw deletes every held object, as a relist that lists none would, but is no relist: the
@@ -201,35 +240,29 @@ func (s *handlerStore) withdraw() error {
 		return err
 	}
 	s.fresh.Store(true)
-	if !s.synced.Swap(true) && s.onSynced != nil {
-		s.onSynced()
-	}
+	s.markSynced()
 	return nil
 }
 
 // relistCounts is what a relist changed in the store.
 type relistCounts struct{ listed, added, changed, deleted int }
 
-// deliverList delivers each listed object and a delete of each held object the list lacks,
-// counting them in n.
+// deliverList delivers each listed object (but those the store holds as they are: early) and a
+// delete of each held object the list lacks, counting them in n. A list names each object once,
+// so when every held object was among those listed no held object is gone: the listed keys are
+// collected only otherwise. It costs O(listed + held).
 func (s *handlerStore) deliverList(list []any, initial bool, n *relistCounts) error {
 	held := s.items.ListKeys()
-	var listed map[string]struct{}
-	if len(held) > 0 {
-		listed = make(map[string]struct{}, len(list))
-	}
 	n.listed = len(list)
+	wasHeld := 0 // listed objects the store held before this list
 	for _, obj := range list {
 		obj, err := s.transform(obj)
 		if err != nil {
 			return err
 		}
-		if listed != nil {
-			key, err := cache.MetaNamespaceKeyFunc(obj)
-			if err != nil {
-				return err
-			}
-			listed[key] = struct{}{}
+		if s.holds(obj) {
+			wasHeld++
+			continue
 		}
 		u, err := s.upsert(obj, initial, false)
 		if err != nil {
@@ -240,7 +273,22 @@ func (s *handlerStore) deliverList(list []any, initial bool, n *relistCounts) er
 			n.added++
 		case upsertedChanged:
 			n.changed++
+			wasHeld++
+		case upsertedSame:
+			wasHeld++
 		}
+	}
+	if wasHeld == len(held) {
+		return nil
+	}
+	listed := make(map[string]struct{}, len(list))
+	for _, obj := range list {
+		// the key of the object as listed: a transform keeps namespace and name
+		key, err := cache.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return err
+		}
+		listed[key] = struct{}{}
 	}
 	for _, key := range held {
 		if _, ok := listed[key]; ok {
@@ -257,6 +305,18 @@ func (s *handlerStore) deliverList(list []any, initial bool, n *relistCounts) er
 		s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
 	}
 	return nil
+}
+
+// holds reports whether the store holds obj itself (not another version of it): early
+// delivered it. Objects are pointers; a reflector's lists decode new ones, so only early's
+// are held already.
+func (s *handlerStore) holds(obj any) bool {
+	held, ok, err := s.items.Get(obj)
+	if err != nil || !ok {
+		return false
+	}
+	h, o := reflect.ValueOf(held), reflect.ValueOf(obj)
+	return h.Kind() == reflect.Pointer && o.Kind() == reflect.Pointer && h.Pointer() == o.Pointer()
 }
 
 // Resync is never called: the reflector has no resync period.

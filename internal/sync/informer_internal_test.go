@@ -24,6 +24,7 @@ func TestHandlerStore(t *testing.T) {
 	add := func(o *corev1.Namespace) op { return func(s *handlerStore) error { return s.Add(o) } }
 	update := func(o *corev1.Namespace) op { return func(s *handlerStore) error { return s.Update(o) } }
 	del := func(o *corev1.Namespace) op { return func(s *handlerStore) error { return s.Delete(o) } }
+	early := func(o *corev1.Namespace) op { return func(s *handlerStore) error { s.early(o); return nil } }
 	replace := func(os ...*corev1.Namespace) op {
 		return func(s *handlerStore) error {
 			list := make([]any, len(os))
@@ -33,6 +34,8 @@ func TestHandlerStore(t *testing.T) {
 			return s.Replace(list, "")
 		}
 	}
+	// objects an initial list delivers early and then lists (the store holds these very objects)
+	a1, b1, a2, c2 := ns("a", "1"), ns("b", "1"), ns("a", "2"), ns("c", "2")
 	tests := []struct {
 		name   string
 		ops    []op
@@ -56,6 +59,14 @@ func TestHandlerStore(t *testing.T) {
 			[]string{"a", "c"}, true},
 		{"an empty relist deletes everything", []op{replace(ns("a", "1")), replace()},
 			[]string{"add a@1 initial", "delete tombstone a (last a@1)"}, nil, true},
+		{"an initial list delivered as it is read is not delivered again", []op{early(a1), early(b1), replace(a1, b1, ns("c", "1"))},
+			[]string{"add a@1 initial", "add b@1 initial", "add c@1 initial"}, []string{"a", "b", "c"}, true},
+		{"an initial list delivered in part, then failed: the next list delivers what changed and deletes what it lacks", []op{
+			early(a1), early(b1), early(a2), early(c2), replace(a2, c2)},
+			[]string{"add a@1 initial", "add b@1 initial", "update a@1→a@2", "add c@2 initial", "delete tombstone b (last b@1)"},
+			[]string{"a", "c"}, true},
+		{"a relist is not delivered early", []op{replace(a1), early(b1)},
+			[]string{"add a@1 initial"}, []string{"a"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,6 +53,9 @@ type Watcher struct {
 	// versions: resource → resourceVersion of its latest event since the last batch
 	versions map[string]string
 	kick     chan struct{} // capacity 1: "pending or versions is not empty"
+	// listed, capacity 1: "a store has delivered its initial list" (storeSynced), which the
+	// wait for in-sync takes as the moment to look again
+	listed chan struct{}
 	// relisting counts the relists being delivered (handlerStore.Replace): while any is, nothing
 	// is sent, so that each reaches the consumer in one batch
 	relisting int
@@ -116,6 +119,7 @@ func New(cfg Config) *Watcher {
 		cfg:        cfg,
 		log:        log,
 		kick:       make(chan struct{}, 1),
+		listed:     make(chan struct{}, 1),
 		namespaces: map[string]model.Namespace{},
 		versions:   map[string]string{},
 		invalid:    map[objectKey]string{},
@@ -197,9 +201,16 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 		{"pods", &corev1.Pod{}, w.podChanged, w.deletePod},
 		{"networkpolicies", &networkingv1.NetworkPolicy{}, w.policyChanged(KindNetworkPolicy), w.deletePolicy(KindNetworkPolicy)},
 	} {
-		inf := newInformer(w.watchOf(s.resource), w.cfg.Client.listerWatcher(s.resource, w.recordPod), s.object, w.transform,
-			handler(s.resource, s.change, s.del))
-		inf.store.sink = w
+		store := newHandlerStore(w.watchOf(s.resource), w.transform, handler(s.resource, s.change, s.del))
+		store.sink = w
+		// the pods of the initial list reach the graph as the list is read (early): the graph's
+		// work on them overlaps the list's transfer
+		record := func(p *corev1.Pod) *podRecord {
+			r := w.recordPod(p)
+			store.early(r)
+			return r
+		}
+		inf := newStoreInformer(store, w.cfg.Client.listerWatcher(s.resource, record), s.object)
 		synced = append(synced, inf.hasSynced)
 		running.Go(func() { inf.reflector.RunWithContext(ctx) })
 	}
@@ -213,7 +224,7 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 
 	started := time.Now()
 	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if !w.waitSynced(ctx, synced) {
 			return
 		}
 		w.mu.Lock()
@@ -227,6 +238,45 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	}()
 	w.send(ctx, out)
 	return nil
+}
+
+// syncedPoll is how often waitSynced looks at sources that tell nobody when they are synced
+// (client-go's WaitForCacheSync polls every source this often).
+const syncedPoll = 100 * time.Millisecond
+
+// waitSynced waits until every source is synced, or ctx is done (false). It looks again as soon
+// as a store has delivered its initial list (storeSynced), so in-sync follows the last list at
+// once, and at least every syncedPoll for the other conditions (the node list a ClusterNetworkPolicy
+// needs, a resource found not served).
+func (w *Watcher) waitSynced(ctx context.Context, synced []cache.InformerSynced) bool {
+	poll := time.NewTicker(syncedPoll)
+	defer poll.Stop()
+	for {
+		all := true
+		for _, s := range synced {
+			if !s() {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.listed:
+		case <-poll.C:
+		}
+	}
+}
+
+// storeSynced notes that a store has delivered its initial list (waitSynced).
+func (w *Watcher) storeSynced() {
+	select {
+	case w.listed <- struct{}{}:
+	default:
+	}
 }
 
 // send sends what is queued on out, one batch per kick, until ctx is done; nothing while a
