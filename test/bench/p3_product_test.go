@@ -59,7 +59,7 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string, prof 
 	}()
 	pid := p.Pid() // `ip netns exec` execs the agent: the same process
 	var trace []string
-	for committed := (time.Time{}); committed.IsZero(); {
+	for log := (coldStartLog{}); log.applied.IsZero(); {
 		if time.Since(start) > time.Minute {
 			b.Fatalf("no commit within a minute:\n%s", p.Tail(4096))
 		}
@@ -67,10 +67,10 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string, prof 
 		if os.Getenv("NFTP_BENCH_CHILD_LOG") != "" { // how the resident memory grows
 			trace = append(trace, fmt.Sprintf("%5d ms: VmRSS %3d MiB", time.Since(start).Milliseconds(), procField(pid, "VmRSS")>>20))
 		}
-		if committed, err = firstApplied(p.LogPath); err != nil {
+		if log, err = readColdStartLog(p.LogPath); err != nil {
 			b.Fatal(err)
 		}
-		r.FirstCommit = committed.Sub(start)
+		r.FirstCommit, r.InSync, r.Apply = log.applied.Sub(start), log.inSync.Sub(start), log.apply
 	}
 	r.PeakRSS, r.FilePages = procField(pid, "VmHWM"), procField(pid, "RssFile")
 	r.CPU = procCPU(pid)
@@ -129,26 +129,42 @@ func (p agentProfiles) collect(b *testing.B, pid int) {
 	}
 }
 
-// firstApplied returns the time of the first "applied" record of the agent's JSON log (the
-// agent logs one after each commit), or the zero time when there is none yet.
-func firstApplied(logPath string) (time.Time, error) {
+// coldStartLog is what the agent's JSON log tells of its cold start: when it was in sync (every
+// initial list received), when it logged its first commit ("applied", logged after each commit),
+// and how long that commit's apply took (the table's build and the kernel's transaction).
+type coldStartLog struct {
+	inSync, applied time.Time
+	apply           time.Duration
+}
+
+// readColdStartLog reads the agent's log so far; applied is zero while it has logged no commit.
+func readColdStartLog(logPath string) (coldStartLog, error) {
+	var l coldStartLog
 	f, err := os.Open(logPath)
 	if err != nil {
-		return time.Time{}, err
+		return l, err
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	s.Buffer(nil, 1<<20)
 	for s.Scan() {
 		var rec struct {
-			Time time.Time `json:"time"`
-			Msg  string    `json:"msg"`
+			Time     time.Time     `json:"time"`
+			Msg      string        `json:"msg"`
+			Duration time.Duration `json:"duration"` // slog's JSON: nanoseconds
 		}
-		if json.Unmarshal(s.Bytes(), &rec) == nil && rec.Msg == "applied" {
-			return rec.Time, nil
+		if json.Unmarshal(s.Bytes(), &rec) != nil {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(rec.Msg, "in sync") && l.inSync.IsZero():
+			l.inSync = rec.Time
+		case rec.Msg == "applied":
+			l.applied, l.apply = rec.Time, rec.Duration
+			return l, nil
 		}
 	}
-	return time.Time{}, s.Err()
+	return l, s.Err()
 }
 
 // procField is a field of /proc/PID/status in bytes (0 when unreadable).
