@@ -16,7 +16,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -590,6 +592,15 @@ func (p *process) kill() {
 	<-p.done
 }
 
+// withoutGoTuning is env without GOGC and GOMEMLIMIT: etcd and the API server run with Go's
+// defaults whatever the test runs under, since those settings are meant for the agent a benchmark
+// measures (a memory limit meant for the agent would have the API server collect over and over).
+func withoutGoTuning(env []string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool {
+		return strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "GOMEMLIMIT=")
+	})
+}
+
 // spawn starts a child in its own process group that the kernel kills when this process dies
 // (Pdeathsig). Pdeathsig fires when the forking OS thread exits, so the fork happens on a fresh
 // goroutine: it never runs on a thread locked by a caller (e.g. one in another network
@@ -597,6 +608,7 @@ func (p *process) kill() {
 func (s *Server) spawn(name, bin string, args ...string) (*process, error) {
 	p := &process{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = withoutGoTuning(os.Environ())
 	p.cmd.Dir = s.Dir
 	p.cmd.Stdout = s.log
 	p.cmd.Stderr = s.log
