@@ -111,7 +111,8 @@ func (s *handlerStore) Add(obj any) error    { _, err := s.upsert(obj, false, tr
 func (s *handlerStore) Update(obj any) error { _, err := s.upsert(obj, false, true); return err }
 
 // upsert delivers obj as an add or an update; stamp: count it as an event from the API server.
-// It reports what obj is to the store: new, another version of a held object, or the same.
+// It reports what obj is to the store: new, another version of a held object, the same version,
+// or the very object held (delivered early): that one is not delivered again.
 func (s *handlerStore) upsert(obj any, initial, stamp bool) (upserted, error) {
 	obj, err := s.transform(obj)
 	if err != nil {
@@ -120,6 +121,9 @@ func (s *handlerStore) upsert(obj any, initial, stamp bool) (upserted, error) {
 	old, held, err := s.items.Get(obj)
 	if err != nil {
 		return 0, err
+	}
+	if held && samePointer(old, obj) {
+		return upsertedItself, nil
 	}
 	if err := s.items.Add(obj); err != nil {
 		return 0, err
@@ -145,7 +149,15 @@ const (
 	upsertedNew upserted = iota
 	upsertedChanged
 	upsertedSame
+	upsertedItself // the store holds obj itself: early delivered it
 )
+
+// samePointer reports whether a and b are one object. Stored objects are pointers, and a
+// reflector's lists and watches decode new ones, so only early's are held as they are listed.
+func samePointer(a, b any) bool {
+	x, y := reflect.ValueOf(a), reflect.ValueOf(b)
+	return x.Kind() == reflect.Pointer && y.Kind() == reflect.Pointer && x.Pointer() == y.Pointer()
+}
 
 // sameVersion reports whether two states of an object have one resourceVersion.
 func sameVersion(a, b any) bool {
@@ -260,10 +272,6 @@ func (s *handlerStore) deliverList(list []any, initial bool, n *relistCounts) er
 		if err != nil {
 			return err
 		}
-		if s.holds(obj) {
-			wasHeld++
-			continue
-		}
 		u, err := s.upsert(obj, initial, false)
 		if err != nil {
 			return err
@@ -274,7 +282,7 @@ func (s *handlerStore) deliverList(list []any, initial bool, n *relistCounts) er
 		case upsertedChanged:
 			n.changed++
 			wasHeld++
-		case upsertedSame:
+		case upsertedSame, upsertedItself:
 			wasHeld++
 		}
 	}
@@ -305,18 +313,6 @@ func (s *handlerStore) deliverList(list []any, initial bool, n *relistCounts) er
 		s.handler.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
 	}
 	return nil
-}
-
-// holds reports whether the store holds obj itself (not another version of it): early
-// delivered it. Objects are pointers; a reflector's lists decode new ones, so only early's
-// are held already.
-func (s *handlerStore) holds(obj any) bool {
-	held, ok, err := s.items.Get(obj)
-	if err != nil || !ok {
-		return false
-	}
-	h, o := reflect.ValueOf(held), reflect.ValueOf(obj)
-	return h.Kind() == reflect.Pointer && o.Kind() == reflect.Pointer && h.Pointer() == o.Pointer()
 }
 
 // Resync is never called: the reflector has no resync period.

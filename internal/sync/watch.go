@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"slices"
 	gosync "sync"
 	"sync/atomic"
 	"time"
@@ -53,9 +54,9 @@ type Watcher struct {
 	// versions: resource → resourceVersion of its latest event since the last batch
 	versions map[string]string
 	kick     chan struct{} // capacity 1: "pending or versions is not empty"
-	// listed, capacity 1: "a store has delivered its initial list" (storeSynced), which the
-	// wait for in-sync takes as the moment to look again
-	listed chan struct{}
+	// storesSynced, capacity 1: "a store has delivered its initial list" (storeSynced), which
+	// the wait for in-sync takes as the moment to look again
+	storesSynced chan struct{}
 	// relisting counts the relists being delivered (handlerStore.Replace): while any is, nothing
 	// is sent, so that each reaches the consumer in one batch
 	relisting int
@@ -116,14 +117,14 @@ func New(cfg Config) *Watcher {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{
-		cfg:        cfg,
-		log:        log,
-		kick:       make(chan struct{}, 1),
-		listed:     make(chan struct{}, 1),
-		namespaces: map[string]model.Namespace{},
-		versions:   map[string]string{},
-		invalid:    map[objectKey]string{},
-		names:      newInterner(),
+		cfg:          cfg,
+		log:          log,
+		kick:         make(chan struct{}, 1),
+		storesSynced: make(chan struct{}, 1),
+		namespaces:   map[string]model.Namespace{},
+		versions:     map[string]string{},
+		invalid:      map[objectKey]string{},
+		names:        newInterner(),
 
 		nodePolicies: map[string]*nodePolicy{},
 		nodes:        map[string]node{},
@@ -251,30 +252,21 @@ const syncedPoll = 100 * time.Millisecond
 func (w *Watcher) waitSynced(ctx context.Context, synced []cache.InformerSynced) bool {
 	poll := time.NewTicker(syncedPoll)
 	defer poll.Stop()
-	for {
-		all := true
-		for _, s := range synced {
-			if !s() {
-				all = false
-				break
-			}
-		}
-		if all {
-			return true
-		}
+	for slices.ContainsFunc(synced, func(s cache.InformerSynced) bool { return !s() }) {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-w.listed:
+		case <-w.storesSynced:
 		case <-poll.C:
 		}
 	}
+	return true
 }
 
 // storeSynced notes that a store has delivered its initial list (waitSynced).
 func (w *Watcher) storeSynced() {
 	select {
-	case w.listed <- struct{}{}:
+	case w.storesSynced <- struct{}{}:
 	default:
 	}
 }

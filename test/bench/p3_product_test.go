@@ -70,7 +70,10 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string, prof 
 		if log, err = readColdStartLog(p.LogPath); err != nil {
 			b.Fatal(err)
 		}
-		r.FirstCommit, r.InSync, r.Apply = log.applied.Sub(start), log.inSync.Sub(start), log.apply
+		r.FirstCommit, r.Apply = log.applied.Sub(start), log.apply
+		if !log.inSync.IsZero() {
+			r.InSync = log.inSync.Sub(start)
+		}
 	}
 	r.PeakRSS, r.FilePages = procField(pid, "VmHWM"), procField(pid, "RssFile")
 	r.CPU = procCPU(pid)
@@ -157,7 +160,7 @@ func readColdStartLog(logPath string) (coldStartLog, error) {
 			continue
 		}
 		switch {
-		case strings.HasSuffix(rec.Msg, "in sync") && l.inSync.IsZero():
+		case rec.Msg == "initial lists received; in sync" && l.inSync.IsZero():
 			l.inSync = rec.Time
 		case rec.Msg == "applied":
 			l.applied, l.apply = rec.Time, rec.Duration
