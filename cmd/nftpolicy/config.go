@@ -18,8 +18,10 @@ import (
 // runConfig is the configuration of `nftpolicy run`: flags, with environment variables as
 // defaults where operators expect them (NODE_NAME from the downward API, KUBECONFIG).
 type runConfig struct {
-	NodeName         string
-	Kubeconfig       string
+	NodeName   string
+	Kubeconfig string
+	// APICompression: accept the API server's large answers gzipped (restConfig).
+	APICompression   bool
 	ResyncInterval   time.Duration
 	WorkloadPrefixes []string
 	AntiSpoofing     bool
@@ -68,6 +70,7 @@ func parseRunFlags(args []string, getenv func(string) string, helpOut io.Writer)
 	fs := flag.NewFlagSet("nftpolicy run", flag.ContinueOnError)
 	fs.StringVar(&c.NodeName, "node-name", getenv("NODE_NAME"), "this node's name (env NODE_NAME); local endpoints are pods with spec.nodeName equal to it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); empty: in-cluster configuration")
+	fs.BoolVar(&c.APICompression, "api-compression", true, "ask the API server to gzip its answers of over 128 KiB (the initial lists and relists of every pod, namespace and policy; watch events never are): a tenth of the bytes for more of the agent's CPU; false: uncompressed, as kube-controller-manager and kube-scheduler run (a kubeconfig's disable-compression does the same)")
 	fs.DurationVar(&c.ResyncInterval, "resync-interval", 90*time.Second, "how often the nftables table is read back and drift repaired")
 	prefixes := fs.String("workload-iface-prefixes", "veth,cali,cni,lxc,eni,tap", "comma-separated prefixes of host interfaces that lead to pods")
 	fs.BoolVar(&c.AntiSpoofing, "anti-spoofing", true, "forward from a workload interface only its pod's source addresses, nothing before its endpoint is programmed; a prefix is checked once a local pod is seen behind it (its host route's interface, or its bridge port)")

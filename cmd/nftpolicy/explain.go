@@ -76,7 +76,7 @@ func explainFlow(ctx context.Context, args []string, e env) error {
 			fmt.Fprintln(e.stderr, "nftpolicy: skipped:", err)
 		}
 	} else {
-		rc, err := restConfig(*kubeconfig)
+		rc, err := restConfig(*kubeconfig, true)
 		if err != nil {
 			return err
 		}
