@@ -27,7 +27,8 @@
 //     written into a real API server's etcd and the API server restarted over them, then the agent
 //     (the product binary, cmd/nftpolicy) from start to its first full commit — time, transactions,
 //     elements, its peak RSS, and the CPU time of the agent and of the API server and etcd
-//     meanwhile.
+//     meanwhile; the same start with --api-compression=false (the initial lists sent plain, not
+//     gzipped), and the API server's answer to the pod list alone, both ways.
 //     BenchmarkColdStart: the graph and the first full kernel.Applier.Apply in process (the
 //     dataplane's part), and the peak RSS of a process doing only that.
 //     NFTP_BENCH_AGENT_CPUPROFILE=<file> (or _HEAPPROFILE) also starts the agent built with the

@@ -21,14 +21,14 @@ import (
 
 // agentColdStart runs the product — cmd/nftpolicy as bin, the binary `make bench` builds — in
 // the namespace netnsName, as a node runs it: its own process, reaching srv through a forwarder
-// on the namespace's loopback (agentproc), with its default flags but for debug logs. It
+// on the namespace's loopback (agentproc), with its default flags but for debug logs and flags. It
 // returns once the agent has logged its first commit: the time from starting the process to
 // that record's timestamp, the process's peak RSS (VmHWM) and CPU then, its transactions and
 // elements from its metrics, and the CPU time of the API server and etcd and the API server's
 // collections meanwhile. With profiles asked for (prof), bin must be built with the tag
 // nftpolicy_profile: the agent profiles its CPU from its start and writes the profiles right
 // after its first commit.
-func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string, prof agentProfiles) (r agentResult, collections int) {
+func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string, prof agentProfiles, flags ...string) (r agentResult, collections int) {
 	fwd, err := netns.Forward(netnsName, netip.MustParseAddrPort(agentproc.APIAddr), strings.TrimPrefix(srv.URL, "https://"))
 	if err != nil {
 		b.Fatal(err)
@@ -44,7 +44,7 @@ func agentColdStart(b *testing.B, srv *kube.Server, bin, netnsName string, prof 
 	apiBefore := apiCPU()
 	start := time.Now()
 	p, err := agentproc.Start(agentproc.Config{Bin: bin, Node: coldSpec.Node, NetNS: netnsName, Server: srv, Dir: b.TempDir(),
-		Args: []string{"--log-level", "debug", "--resync-interval", "1h"}, Env: prof.env()})
+		Args: append([]string{"--log-level", "debug", "--resync-interval", "1h"}, flags...), Env: prof.env()})
 	if err != nil {
 		b.Fatal(err)
 	}
