@@ -23,7 +23,7 @@
 // or output_host. An exception of a chain (loopback, the node's pods, ICMPv6, a failsafe port)
 // lets the packet on and, on the last chain, is the answer; otherwise the host endpoint the
 // dispatch maps pick (the node's interface's, else its "*" one) is judged by the stage's
-// policy: Builder.DecideHostStage at the doNotTrack and preDNAT stages, whose allow or deny
+// policy: Builder.DecideStage at the doNotTrack and preDNAT stages, whose allow or deny
 // decides (Side.Stage names it; the walk carries the mark an allow sets to the later chains,
 // which must accept) and whose undecided outcome leaves the packet to the next stage, then
 // Builder.DecideHost. Each decision must agree with the walk as a pod's does. A node's

@@ -212,7 +212,7 @@ func (c *Cluster) hostSide(dir model.Direction, e end, peer netip.Addr, q Query,
 // mark the stage set, which the walk carries); an exception of the stage's chain or a stage
 // that decides nothing leaves the packet to the next one. It returns the steps of the walked
 // stages, pkt with the mark they left, and whether a stage decided s; the walk and
-// Builder.DecideHostStage must agree.
+// Builder.DecideStage must agree.
 func (c *Cluster) hostStages(s *Side, builder *nft.Builder, dir model.Direction, e end, peer netip.Addr, q Query, pkt *ruleset.Packet, chain string) ([]ruleset.Step, bool, error) {
 	stages := []nft.Stage{nft.StageUntracked}
 	if dir == model.Ingress {
@@ -237,7 +237,7 @@ func (c *Cluster) hostStages(s *Side, builder *nft.Builder, dir model.Direction,
 			}
 			continue
 		}
-		d, ok := builder.DecideHostStage(st, dir, e.hep.Key, e.addr, peer, q.Proto, pkt.Sport, decidedPort(q, *pkt))
+		d, ok := builder.DecideStage(st, dir, e.hep.Key, e.addr, peer, q.Proto, pkt.Sport, decidedPort(q, *pkt))
 		if !ok {
 			return nil, false, fmt.Errorf("node %s holds no host endpoint %s with address %s", e.node, e.hep.Key.Name, e.addr)
 		}

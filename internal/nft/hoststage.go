@@ -373,18 +373,23 @@ func (b *Builder) deleteStageDispatch(dk dispatchKey) {
 // dispatches a packet of direction dir to — by the node address local before DNAT or
 // conntrack when local is one of the endpoint's, else by interface, local then being the
 // packet's own address (its destination for ingress, its source for egress), which the
-// group's local-side matches look up (ordered.go). It reports false when key is no local host
-// endpoint or has no policy of the stage in that direction.
+// group's local-side matches look up (ordered.go). A stage whose policies decide nothing, or
+// that has none in that direction, leaves the packet to the next stage: Outcome.Undecided
+// reports it. It reports false when key is no local host endpoint, or the packet would be
+// dispatched by interface and the endpoint has none.
 func (b *Builder) DecideStage(st dataplane.Stage, dir model.Direction, key model.EndpointKey, local, peer netip.Addr,
 	proto model.Protocol, sport, port uint16) (Decided, bool) {
 	local, peer = local.Unmap(), peer.Unmap()
 	e := b.layout.endpoints[key]
-	if e == nil || !e.msg.Host || st == dataplane.StageLocal || len(e.msg.Tiers(st, dir)) == 0 || e.msg.Interface == "" {
+	if e == nil || !e.msg.Host || st == dataplane.StageLocal {
 		return Decided{}, false
 	}
-	dk := dispatchKey{dir: dir, addr: stageAll(local.Is4()), ifname: e.msg.Interface, stage: st}
-	if st != dataplane.StageForward && slices.Contains(e.msg.Addrs, local) {
-		dk.addr = local
+	dk := dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface, stage: st}
+	if st == dataplane.StageForward || !slices.Contains(e.msg.Addrs, local) {
+		if e.msg.Interface == "" {
+			return Decided{}, false
+		}
+		dk.addr = stageAll(local.Is4())
 	}
 	return b.decide(key, e, dk, local, peer, proto, sport, port), true
 }

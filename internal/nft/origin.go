@@ -144,21 +144,7 @@ func (b *Builder) DecideHost(dir model.Direction, key model.EndpointKey, local, 
 	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface}, local, peer, proto, sport, port), true
 }
 
-// DecideHostStage is DecideHost at a host endpoint stage before the node's own policy, st
-// StageUntracked (doNotTrack, both directions) or StagePreDNAT (ingress): the node's own
-// traffic through host endpoint key to or from its address local. A stage whose policies
-// decide nothing, or that has none, leaves the packet to the next stage: Outcome.Undecided
-// reports it.
-func (b *Builder) DecideHostStage(st Stage, dir model.Direction, key model.EndpointKey, local, peer netip.Addr, proto model.Protocol, sport, port uint16) (Decided, bool) {
-	local, peer = local.Unmap(), peer.Unmap()
-	e := b.layout.endpoints[key]
-	if e == nil || !e.msg.Host || !slices.Contains(e.msg.Addrs, local) || st == dataplane.StageLocal {
-		return Decided{}, false
-	}
-	return b.decide(key, e, dispatchKey{dir: dir, addr: local, ifname: e.msg.Interface, stage: st}, local, peer, proto, sport, port), true
-}
-
-// Stage is a host endpoint stage, as DecideHostStage and HostStageChain take it.
+// Stage is a host endpoint stage, as DecideStage and HostStageChain take it.
 type Stage = dataplane.Stage
 
 // The host endpoint stages before the node's own policy, and the forward stage
