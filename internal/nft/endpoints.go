@@ -104,6 +104,9 @@ type group struct {
 // and a commit sends what differs.
 type placement struct {
 	name string
+	// low is the group's lowest dispatch element, which name is made of (groupName): the
+	// group's sample address and its chain's comment
+	low dispatchKey
 	// classUse counts the references (peer elements, intervals, the default) to each class
 	// chain; the group holds one reference of objects.classes per chain it uses.
 	classUse map[string]int
@@ -118,8 +121,8 @@ type placement struct {
 	shared []string
 }
 
-func newPlacement(name string) placement {
-	return placement{name: name, classUse: map[string]int{}, dirtyPeers: map[netip.Addr]struct{}{}}
+func newPlacement(name string, low dispatchKey) placement {
+	return placement{name: name, low: low, classUse: map[string]int{}, dirtyPeers: map[netip.Addr]struct{}{}}
 }
 
 // regroup recomputes the dispatch elements, group memberships and anti-spoofing elements of
@@ -256,11 +259,12 @@ func (b *Builder) place(touched map[*group]struct{}) {
 	}
 	released := map[string]release{}
 	var moved []*group
-	wants := map[*group]string{}
+	wants := map[*group]dispatchKey{}
 	for _, g := range gs {
-		want := ""
+		want, low := "", dispatchKey{}
 		if len(g.members) > 0 {
-			want = groupName(g.dir, g.lowest())
+			low = g.lowest()
+			want = groupName(g.dir, low)
 		}
 		if want == g.name {
 			continue
@@ -274,17 +278,18 @@ func (b *Builder) place(touched map[*group]struct{}) {
 			delete(b.layout.byKey, g.key)
 			continue
 		}
-		wants[g] = want
+		wants[g] = low
 		moved = append(moved, g)
 	}
 	for _, g := range moved {
-		name := wants[g]
-		if r, ok := released[name]; ok {
+		low := wants[g]
+		name := groupName(g.dir, low)
+		if r, ok := released[name]; ok { // its low is low: the name is made of it
 			g.placement = r.placement
 			b.index.groupTiers(name, r.tiers, g.tiers)
 			delete(released, name)
 		} else {
-			g.placement = newPlacement(name)
+			g.placement = newPlacement(name, low)
 			b.index.group(name, g.tiers, true)
 		}
 		g.stale = true
@@ -370,7 +375,7 @@ func sourcesSet(a netip.Addr) string {
 
 // sample is the group endpoint address whose local-side facts the compile reads (all members
 // have equal ones): the lowest, so that the choice is deterministic.
-func (g *group) sample() netip.Addr { return g.lowest().addr }
+func (g *group) sample() netip.Addr { return g.low.addr }
 
 // lowest is the group's lowest dispatch element, which names it.
 func (g *group) lowest() dispatchKey {

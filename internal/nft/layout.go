@@ -457,7 +457,7 @@ func (g *group) describe() string { return g.describeUpTo(-1) }
 // comment that changed with the group's policies would cost a write of the whole table each time
 // a name passes to a group of other policies; the policies are named by finalComment instead.
 func (g *group) comment() string {
-	low := g.lowest()
+	low := g.low
 	var of []string
 	if low.stage != dataplane.StageLocal {
 		of = append(of, low.stage.String())
