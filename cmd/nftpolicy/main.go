@@ -103,8 +103,8 @@ func runAgent(ctx context.Context, args []string, e env) error {
 // restConfig is the API server's configuration: from a kubeconfig file, else in-cluster. With
 // compress, answers of over 128 KiB are accepted gzipped, as Go's transport does by default,
 // unless the kubeconfig sets disable-compression; without it they are asked for plain. That is
-// the initial list and every relist of each resource (watch events are never compressed): at
-// 100,000 pods the pod list is 46 MB plain, 4.4 MB gzipped (BENCHMARKS.md gives P3 both ways).
+// the initial list and every relist of each resource (watch events are never compressed): plain
+// costs the API server more bytes and CPU, gzipped costs the agent the inflating.
 func restConfig(kubeconfig string, compress bool) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error

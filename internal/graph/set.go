@@ -354,8 +354,7 @@ func (c *setCalculator) contributes(s *set, h *endpoint, mb dataplane.Member) bo
 // that may hold a member twice — a named-port set's, or one with an address several endpoints
 // hold, listed once per holder — is sorted and its repeats dropped; any other, nearly every
 // address set, is left in the order of the walk, which the dataplane does not read (it files
-// members by address): sorting a first flush's 363,686 members took ≈ 0.08 s of the cold start
-// after in-sync (BENCHMARKS.md).
+// members by address), so that a first flush does not sort every member of every set.
 func (c *setCalculator) members(s *set) []dataplane.Member {
 	n := 0
 	for e := range c.index.membersOf(s.m).all {
@@ -475,7 +474,10 @@ func (x *addrIndex) of(a netip.Addr) iter.Seq[*endpoint] {
 }
 
 // shared reports whether a's digest has more than one holder: false means a has at most one.
-func (x *addrIndex) shared(a netip.Addr) bool { return len(x.others[x.digest(a)]) > 0 }
+// While no address has a second holder, as almost always, it hashes nothing.
+func (x *addrIndex) shared(a netip.Addr) bool {
+	return len(x.others) > 0 && len(x.others[x.digest(a)]) > 0
+}
 
 // add files e under the addresses of net (e's, or the ones it had).
 func (x *addrIndex) add(e *endpoint, net netInfo) {

@@ -259,7 +259,11 @@ func (b *Builder) place(touched map[*group]struct{}) {
 	}
 	released := map[string]release{}
 	var moved []*group
-	wants := map[*group]dispatchKey{}
+	type naming struct {
+		name string
+		low  dispatchKey // the element name is made of
+	}
+	wants := map[*group]naming{}
 	for _, g := range gs {
 		want, low := "", dispatchKey{}
 		if len(g.members) > 0 {
@@ -278,13 +282,12 @@ func (b *Builder) place(touched map[*group]struct{}) {
 			delete(b.layout.byKey, g.key)
 			continue
 		}
-		wants[g] = low
+		wants[g] = naming{want, low}
 		moved = append(moved, g)
 	}
 	for _, g := range moved {
-		low := wants[g]
-		name := groupName(g.dir, low)
-		if r, ok := released[name]; ok { // its low is low: the name is made of it
+		name, low := wants[g].name, wants[g].low
+		if r, ok := released[name]; ok { // a placement of this name has this low
 			g.placement = r.placement
 			b.index.groupTiers(name, r.tiers, g.tiers)
 			delete(released, name)

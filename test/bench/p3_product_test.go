@@ -21,7 +21,7 @@ import (
 
 // agentColdStart runs the product — cmd/nftpolicy as bin, the binary `make bench` builds — in
 // the namespace netnsName, as a node runs it: its own process, reaching srv through a forwarder
-// on the namespace's loopback (agentproc), with its default flags but for debug logs and flags. It
+// on the namespace's loopback (agentproc), with its default flags but for debug logs, then flags. It
 // returns once the agent has logged its first commit: the time from starting the process to
 // that record's timestamp, the process's peak RSS (VmHWM) and CPU then, its transactions and
 // elements from its metrics, and the CPU time of the API server and etcd and the API server's
