@@ -8,7 +8,6 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/selector"
-	"github.com/nftpolicy/nftpolicy/internal/setmap"
 )
 
 // This file is the label index (stage 1): which endpoints each matcher (a scoped selector
@@ -168,7 +167,7 @@ type labelIndex struct {
 	scratch []byte // the packed addresses and named ports of the endpoint being set (appendNet)
 
 	matchers map[string]*matcher
-	byAnchor map[anchor]map[*matcher]struct{}
+	byAnchor map[anchor]*smallSet[*matcher]
 	// ofKind counts the matchers filed under each kind of anchor: a pod event looks up only the
 	// kinds some matcher uses (each lookup hashes the anchor's strings; ≈ 15 per pod otherwise)
 	ofKind [anchorKinds]int
@@ -186,7 +185,7 @@ type labelIndex struct {
 	// files namespaces under anchorNsEq/anchorNsKey of their labels.
 	epByAnchor map[anchor]map[*endpoint]struct{}
 	epByValue  map[anchor]*valueIndex
-	nsByAnchor map[anchor]map[*namespace]struct{}
+	nsByAnchor map[anchor]*smallSet[*namespace]
 	// pos indexes the endpoints' large matchSets
 	pos matchPositions
 	gen uint64
@@ -210,10 +209,10 @@ func newLabelIndex(node string) *labelIndex {
 		node:       node,
 		store:      newEndpointStore(),
 		matchers:   map[string]*matcher{},
-		byAnchor:   map[anchor]map[*matcher]struct{}{},
+		byAnchor:   map[anchor]*smallSet[*matcher]{},
 		epByAnchor: map[anchor]map[*endpoint]struct{}{},
 		epByValue:  map[anchor]*valueIndex{},
-		nsByAnchor: map[anchor]map[*namespace]struct{}{},
+		nsByAnchor: map[anchor]*smallSet[*namespace]{},
 		pos:        matchPositions{},
 	}
 }
@@ -358,7 +357,7 @@ func (x *labelIndex) acquireMatcher(s spec) *matcher {
 	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1}
 	x.matchers[k] = m
 	_, filed := x.byAnchor[m.anchor]
-	setmap.Add(x.byAnchor, m.anchor, m)
+	fileUnder(x.byAnchor, m.anchor, m)
 	x.ofKind[m.anchor.kind]++
 	if !filed {
 		x.fileAnchor(m.anchor)
@@ -381,13 +380,13 @@ func (x *labelIndex) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 		return x.store.inNamespace(m.anchor.key)
 	case anchorScopeEq, anchorEpEq:
 		if vi := x.epByValue[byKey(m.anchor)]; vi != nil {
-			return maps.Keys(vi.values[m.anchor.value])
+			return vi.values[m.anchor.value].all()
 		}
-		return maps.Keys(map[*endpoint]struct{}(nil))
+		return (*smallSet[*endpoint])(nil).all()
 	case anchorEpKey:
 		return maps.Keys(x.epByAnchor[m.anchor])
 	case anchorNsEq, anchorNsKey:
-		return endpointsOf(maps.Keys(x.nsByAnchor[m.anchor]))
+		return endpointsOf(x.nsByAnchor[m.anchor].all())
 	}
 	return x.store.all()
 }
@@ -432,7 +431,7 @@ func (x *labelIndex) releaseMatcher(m *matcher) {
 		e.matches.remove(m, x.pos)
 	}
 	delete(x.matchers, m.key)
-	setmap.Remove(x.byAnchor, m.anchor, m)
+	unfileFrom(x.byAnchor, m.anchor, m)
 	x.ofKind[m.anchor.kind]--
 	if _, ok := x.byAnchor[m.anchor]; !ok {
 		x.unfileAnchor(m.anchor)
@@ -443,7 +442,7 @@ func (x *labelIndex) releaseMatcher(m *matcher) {
 // the key's value, for the anchors of that key that matchers are filed under (anchors).
 type valueIndex struct {
 	anchors int
-	values  map[string]map[*endpoint]struct{}
+	values  map[string]*smallSet[*endpoint]
 }
 
 // byKey is the epByValue entry of an anchorScopeEq or anchorEpEq anchor: a without its value.
@@ -461,14 +460,14 @@ func (x *labelIndex) fileAnchor(a anchor) {
 			vi.anchors++
 			return
 		}
-		vi := &valueIndex{anchors: 1, values: map[string]map[*endpoint]struct{}{}}
+		vi := &valueIndex{anchors: 1, values: map[string]*smallSet[*endpoint]{}}
 		all := x.store.all()
 		if a.kind == anchorScopeEq {
 			all = x.store.inNamespace(a.scope)
 		}
 		for e := range all {
 			if v, ok := e.Get(a.key); ok {
-				setmap.Add(vi.values, v, e)
+				fileUnder(vi.values, v, e)
 			}
 		}
 		x.epByValue[byKey(a)] = vi
@@ -529,7 +528,7 @@ func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 		if x.ofKind[a.kind] == 0 {
 			return
 		}
-		for m := range x.byAnchor[a] {
+		for m := range x.byAnchor[a].all() {
 			f(m)
 		}
 	}
@@ -594,9 +593,9 @@ func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
 			}
 			if vi := x.epByValue[a]; vi != nil { // only the keys matchers use
 				if add {
-					setmap.Add(vi.values, v, e)
+					fileUnder(vi.values, v, e)
 				} else {
-					setmap.Remove(vi.values, v, e)
+					unfileFrom(vi.values, v, e)
 				}
 			}
 		}
@@ -616,11 +615,11 @@ func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
 func (x *labelIndex) fileNamespace(ns *namespace, add bool) {
 	for k, v := range ns.allLabels() {
 		if add {
-			setmap.Add(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			setmap.Add(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			fileUnder(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			fileUnder(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		} else {
-			setmap.Remove(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			setmap.Remove(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			unfileFrom(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			unfileFrom(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		}
 	}
 }
