@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -128,18 +129,20 @@ func BenchmarkManyPolicies(b *testing.B) {
 	if bin, err := agentproc.Build(b.TempDir()); err != nil {
 		b.Logf("skipping the child process: %v", err)
 	} else {
+		var out bytes.Buffer
 		cmd := exec.Command(bin, "render", "-f", dir, "--node", m.Node)
+		cmd.Stdout = &out
 		t0 := time.Now()
-		out, err := cmd.Output()
+		peak, err := runPeakRSS(cmd)
 		took := time.Since(t0)
 		if err != nil {
 			b.Fatalf("nftpolicy render: %v", err)
 		}
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		rss := int64(ru.Maxrss) * 1024
+		rss := int64(peak)
 		cpu := time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 		report.add(row{"P7", "`nftpolicy render` of the same manifests in a child process: wall time, CPU, peak RSS",
-			fmt.Sprintf("%.2f s (CPU %.2f s); %d MiB; %d bytes of text", took.Seconds(), cpu.Seconds(), rss/mib, len(out)),
+			fmt.Sprintf("%.2f s (CPU %.2f s); %d MiB; %d bytes of text", took.Seconds(), cpu.Seconds(), rss/mib, out.Len()),
 			"≤ 2 s, ≤ 150 MB", meets(took <= 2*time.Second && rss <= 150e6)})
 	}
 
@@ -225,4 +228,33 @@ func clonePolicy(p model.Policy) model.Policy {
 	p.IngressRules = append([]model.Rule(nil), p.IngressRules...)
 	p.EgressRules = append([]model.Rule(nil), p.EgressRules...)
 	return p
+}
+
+// runPeakRSS runs cmd and returns the peak of its resident memory: its VmHWM, read every
+// millisecond until it exits (the last reading: VmHWM only grows). The child's rusage cannot
+// tell it: Go starts a child with vfork, and the kernel carries the parent's peak RSS into the
+// child's ru_maxrss as the child execs, so a large test process would be reported as the child.
+func runPeakRSS(cmd *exec.Cmd) (uint64, error) {
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	done := make(chan struct{})
+	var peak atomic.Uint64
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v := procField(cmd.Process.Pid, "VmHWM"); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	return peak.Load(), err
 }
