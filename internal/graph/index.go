@@ -528,8 +528,8 @@ func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 		if x.ofKind[a.kind] == 0 {
 			return
 		}
-		for m := range x.byAnchor[a].all() {
-			f(m)
+		if ms := x.byAnchor[a]; ms != nil {
+			ms.each(f)
 		}
 	}
 	visit(anchor{kind: anchorNone})
