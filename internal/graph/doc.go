@@ -237,7 +237,7 @@
 // records answer (a selector on projectcalico.org/serviceaccount files its endpoints by value,
 // as for a stored label). The index's sets — the endpoints under a label value, the matchers
 // under an anchor, the namespaces under a namespace anchor — are lists while they hold at most
-// 16 members, as most do, and maps beyond (smallSet). A network set is its labels' string and
+// 16 members, as most do, and maps beyond (setmap.Small). A network set is its labels' string and
 // its nets, as handed over.
 // The owner rule keeps, per local endpoint only, its address list entries and its claim
 // (running, created). BenchmarkHeapAtScale measures what the graph retains for a cluster of

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nftpolicy/nftpolicy/internal/model"
 	"github.com/nftpolicy/nftpolicy/internal/selector"
+	"github.com/nftpolicy/nftpolicy/internal/setmap"
 )
 
 // This file is the label index (stage 1): which endpoints each matcher (a scoped selector
@@ -167,7 +168,7 @@ type labelIndex struct {
 	scratch []byte // the packed addresses and named ports of the endpoint being set (appendNet)
 
 	matchers map[string]*matcher
-	byAnchor map[anchor]*smallSet[*matcher]
+	byAnchor map[anchor]*setmap.Small[*matcher]
 	// ofKind counts the matchers filed under each kind of anchor: a pod event looks up only the
 	// kinds some matcher uses (each lookup hashes the anchor's strings; ≈ 15 per pod otherwise)
 	ofKind [anchorKinds]int
@@ -185,7 +186,7 @@ type labelIndex struct {
 	// files namespaces under anchorNsEq/anchorNsKey of their labels.
 	epByAnchor map[anchor]map[*endpoint]struct{}
 	epByValue  map[anchor]*valueIndex
-	nsByAnchor map[anchor]*smallSet[*namespace]
+	nsByAnchor map[anchor]*setmap.Small[*namespace]
 	// pos indexes the endpoints' large matchSets
 	pos matchPositions
 	gen uint64
@@ -209,10 +210,10 @@ func newLabelIndex(node string) *labelIndex {
 		node:       node,
 		store:      newEndpointStore(),
 		matchers:   map[string]*matcher{},
-		byAnchor:   map[anchor]*smallSet[*matcher]{},
+		byAnchor:   map[anchor]*setmap.Small[*matcher]{},
 		epByAnchor: map[anchor]map[*endpoint]struct{}{},
 		epByValue:  map[anchor]*valueIndex{},
-		nsByAnchor: map[anchor]*smallSet[*namespace]{},
+		nsByAnchor: map[anchor]*setmap.Small[*namespace]{},
 		pos:        matchPositions{},
 	}
 }
@@ -357,7 +358,7 @@ func (x *labelIndex) acquireMatcher(s spec) *matcher {
 	m := &matcher{spec: s, key: k, anchor: chooseAnchor(s), refs: 1}
 	x.matchers[k] = m
 	_, filed := x.byAnchor[m.anchor]
-	fileUnder(x.byAnchor, m.anchor, m)
+	setmap.AddSmall(x.byAnchor, m.anchor, m)
 	x.ofKind[m.anchor.kind]++
 	if !filed {
 		x.fileAnchor(m.anchor)
@@ -380,13 +381,13 @@ func (x *labelIndex) candidatesOf(m *matcher) iter.Seq[*endpoint] {
 		return x.store.inNamespace(m.anchor.key)
 	case anchorScopeEq, anchorEpEq:
 		if vi := x.epByValue[byKey(m.anchor)]; vi != nil {
-			return vi.values[m.anchor.value].all()
+			return vi.values[m.anchor.value].All()
 		}
-		return (*smallSet[*endpoint])(nil).all()
+		return (*setmap.Small[*endpoint])(nil).All()
 	case anchorEpKey:
 		return maps.Keys(x.epByAnchor[m.anchor])
 	case anchorNsEq, anchorNsKey:
-		return endpointsOf(x.nsByAnchor[m.anchor].all())
+		return endpointsOf(x.nsByAnchor[m.anchor].All())
 	}
 	return x.store.all()
 }
@@ -431,7 +432,7 @@ func (x *labelIndex) releaseMatcher(m *matcher) {
 		e.matches.remove(m, x.pos)
 	}
 	delete(x.matchers, m.key)
-	unfileFrom(x.byAnchor, m.anchor, m)
+	setmap.RemoveSmall(x.byAnchor, m.anchor, m)
 	x.ofKind[m.anchor.kind]--
 	if _, ok := x.byAnchor[m.anchor]; !ok {
 		x.unfileAnchor(m.anchor)
@@ -442,7 +443,7 @@ func (x *labelIndex) releaseMatcher(m *matcher) {
 // the key's value, for the anchors of that key that matchers are filed under (anchors).
 type valueIndex struct {
 	anchors int
-	values  map[string]*smallSet[*endpoint]
+	values  map[string]*setmap.Small[*endpoint]
 }
 
 // byKey is the epByValue entry of an anchorScopeEq or anchorEpEq anchor: a without its value.
@@ -460,14 +461,14 @@ func (x *labelIndex) fileAnchor(a anchor) {
 			vi.anchors++
 			return
 		}
-		vi := &valueIndex{anchors: 1, values: map[string]*smallSet[*endpoint]{}}
+		vi := &valueIndex{anchors: 1, values: map[string]*setmap.Small[*endpoint]{}}
 		all := x.store.all()
 		if a.kind == anchorScopeEq {
 			all = x.store.inNamespace(a.scope)
 		}
 		for e := range all {
 			if v, ok := e.Get(a.key); ok {
-				fileUnder(vi.values, v, e)
+				setmap.AddSmall(vi.values, v, e)
 			}
 		}
 		x.epByValue[byKey(a)] = vi
@@ -528,9 +529,7 @@ func (x *labelIndex) candidates(e *endpoint, f func(*matcher)) {
 		if x.ofKind[a.kind] == 0 {
 			return
 		}
-		if ms := x.byAnchor[a]; ms != nil {
-			ms.each(f)
-		}
+		x.byAnchor[a].Each(f)
 	}
 	visit(anchor{kind: anchorNone})
 	visit(anchor{kind: anchorScope, key: e.ns.name})
@@ -593,9 +592,9 @@ func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
 			}
 			if vi := x.epByValue[a]; vi != nil { // only the keys matchers use
 				if add {
-					fileUnder(vi.values, v, e)
+					setmap.AddSmall(vi.values, v, e)
 				} else {
-					unfileFrom(vi.values, v, e)
+					setmap.RemoveSmall(vi.values, v, e)
 				}
 			}
 		}
@@ -615,11 +614,11 @@ func (x *labelIndex) fileEndpoint(e *endpoint, add bool) {
 func (x *labelIndex) fileNamespace(ns *namespace, add bool) {
 	for k, v := range ns.allLabels() {
 		if add {
-			fileUnder(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			fileUnder(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			setmap.AddSmall(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			setmap.AddSmall(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		} else {
-			unfileFrom(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
-			unfileFrom(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
+			setmap.RemoveSmall(x.nsByAnchor, anchor{kind: anchorNsEq, key: k, value: v}, ns)
+			setmap.RemoveSmall(x.nsByAnchor, anchor{kind: anchorNsKey, key: k}, ns)
 		}
 	}
 }

@@ -1,6 +1,8 @@
-// Package setmap holds the two operations on a map of sets (map[K]map[V]struct{}), the index
-// shape the graph and the dataplane both keep (anchor → matchers, policy → groups, set →
-// policies). Invariant: a key is present only while its set is not empty.
+// Package setmap holds the operations on a map of sets, the index shape the graph and the
+// dataplane both keep, in two forms: map[K]map[V]struct{} (Add, Remove; the dataplane's policy →
+// groups, set → policies) and map[K]*Small[V] (AddSmall, RemoveSmall), whose sets are lists while
+// they are small (the graph's label index: a label value → its endpoints, an anchor → its
+// matchers). Invariant: a key is present only while its set is not empty.
 package setmap
 
 // Add puts v in k's set, creating the set.
