@@ -299,7 +299,7 @@ func BenchmarkAPIToKernel(b *testing.B) {
 		return
 	}
 	setStage("P2 API → kernel")
-	srv := kube.StartForTest(b)
+	srv := startProfiled(b)
 	node := newNetns(b, "ba")
 	t0 := time.Now()
 	createFanout(b, srv, apiFanout)
@@ -357,6 +357,17 @@ func BenchmarkAPIToKernel(b *testing.B) {
 	}
 	await(ch, 30*time.Second, "the first spare leaving")
 
+	// The samples start after the API server's collection: creating the objects through it left
+	// it garbage whose collection, on the cores the agent shares, stretches its answers several
+	// times over for as long as it marks (BENCHMARKS.md); the row counts the collections that
+	// still fall among the samples.
+	if err := srv.CollectGarbage(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	gcBefore, err := srv.Collections(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
 	samples := max(b.N, 200)
 	var lat, latEvent, latPatch, latAfter []time.Duration
 	for i := range samples {
@@ -380,6 +391,10 @@ func BenchmarkAPIToKernel(b *testing.B) {
 		latEvent = append(latEvent, event)
 		latAfter = append(latAfter, max(0, event-latPatch[len(latPatch)-1]))
 	}
+	gcAfter, err := srv.Collections(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	b.ReportMetric(0, "ns/op")
@@ -392,7 +407,8 @@ func BenchmarkAPIToKernel(b *testing.B) {
 	e50, e99 := percentile(latEvent, 50), percentile(latEvent, 99)
 	b.ReportMetric(ms(e99), "event-p99-ms")
 	report.add(row{"P2", "API event → kernel commit, the same changes timed to the kernel's element event (read from netlink in the benchmark, not through `nft monitor`); beside it the patch's answer",
-		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms; the API server answered the patch in p50 %.1f ms, p99 %.1f ms", ms(e50), ms(e99), ms(percentile(latPatch, 50)), ms(percentile(latPatch, 99))),
+		fmt.Sprintf("p50 %.1f ms, p99 %.1f ms; the API server answered the patch in p50 %.1f ms, p99 %.1f ms (the samples start after its collection; it collected %d more time(s) during them)",
+			ms(e50), ms(e99), ms(percentile(latPatch, 50)), ms(percentile(latPatch, 99)), gcAfter-gcBefore),
 		"p99 ≤ 5 ms (issue)", meets(e99 <= 5*time.Millisecond)})
 	// The API server commits the change to etcd before it sends the watch event and answers the
 	// patch, so the time from its answer to the kernel's event bounds what the agent adds.

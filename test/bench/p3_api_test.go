@@ -107,17 +107,25 @@ func BenchmarkColdStartAPI(b *testing.B) {
 		"≤ 100 MiB", meets(res.PeakRSS <= 100*mib)})
 }
 
-// startLoaded starts an API server of its own (with its profiling endpoints: CollectGarbage)
-// for b, holding spec's cluster (loadCluster), and returns it with the time the load took.
+// startLoaded starts an API server of its own for b (startProfiled), holding spec's cluster
+// (loadCluster), and returns it with the time the load took.
 func startLoaded(b *testing.B, spec scale.Spec) (*kube.Server, time.Duration) {
+	srv := startProfiled(b)
+	t0 := time.Now()
+	loadCluster(b, srv, spec)
+	return srv, time.Since(t0)
+}
+
+// startProfiled starts an API server of its own for b with its profiling endpoints, so that a
+// measurement can start after its collection (Server.CollectGarbage) and count the collections
+// that fall inside it (Server.Collections).
+func startProfiled(b *testing.B) *kube.Server {
 	srv, err := kube.Start(b.Context(), kube.Config{Profiling: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = srv.Stop() })
-	t0 := time.Now()
-	loadCluster(b, srv, spec)
-	return srv, time.Since(t0)
+	return srv
 }
 
 // loadCluster writes spec's namespaces, pods and policies into the API server's etcd, restarts
