@@ -77,7 +77,7 @@ func (i *informer) hasSynced() bool { return i.store.synced.Load() }
 // logged and counted by resourceWatch.relisted: how stale the view was, and what the list
 // changed. Each list tells the sink its resourceVersion, which the view now reflects whole.
 type handlerStore struct {
-	items     cache.Store
+	items     itemStore
 	transform cache.TransformFunc
 	handler   cache.ResourceEventHandler
 	watch     *resourceWatch
@@ -122,7 +122,7 @@ func (s *handlerStore) upsert(obj any, initial, stamp bool) (upserted, error) {
 	if err != nil {
 		return 0, err
 	}
-	if held && samePointer(old, obj) {
+	if held && s.isHeld(old, obj) {
 		return upsertedItself, nil
 	}
 	if err := s.items.Add(obj); err != nil {
@@ -151,6 +151,16 @@ const (
 	upsertedSame
 	upsertedItself // the store holds obj itself: early delivered it
 )
+
+// isHeld reports whether obj is the very object held as old: the same pointer, or the same
+// record for a store that keeps records in a form of its own (podStore).
+func (s *handlerStore) isHeld(old, obj any) bool {
+	if samePointer(old, obj) {
+		return true
+	}
+	r, ok := s.items.(interface{ sameRecord(held, obj any) bool })
+	return ok && r.sameRecord(old, obj)
+}
 
 // samePointer reports whether a and b are one object. Stored objects are pointers, and a
 // reflector's lists and watches decode new ones, so only early's are held as they are listed.

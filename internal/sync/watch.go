@@ -204,6 +204,9 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	} {
 		store := newHandlerStore(w.watchOf(s.resource), w.transform, handler(s.resource, s.change, s.del))
 		store.sink = w
+		if s.resource == "pods" {
+			store.items = newPodStore()
+		}
 		// the pods of the initial list reach the graph as the list is read (early): the graph's
 		// work on them overlaps the list's transfer
 		record := func(p *corev1.Pod) *podRecord {
