@@ -159,9 +159,8 @@ func render(args []string, e env) error {
 	return err
 }
 
-// renderMemory is render's soft memory limit (the Go runtime's memory): the agent's start-up
-// limit, agent.StartupMemory.
-const renderMemory = agent.StartupMemory
+// renderMemory is render's soft memory limit (the Go runtime's memory), agent.RenderMemory.
+const renderMemory = agent.RenderMemory
 
 // limitRenderMemory sets render's soft memory limit, renderMemory, unless GOMEMLIMIT or GOGC
 // says otherwise, and returns what restores the limit found (render also runs inside tests).

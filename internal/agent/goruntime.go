@@ -41,7 +41,12 @@ const startupGCPercent = 100
 // StartupMemory is the soft memory limit (the Go runtime's memory, not the binary's resident
 // pages) before the first full commit: about what 40% over the live heap comes to for a cluster
 // of 100,000 pods (docs/operating.md).
-const StartupMemory = 120 << 20
+const StartupMemory = 104 << 20
+
+// RenderMemory is `nftpolicy render`'s soft memory limit (the Go runtime's memory): render builds
+// the whole table once, and the builder's state it holds at the end is larger than the agent's
+// live heap at its first commit for the same cluster (docs/design.md, BENCHMARKS.md's P7).
+const RenderMemory = 120 << 20
 
 // TuneGoRuntime applies the settings above to this process and returns what it set, for the log,
 // and endStartup, which ends the start-up's settings: call it at the first full commit

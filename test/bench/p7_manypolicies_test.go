@@ -93,11 +93,11 @@ func BenchmarkManyPolicies(b *testing.B) {
 
 	// In process, as `nftpolicy render` runs: each stage's input let go once the next holds
 	// what it needs, the builder's compiler state before the table is rendered, under render's
-	// soft memory limit (agent.StartupMemory) unless the environment sets GOGC or GOMEMLIMIT.
+	// soft memory limit (agent.RenderMemory) unless the environment sets GOGC or GOMEMLIMIT.
 	runtime.GC()
 	limitFound := debug.SetMemoryLimit(-1)
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(agent.StartupMemory)
+		debug.SetMemoryLimit(agent.RenderMemory)
 	}
 	stopPeak := heapPeak()
 	t0 := time.Now()
