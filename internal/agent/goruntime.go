@@ -44,8 +44,8 @@ const startupGCPercent = 100
 const StartupMemory = 104 << 20
 
 // RenderMemory is `nftpolicy render`'s soft memory limit (the Go runtime's memory): render builds
-// the whole table once, and the builder's state it holds at the end is larger than the agent's
-// live heap at its first commit for the same cluster (docs/design.md, BENCHMARKS.md's P7).
+// the whole table once and holds the builder's state at its end, unlike the agent, whose limit
+// after its first commit follows its live heap; BENCHMARKS.md's P7 bounds render's time under it.
 const RenderMemory = 120 << 20
 
 // TuneGoRuntime applies the settings above to this process and returns what it set, for the log,

@@ -130,7 +130,7 @@ func (w *Watcher) runCalico(ctx context.Context, running *gosync.WaitGroup, hand
 func (w *Watcher) runOptional(ctx context.Context, running *gosync.WaitGroup, name string, lw cache.ListerWatcher,
 	object runtime.Object, handler cache.ResourceEventHandler) cache.InformerSynced {
 	res := w.watchOf(name)
-	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: w.transform, handler: handler, watch: res,
+	store := &handlerStore{items: newObjectStore(), transform: w.transform, handler: handler, watch: res,
 		sink: w, onSynced: w.calicoListed}
 	recheck := w.absentRecheck()
 	ctxLW := cache.ToListerWatcherWithContext(lw)

@@ -180,7 +180,7 @@ const (
 func (w *Watcher) runClusterPolicies(ctx context.Context, running *gosync.WaitGroup, handler cache.ResourceEventHandler) cache.InformerSynced {
 	const resource = "clusternetworkpolicies"
 	res := w.watchOf(resource)
-	store := &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: w.transform, handler: handler, watch: res,
+	store := &handlerStore{items: newObjectStore(), transform: w.transform, handler: handler, watch: res,
 		sink: w}
 	recheck := w.absentRecheck()
 	lws := map[string]cache.ListerWatcherWithContext{}

@@ -200,8 +200,9 @@
 //     string, why it is invalid or a fingerprint of the policy; the endpoint or policy itself only
 //     until the event handler hands it to the graph, which keeps it; a record is its own
 //     metav1.Object whose name is its cache key, so keying it allocates nothing, objectmeta.go);
-//     the pod cache keeps of a record only its string and fingerprint, in its map's entry under
-//     a key that is a view of that string (podStore: 40 bytes an entry, no object of its own);
+//     the pod cache keeps of a record only its string and outcome (the fingerprint, no endpoint
+//     or invalid), in its map's entry under a key that is a view of that string (podStore: 40
+//     bytes an entry, no object of its own);
 //     namespaces with metadata name/namespace/labels/resourceVersion only. The strings that repeat
 //     across pods (namespace, node, service account, container port names) are interned by the
 //     Watcher (intern.go, bounded), so records and the endpoints the graph keeps share one copy

@@ -40,7 +40,7 @@ type informer struct {
 
 func newInformer(res *resourceWatch, lw cache.ListerWatcher, object runtime.Object, transform cache.TransformFunc,
 	h cache.ResourceEventHandler) *informer {
-	return newStoreInformer(newHandlerStore(res, transform, h), lw, object)
+	return newStoreInformer(newHandlerStore(res, newObjectStore(), transform, h), lw, object)
 }
 
 // newStoreInformer is a reflector filling store through lw (which may deliver its initial list
@@ -49,9 +49,30 @@ func newStoreInformer(store *handlerStore, lw cache.ListerWatcher, object runtim
 	return &informer{reflector: newReflector(store.watch, lw, object, store), store: store}
 }
 
-func newHandlerStore(res *resourceWatch, transform cache.TransformFunc, h cache.ResourceEventHandler) *handlerStore {
-	return &handlerStore{items: cache.NewStore(cache.MetaNamespaceKeyFunc), transform: transform, handler: h, watch: res}
+func newHandlerStore(res *resourceWatch, items itemStore, transform cache.TransformFunc, h cache.ResourceEventHandler) *handlerStore {
+	return &handlerStore{items: items, transform: transform, handler: h, watch: res}
 }
+
+// itemStore is what a handlerStore keeps of each object its handler has received, keyed as
+// client-go keys objects (cache.MetaNamespaceKeyFunc): the methods of a cache.Store it uses.
+type itemStore interface {
+	Get(obj any) (item any, exists bool, err error)
+	GetByKey(key string) (item any, exists bool, err error)
+	Add(obj any) error
+	Delete(obj any) error
+	ListKeys() []string
+}
+
+// recordStore is an itemStore that keeps records in a form of its own (podStore) and answers
+// records made anew: it tells the record it holds by value, where others hold the object itself.
+type recordStore interface {
+	itemStore
+	sameRecord(held, obj any) bool
+}
+
+// newObjectStore is the itemStore of every resource but pods: client-go's store, which holds
+// the objects themselves.
+func newObjectStore() itemStore { return cache.NewStore(cache.MetaNamespaceKeyFunc) }
 
 // newReflector is a reflector filling store through lw, tracked in res.
 func newReflector(res *resourceWatch, lw cache.ListerWatcher, object runtime.Object, store *handlerStore) *cache.Reflector {
@@ -64,7 +85,7 @@ func newReflector(res *resourceWatch, lw cache.ListerWatcher, object runtime.Obj
 func (i *informer) hasSynced() bool { return i.store.synced.Load() }
 
 // handlerStore is the store a Reflector fills: it keeps what the handler last received of each
-// object (the transform's result) and calls the handler with every change, in the reflector's
+// object (the transform's result, or what podStore keeps of it) and calls the handler with every change, in the reflector's
 // goroutine, as client-go's informers do from their queue (controller.go's processDeltas): an
 // add or update of an object it holds is an update (old, new); a delete of one it does not hold
 // is dropped; a relist (Replace) delivers each listed object and, for each held object the list
@@ -158,7 +179,7 @@ func (s *handlerStore) isHeld(old, obj any) bool {
 	if samePointer(old, obj) {
 		return true
 	}
-	r, ok := s.items.(interface{ sameRecord(held, obj any) bool })
+	r, ok := s.items.(recordStore)
 	return ok && r.sameRecord(old, obj)
 }
 

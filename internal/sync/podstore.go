@@ -9,16 +9,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// itemStore is what a handlerStore keeps of each object its handler has received, keyed as
-// client-go keys objects (cache.MetaNamespaceKeyFunc): the methods of a cache.Store it uses.
-type itemStore interface {
-	Get(obj any) (item any, exists bool, err error)
-	GetByKey(key string) (item any, exists bool, err error)
-	Add(obj any) error
-	Delete(obj any) error
-	ListKeys() []string
-}
-
 // podStore is the pod informer's itemStore. Of a pod it keeps only what the Watcher reads of the
 // record cached with its previous version (podChanged, deletePod): its id (key and version) and
 // its outcome (the endpoint's fingerprint, or whether it is no endpoint or invalid), held in the
@@ -58,7 +48,7 @@ func outcomeOf(r *podRecord) uint64 {
 
 func newPodStore() *podStore { return &podStore{entries: map[string]podEntry{}} }
 
-var _ itemStore = (*podStore)(nil)
+var _ recordStore = (*podStore)(nil)
 
 // podStoreKey is obj's key: a record's own (a view of its id), else client-go's.
 func podStoreKey(obj any) (string, error) {
@@ -74,7 +64,8 @@ func (e podEntry) record(key string) *podRecord {
 	ns := max(strings.IndexByte(key, '/'), 0)
 	r := &podRecord{recordMeta: recordMeta{id: e.id, nsLen: uint32(ns), keyLen: uint32(len(key))}}
 	if e.outcome == invalidPod {
-		r.problem = &errHeldInvalid
+		problem := errHeldInvalid // the record's own: no one can write through it to the sentinel
+		r.problem = &problem
 	} else {
 		r.fingerprint = e.outcome
 	}

@@ -195,18 +195,16 @@ func (w *Watcher) Run(ctx context.Context, out chan<- []model.Update) error {
 	for _, s := range []struct {
 		resource string // as SourceVersion names it
 		object   runtime.Object
+		items    itemStore
 		change   func(oldObj, newObj any) // oldObj nil for an add
 		del      func(obj any)
 	}{
-		{"namespaces", &corev1.Namespace{}, ignoreOld(w.setNamespace), w.deleteNamespace},
-		{"pods", &corev1.Pod{}, w.podChanged, w.deletePod},
-		{"networkpolicies", &networkingv1.NetworkPolicy{}, w.policyChanged(KindNetworkPolicy), w.deletePolicy(KindNetworkPolicy)},
+		{"namespaces", &corev1.Namespace{}, newObjectStore(), ignoreOld(w.setNamespace), w.deleteNamespace},
+		{"pods", &corev1.Pod{}, newPodStore(), w.podChanged, w.deletePod},
+		{"networkpolicies", &networkingv1.NetworkPolicy{}, newObjectStore(), w.policyChanged(KindNetworkPolicy), w.deletePolicy(KindNetworkPolicy)},
 	} {
-		store := newHandlerStore(w.watchOf(s.resource), w.transform, handler(s.resource, s.change, s.del))
+		store := newHandlerStore(w.watchOf(s.resource), s.items, w.transform, handler(s.resource, s.change, s.del))
 		store.sink = w
-		if s.resource == "pods" {
-			store.items = newPodStore()
-		}
 		// the pods of the initial list reach the graph as the list is read (early): the graph's
 		// work on them overlaps the list's transfer
 		record := func(p *corev1.Pod) *podRecord {
