@@ -47,6 +47,7 @@ spec:
   ports: [{port: 80, targetPort: 8080, nodePort: $nodeport, protocol: TCP}]
 YAML
 kubectl -n "$ns" wait --for=condition=Ready pod/backend --timeout=120s >/dev/null
+wait_nodeport "$w1" "$nodeport"
 
 echo "nodeport-prednat: NodePort $nodeport of $w1 (backend pod on $w1); probes from $cp and $w2"
 echo " before the policy:"
