@@ -1113,18 +1113,19 @@ func (c *Conn) Counters() (map[string]Counter, error) {
 	return readCounters(c.nft, m.Name, chains)
 }
 
-// ReadCounters sums the counters of the rules of each named chain of table on a netlink
-// connection of its own in the network namespace netnsFD (< 0: the current one), so that a
+// ReadCounters sums the counters of the rules of each named chain of table on one netlink
+// socket of its own in the network namespace netnsFD (< 0: the current one), so that a
 // reader (a metrics scrape) never waits for a commit in progress, nor a commit for it.
 func ReadCounters(netnsFD int, table string, chains []string) (map[string]Counter, error) {
 	var opts []nftables.ConnOption
 	if netnsFD >= 0 {
 		opts = append(opts, nftables.WithNetNSFd(netnsFD))
 	}
-	nc, err := nftables.New(opts...)
+	nc, err := nftables.New(append(opts, nftables.AsLasting())...)
 	if err != nil {
 		return nil, fmt.Errorf("opening a connection for counters: %w", err)
 	}
+	defer nc.CloseLasting()
 	return readCounters(nc, table, chains)
 }
 

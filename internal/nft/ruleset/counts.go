@@ -23,7 +23,8 @@ type Count struct {
 // current one), the counters of table's named chains, one Count per rule that counts, and of its
 // named sets' elements, one per element (sets made with Counter). A reader (a metrics scrape)
 // never waits for a commit in progress, nor a commit for it. Chains and sets that are gone are
-// skipped.
+// skipped. It opens two sockets, one for the rules and one for the elements, whatever the number
+// of chains and sets: a socket costs a switch into the namespace and back.
 func ReadCounts(netnsFD int, table string, chains, sets []string) ([]Count, error) {
 	var opts []nftables.ConnOption
 	cfg := &netlink.Config{}
@@ -31,10 +32,11 @@ func ReadCounts(netnsFD int, table string, chains, sets []string) ([]Count, erro
 		opts = append(opts, nftables.WithNetNSFd(netnsFD))
 		cfg.NetNS = netnsFD
 	}
-	nc, err := nftables.New(opts...)
+	nc, err := nftables.New(append(opts, nftables.AsLasting())...)
 	if err != nil {
 		return nil, fmt.Errorf("opening a connection for counters: %w", err)
 	}
+	defer nc.CloseLasting()
 	t := nfTable(table)
 	var out []Count
 	for _, name := range chains {

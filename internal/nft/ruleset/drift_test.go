@@ -143,7 +143,7 @@ func TestCounters(t *testing.T) {
 }
 
 // TestReadCounts reads the counters of counting rules and of the elements of counting sets and
-// maps, each with its comment and verdict; UDP datagrams on the namespace's loopback to ports 9,
+// maps, each with its comment and verdict, past a chain and a set that are gone; UDP datagrams on the namespace's loopback to ports 9,
 // 10 and 11 go through a counting allow set, a counting verdict map and a counting drop rule.
 func TestReadCounts(t *testing.T) {
 	ns, fd := newNetns(t)
@@ -179,7 +179,7 @@ func TestReadCounts(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", ns, "bash", "-c", script).CombinedOutput(); err != nil {
 		t.Fatalf("sending datagrams: %v: %s", err, out)
 	}
-	got, err := ReadCounts(fd, "counts", []string{"deny", "output", "gone"}, []string{"allow", "ports", "gone"})
+	got, err := ReadCounts(fd, "counts", []string{"gone", "deny", "output"}, []string{"gone", "allow", "ports"})
 	if err != nil {
 		t.Fatal(err)
 	}
