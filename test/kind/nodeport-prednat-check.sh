@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./probe.sh
+. ./kube-proxy.sh
 ns=nftpolicy-nodeport-prednat
 nodeport="${NODE_PORT:-30081}"
 agnhost="${AGNHOST_IMAGE:-registry.k8s.io/e2e-test-images/agnhost:2.63.0}"

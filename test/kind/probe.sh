@@ -20,22 +20,6 @@ cluster_nodes() {
     { echo "$1: $w1 and $cp need an IPv4 and an IPv6 InternalIP: ${w1ips[*]}, ${cpips[*]}"; exit 1; }
 }
 
-# wait_nodeport NODE PORT: waits up to 60 s for NODE's kube-proxy to have programmed NodePort
-# PORT (TCP) in both families (its service-nodeports maps). A probe sent before would reach the
-# node's input hook without DNAT, where a host endpoint's policy judges the NodePort itself.
-wait_nodeport() {
-  local node=$1 p=$2 fam ok
-  for _ in $(seq 60); do
-    ok=1
-    for fam in ip ip6; do
-      docker exec "$node" nft list map "$fam" kube-proxy service-nodeports 2>/dev/null | grep -q "tcp \. $p " || ok=0
-    done
-    [ $ok = 1 ] && return 0
-    sleep 1
-  done
-  echo "$node: kube-proxy programmed no NodePort $p in both families within 60 s"; return 1
-}
-
 # probe NODE ADDR PORT: 0 when NODE (its own network namespace, through docker) opens a TCP
 # connection to ADDR:PORT within 2 s. The reason of a failure goes to $why: refused or timeout.
 probe() {

@@ -15,6 +15,7 @@
 # must be denied like the other pod once the policy is in place.
 # Needs kubectl pointed at the cluster (KUBECONFIG) and the agnhost image on the nodes.
 set -euo pipefail
+. "$(dirname "$0")/kube-proxy.sh"
 ns=nftpolicy-svc-check
 agnhost="${AGNHOST_IMAGE:-registry.k8s.io/e2e-test-images/agnhost:2.63.0}"
 workers=($(kubectl get nodes -l '!node-role.kubernetes.io/control-plane' -o jsonpath='{.items[*].metadata.name}'))
@@ -47,6 +48,7 @@ mapfile -t ips < <(kubectl -n "$ns" get svc backend -o jsonpath='{range .spec.cl
 [ "${#ips[@]}" = 2 ] || { echo "service-check: the Service has no IPv4 and IPv6 ClusterIPs: ${ips[*]}"; exit 1; }
 
 nodeport=$(kubectl -n "$ns" get svc backend -o jsonpath='{.spec.ports[0].nodePort}')
+wait_nodeport "$w1" "$nodeport"
 mapfile -t nodeips < <(kubectl get node "$w1" -o jsonpath='{range .status.addresses[?(@.type=="InternalIP")]}{.address}{"\n"}{end}')
 targets=()   # "what address:port" of each way in
 for ip in "${ips[@]}"; do targets+=("ClusterIP $(fmt "$ip"):80"); done
