@@ -85,11 +85,12 @@ func newReflector(res *resourceWatch, lw cache.ListerWatcher, object runtime.Obj
 func (i *informer) hasSynced() bool { return i.store.synced.Load() }
 
 // handlerStore is the store a Reflector fills: it keeps what the handler last received of each
-// object (the transform's result, or what podStore keeps of it) and calls the handler with every change, in the reflector's
-// goroutine, as client-go's informers do from their queue (controller.go's processDeltas): an
-// add or update of an object it holds is an update (old, new); a delete of one it does not hold
-// is dropped; a relist (Replace) delivers each listed object and, for each held object the list
-// lacks, a delete with a cache.DeletedFinalStateUnknown of its last state. It has no queue of
+// object (the transform's result, or what podStore keeps of it) and calls the handler with every
+// change, in the reflector's goroutine, as client-go's informers do from their queue
+// (controller.go's processDeltas): an add or update of an object it holds is an update (old,
+// new); a delete of one it does not hold is dropped; a relist (Replace) delivers each listed
+// object and, for each held object the list lacks, a delete with a cache.DeletedFinalStateUnknown
+// of its last state. It has no queue of
 // its own: the handlers never block (they queue updates in the Watcher), so nothing waits.
 //
 // A relist is delivered whole or not at all to the consumer: the Watcher's sends (sink, if set)

@@ -1114,16 +1114,12 @@ func (c *Conn) Counters() (map[string]Counter, error) {
 }
 
 // ReadCounters sums the counters of the rules of each named chain of table on one netlink
-// socket of its own in the network namespace netnsFD (< 0: the current one), so that a
-// reader (a metrics scrape) never waits for a commit in progress, nor a commit for it.
+// socket of its own (openRuleReader) in the network namespace netnsFD (< 0: the current one), so
+// that a reader (a metrics scrape) never waits for a commit in progress, nor a commit for it.
 func ReadCounters(netnsFD int, table string, chains []string) (map[string]Counter, error) {
-	var opts []nftables.ConnOption
-	if netnsFD >= 0 {
-		opts = append(opts, nftables.WithNetNSFd(netnsFD))
-	}
-	nc, err := nftables.New(append(opts, nftables.AsLasting())...)
+	nc, err := openRuleReader(netnsFD)
 	if err != nil {
-		return nil, fmt.Errorf("opening a connection for counters: %w", err)
+		return nil, err
 	}
 	defer nc.CloseLasting()
 	return readCounters(nc, table, chains)

@@ -23,18 +23,12 @@ type Count struct {
 // current one), the counters of table's named chains, one Count per rule that counts, and of its
 // named sets' elements, one per element (sets made with Counter). A reader (a metrics scrape)
 // never waits for a commit in progress, nor a commit for it. Chains and sets that are gone are
-// skipped. It opens two sockets, one for the rules and one for the elements, whatever the number
-// of chains and sets: a socket costs a switch into the namespace and back.
+// skipped. It reads the rules on one socket (openRuleReader) and the elements on another, a dump
+// socket as Verify's (dialDumpSocket), whatever the number of chains and sets.
 func ReadCounts(netnsFD int, table string, chains, sets []string) ([]Count, error) {
-	var opts []nftables.ConnOption
-	cfg := &netlink.Config{}
-	if netnsFD >= 0 {
-		opts = append(opts, nftables.WithNetNSFd(netnsFD))
-		cfg.NetNS = netnsFD
-	}
-	nc, err := nftables.New(append(opts, nftables.AsLasting())...)
+	nc, err := openRuleReader(netnsFD)
 	if err != nil {
-		return nil, fmt.Errorf("opening a connection for counters: %w", err)
+		return nil, err
 	}
 	defer nc.CloseLasting()
 	t := nfTable(table)
@@ -65,9 +59,9 @@ func ReadCounts(netnsFD int, table string, chains, sets []string) ([]Count, erro
 	if len(sets) == 0 {
 		return out, nil
 	}
-	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
+	nl, err := dialDumpSocket(netnsFD)
 	if err != nil {
-		return nil, fmt.Errorf("opening a netlink socket for counters: %w", err)
+		return nil, fmt.Errorf("counters: %w", err)
 	}
 	defer nl.Close()
 	for _, name := range sets {
@@ -81,6 +75,21 @@ func ReadCounts(netnsFD int, table string, chains, sets []string) ([]Count, erro
 		}
 	}
 	return out, nil
+}
+
+// openRuleReader opens a lasting nftables connection in the network namespace netnsFD (< 0: the
+// current one) for a reader's rule dumps: one socket for all of them, as each socket costs a
+// switch into the namespace and back. Close it with CloseLasting.
+func openRuleReader(netnsFD int) (*nftables.Conn, error) {
+	opts := []nftables.ConnOption{nftables.AsLasting()}
+	if netnsFD >= 0 {
+		opts = append(opts, nftables.WithNetNSFd(netnsFD))
+	}
+	nc, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("opening a connection for counters: %w", err)
+	}
+	return nc, nil
 }
 
 // decodeCount reads an element's comment, verdict and counter; ok is false for an element without

@@ -143,8 +143,9 @@ func TestCounters(t *testing.T) {
 }
 
 // TestReadCounts reads the counters of counting rules and of the elements of counting sets and
-// maps, each with its comment and verdict, past a chain and a set that are gone; UDP datagrams on the namespace's loopback to ports 9,
-// 10 and 11 go through a counting allow set, a counting verdict map and a counting drop rule.
+// maps, each with its comment and verdict, past a chain and a set that are gone; UDP datagrams
+// on the namespace's loopback to ports 9, 10 and 11 go through a counting allow set, a counting
+// verdict map and a counting drop rule.
 func TestReadCounts(t *testing.T) {
 	ns, fd := newNetns(t)
 	c, err := Open(fd)

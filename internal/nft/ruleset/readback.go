@@ -22,18 +22,28 @@ import (
 // kernel caps those at 32 KiB), and offered to every recvmsg, so the kernel fills datagrams fully.
 const dumpBuffer = 64 << 10
 
-func (c *Conn) dialDump() error {
+// dialDumpSocket opens a socket for element dumps (dumpElements) in the network namespace
+// netnsFD (< 0: the current one), which offers dumpBuffer to every recvmsg.
+func dialDumpSocket(netnsFD int) (*netlink.Conn, error) {
 	cfg := &netlink.Config{MessageBufferSize: dumpBuffer}
-	if c.netnsFD >= 0 {
-		cfg.NetNS = c.netnsFD
+	if netnsFD >= 0 {
+		cfg.NetNS = netnsFD
 	}
 	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, cfg)
 	if err != nil {
-		return fmt.Errorf("opening netlink dump socket: %w", err)
+		return nil, fmt.Errorf("opening netlink dump socket: %w", err)
 	}
 	if err := nl.SetReadBuffer(readBuffer); err != nil {
 		nl.Close()
-		return fmt.Errorf("netlink dump read buffer: %w", err)
+		return nil, fmt.Errorf("netlink dump read buffer: %w", err)
+	}
+	return nl, nil
+}
+
+func (c *Conn) dialDump() error {
+	nl, err := dialDumpSocket(c.netnsFD)
+	if err != nil {
+		return err
 	}
 	if c.dump != nil {
 		_ = c.dump.Close()
