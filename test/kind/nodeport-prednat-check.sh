@@ -36,17 +36,8 @@ spec:
       image: $agnhost
       imagePullPolicy: IfNotPresent
       args: [netexec, --http-port=8080, --udp-port=-1]
----
-apiVersion: v1
-kind: Service
-metadata: {name: backend}
-spec:
-  type: NodePort
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {app: backend}
-  ports: [{port: 80, targetPort: 8080, nodePort: $nodeport, protocol: TCP}]
 YAML
+nodeport_service "$ns" "$nodeport"
 kubectl -n "$ns" wait --for=condition=Ready pod/backend --timeout=120s >/dev/null
 wait_nodeport "$w1" "$nodeport"
 

@@ -31,17 +31,7 @@ backend() { pod backend app=backend "$w1" netexec --http-port=8080; }
 client() { pod client role=client "$w2" pause; }
 backend; client
 pod other role=other "$w2" pause
-kubectl -n "$ns" apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Service
-metadata: {name: backend}
-spec:
-  type: NodePort
-  ipFamilyPolicy: RequireDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {app: backend}
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-YAML
+nodeport_service "$ns"
 kubectl -n "$ns" wait --for=condition=Ready pod --all --timeout=120s >/dev/null
 fmt() { case $1 in *:*) echo "[$1]" ;; *) echo "$1" ;; esac; }
 mapfile -t ips < <(kubectl -n "$ns" get svc backend -o jsonpath='{range .spec.clusterIPs[*]}{@}{"\n"}{end}')
