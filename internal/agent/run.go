@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 			_ = dp.Close()
 		}
 	}()
-	reg.MustRegister(newDenyCollector(dp), newPolicyCollector(dp))
+	reg.MustRegister(newPacketCollector(dp))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -374,31 +374,6 @@ func (a nftAdapter) Apply(msgs []dataplane.Message) error {
 func (a nftAdapter) Stats() TableStats {
 	s, tx := a.Applier.Stats()
 	return TableStats{Sets: s.Sets, Elements: s.Elements, Chains: s.Chains, Rules: s.Rules, Transactions: tx}
-}
-
-// denyCollector exports the packets dropped per deny reason (policy), read from the kernel's
-// counters of the deny chains at scrape time.
-type denyCollector struct {
-	dp   *kernel.Applier
-	desc *prometheus.Desc
-}
-
-func newDenyCollector(dp *kernel.Applier) *denyCollector {
-	return &denyCollector{dp: dp, desc: prometheus.NewDesc("nftpolicy_denied_packets_total",
-		"Packets dropped by policy, per deny reason (the policy and rule, or the tier default that isolated the pod).",
-		[]string{"reason"}, nil)}
-}
-
-func (c *denyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *denyCollector) Collect(ch chan<- prometheus.Metric) {
-	denied, err := c.dp.DeniedPackets()
-	if err != nil {
-		return
-	}
-	for reason, n := range denied {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), reason)
-	}
 }
 
 // hostProblemReporter logs and counts a host endpoint's problem (graph.Config.ReportHost): an

@@ -192,20 +192,23 @@ func (b *Builder) countAll() *Counted {
 // Table is the name of the committed table.
 func (c *Counted) Table() string { return c.table }
 
-// DenyChains are the deny chains' names, sorted: the chains whose counters Denied sums.
-func (c *Counted) DenyChains() []string { return slices.Sorted(maps.Keys(c.reasons)) }
-
-// Denied sums the deny chains' counters (by chain name) per reason: packets dropped per reason.
-func (c *Counted) Denied(counters map[string]ruleset.Counter) map[string]uint64 {
-	out := map[string]uint64{}
-	for name, reason := range c.reasons {
-		out[reason] += counters[name].Packets
+// Denied sums the deny chains' counts among counts (ruleset.ReadCounts of CountingChains and
+// CountingSets) per reason: packets dropped per reason, every reason of the table present.
+func (c *Counted) Denied(counts []ruleset.Count) map[string]uint64 {
+	out := make(map[string]uint64, len(c.reasons))
+	for _, reason := range c.reasons {
+		out[reason] += 0
+	}
+	for _, n := range counts {
+		if reason, ok := c.reasons[n.Chain]; ok {
+			out[reason] += n.Packets
+		}
 	}
 	return out
 }
 
-// CountingChains are the chains whose counters PolicyPackets reads: the deny chains and the
-// chains with counting accept rules.
+// CountingChains are the chains whose counters Denied and PolicyPackets read: the deny chains
+// and the chains with counting accept rules.
 func (c *Counted) CountingChains() []string {
 	return append(slices.Collect(maps.Keys(c.full)), c.countChains...)
 }

@@ -73,10 +73,10 @@ func BenchmarkPacketPathCounters(b *testing.B) {
 		}
 		time.Sleep(settle)
 		m := pp.measureClean(b, d)
-		if counts, err := counted.PolicyPackets(); err != nil {
+		if packets, err := counted.Packets(); err != nil {
 			b.Fatal(err)
 		} else if r == 0 {
-			for k, v := range counts {
+			for k, v := range packets.Policies {
 				if k.Verdict == "allow" {
 					allowed += v
 				}

@@ -25,8 +25,7 @@ type Committer interface {
 // Applier keeps the kernel's table equal to its builder's desired table: it commits each
 // apply's changes in one transaction, writes the table whole when it must, reads it back and
 // repairs drift, and reads the kernel's counters of the committed table. Apply, Resync, Repair,
-// Cleanup and Close are called from one goroutine; DeniedPackets, PolicyPackets and DenyChain
-// from any, at any time.
+// Cleanup and Close are called from one goroutine; Packets and DenyChain from any, at any time.
 type Applier struct {
 	builder *nft.Builder
 	conn    Committer

@@ -96,12 +96,12 @@ func TestBridgedPolicy(t *testing.T) {
 // deniedWith sums the applier's drops whose reason contains substr.
 func deniedWith(t *testing.T, dp *kernel.Applier, substr string) uint64 {
 	t.Helper()
-	denied, err := dp.DeniedPackets()
+	packets, err := dp.Packets()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n uint64
-	for reason, v := range denied {
+	for reason, v := range packets.Denied {
 		if strings.Contains(reason, substr) {
 			n += v
 		}

@@ -13,7 +13,7 @@ import (
 
 // TestPolicyPackets: with CountAllowed, real connections into node a's x/a are counted per
 // policy and verdict where they are decided — a listed group's accepting rule, a map group's
-// class map element, deny chains — and PolicyPackets names the tier, policy and direction.
+// class map element, deny chains — and Packets names in Policies the tier, policy and direction.
 func TestPolicyPackets(t *testing.T) {
 	tc := newTrafficCluster(t)
 	fd := nodeFD(t, tc.c.Node("a"))
@@ -54,10 +54,11 @@ func TestPolicyPackets(t *testing.T) {
 				}
 			}
 		}
-		got, err := dp.PolicyPackets()
+		packets, err := dp.Packets()
 		if err != nil {
 			t.Fatal(err)
 		}
+		got := packets.Policies
 		for k, v := range got {
 			if v == 0 {
 				delete(got, k)

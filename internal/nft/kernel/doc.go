@@ -9,13 +9,12 @@
 // replace, the Applier writes the bridge companion (bridge.go): a stateless `bridge nftpolicy`
 // table that checks anti-spoofing and fail-closed ingress on bridge ports, which only the bridge
 // family sees; whole, in a transaction of its own, deleted with the inet table by Cleanup and
-// once no prefix is checked. Its drops are among DeniedPackets'. An Applier of NewApplier (a
+// once no prefix is checked. Its drops are among Packets' Denied. An Applier of NewApplier (a
 // fake Committer) has none.
 //
 // The Applier's methods Apply, Resync, Repair and Stats (through the agent's adapter) are what
 // the agent's loop drives; Monitor opens the kernel's reports of changes other processes make to
-// the table; DeniedPackets, PolicyPackets and DenyChain serve the metrics and the deny log from
-// any goroutine.
+// the table; Packets and DenyChain serve the metrics and the deny log from any goroutine.
 //
 // # Transactions
 //

@@ -1113,18 +1113,7 @@ func (c *Conn) Counters() (map[string]Counter, error) {
 	return readCounters(c.nft, m.Name, chains)
 }
 
-// ReadCounters sums the counters of the rules of each named chain of table on one netlink
-// socket of its own (openRuleReader) in the network namespace netnsFD (< 0: the current one), so
-// that a reader (a metrics scrape) never waits for a commit in progress, nor a commit for it.
-func ReadCounters(netnsFD int, table string, chains []string) (map[string]Counter, error) {
-	nc, err := openRuleReader(netnsFD)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.CloseLasting()
-	return readCounters(nc, table, chains)
-}
-
+// readCounters sums, on nc, the counters of the rules of each named chain of table.
 func readCounters(nc *nftables.Conn, table string, chains []string) (map[string]Counter, error) {
 	t := nfTable(table)
 	out := map[string]Counter{}

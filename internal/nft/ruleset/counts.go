@@ -12,8 +12,9 @@ import (
 )
 
 // Count is what one counting rule or set element has counted, with its comment and verdict (a
-// plain set's elements have none).
+// plain set's elements have none), and for a rule its chain.
 type Count struct {
+	Chain   string // the rule's chain; "" for a set element
 	Comment string
 	Verdict VerdictKind
 	Counter
@@ -39,7 +40,7 @@ func ReadCounts(netnsFD int, table string, chains, sets []string) ([]Count, erro
 			continue // removed since the caller listed it
 		}
 		for _, r := range rules {
-			c := Count{}
+			c := Count{Chain: name}
 			counts := false
 			for _, e := range r.Exprs {
 				switch e := e.(type) {

@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"cmp"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -186,11 +187,11 @@ func TestReadCounts(t *testing.T) {
 	}
 	var lines []string
 	for _, c := range got {
-		lines = append(lines, fmt.Sprintf("%s %d %d", c.Comment, c.Verdict, c.Packets))
+		lines = append(lines, fmt.Sprintf("%s %s %d %d", cmp.Or(c.Chain, "-"), c.Comment, c.Verdict, c.Packets))
 	}
 	slices.Sort(lines)
-	want := []string{fmt.Sprintf("denied %d 2", Drop), fmt.Sprintf("eleven %d 1", VerdictNone), fmt.Sprintf("nine %d 3", Accept),
-		fmt.Sprintf("ten %d 2", Goto), fmt.Sprintf("twelve %d 0", VerdictNone)}
+	want := []string{fmt.Sprintf("- eleven %d 1", VerdictNone), fmt.Sprintf("- nine %d 3", Accept),
+		fmt.Sprintf("- ten %d 2", Goto), fmt.Sprintf("- twelve %d 0", VerdictNone), fmt.Sprintf("deny denied %d 2", Drop)}
 	if !slices.Equal(lines, want) {
 		t.Errorf("counts %q, want %q", lines, want)
 	}
