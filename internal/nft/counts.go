@@ -197,7 +197,7 @@ func (c *Counted) Table() string { return c.table }
 func (c *Counted) Denied(counts []ruleset.Count) map[string]uint64 {
 	out := make(map[string]uint64, len(c.reasons))
 	for _, reason := range c.reasons {
-		out[reason] += 0
+		out[reason] = 0
 	}
 	for _, n := range counts {
 		if reason, ok := c.reasons[n.Chain]; ok {

@@ -90,8 +90,8 @@ func (i *informer) hasSynced() bool { return i.store.synced.Load() }
 // (controller.go's processDeltas): an add or update of an object it holds is an update (old,
 // new); a delete of one it does not hold is dropped; a relist (Replace) delivers each listed
 // object and, for each held object the list lacks, a delete with a cache.DeletedFinalStateUnknown
-// of its last state. It has no queue of
-// its own: the handlers never block (they queue updates in the Watcher), so nothing waits.
+// of its last state. It has no queue of its own: the handlers never block (they queue updates
+// in the Watcher), so nothing waits.
 //
 // A relist is delivered whole or not at all to the consumer: the Watcher's sends (sink, if set)
 // are held from the relist's first handler call to its last, so that none of its updates is
